@@ -1,0 +1,15 @@
+"""Exception types. Library calls raise these; the CLI prints them as one line and exits 2."""
+
+from __future__ import annotations
+
+
+class NqfError(ValueError):
+    """Bad input or a configuration nqf cannot honour (unknown option, wrong shape, ...)."""
+
+
+class TheoryDoesNotApply(NqfError):
+    """The quadratic-form expansion does not hold for this unit function.
+
+    The message says why: not smooth at w = 0, a linear term is present,
+    or the quadratic form vanishes (leading order is cubic).
+    """

@@ -1,0 +1,132 @@
+r"""Structured representations of the structure matrices of a data set.
+
+Downstream code (data matrices, flows, Lotka-Volterra coefficients) needs only three
+contractions of the per-sample structure matrices A_c(x_n) (K outputs, d x d each):
+
+- ``forms(M)``      -> (N, K):   f_c(x_n) = <M, A_c(x_n)>
+- ``contract(R)``   -> (d, d):   (1/N) sum_{n,c} R[n, c] A_c(x_n)
+- ``quad(Q)``       -> (N, K, m): q_j^T A_c(x_n) q_j for the columns q_j of Q (d x m)
+
+:class:`BlockFactors` stores A through low-rank factors on parameter blocks,
+
+    A_c(x) = sum_terms 1/2 sum_r ( E_L^T l_cr(x) r_cr(x)^T E_R + E_R^T r_cr(x) l_cr(x)^T E_L ),
+
+where E_L, E_R select the left/right parameter blocks (they may coincide). Memory is
+O(N K R (d_L + d_R)); an N x d x d stack is never built. :class:`DenseStructure` is
+the fallback for user unit functions without a known structure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class BlockTerm:
+    """One low-rank coupling between parameter block ``left_slice`` and ``right_slice``.
+
+    left: (N, K, R, d_L) and right: (N, K, R, d_R), slices are (start, stop) in the
+    flattened unit parameter vector of length d.
+    """
+
+    left: jax.Array
+    right: jax.Array
+    left_slice: tuple[int, int] = field(metadata=dict(static=True))
+    right_slice: tuple[int, int] = field(metadata=dict(static=True))
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class BlockFactors:
+    """Sum of :class:`BlockTerm` couplings for N samples; see the module docstring."""
+
+    terms: tuple[BlockTerm, ...]
+    dim: int = field(metadata=dict(static=True))
+
+    @property
+    def num_samples(self) -> int:
+        return self.terms[0].left.shape[0]
+
+    @property
+    def outputs(self) -> int:
+        return self.terms[0].left.shape[1]
+
+    def forms(self, M: jax.Array) -> jax.Array:
+        """<M, A_c(x_n)> for symmetric M (d x d); returns (N, K)."""
+        out = 0.0
+        for t in self.terms:
+            block = M[t.left_slice[0] : t.left_slice[1], t.right_slice[0] : t.right_slice[1]]
+            lm = jnp.einsum("nkri,ij->nkrj", t.left, block)
+            out = out + jnp.sum(lm * t.right, axis=(2, 3))
+        return out
+
+    def contract(self, weights: jax.Array) -> jax.Array:
+        """(1/N) sum_{n,c} weights[n, c] A_c(x_n); weights (N, K), returns (d, d)."""
+        n = weights.shape[0]
+        out = jnp.zeros((self.dim, self.dim), dtype=jnp.result_type(weights, self.terms[0].left))
+        for t in self.terms:
+            wl = t.left * weights[:, :, None, None]
+            b = jnp.einsum("nkri,nkrj->ij", wl, t.right) / (2 * n)
+            (l0, l1), (r0, r1) = t.left_slice, t.right_slice
+            out = out.at[l0:l1, r0:r1].add(b)
+            out = out.at[r0:r1, l0:l1].add(b.T)
+        return out
+
+    def quad(self, Q: jax.Array) -> jax.Array:
+        """q_j^T A_c(x_n) q_j for the columns of Q (d x m); returns (N, K, m)."""
+        out = 0.0
+        for t in self.terms:
+            ql = Q[t.left_slice[0] : t.left_slice[1]]
+            qr = Q[t.right_slice[0] : t.right_slice[1]]
+            out = out + jnp.einsum("nkri,im,nkrj,jm->nkm", t.left, ql, t.right, qr)
+        return out
+
+    def dense(self) -> jax.Array:
+        """The explicit (N, K, d, d) stack; for tests and small inspections only."""
+        n, k = self.num_samples, self.outputs
+        out = jnp.zeros((n, k, self.dim, self.dim), dtype=self.terms[0].left.dtype)
+        for t in self.terms:
+            b = 0.5 * jnp.einsum("nkri,nkrj->nkij", t.left, t.right)
+            (l0, l1), (r0, r1) = t.left_slice, t.right_slice
+            out = out.at[:, :, l0:l1, r0:r1].add(b)
+            out = out.at[:, :, r0:r1, l0:l1].add(jnp.swapaxes(b, -1, -2))
+        return out
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class DenseStructure:
+    """Explicit per-sample structure matrices A: (N, K, d, d), for unstructured units."""
+
+    matrices: jax.Array
+
+    @property
+    def dim(self) -> int:
+        return self.matrices.shape[-1]
+
+    @property
+    def num_samples(self) -> int:
+        return self.matrices.shape[0]
+
+    @property
+    def outputs(self) -> int:
+        return self.matrices.shape[1]
+
+    def forms(self, M: jax.Array) -> jax.Array:
+        return jnp.einsum("nkij,ij->nk", self.matrices, M)
+
+    def contract(self, weights: jax.Array) -> jax.Array:
+        return jnp.einsum("nk,nkij->ij", weights, self.matrices) / weights.shape[0]
+
+    def quad(self, Q: jax.Array) -> jax.Array:
+        return jnp.einsum("nkij,im,jm->nkm", self.matrices, Q, Q)
+
+    def dense(self) -> jax.Array:
+        return self.matrices
+
+
+Structure = BlockFactors | DenseStructure

@@ -1,0 +1,42 @@
+r"""Two-layer perceptron with a trainable readout, one hidden unit per unit.
+
+    phi_c(w, x) = a_c sigma(v . x),     w = (a in R^K, v in R^D), flattened as [a, v].
+
+Closed form (THEORY.md section 1):  A_c(x) = (sigma'(0)/2) [[0, e_c x^T], [x e_c^T, 0]],
+so the leading model is the linear two-layer network f = sigma'(0) (sum_i a_i v_i^T) x.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .._activations import activation_derivatives, get_activation
+from .._architecture import Architecture, ClosedTerm
+
+
+def mlp(inputs: int = 8, outputs: int = 4, activation: str = "tanh") -> Architecture:
+    """Perceptron units with trainable readout: phi = a sigma(v.x). x: (inputs,), f: (outputs,)."""
+    sigma = get_activation(activation)
+    slope, _ = activation_derivatives(activation)
+
+    def unit(w, x):
+        return w["a"] * sigma(jnp.dot(w["v"], x))
+
+    def closed_form(x):
+        left = slope * jnp.eye(outputs, dtype=x.dtype)[:, None, :]  # (K, 1, K): sigma'(0) e_c
+        right = jnp.broadcast_to(x, (outputs, 1, inputs))  # (K, 1, D): x
+        return (ClosedTerm("a", "v", left, right),)
+
+    template = {"a": jax.ShapeDtypeStruct((outputs,), jnp.float32), "v": jax.ShapeDtypeStruct((inputs,), jnp.float32)}
+    return Architecture(
+        name="mlp",
+        unit=unit,
+        template=template,
+        input_shape=(inputs,),
+        outputs=outputs,
+        options=(("inputs", inputs), ("outputs", outputs), ("activation", activation)),
+        closed_form=closed_form,
+        closed_form_text=(("a x v", f"A_c = sigma'(0)/2 (e_c x^T + x e_c^T), sigma'(0) = {slope:.6g}"),),
+        description="perceptron units with trainable readout, phi = a sigma(v.x)",
+    )
