@@ -164,8 +164,10 @@ class Architecture:
         """g0, the gate weight of one unit at W = 0 (1 without a router)."""
         if self.router is None:
             return 1.0
-        weights = self.router.route(jnp.zeros((self.router.units,)))
-        return float(weights[0])
+        # evaluated eagerly even while tracing (jit/vmap of structure_matrix): g0 is a constant
+        with jax.ensure_compile_time_eval():
+            weights = self.router.route(jnp.zeros((self.router.units,)))
+            return float(weights[0])
 
     def effective_unit(self, w: jax.Array, x: jax.Array) -> jax.Array:
         """g0 * phi(w, x) for a flat w: the unit's contribution at leading order, (K,)."""

@@ -13,12 +13,21 @@ from typing import Any
 
 from .._architecture import Architecture
 from .._errors import NqfError
+from .attention import attention as attention
+from .conv import conv1d as conv1d, conv2d as conv2d
+from .linear_attention import linear_attention as linear_attention
 from .mlp import mlp as mlp
 from .mlp_fixed import mlp_fixed as mlp_fixed
+from .moe import moe as moe
 
 ARCHITECTURES: dict[str, Callable[..., Architecture]] = {
     "mlp": mlp,
     "mlp-fixed": mlp_fixed,
+    "attention": attention,
+    "linear-attention": linear_attention,
+    "moe": moe,
+    "conv1d": conv1d,
+    "conv2d": conv2d,
 }
 
 

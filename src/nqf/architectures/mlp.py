@@ -13,10 +13,13 @@ import jax.numpy as jnp
 
 from .._activations import activation_derivatives, get_activation
 from .._architecture import Architecture, ClosedTerm
+from ._options import positive_int
 
 
 def mlp(inputs: int = 8, outputs: int = 4, activation: str = "tanh") -> Architecture:
     """Perceptron units with trainable readout: phi = a sigma(v.x). x: (inputs,), f: (outputs,)."""
+    inputs = positive_int("mlp", "inputs", inputs)
+    outputs = positive_int("mlp", "outputs", outputs)
     sigma = get_activation(activation)
     slope, _ = activation_derivatives(activation)
 

@@ -13,10 +13,12 @@ import jax.numpy as jnp
 
 from .._activations import activation_derivatives, get_activation
 from .._architecture import Architecture, ClosedTerm
+from ._options import positive_int
 
 
 def mlp_fixed(inputs: int = 8, activation: str = "square") -> Architecture:
     """Fixed-readout units phi = sigma(v.x), x: (inputs,), one output."""
+    inputs = positive_int("mlp-fixed", "inputs", inputs)
     sigma = get_activation(activation)
     _, curvature = activation_derivatives(activation)
 
