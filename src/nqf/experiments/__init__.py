@@ -1,0 +1,26 @@
+"""The experiments that ``nqf reproduce`` runs, and the registry that names them.
+
+Each experiment is an :class:`Experiment` (see ``_base.py`` for the contract) added to
+``EXPERIMENTS`` under its name ("E1", ...). The registry lives here, with the numerical
+core; the figures of each experiment live on the report side (``nqf.report``).
+"""
+
+from __future__ import annotations
+
+from .._verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
+from ._base import (
+    Experiment as Experiment,
+    ExperimentResult as ExperimentResult,
+    Record as Record,
+    RunSpec as RunSpec,
+)
+from ._config import (
+    build_config as build_config,
+    config_from_dict as config_from_dict,
+    config_to_dict as config_to_dict,
+    load_config_file as load_config_file,
+    parse_overrides as parse_overrides,
+)
+
+# Filled in by the experiment modules (E1 ... E7), one import and one entry each.
+EXPERIMENTS: dict[str, Experiment] = {}

@@ -1,0 +1,228 @@
+"""Verdicts from stated tolerances, figure checks, configs, and the self-contained HTML report."""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nqf._errors import NqfError
+from nqf._verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim, Tolerance, judge
+from nqf.experiments import Experiment, ExperimentResult, build_config, load_config_file, parse_overrides
+from nqf.experiments._base import ExperimentOutcome, RunStatus
+from nqf.report import axis_label, build_report, curve, new_figure, save_figure, setup_axes
+from tests._toy_experiments import ToyConfig, make_registry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _claim(predicted, measured, tolerance, **kw):
+    return Claim("switch-on step of mode 1", "first step with m_1 >= m_1*/2", predicted, measured, tolerance, **kw)
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+def test_wrong_prediction_is_not_confirmed_and_right_one_is():
+    tol = Tolerance("relative", 0.05)  # 5 %
+    assert _claim(94.0, 93.0, tol).verdict.status == CONFIRMED  # 1.1 % off
+    wrong = _claim(140.0, 93.0, tol).verdict  # a deliberately wrong prediction
+    assert wrong.status == NOT_CONFIRMED
+    assert "> 0.05·|predicted| = 7" in wrong.reason
+    assert judge(_claim(94.0, 93.0, tol)) == _claim(94.0, 93.0, tol).verdict
+
+
+def test_missing_numbers_are_not_applicable_with_the_reason():
+    tol = Tolerance("absolute", 5)
+    verdict = _claim(None, 93.0, tol, why_missing="LV needs a shared eigenbasis").verdict
+    assert verdict.status == NOT_APPLICABLE and verdict.reason == "LV needs a shared eigenbasis"
+    assert _claim(94.0, None, tol).verdict == type(verdict)(NOT_APPLICABLE, "nothing was measured")
+    assert _claim(None, None, tol).verdict.reason == "the theory gives no prediction here"
+    with pytest.raises(NqfError, match="why_missing"):  # no hand-written "not applicable" with both numbers
+        _claim(94.0, 93.0, tol, why_missing="I do not like it")
+
+
+def test_non_finite_numbers_are_not_confirmed():
+    tol = Tolerance("relative", 1.0)
+    assert _claim(94.0, float("nan"), tol).verdict.status == NOT_CONFIRMED
+    assert _claim(float("inf"), 93.0, tol).verdict.reason == "predicted value is not finite"
+
+
+@pytest.mark.parametrize(
+    "tolerance, predicted, inside, outside",
+    [
+        (Tolerance("relative", 0.1), 100.0, 110.0, 110.5),
+        (Tolerance("relative", 0.1), -100.0, -90.0, -89.0),
+        (Tolerance("absolute", 2.0), 10.0, 8.0, 12.5),
+        (Tolerance("interval", (-1.0, 10.0)), 100.0, 110.0, 98.5),
+        (Tolerance("at_least", 0.5), 1.0, 0.5, 0.49),
+        (Tolerance("at_most", 0.0), 1e-3, 1e-3, 1.01e-3),
+    ],
+)
+def test_tolerance_kinds_at_their_boundaries(tolerance, predicted, inside, outside):
+    assert _claim(predicted, inside, tolerance).verdict.status == CONFIRMED
+    assert _claim(predicted, outside, tolerance).verdict.status == NOT_CONFIRMED
+
+
+def test_bad_tolerances_and_claims_raise():
+    for bad in [("relative", -0.1), ("absolute", float("nan")), ("interval", (2.0, 1.0)), ("interval", 1.0), ("close", 1)]:
+        with pytest.raises(NqfError):
+            Tolerance(*bad)
+    with pytest.raises(NqfError, match="number or None"):
+        _claim("94", 93.0, Tolerance("absolute", 1))
+    assert _claim(np.float32(94.0), np.int64(93), Tolerance("absolute", 1)).measured == 93.0
+    assert Tolerance("interval", [-2, 10]).describe() == "measured − predicted in [-2, 10]"
+    assert Tolerance("relative", 0.05).describe() == "±5% of predicted"
+
+
+# ---------------------------------------------------------------- configs
+
+
+def test_config_file_and_overrides_are_typed_by_the_dataclass(tmp_path):
+    toy = make_registry()["T1"]
+    path = tmp_path / "nqf.toml"
+    path.write_text('[T1]\nscale = 3\nsizes = [4, 5]\n[T1.full]\nruns = 7\n[T1.quick]\nkind = "squared"\n')
+    tables = load_config_file(path)
+    sets = parse_overrides(["T1.seed=4", "T1.cutoff=1e-3", "T1.verbose=yes", "T1.sizes=1,2,3"])
+    quick = build_config(toy, "quick", tables["T1"], sets["T1"])
+    assert quick == ToyConfig(runs=3, scale=3.0, seed=4, kind="squared", sizes=(1, 2, 3), cutoff=1e-3, verbose=True)
+    assert isinstance(quick.scale, float)
+    full = build_config(toy, "full", tables["T1"], {"cutoff": "none", "runs": "1e1"})
+    assert full == ToyConfig(runs=10, scale=3.0, sizes=(4, 5))
+    bad = [
+        ({"sigma": "1"}, "has no field 'sigma'"),
+        ({"runs": "2.5"}, "expected an integer"),
+        ({"kind": "cubed"}, "is not one of"),
+        ({"verbose": "maybe"}, "true or false"),
+        ({"runs": "0"}, "runs must be >= 1"),  # the dataclass's own check
+    ]
+    for override, message in bad:
+        with pytest.raises(NqfError, match=message):
+            build_config(toy, "quick", None, override)
+    with pytest.raises(NqfError, match="EXPERIMENT.FIELD=VALUE"):
+        parse_overrides(["sigma0=1"])
+    (tmp_path / "bad.toml").write_text("[T1\n")
+    with pytest.raises(NqfError, match="not valid TOML"):
+        load_config_file(tmp_path / "bad.toml")
+
+
+def test_experiment_checks_its_config_type():
+    @__import__("dataclasses").dataclass
+    class Mutable:
+        x: int = 0
+
+    with pytest.raises(NqfError, match="frozen"):
+        Experiment("E9", "bad", Mutable, lambda c: [], lambda c, r: None)
+    with pytest.raises(NqfError, match="classmethod quick"):
+        Experiment("E9", "bad", Tolerance, lambda c: [], lambda c, r: None)
+
+
+# ---------------------------------------------------------------- figures
+
+
+def test_save_figure_requires_labels_and_legends_and_is_byte_identical(tmp_path):
+    x = np.arange(1, 50)
+    fig, ax = new_figure()
+    ax.plot(x, 1 / x, **curve("network", 0, "GD"))
+    ax.plot(x, 1.1 / x, **curve("quadratic model", 1))
+    with pytest.raises(NqfError, match="label"):
+        save_figure(fig, tmp_path, "E0_loss", "Loss.")
+    setup_axes(ax, axis_label("training step", "steps"), axis_label("loss", "1"), xscale="log", yscale="log")
+    with pytest.raises(NqfError, match="no legend"):
+        save_figure(fig, tmp_path, "E0_loss", "Loss.")
+    ax.legend()
+    first = save_figure(fig, tmp_path, "E0_loss", "Loss against step, log-log.")
+    png, pdf = first.png.read_bytes(), first.pdf.read_bytes()
+    assert png.startswith(b"\x89PNG") and pdf.startswith(b"%PDF")
+    save_figure(fig, tmp_path, "E0_loss", "Loss against step, log-log.")
+    assert first.png.read_bytes() == png and first.pdf.read_bytes() == pdf
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["E0_loss.pdf", "E0_loss.png"]  # no temp files left
+
+    fig, ax = new_figure()
+    ax.plot(x, x)
+    ax.plot(x, 2 * x)
+    setup_axes(ax, "step [steps]", "m [1]")
+    ax.legend(["a", "b"])
+    with pytest.raises(NqfError, match="without a legend label"):
+        save_figure(fig, tmp_path, "E0_bad", "Unnamed curves.")
+    with pytest.raises(NqfError, match="unknown curve source"):
+        curve("my guess")
+    with pytest.raises(NqfError, match="unit"):
+        axis_label("loss", "")
+
+
+# ---------------------------------------------------------------- HTML
+
+
+def _outcomes_and_figures(tmp_path):
+    claims = (
+        Claim("mode 1 switches on at the predicted step", "switch-on step", 94, 93, Tolerance("relative", 0.05), unit="steps"),
+        Claim("a <deliberately> wrong prediction & more", "plateau loss", 0.5, 0.25, Tolerance("absolute", 0.01)),
+        Claim("LV plateau", "plateau", None, 0.25, Tolerance("absolute", 0.01), why_missing="no shared eigenbasis"),
+    )
+    result = ExperimentResult(claims, text="First paragraph.\n\nSecond <b>paragraph</b>.")
+    done = ExperimentOutcome("E1", "staircase", "", {"sigma0": 1e-6}, (RunStatus("gd", "a" * 64, "computed"),), result)
+    missing = ExperimentOutcome(
+        "E2", "deep", "", {}, (RunStatus("gd", "b" * 64, "stored"), RunStatus("adam", "c" * 64, "missing")), None
+    )
+    fig, ax = new_figure()
+    ax.plot([1, 2, 3], [3, 2, 1], **curve("M-flow"))
+    setup_axes(ax, "step [steps]", "loss [1]")
+    figures = {"E1": [save_figure(fig, tmp_path / "figures", "E1_loss", "Loss.")]}
+    return [done, missing], figures
+
+
+def test_report_is_self_contained_and_opens_with_the_claims_table(tmp_path):
+    outcomes, figures = _outcomes_and_figures(tmp_path)
+    path = build_report(tmp_path, outcomes, figures, ["runs/E1/x.json: not valid JSON; skipped"], mode="quick", version="0.1.0")
+    text = path.read_text()
+    assert path == tmp_path / "report.html" and text.startswith("<!DOCTYPE html>")
+    assert not re.search(r"(?i)(https?:|file:)//", text) and 'src="file' not in text
+    assert "<script" not in text and "<link" not in text
+    sources = re.findall(r'<img src="([^"]*)"', text)
+    assert len(sources) == 1 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert base64.b64decode(sources[0].split(",", 1)[1]) == figures["E1"][0].png.read_bytes()
+    claims_at, first_section = text.index('<section id="claims">'), text.index('<section id="exp-E1">')
+    assert claims_at < first_section and text.index("<table>") < first_section
+    for column in ("Claim", "What was measured", "Predicted", "Measured", "Tolerance", "Verdict"):
+        assert f"<th>{column}</th>" in text
+    assert text.count('<tr class="confirmed">') == 1 and text.count('<tr class="refuted">') == 1
+    assert text.count('<tr class="na">') == 2  # the LV claim and the incomplete E2
+    assert "a &lt;deliberately&gt; wrong prediction &amp; more" in text and "Second &lt;b&gt;" in text
+    assert "runs missing from the store: adam" in text and "not valid JSON; skipped" in text
+    assert "94 steps" in text and "no shared eigenbasis" in text
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium); see docs/report.md")
+def test_report_renders_in_headless_chromium(tmp_path):
+    outcomes, figures = _outcomes_and_figures(tmp_path)
+    path = build_report(tmp_path, outcomes, figures, [], mode="quick", version="0.1.0")
+    shot = tmp_path / "shot.png"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_report.py"), str(path), "--screenshot", str(shot)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 figure(s) decoded" in done.stdout and shot.read_bytes().startswith(b"\x89PNG")
+
+    # The checker does fail: an external image reference is caught.
+    broken = tmp_path / "broken.html"
+    broken.write_text(path.read_text().replace("data:image/png;base64,", "figures/E1_loss.png#", 1))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_report.py"), str(broken), "--screenshot", str(shot)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1 and "not an embedded PNG" in done.stderr

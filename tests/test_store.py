@@ -1,0 +1,125 @@
+"""The results store: keys, atomic writes, and corrupt or foreign files reported, never raised."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from nqf._errors import NqfError
+from nqf._store import ResultsStore, package_version, run_key, to_jsonable
+
+CONFIG = {"sigma0": 1e-6, "steps": 300, "seed": 0, "widths": (4, 8)}
+
+
+def test_key_changes_with_config_seed_version_and_run_but_not_dict_order():
+    base = run_key("E1", "gd", CONFIG, "0.1.0")
+    assert base == run_key("E1", "gd", dict(reversed(list(CONFIG.items()))), "0.1.0")
+    assert base == run_key("E1", "gd", {**CONFIG, "widths": [4, 8]}, "0.1.0")  # tuples hash as lists
+    variants = [
+        run_key("E1", "gd", {**CONFIG, "seed": 1}, "0.1.0"),
+        run_key("E1", "gd", {**CONFIG, "sigma0": 1e-8}, "0.1.0"),
+        run_key("E1", "gd", CONFIG, "0.1.1"),
+        run_key("E1", "adam", CONFIG, "0.1.0"),
+        run_key("E2", "gd", CONFIG, "0.1.0"),
+    ]
+    assert len({base, *variants}) == 1 + len(variants)
+    assert ResultsStore("unused").key("E1", "gd", CONFIG) == run_key("E1", "gd", CONFIG, package_version())
+
+
+def test_put_get_roundtrip_converts_arrays_and_keeps_nan(tmp_path):
+    store = ResultsStore(tmp_path)
+    assert store.get("E1", "gd", CONFIG) is None
+    record = {"loss": np.array([1.0, 0.5, np.nan]), "steps": np.int64(7), "nested": {"m": np.eye(2)}}
+    returned = store.put("E1", "gd", CONFIG, record)
+    stored = store.get("E1", "gd", CONFIG)
+    assert stored["steps"] == 7 and stored["nested"]["m"] == [[1.0, 0.0], [0.0, 1.0]]
+    assert stored["loss"][:2] == [1.0, 0.5] and math.isnan(stored["loss"][2])
+    assert json.dumps(returned) == json.dumps(stored)  # put hands back what get reads
+    document = json.loads(store.path("E1", store.key("E1", "gd", CONFIG)).read_text())
+    assert document["format"] == "nqf-run" and document["experiment"] == "E1" and document["run"] == "gd"
+    assert document["config"]["widths"] == [4, 8] and document["nqf_version"] == store.version
+    assert store.problems == []
+
+
+def test_bad_records_and_configs_raise_nqf_error(tmp_path):
+    store = ResultsStore(tmp_path)
+    with pytest.raises(NqfError, match="cannot be stored"):
+        store.put("E1", "gd", CONFIG, {"f": lambda x: x})
+    with pytest.raises(NqfError, match="NaN"):
+        store.key("E1", "gd", {"sigma0": float("nan")})
+    with pytest.raises(NqfError, match="string key"):
+        to_jsonable({1: 2})
+    with pytest.raises(NqfError, match="run name"):
+        store.put("E1", "../escape", CONFIG, {})
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.json"))
+
+
+def test_put_is_atomic_a_crash_leaves_no_file_and_stray_temp_files_are_ignored(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path)
+    path = store.path("E1", store.key("E1", "gd", CONFIG))
+
+    def crash(fd):
+        raise KeyboardInterrupt  # the process dies between writing and renaming
+
+    monkeypatch.setattr(os, "fsync", crash)
+    with pytest.raises(KeyboardInterrupt):
+        store.put("E1", "gd", CONFIG, {"value": 1.0})
+    monkeypatch.undo()
+    assert not path.exists()
+    assert list(path.parent.iterdir()) == []  # the temporary file was removed too
+
+    # A temp file left behind by a killed process (half-written JSON) is never read.
+    stray = path.parent / f".{path.name}.abc123.tmp"
+    stray.write_text('{"format": "nqf-run", "record": {"val')
+    assert store.get("E1", "gd", CONFIG) is None
+    assert list(store.scan()) == [] and store.problems == []
+    store.put("E1", "gd", CONFIG, {"value": 2.0})
+    assert store.get("E1", "gd", CONFIG) == {"value": 2.0}
+    assert [doc["run"] for doc in store.scan()] == ["gd"] and store.problems == []
+
+
+def _write(store, experiment, key, content):
+    path = store.root / "runs" / experiment / f"{key}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return path
+
+
+def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path):
+    store = ResultsStore(tmp_path)
+    good = json.loads(json.dumps({"value": 1.0}))
+    store.put("E1", "good", CONFIG, good)
+    good_doc = json.loads(store.path("E1", store.key("E1", "good", CONFIG)).read_text())
+
+    truncated_key = store.key("E1", "truncated", CONFIG)
+    _write(store, "E1", truncated_key, '{"format": "nqf-run", "rec')
+    foreign_key = store.key("E1", "foreign", CONFIG)
+    _write(store, "E1", foreign_key, {"hello": "world"})
+    edited_key = store.key("E1", "edited", CONFIG)
+    _write(store, "E1", edited_key, {**good_doc, "run": "edited", "key": edited_key, "config": {**CONFIG, "seed": 9}})
+    _write(store, "E1", "0" * 64, good_doc)  # a sound record copied under another name
+    (store.root / "runs" / "E1" / "notes.txt").write_text("not a record")
+    (store.root / "runs" / "stray.json").write_text("{}")
+
+    assert store.get("E1", "truncated", CONFIG) is None
+    assert store.get("E1", "foreign", CONFIG) is None
+    assert store.get("E1", "edited", CONFIG) is None
+    assert store.get("E1", "good", CONFIG) == good
+    assert [doc["run"] for doc in store.scan()] == ["good"]
+    problems = store.problems
+    assert len(problems) == 6, problems
+    assert all("\n" not in line and line.endswith("skipped") for line in problems)
+    text = "\n".join(problems)
+    assert f"E1/{truncated_key}.json: not valid JSON" in text
+    assert f"E1/{foreign_key}.json: not an nqf run record" in text
+    assert f"E1/{edited_key}.json: header does not hash" in text
+    assert f"E1/{'0' * 64}.json: header key does not match" in text
+    assert "E1/notes.txt: foreign file" in text and "stray.json: foreign file" in text
+
+    # A recompute overwrites the corrupt file with a sound one.
+    store.put("E1", "truncated", CONFIG, good)
+    assert ResultsStore(tmp_path).get("E1", "truncated", CONFIG) == good
