@@ -25,7 +25,47 @@ from ._structure import BlockFactors as BlockFactors, BlockTerm as BlockTerm, De
 from .architectures import (
     ARCHITECTURES as ARCHITECTURES,
     architecture_options as architecture_options,
+    attention as attention,
+    conv1d as conv1d,
+    conv2d as conv2d,
     get_architecture as get_architecture,
+    linear_attention as linear_attention,
+    mlp as mlp,
+    mlp_fixed as mlp_fixed,
+    moe as moe,
 )
+from ._expansion import (
+    ExpansionReport as ExpansionReport,
+    expansion_check as expansion_check,
+    require_expansion as require_expansion,
+)
+from ._tasks import (
+    TASKS as TASKS,
+    Task as Task,
+    get_task as get_task,
+    task_options as task_options,
+)
+from ._training import (
+    OPTIMIZERS as OPTIMIZERS,
+    SweepResult as SweepResult,
+    TrainConfig as TrainConfig,
+    TrainResult as TrainResult,
+    checkpoint_steps as checkpoint_steps,
+    make_optimizer as make_optimizer,
+    train as train,
+    train_sweep as train_sweep,
+)
+from ._measure import (
+    SlopeFit as SlopeFit,
+    fit_switch_slope as fit_switch_slope,
+    loss_crossings as loss_crossings,
+    switch_steps as switch_steps,
+    switch_steps_own as switch_steps_own,
+)
+from ._closure import ClosureResult as ClosureResult, closure_diagnostic as closure_diagnostic
+from ._sampling import minibatch_indices as minibatch_indices
+from ._store import ResultsStore as ResultsStore
+from ._verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
+from ._reproduce import reproduce as reproduce, rebuild_report as rebuild_report
 
 __version__ = "0.1.0"

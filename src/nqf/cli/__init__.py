@@ -29,12 +29,14 @@ def _root() -> None:
 
 # Command modules register themselves on `app` when imported.
 from . import structure as _structure  # noqa: E402,F401
+from . import reproduce as _reproduce  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: runs the app, turning NqfError into one line and exit 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        # without standalone mode a raised typer.Exit comes back as the return value
+        code = app(args=argv, standalone_mode=False)
     except NqfError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -43,10 +45,10 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         print("aborted", file=sys.stderr)
         sys.exit(130)
-    except Exception as err:  # click usage errors
-        import click
-
-        if isinstance(err, click.exceptions.ClickException):
-            print(f"error: {err.format_message()}", file=sys.stderr)
-            sys.exit(2)
-        raise
+    except typer.TyperException as err:  # click usage errors (typer vendors click as typer._click)
+        message = err.format_message().strip()
+        if message:  # empty for a bare `nqf`: rich has already printed the help
+            print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        sys.exit(code)

@@ -1,0 +1,245 @@
+"""``nqf structure ARCH [--OPTION VALUE ...] [--json] [--seed S]`` and ``nqf structure --list``.
+
+Shows which parameter blocks of the structure matrix A(x) couple (autodiff at a sample
+input x ~ N(0, I)), the closed form where one is known (and how far it is from
+autodiff), and the verdict of the expansion check (THEORY.md section 1).
+
+Architecture options are generic: every ``--name value`` (or ``--name=value``) after
+the architecture is an option of its factory, dashes mapped to underscores and the
+value converted to the type of the factory's default.
+
+Exit status 2, one ``error: ...`` line on stderr: unknown architecture, unknown option,
+bad option value, or an architecture for which the theory does not apply. With
+``--json`` the last case still prints the JSON object (``expansion.applies`` false)
+on stdout before exiting with status 2.
+
+Float64: the command enables ``jax_enable_x64`` when it starts (the CLI is an
+application; the library never does this).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import textwrap
+from typing import Annotated, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .._architecture import Architecture, closed_form_structure, describe_blocks, structure_matrix
+from .._errors import NqfError
+from .._expansion import ExpansionReport, expansion_check, label, raise_unless_applies
+from ..architectures import ARCHITECTURES, architecture_options, get_architecture
+from . import app
+
+_SMALL_BLOCK = 64  # blocks with at most this many entries (per output) are printed in full
+
+
+# -- option parsing ---------------------------------------------------------------------------
+def _convert(name: str, option: str, raw: str, default: Any) -> Any:
+    """``raw`` converted to the type of the factory default (bool, int, float, else str)."""
+    flag = "--" + option.replace("_", "-")
+    if isinstance(default, bool):
+        lowered = raw.lower()
+        if lowered in ("true", "1", "yes", "on"):
+            return True
+        if lowered in ("false", "0", "no", "off"):
+            return False
+        raise NqfError(f"{name}: option {flag} takes true or false, got {raw!r}")
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise NqfError(f"{name}: option {flag} takes an integer, got {raw!r}") from None
+    if isinstance(default, float):
+        try:
+            return float(raw)
+        except ValueError:
+            raise NqfError(f"{name}: option {flag} takes a number, got {raw!r}") from None
+    return raw
+
+
+def parse_options(name: str, args: list[str]) -> dict[str, Any]:
+    """Architecture options from ``["--name", "value", "--other=value", ...]``; NqfError when bad."""
+    known = architecture_options(name)  # raises for an unknown architecture
+    flags = ", ".join("--" + k.replace("_", "-") for k in known) or "none"
+    options: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if not token.startswith("--") or token == "--":
+            raise NqfError(f"unexpected argument {token!r}; architecture options are given as --name value")
+        if "=" in token:
+            flag, raw = token.split("=", 1)
+            i += 1
+        else:
+            flag = token
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                raise NqfError(f"{name}: option {flag} needs a value")
+            raw = args[i + 1]
+            i += 2
+        option = flag[2:].replace("-", "_")
+        if option not in known:
+            raise NqfError(f"{name} has no option {flag}; its options are {flags}")
+        if option in options:
+            raise NqfError(f"{name}: option {flag} given twice")
+        options[option] = _convert(name, option, raw, known[option])
+    return options
+
+
+# -- the summary, shared with ``python -m nqf.demo`` --------------------------------------------
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def expansion_summary(report: ExpansionReport) -> dict:
+    """The expansion verdict as JSON-ready data (non-finite orders become null)."""
+    return {
+        "applies": report.applies,
+        "kind": report.kind,
+        "reason": report.reason,
+        "remainder_order": _finite_or_none(report.remainder_order),
+        "eps": list(report.eps),
+        "ratios": [_finite_or_none(r) for r in report.ratios],
+        "layer_ratios": [_finite_or_none(r) for r in report.layer_ratios],
+    }
+
+
+def structure_summary(arch: Architecture, seed: int = 0) -> tuple[dict, np.ndarray, ExpansionReport]:
+    """What ``nqf structure`` prints, as data: (summary dict, A at the sample input (K, d, d), report).
+
+    The sample input is x ~ N(0, I) from ``numpy.random.default_rng(seed)``; the expansion
+    check uses ``jax.random.key(seed)``. Blocks whose Frobenius norm is below 1e3 u |A|
+    (u the dtype's machine epsilon) count as zero.
+    """
+    report = expansion_check(arch, key=jax.random.key(seed))
+    dtype = jnp.result_type(float)
+    x = jnp.asarray(np.random.default_rng(seed).standard_normal(arch.input_shape), dtype=dtype)
+    # compiled: op-by-op dispatch of a Hessian costs seconds
+    A = np.asarray(jax.jit(lambda x: structure_matrix(arch, x))(x))
+    atol = 1e3 * float(jnp.finfo(dtype).eps) * max(float(np.linalg.norm(A)), np.finfo(float).tiny)
+    closed_error = None
+    if arch.closed_form is not None:
+        closed = np.asarray(jax.jit(lambda x: closed_form_structure(arch, x))(x))
+        closed_error = float(np.max(np.abs(closed - A)) / max(float(np.max(np.abs(A))), np.finfo(float).tiny))
+    summary = {
+        "arch": arch.name,
+        "options": dict(arch.options),
+        "d": arch.dim,
+        "outputs": arch.outputs,
+        "input_shape": list(arch.input_shape),
+        "seed": seed,
+        "parameter_blocks": [{"name": b.name, "shape": list(b.shape)} for b in arch.blocks],
+        "blocks": describe_blocks(arch, A, atol=atol),
+        "closed_form": [{"blocks": pair, "formula": text} for pair, text in arch.closed_form_text],
+        "closed_form_max_relative_error": closed_error,
+        "expansion": expansion_summary(report),
+    }
+    return summary, A, report
+
+
+def print_summary(summary: dict, A: np.ndarray, arch: Architecture, console: Console) -> None:
+    """The human-readable form of :func:`structure_summary`."""
+    blocks = {b.name: b for b in arch.blocks}
+    console.print(
+        f"[bold]{label(arch)}[/bold]: d = {summary['d']} parameters per unit "
+        f"({', '.join(f'{b.name} {tuple(b.shape)}' for b in arch.blocks)}), "
+        f"K = {summary['outputs']} output(s), input shape {tuple(summary['input_shape'])}",
+        highlight=False,
+    )
+    if arch.description:
+        console.print(f"  {arch.description}")
+    expansion = summary["expansion"]
+    verdict = "[green]applies[/green]" if expansion["applies"] else f"[red]does not apply ({expansion['kind']})[/red]"
+    console.print(f"  expansion: {verdict}: {expansion['reason']}")
+
+    formulas = dict((c["blocks"], c["formula"]) for c in summary["closed_form"])
+    table = Table(title=f"coupled blocks of A(x), sample x ~ N(0, I), seed {summary['seed']}", title_justify="left")
+    for column in ("block", "shape", "|A| (Frobenius)", "closed form"):
+        table.add_column(column)
+    for b in summary["blocks"]:
+        pair, swapped = f"{b['rows']} x {b['cols']}", f"{b['cols']} x {b['rows']}"
+        rows, cols = blocks[b["rows"]], blocks[b["cols"]]
+        formula = formulas.get(pair, formulas.get(swapped, ""))
+        table.add_row(pair, f"{rows.stop - rows.start}x{cols.stop - cols.start}", f"{b['norm']:.4g}", formula)
+    if not summary["blocks"]:
+        table.add_row("(none)", "", "0", "A(x) = 0")
+    console.print(table)
+    shown = {f"{b[first]} x {b[second]}" for b in summary["blocks"] for first, second in (("rows", "cols"), ("cols", "rows"))}
+    for pair, text in formulas.items():
+        if pair not in shown:
+            console.print(f"  {pair}: {text}")
+    if summary["closed_form_max_relative_error"] is not None:
+        console.print(f"  closed form vs autodiff: max relative difference {summary['closed_form_max_relative_error']:.2g}")
+
+    with np.printoptions(precision=3, suppress=True, linewidth=100):
+        for b in summary["blocks"]:
+            rows, cols = blocks[b["rows"]], blocks[b["cols"]]
+            if (rows.stop - rows.start) * (cols.stop - cols.start) > _SMALL_BLOCK:
+                continue
+            which = "" if summary["outputs"] == 1 else f" (output 0 of {summary['outputs']})"
+            console.print(f"  A[{b['rows']}, {b['cols']}]{which}:", markup=False, highlight=False)
+            matrix = np.array2string(A[0, rows.start : rows.stop, cols.start : cols.stop])
+            console.print(textwrap.indent(matrix, "    "), markup=False, highlight=False)
+
+
+# -- the command --------------------------------------------------------------------------------
+def list_architectures() -> list[dict]:
+    """Built-in architectures with their options, defaults and one-line descriptions."""
+    out = []
+    for name, factory in ARCHITECTURES.items():
+        defaults = {p.name: p.default for p in inspect.signature(factory).parameters.values()}
+        out.append({"name": name, "options": defaults, "description": factory().description})
+    return out
+
+
+def _print_list(entries: list[dict], console: Console) -> None:
+    table = Table(title="architectures (nqf structure NAME --option value ...)", title_justify="left")
+    for column in ("name", "options (defaults)", "description"):
+        table.add_column(column)
+    for entry in entries:
+        options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in entry["options"].items())
+        table.add_row(entry["name"], options, entry["description"])
+    console.print(table)
+
+
+@app.command("structure", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def structure_command(
+    ctx: typer.Context,
+    architecture: Annotated[
+        str | None, typer.Argument(help="Architecture name (see --list); its options follow as --name value.")
+    ] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the architectures with their options.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sample input and the expansion check.")] = 0,
+) -> None:
+    """The structure matrix A(x) of an architecture: coupled blocks, closed form, expansion verdict."""
+    jax.config.update("jax_enable_x64", True)  # application-level choice; see the module docstring
+    console = Console(soft_wrap=True)
+    if list_:
+        if architecture is not None or ctx.args:
+            raise NqfError("--list takes no architecture or options")
+        entries = list_architectures()
+        if as_json:
+            typer.echo(json.dumps({"architectures": entries}, allow_nan=False))
+        else:
+            _print_list(entries, console)
+        return
+    if architecture is None:
+        raise NqfError("give an architecture name (nqf structure --list shows them)")
+    options = parse_options(architecture, list(ctx.args))
+    arch = get_architecture(architecture, **options)
+    summary, A, report = structure_summary(arch, seed=seed)
+    if as_json:
+        typer.echo(json.dumps(summary, allow_nan=False))
+        if not report.applies:
+            raise typer.Exit(2)
+        return
+    raise_unless_applies(arch, report)
+    print_summary(summary, A, arch, console)
