@@ -37,60 +37,16 @@ from .._errors import NqfError
 from .._expansion import ExpansionReport, expansion_check, label, raise_unless_applies
 from ..architectures import ARCHITECTURES, architecture_options, get_architecture
 from . import app
+from ._options import parse_factory_options
 
 _SMALL_BLOCK = 64  # blocks with at most this many entries (per output) are printed in full
 
 
 # -- option parsing ---------------------------------------------------------------------------
-def _convert(name: str, option: str, raw: str, default: Any) -> Any:
-    """``raw`` converted to the type of the factory default (bool, int, float, else str)."""
-    flag = "--" + option.replace("_", "-")
-    if isinstance(default, bool):
-        lowered = raw.lower()
-        if lowered in ("true", "1", "yes", "on"):
-            return True
-        if lowered in ("false", "0", "no", "off"):
-            return False
-        raise NqfError(f"{name}: option {flag} takes true or false, got {raw!r}")
-    if isinstance(default, int):
-        try:
-            return int(raw)
-        except ValueError:
-            raise NqfError(f"{name}: option {flag} takes an integer, got {raw!r}") from None
-    if isinstance(default, float):
-        try:
-            return float(raw)
-        except ValueError:
-            raise NqfError(f"{name}: option {flag} takes a number, got {raw!r}") from None
-    return raw
-
-
 def parse_options(name: str, args: list[str]) -> dict[str, Any]:
     """Architecture options from ``["--name", "value", "--other=value", ...]``; NqfError when bad."""
     known = architecture_options(name)  # raises for an unknown architecture
-    flags = ", ".join("--" + k.replace("_", "-") for k in known) or "none"
-    options: dict[str, Any] = {}
-    i = 0
-    while i < len(args):
-        token = args[i]
-        if not token.startswith("--") or token == "--":
-            raise NqfError(f"unexpected argument {token!r}; architecture options are given as --name value")
-        if "=" in token:
-            flag, raw = token.split("=", 1)
-            i += 1
-        else:
-            flag = token
-            if i + 1 >= len(args) or args[i + 1].startswith("--"):
-                raise NqfError(f"{name}: option {flag} needs a value")
-            raw = args[i + 1]
-            i += 2
-        option = flag[2:].replace("-", "_")
-        if option not in known:
-            raise NqfError(f"{name} has no option {flag}; its options are {flags}")
-        if option in options:
-            raise NqfError(f"{name}: option {flag} given twice")
-        options[option] = _convert(name, option, raw, known[option])
-    return options
+    return parse_factory_options(args, {name: known})[name]
 
 
 # -- the summary, shared with ``python -m nqf.demo`` --------------------------------------------

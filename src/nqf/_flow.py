@@ -1,0 +1,534 @@
+r"""The flow of the order parameter M = W W^T: exact discrete maps and gradient flow.
+
+For the quadratic model f = <W W^T, A(x)>, grad_W L = 2 G(M) W (THEORY.md section 2),
+so every update that acts on W from the left by a matrix built from M closes on M:
+
+- gradient descent, W+ = W - lr 2 G W = B W with B = I - 2 lr G(M):
+
+      M+ = B M B                                                          (gd_map)
+
+- minibatch SGD: the same map with G replaced by the minibatch mean G_b(M)  (sgd_map)
+
+- heavy-ball momentum (optax.sgd(lr, momentum=beta): V+ = g + beta V, W+ = W - lr V+,
+  g = 2 G W, V0 = 0). With P = W V^T and Q = V V^T (both d x d, P not symmetric),
+  U = V+ and R = W U^T:
+
+      R  = 2 M G + beta P                 (= W U^T)
+      Q+ = 4 G M G + 2 beta (G P + P^T G) + beta^2 Q      (= U U^T)
+      M+ = M - lr (R + R^T) + lr^2 Q+
+      P+ = R - lr Q+                      (= W+ U^T)                      (momentum_map)
+
+- gradient flow dW/dt = -lr grad_W L, in units of steps:
+
+      dM/dt = -2 lr (G M + M G)                                           (continuous_flow)
+
+All of these take M0 (d x d) and never the width n: their cost does not depend on n.
+Each returns a :class:`FlowResult`.
+
+Linear stability (``stable_lr_bound``): the M-map is the image of GD on W, so it is
+linearly stable at M exactly when GD on W is: lr < 2 / lambda_max(H), H the Hessian of
+W -> L(W W^T). With L dW = dW W^T + W dW^T (so L L^*[S] = 2 (S M + M S)),
+
+    H = L^* K L + 2 G(M) (x) I_n          (squared loss; cross-entropy adds its l'' weight)
+
+whose spectrum depends on M only (the rotations dW = W Omega are flat at a fixed
+point, where G W = 0). Heavy-ball momentum is stable for lr lambda < 2 (1 + beta).
+Near M = 0, H = 2 G(0) (= -2 C for squared loss): modes with c_k < 0 oscillate and
+grow once lr > 1 / |c_k|. At an isolated active mode of the Lotka-Volterra
+reduction H has the eigenvalue 4 K_kk m_k* = 4 c_k, i.e. lr < 1 / (2 c_k).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._data import DataMatrices, PopulationDataMatrices
+from ._errors import NqfError
+from ._sampling import minibatch_indices
+
+# Recording the full M at every checkpoint costs R d^2 numbers; refuse beyond this.
+_MAX_RECORDED_ENTRIES = 2**27
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class FlowResult:
+    """A trajectory of M.
+
+    Attributes:
+        steps: (R,) the recorded steps (integers for the maps; times in units of steps,
+            floats, for ``continuous_flow``).
+        loss: (R,) the full-data loss L(M) at the recorded steps.
+        final: (d, d) M after the last step (at t_final for the continuous flow).
+        M: (R, d, d) M at the recorded steps, or None when not recorded.
+        occupations: (R, m) m_k = q_k^T M q_k for the columns of the basis, or None.
+        state: the optimizer state at the end, besides M (momentum: (P, Q)); else None.
+    """
+
+    steps: jax.Array
+    loss: jax.Array
+    final: jax.Array
+    M: jax.Array | None = None
+    occupations: jax.Array | None = None
+    state: Any = None
+
+
+# -- input checks -------------------------------------------------------------------
+
+
+def _check_data(data) -> None:
+    if not isinstance(data, (DataMatrices, PopulationDataMatrices)):
+        raise NqfError(f"expected DataMatrices or PopulationDataMatrices, got {type(data).__name__}")
+
+
+def _check_M0(data, M0) -> jax.Array:
+    M0 = np.asarray(M0)
+    d = data.dim
+    if M0.shape != (d, d):
+        raise NqfError(f"M0 must have shape (d={d}, d={d}), got {M0.shape}")
+    if not np.all(np.isfinite(M0)):
+        raise NqfError("M0 contains non-finite values (nan or inf)")
+    scale = float(np.abs(M0).max()) if M0.size else 0.0
+    if not np.allclose(M0, M0.T, rtol=0, atol=1e-8 * scale):
+        raise NqfError("M0 must be symmetric (M0 = W0 W0^T)")
+    if scale > 0 and np.linalg.eigvalsh(0.5 * (M0 + M0.T)).min() < -1e-8 * scale:
+        raise NqfError("M0 must be positive semidefinite (M0 = W0 W0^T)")
+    return jnp.asarray(0.5 * (M0 + M0.T), dtype=data.dtype)
+
+
+def _check_positive(name: str, value) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise NqfError(f"{name} must be a number, got {value!r}") from None
+    if not np.isfinite(value) or value <= 0:
+        raise NqfError(f"{name} must be a positive finite number, got {value}")
+    return value
+
+
+def _check_steps(steps) -> int:
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise NqfError(f"steps must be a non-negative integer, got {steps!r}")
+    return int(steps)
+
+
+def _checkpoints(steps: int, record_every: int | None, checkpoints: Sequence[int] | None) -> np.ndarray:
+    """Sorted recorded steps in [0, steps]."""
+    if checkpoints is not None:
+        cps = np.asarray(checkpoints)
+        if cps.ndim != 1 or cps.size == 0 or not np.issubdtype(cps.dtype, np.integer):
+            raise NqfError("checkpoints must be a non-empty 1-D sequence of integer steps")
+        if cps.min() < 0 or cps.max() > steps or np.any(np.diff(cps) <= 0):
+            raise NqfError(f"checkpoints must be strictly increasing steps within [0, {steps}]")
+        return cps.astype(np.int64)
+    every = 1 if record_every is None else record_every
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise NqfError(f"record_every must be a positive integer, got {record_every!r}")
+    cps = np.arange(0, steps + 1, every, dtype=np.int64)
+    if cps[-1] != steps:
+        cps = np.append(cps, steps)
+    return cps
+
+
+def _check_basis(data, basis) -> jax.Array | None:
+    if basis is None:
+        return None
+    Q = np.asarray(basis)
+    if Q.ndim == 1:
+        Q = Q[:, None]
+    if Q.ndim != 2 or Q.shape[0] != data.dim:
+        raise NqfError(f"basis must have shape (d={data.dim}, m), got {Q.shape}")
+    if not np.all(np.isfinite(Q)):
+        raise NqfError("basis contains non-finite values")
+    return jnp.asarray(Q, dtype=data.dtype)
+
+
+def _record_flags(data, basis, record_M: bool | None, n_records: int) -> bool:
+    record_M = basis is None if record_M is None else bool(record_M)
+    if record_M and n_records * data.dim**2 > _MAX_RECORDED_ENTRIES:
+        raise NqfError(
+            f"recording M at {n_records} steps needs {n_records * data.dim**2:.3g} numbers; "
+            "record less often (record_every) or record only occupations (basis=..., record_M=False)"
+        )
+    return record_M
+
+
+# -- the driver shared by the maps -----------------------------------------------------
+
+
+def _observe(data, M, basis, record_M: bool):
+    loss = data.loss(M)
+    Mrec = M if record_M else None
+    occ = None if basis is None else jnp.einsum("im,ij,jm->m", basis, M, basis)
+    return loss, Mrec, occ
+
+
+@partial(jax.jit, static_argnames=("step", "record_M"))
+def _drive(step, record_M, data, carry0, hyper, gaps, remaining, basis):
+    """Iterate ``carry = step(data, hyper, carry, t)``, observing M = carry[0] after each gap.
+
+    gaps: (R,) steps between consecutive checkpoints (the first from step 0);
+    remaining: steps after the last checkpoint. Returns (final carry, loss, M, occupations).
+    """
+
+    def run(carry, t0, count):
+        return jax.lax.fori_loop(0, count, lambda i, c: step(data, hyper, c, t0 + i), carry)
+
+    def between(state, gap):
+        carry, t = state
+        carry = run(carry, t, gap)
+        return (carry, t + gap), _observe(data, carry[0], basis, record_M)
+
+    (carry, t), (loss, Ms, occ) = jax.lax.scan(between, (carry0, jnp.zeros((), gaps.dtype)), gaps)
+    carry = run(carry, t, remaining)
+    return carry, loss, Ms, occ
+
+
+def _sym(X):
+    return 0.5 * (X + X.T)
+
+
+def _gd_step(data, hyper, carry, t):
+    (M,) = carry
+    lr = hyper
+    B = jnp.eye(M.shape[0], dtype=M.dtype) - 2 * lr * data.gradient_matrix(M)
+    return (_sym(B @ M @ B),)
+
+
+def _sgd_step(data, hyper, carry, t):
+    (M,) = carry
+    lr, indices = hyper
+    B = jnp.eye(M.shape[0], dtype=M.dtype) - 2 * lr * data.gradient_matrix(M, indices[t])
+    return (_sym(B @ M @ B),)
+
+
+def _momentum_step(data, hyper, carry, t):
+    M, P, Q = carry
+    lr, beta = hyper
+    G = data.gradient_matrix(M)
+    R = 2 * M @ G + beta * P  # W U^T, U = V+ = 2 G W + beta V
+    GP = G @ P
+    Q_next = _sym(4 * G @ M @ G + 2 * beta * (GP + GP.T) + beta**2 * Q)
+    M_next = _sym(M - lr * (R + R.T) + lr**2 * Q_next)
+    P_next = R - lr * Q_next
+    return (M_next, P_next, Q_next)
+
+
+def _run_map(step, data, carry0, hyper, steps, record_every, checkpoints, basis, record_M, state_out):
+    cps = _checkpoints(steps, record_every, checkpoints)
+    basis = _check_basis(data, basis)
+    record_M = _record_flags(data, basis, record_M, cps.size)
+    gaps = jnp.asarray(np.diff(cps, prepend=0), dtype=jnp.int32)
+    remaining = jnp.asarray(steps - cps[-1], dtype=jnp.int32)
+    carry, loss, Ms, occ = _drive(step, record_M, data, carry0, hyper, gaps, remaining, basis)
+    return FlowResult(
+        steps=jnp.asarray(cps),
+        loss=loss,
+        final=carry[0],
+        M=Ms,
+        occupations=occ,
+        state=state_out(carry),
+    )
+
+
+def gd_map(
+    data: DataMatrices | PopulationDataMatrices,
+    M0,
+    lr: float,
+    steps: int,
+    record_every: int | None = None,
+    checkpoints: Sequence[int] | None = None,
+    basis=None,
+    record_M: bool | None = None,
+) -> FlowResult:
+    """Exact gradient descent on M: M+ = (I - 2 lr G(M)) M (I - 2 lr G(M)), ``steps`` times.
+
+    Identical (up to rounding) to plain GD W <- W - lr grad_W L on the quadratic model
+    from any W0 with W0 W0^T = M0, whatever the width.
+
+    Args:
+        data: the data matrices (sample or population).
+        M0: (d, d) initial M = W0 W0^T (symmetric, positive semidefinite).
+        lr: learning rate of GD on W.
+        steps: number of updates.
+        record_every: record every this many steps (default 1); the last step is always recorded.
+        checkpoints: explicit increasing steps in [0, steps] to record instead.
+        basis: optional (d, m) basis Q; occupations m_k = q_k^T M q_k are then recorded.
+        record_M: record the full M (default: only when no basis is given).
+    """
+    _check_data(data)
+    M0 = _check_M0(data, M0)
+    lr = jnp.asarray(_check_positive("lr", lr), dtype=M0.dtype)
+    steps = _check_steps(steps)
+    return _run_map(_gd_step, data, (M0,), lr, steps, record_every, checkpoints, basis, record_M, lambda c: None)
+
+
+def sgd_map(
+    data: DataMatrices,
+    M0,
+    lr: float,
+    steps: int,
+    batch_size: int,
+    key: jax.Array | None = None,
+    indices=None,
+    record_every: int | None = None,
+    checkpoints: Sequence[int] | None = None,
+    basis=None,
+    record_M: bool | None = None,
+) -> FlowResult:
+    """Exact minibatch SGD on M: M+ = (I - 2 lr G_b(M)) M (I - 2 lr G_b(M)).
+
+    G_b is the mean over the step's minibatch, drawn by
+    ``minibatch_indices(key, N, batch_size, steps)`` (the sampling training uses), or
+    given directly as ``indices`` (steps, batch_size). The recorded loss is the full-data loss.
+    """
+    if not isinstance(data, DataMatrices):
+        raise NqfError("sgd_map needs sample data matrices (DataMatrices); a population has no minibatches")
+    M0 = _check_M0(data, M0)
+    lr = jnp.asarray(_check_positive("lr", lr), dtype=M0.dtype)
+    steps = _check_steps(steps)
+    if indices is None:
+        if key is None:
+            raise NqfError("sgd_map needs a PRNG key (or explicit minibatch indices)")
+        indices = minibatch_indices(key, data.num_samples, batch_size, steps)
+    indices = jnp.asarray(indices)
+    if indices.ndim != 2 or indices.shape[0] < steps or not jnp.issubdtype(indices.dtype, jnp.integer):
+        raise NqfError(
+            f"minibatch indices must be integers of shape (steps={steps}, batch), got {tuple(indices.shape)}"
+        )
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= data.num_samples):
+        raise NqfError(f"minibatch indices must lie in [0, {data.num_samples})")
+    return _run_map(
+        _sgd_step, data, (M0,), (lr, indices), steps, record_every, checkpoints, basis, record_M, lambda c: None
+    )
+
+
+def momentum_map(
+    data: DataMatrices | PopulationDataMatrices,
+    M0,
+    lr: float,
+    beta: float,
+    steps: int,
+    record_every: int | None = None,
+    checkpoints: Sequence[int] | None = None,
+    basis=None,
+    record_M: bool | None = None,
+) -> FlowResult:
+    """Exact heavy-ball momentum on M, the closed dynamics of ``optax.sgd(lr, momentum=beta)``.
+
+    optax: V+ = g + beta V, W+ = W - lr V+, g = grad_W L = 2 G W, V0 = 0. The state
+    (M, P = W V^T, Q = V V^T) is closed (module docstring); P0 = Q0 = 0. ``state`` of
+    the result holds the final (P, Q).
+    """
+    _check_data(data)
+    M0 = _check_M0(data, M0)
+    lr = jnp.asarray(_check_positive("lr", lr), dtype=M0.dtype)
+    beta = float(beta)
+    if not 0.0 <= beta < 1.0:
+        raise NqfError(f"momentum beta must lie in [0, 1), got {beta}")
+    steps = _check_steps(steps)
+    zero = jnp.zeros_like(M0)
+    hyper = (lr, jnp.asarray(beta, dtype=M0.dtype))
+    carry0 = (M0, zero, zero)  # (M, P, Q) with V0 = 0
+    return _run_map(
+        _momentum_step, data, carry0, hyper, steps, record_every, checkpoints, basis, record_M, lambda c: (c[1], c[2])
+    )
+
+
+# -- continuous time -------------------------------------------------------------------
+
+_SOLVERS = ("tsit5", "dopri5", "dopri8")
+
+
+def _vector_field(t, M, args):
+    data, lr, _ = args
+    G = data.gradient_matrix(M)
+    GM = G @ M
+    return -2 * lr * (GM + GM.T)
+
+
+def _observe_with_M(t, M, args):
+    return _observe(args[0], M, args[2], True)
+
+
+def _observe_without_M(t, M, args):
+    return _observe(args[0], M, args[2], False)
+
+
+def continuous_flow(
+    data: DataMatrices | PopulationDataMatrices,
+    M0,
+    lr: float,
+    t_final: float,
+    saveat=None,
+    basis=None,
+    record_M: bool | None = None,
+    solver: str = "tsit5",
+    rtol: float | None = None,
+    atol: float | None = None,
+    max_steps: int = 100_000,
+) -> FlowResult:
+    """Gradient flow dM/dt = -2 lr (G(M) M + M G(M)), t in units of GD steps at rate lr.
+
+    The small-lr limit of :func:`gd_map`: after t steps GD is at M(t) + O(lr). Solved
+    with diffrax (adaptive PID step size, ``solver`` tsit5 / dopri5 / dopri8).
+
+    Args:
+        saveat: times (in steps) within [0, t_final] to record; default 101 equally spaced.
+        rtol, atol: step-size control tolerances (default 1e-10/1e-12 in float64, 1e-6/1e-9 in float32).
+        max_steps: maximum number of solver steps; NqfError if t_final is not reached.
+    """
+    import diffrax
+
+    _check_data(data)
+    M0 = _check_M0(data, M0)
+    lr = _check_positive("lr", lr)
+    t_final = _check_positive("t_final", t_final)
+    if solver not in _SOLVERS:
+        raise NqfError(f"unknown solver {solver!r}; choose one of {', '.join(_SOLVERS)}")
+    ts = np.linspace(0.0, t_final, 101) if saveat is None else np.asarray(saveat, dtype=np.float64)
+    if ts.ndim != 1 or ts.size == 0 or ts.min() < 0 or ts.max() > t_final or np.any(np.diff(ts) <= 0):
+        raise NqfError(f"saveat must be strictly increasing times within [0, t_final={t_final}]")
+    basis = _check_basis(data, basis)
+    record_M = _record_flags(data, basis, record_M, ts.size)
+    double = M0.dtype == jnp.float64
+    rtol = (1e-10 if double else 1e-6) if rtol is None else _check_positive("rtol", rtol)
+    atol = (1e-12 if double else 1e-9) if atol is None else _check_positive("atol", atol)
+    scheme = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}[solver]()
+
+    # module-level observers: diffrax's filter_jit would recompile for every new closure
+    observe = _observe_with_M if record_M else _observe_without_M
+    saves = diffrax.SaveAt(
+        subs=[diffrax.SubSaveAt(ts=jnp.asarray(ts, M0.dtype), fn=observe), diffrax.SubSaveAt(t1=True)]
+    )
+    solution = diffrax.diffeqsolve(
+        diffrax.ODETerm(_vector_field),
+        scheme,
+        t0=jnp.asarray(0.0, M0.dtype),  # arrays, not floats: Python scalars would be static and recompile
+        t1=jnp.asarray(t_final, M0.dtype),
+        dt0=None,
+        y0=M0,
+        args=(data, jnp.asarray(lr, M0.dtype), basis),
+        saveat=saves,
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=int(max_steps),
+        throw=False,
+    )
+    if not bool(solution.result == diffrax.RESULTS.successful):
+        raise NqfError(
+            f"continuous flow stopped before t_final={t_final}: {solution.result} "
+            f"(raise max_steps={max_steps} or loosen rtol/atol)"
+        )
+    (loss, Ms, occ), final = solution.ys
+    return FlowResult(steps=jnp.asarray(ts, M0.dtype), loss=loss, final=final[0], M=Ms, occupations=occ)
+
+
+# -- learning-rate stability -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LearningRateBound:
+    """The largest learning rate for which GD (or heavy-ball momentum) is linearly stable.
+
+    Attributes:
+        bound: 2 (1 + beta) / curvature (inf when no direction is curved upward).
+        curvature: the largest Hessian eigenvalue found over the checked points.
+        curvature_start: 2 lambda_max(G(0)), the largest eigenvalue at M = 0.
+        worst_point: index into the given points of the largest curvature, or None when it is at M = 0.
+        beta: the momentum the bound is for (0 for GD and SGD).
+    """
+
+    bound: float
+    curvature: float
+    curvature_start: float
+    worst_point: int | None
+    beta: float
+
+    def __float__(self) -> float:
+        return self.bound
+
+
+def _loss_of_w(data, W):
+    return data.loss(W @ W.T)
+
+
+# module level, data as an argument: compiled once per data shape, not once per point
+_hessian_of_w = jax.jit(jax.hessian(_loss_of_w, argnums=1))
+
+
+@jax.jit
+def _hessian_vector_product(data, W, V):
+    return jax.jvp(lambda W: jax.grad(_loss_of_w, argnums=1)(data, W), (W,), (V,))[1]
+
+
+def _hessian_top(data, M: np.ndarray) -> float:
+    """lambda_max of the Hessian of W -> L(W W^T) at W = M^{1/2} (d x d), and of 2 G(M).
+
+    The extra 2 G(M) accounts for width beyond rank(M): directions of W orthogonal to
+    its row space feel only 2 G (conservative when n = rank M exactly).
+    """
+    evals, evecs = np.linalg.eigh(0.5 * (M + M.T))
+    W = jnp.asarray((evecs * np.sqrt(np.clip(evals, 0.0, None))) @ evecs.T, dtype=data.dtype)
+    d = W.shape[0]
+    top_g = 2.0 * float(jnp.linalg.eigvalsh(data.gradient_matrix(W @ W.T))[-1])
+    if d * d <= 1024:
+        H = np.asarray(_hessian_of_w(data, W), dtype=np.float64).reshape(d * d, d * d)
+        top_h = float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1])
+    else:
+        from scipy.sparse.linalg import LinearOperator, eigsh
+
+        def matvec(v):
+            V = jnp.asarray(np.reshape(v, (d, d)), dtype=data.dtype)
+            return np.asarray(_hessian_vector_product(data, W, V), dtype=np.float64).ravel()
+
+        op = LinearOperator((d * d, d * d), matvec=matvec, dtype=np.float64)
+        top_h = float(eigsh(op, k=1, which="LA", tol=1e-8, return_eigenvectors=False)[0])
+    return max(top_h, top_g)
+
+
+def stable_lr_bound(data: DataMatrices | PopulationDataMatrices, points=None, beta: float = 0.0) -> LearningRateBound:
+    """Largest lr for which GD on M (equivalently on W) is linearly stable at M = 0 and at ``points``.
+
+    GD is linearly stable at M when lr < 2 / lambda_max(H(M)), H the Hessian of
+    W -> L(W W^T) at any W with W W^T = M (module docstring); heavy-ball momentum beta
+    when lr < 2 (1 + beta) / lambda_max(H). At M = 0, H = 2 G(0) (x) I (= -2 C for squared
+    loss). Negative eigenvalues are the intended escape from the saddle and do not count.
+
+    points: None, one M (d, d), or a stack (R, d, d) of points to check, typically the
+    end of training predicted by the flow, e.g.
+    ``continuous_flow(data, M0, lr, steps).final`` (the gradient-flow trajectory does not
+    depend on whether lr is stable). At a converged isolated mode the bound is 1/(2 c_k).
+    Intermediate plateaus (saddles) are only checked if they are among ``points``.
+    SGD is judged by the full-batch bound.
+    """
+    _check_data(data)
+    beta = float(beta)
+    if not 0.0 <= beta < 1.0:
+        raise NqfError(f"momentum beta must lie in [0, 1), got {beta}")
+    d = data.dim
+    zero = jnp.zeros((d, d), dtype=data.dtype)
+    curvature_start = 2.0 * float(jnp.linalg.eigvalsh(data.gradient_matrix(zero))[-1])
+    curvature, worst = curvature_start, None
+    if points is not None:
+        pts = np.asarray(points)
+        if pts.ndim == 2:
+            pts = pts[None]
+        if pts.ndim != 3 or pts.shape[1:] != (d, d):
+            raise NqfError(
+                f"points must be one M (d={d}, d={d}) or a stack (R, {d}, {d}), got {np.asarray(points).shape}"
+            )
+        if not np.all(np.isfinite(pts)):
+            raise NqfError("points contain non-finite values")
+        for i, M in enumerate(pts):
+            top = _hessian_top(data, M)
+            if top > curvature:
+                curvature, worst = top, i
+    bound = float("inf") if curvature <= 0 else 2.0 * (1.0 + beta) / curvature
+    return LearningRateBound(bound, curvature, curvature_start, worst, beta)

@@ -1,0 +1,404 @@
+r"""Predict training without training: one call from (architecture, data, init, optimizer).
+
+:func:`predict` chains the pieces of THEORY.md sections 2-4:
+
+1. data matrices C, K[.] of (X, Y) (``nqf._data``), never an N x d x d stack;
+2. the order-parameter flow: the exact map on M = W W^T of the chosen optimizer
+   (GD, minibatch SGD with the training batches, heavy-ball momentum), whose cost does
+   not depend on the width n (``nqf._flow``);
+3. the Lotka-Volterra reduction in the eigenbasis of C with its defects, growth rates,
+   interactions and initial occupations (``nqf._reduction``), solved as the optimizer's
+   own discrete map restricted to diagonal M (exact when the defects vanish) and as the
+   gradient-flow ODE in log variables (``nqf._lotka_volterra``);
+4. the vanishing-init limit: step times, order, plateau losses (``nqf._singular_limit``);
+5. with many modes, a power-law fit of the predicted loss curve (``nqf._scaling``).
+
+Switch-on step of mode k (one convention everywhere): the first step at which
+m_k = q_k^T M q_k reaches half of the LV fixed-point occupation m_k*.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._architecture import Architecture, check_width, init_weights
+from ._data import DataMatrices, data_matrices
+from ._errors import NqfError
+from ._flow import FlowResult, gd_map, momentum_map, sgd_map, stable_lr_bound
+from ._lotka_volterra import (
+    LotkaVolterra,
+    fixed_point,
+    gd_occupations,
+    logistic_switch_time,
+    solve_lv,
+    suggested_horizon,
+    switch_times,
+)
+from ._reduction import ModeBasis, mode_basis
+from ._scaling import PowerLawFit, fit_power_law
+from ._singular_limit import SingularLimit, singular_limit
+from ._training import training_keys
+
+PREDICT_OPTIMIZERS = ("gd", "sgd", "momentum")
+# Defects below this count as "the data matrices share an eigenbasis" (float64 rounding is ~1e-15).
+LV_DEFECT_TOLERANCE = 1e-6
+# Record every step up to this horizon; beyond it, log+linear checkpoints.
+_EVERY_STEP_LIMIT = 20000
+_MIN_MODES_FOR_POWER_LAW = 10
+
+
+@dataclass(frozen=True)
+class PredictConfig:
+    """What a prediction depends on besides architecture and data.
+
+    Attributes:
+        width: n, the number of units (the M-flow cost does not depend on it).
+        lr: learning rate.
+        steps: horizon in optimizer steps.
+        sigma0: init scale, W0 ~ N(0, sigma0^2) from ``training_keys(seed)[0]`` (the
+            same W0 that ``nqf.train`` uses); ignored when W0 is given to :func:`predict`.
+        optimizer: ``gd``, ``sgd`` (minibatches from ``training_keys(seed)[1]``) or ``momentum``.
+        beta: heavy-ball momentum (optax.sgd(lr, momentum=beta)).
+        batch_size: minibatch size for ``sgd``.
+        seed: init and minibatch seed.
+        loss: ``squared`` (LV applies) or ``cross_entropy`` (M-flow only).
+        check_lr: refuse a learning rate above the linear-stability bound.
+    """
+
+    width: int
+    lr: float
+    steps: int
+    sigma0: float = 1e-6
+    optimizer: str = "gd"
+    beta: float = 0.9
+    batch_size: int | None = None
+    seed: int = 0
+    loss: str = "squared"
+    check_lr: bool = True
+
+    def __post_init__(self):
+        if self.optimizer not in PREDICT_OPTIMIZERS:
+            raise NqfError(
+                f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {self.optimizer!r}"
+            )
+        if isinstance(self.width, bool) or int(self.width) != self.width or self.width < 1:
+            raise NqfError(f"width must be a positive integer, got {self.width!r}")
+        if isinstance(self.steps, bool) or int(self.steps) != self.steps or self.steps < 1:
+            raise NqfError(f"steps must be a positive integer, got {self.steps!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
+        if not (math.isfinite(self.sigma0) and self.sigma0 > 0):
+            raise NqfError(f"sigma0 must be a positive finite number, got {self.sigma0!r}")
+        if self.optimizer == "sgd" and self.batch_size is None:
+            raise NqfError("optimizer sgd needs a batch size (--batch)")
+        if self.optimizer == "momentum" and not 0 <= self.beta < 1:
+            raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class Prediction:
+    """Everything :func:`predict` computes. Modes are the eigenvectors of C with c_k > 0,
+    sorted by growth rate, largest first; per-mode arrays use that order.
+
+    Attributes:
+        config: the PredictConfig.
+        modes: the ModeBasis (basis, growth c_k, interactions K_kj, defect); it also holds
+            the decaying modes (c_k < 0) after the growing ones.
+        lv_applies: defect <= LV_DEFECT_TOLERANCE and squared loss.
+        defect, init_defect: how far C, K[.] and M(0) are from diagonal in the mode basis.
+        flow: the M-flow (loss and mode occupations at ``flow.steps``).
+        thresholds: (g,) m_k*/2, the switch-on thresholds (LV fixed point).
+        mflow_switch_steps, lv_switch_steps, lv_continuous_switch_steps,
+        closed_form_switch_steps, singular_switch_steps: (g,) switch-on steps (NaN: not
+            within the horizon / never).
+        lv: the LotkaVolterra system; lv_steps, lv_loss: its discrete-map loss curve.
+        lv_plateau_losses: (g,) the loss on the plateau reached when mode k switches on (NaN
+            for modes that never activate).
+        singular: the vanishing-init limit.
+        power_law: fit of the M-flow loss curve when there are many modes, else None.
+        notes: what the numbers rest on, for a reader.
+    """
+
+    config: PredictConfig
+    modes: ModeBasis
+    lv_applies: bool
+    defect: float
+    init_defect: float
+    flow: FlowResult
+    thresholds: np.ndarray
+    mflow_switch_steps: np.ndarray
+    lv: LotkaVolterra
+    lv_steps: np.ndarray
+    lv_loss: np.ndarray
+    lv_switch_steps: np.ndarray
+    lv_continuous_switch_steps: np.ndarray
+    closed_form_switch_steps: np.ndarray
+    lv_plateau_losses: np.ndarray
+    singular: SingularLimit
+    singular_switch_steps: np.ndarray
+    stable_lr: float
+    power_law: PowerLawFit | None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def num_growing(self) -> int:
+        return self.modes.num_growing
+
+    @property
+    def growth_rates(self) -> np.ndarray:
+        """r_k = 4 lr c_k of the growing modes."""
+        return 4.0 * self.config.lr * self.modes.growth[: self.num_growing]
+
+    def to_json(self) -> dict:
+        """The stable JSON form printed by ``nqf predict --json``."""
+        g = self.num_growing
+        order = [int(k) for k in self.singular.activation_order]
+        return {
+            "config": asdict(self.config),
+            "mflow": {
+                "steps": _ints(self.flow.steps),
+                "loss": _floats(self.flow.loss),
+                "switch_steps": _floats(self.mflow_switch_steps),
+            },
+            "lv": {
+                "applies": bool(self.lv_applies),
+                "defect": float(self.defect),
+                "init_defect": float(self.init_defect),
+                "growth": _floats(self.modes.growth[:g]),
+                "growth_rates": _floats(self.growth_rates),
+                "interactions": [_floats(row) for row in self.modes.interactions[:g, :g]],
+                "initial_occupations": _floats(self.lv.m0[:g]),
+                "fixed_point": _floats(2.0 * self.thresholds),
+                "switch_steps": _floats(self.lv_switch_steps),
+                "continuous_switch_steps": _floats(self.lv_continuous_switch_steps),
+                "closed_form_switch_steps": _floats(self.closed_form_switch_steps),
+                "plateau_losses": _floats(self.lv_plateau_losses),
+            },
+            "singular_limit": {
+                "eps": float(self.singular.eps),
+                "step_times": _floats(self.singular.steps()),
+                "rescaled_times": _floats(self.singular.step_times),
+                "order": order,
+                "plateau_losses": _floats(self.singular.plateau_losses),
+                "suppressed": [int(k) for k in self.singular.suppressed],
+                "switch_steps": _floats(self.singular_switch_steps),
+            },
+            "power_law": None
+            if self.power_law is None
+            else {
+                "exponent": float(self.power_law.exponent),
+                "ci": _floats(self.power_law.ci),
+                "window": _floats(self.power_law.window),
+                "is_power_law": bool(self.power_law.is_power_law),
+                "reason": self.power_law.reason,
+            },
+            "stable_lr": float(self.stable_lr),
+            "notes": list(self.notes),
+        }
+
+
+def _floats(a) -> list:
+    """JSON-safe floats: NaN/inf become None."""
+    out = []
+    for v in np.asarray(a, dtype=np.float64).ravel():
+        out.append(float(v) if math.isfinite(v) else None)
+    return out
+
+
+def _ints(a) -> list:
+    return [int(round(float(v))) for v in np.asarray(a).ravel()]
+
+
+def first_crossing(steps, occupations, thresholds) -> np.ndarray:
+    """First recorded step at which occupations[:, k] >= thresholds[k], (g,); NaN if never.
+
+    steps: (R,), occupations: (R, g). With every step recorded this is exact; otherwise it
+    is linearly interpolated between the two checkpoints around the crossing.
+    """
+    steps = np.asarray(steps, dtype=np.float64)
+    occ = np.asarray(occupations, dtype=np.float64)
+    out = np.full(occ.shape[1], np.nan)
+    for k, thr in enumerate(np.asarray(thresholds, dtype=np.float64)):
+        if not (thr > 0):
+            continue
+        hit = np.flatnonzero(occ[:, k] >= thr)
+        if hit.size == 0:
+            continue
+        i = hit[0]
+        if i == 0 or steps[i] - steps[i - 1] <= 1:
+            out[k] = steps[i]
+        else:
+            a, b = occ[i - 1, k], occ[i, k]
+            out[k] = steps[i - 1] + (thr - a) / (b - a) * (steps[i] - steps[i - 1])
+    return out
+
+
+def momentum_occupations(system: LotkaVolterra, beta: float, num_steps: int) -> np.ndarray:
+    r"""Heavy-ball momentum (optax.sgd(lr, momentum=beta)) on a diagonal M, exactly.
+
+    With G = diag(g), g = K m - c, the closed state (M, P = W V^T, Q = V V^T) of
+    ``nqf._flow.momentum_map`` stays diagonal: per mode
+
+        R = 2 m g + beta p,   q+ = 4 g^2 m + 4 beta g p + beta^2 q,
+        m+ = m - 2 lr R + lr^2 q+,   p+ = R - lr q+.
+
+    Returns (num_steps + 1, modes) occupations.
+    """
+    c, lr = jnp.asarray(system.c), system.lr
+    K = jnp.asarray(system.K)
+
+    def step(state, _):
+        m, p, q = state
+        g = (K * m if K.ndim == 1 else K @ m) - c
+        R = 2.0 * m * g + beta * p
+        q_next = 4.0 * g * g * m + 4.0 * beta * g * p + beta**2 * q
+        m_next = m - 2.0 * lr * R + lr**2 * q_next
+        return (m_next, R - lr * q_next, q_next), m_next
+
+    m0 = jnp.asarray(system.m0)
+    zero = jnp.zeros_like(m0)
+    _, ms = jax.lax.scan(step, (m0, zero, zero), None, length=int(num_steps))
+    return np.concatenate([np.asarray(m0)[None], np.asarray(ms)], axis=0)
+
+
+def _record_steps(steps: int) -> np.ndarray:
+    if steps <= _EVERY_STEP_LIMIT:
+        return np.arange(steps + 1)
+    log = np.rint(np.geomspace(1, steps, 1000))
+    lin = np.rint(np.linspace(0, steps, 1000))
+    return np.unique(np.concatenate([[0, steps], log, lin]).astype(np.int64))
+
+
+def predict(
+    arch: Architecture,
+    X,
+    Y,
+    config: PredictConfig,
+    W0=None,
+    data: DataMatrices | None = None,
+) -> Prediction:
+    """Predict the training of ``arch`` on (X (N, *input_shape), Y (N, K)) under ``config``.
+
+    W0 (d, n) overrides the random init (its columns are units, flattened in
+    ``arch.blocks`` order). ``data`` may pass precomputed data matrices of (X, Y).
+
+    Raises NqfError for bad inputs (shapes, non-finite values, width != experts for a
+    mixture of experts) and for a learning rate above the linear-stability bound.
+    """
+    check_width(arch, config.width)
+    dtype = jnp.result_type(float)
+    if data is None:
+        data = data_matrices(arch, X, Y, loss=config.loss, dtype=dtype)
+    notes: list[str] = []
+    if W0 is None:
+        W0 = init_weights(arch, training_keys(config.seed)[0], config.width, config.sigma0, dtype)
+    else:
+        W0 = np.asarray(W0)
+        if W0.ndim != 2 or W0.shape[0] != arch.dim:
+            raise NqfError(f"{arch.name}: W0 must have shape (d={arch.dim}, n), got {W0.shape}")
+        if not np.all(np.isfinite(W0)):
+            raise NqfError("W0 contains non-finite values")
+        if W0.shape[1] != config.width:
+            raise NqfError(f"W0 has {W0.shape[1]} units (columns) but the width is {config.width}")
+        check_width(arch, W0.shape[1])
+        W0 = jnp.asarray(W0, dtype=dtype)
+    M0 = W0 @ W0.T
+
+    modes = mode_basis(data)
+    g = modes.num_growing
+    if g == 0:
+        raise NqfError("no mode grows: C = E[y A(x)] has no positive eigenvalue for these data")
+    m0 = modes.occupations(M0)
+    loss0 = float(data.loss(jnp.zeros_like(M0)))
+    lv = modes.lotka_volterra(m0, config.lr, loss0)
+    m_star = fixed_point(lv)
+    thresholds = 0.5 * m_star[:g]
+    defect, init_defect = modes.defect, modes.init_defect(M0)
+    lv_applies = config.loss == "squared" and defect <= LV_DEFECT_TOLERANCE
+    if config.loss != "squared":
+        notes.append("cross-entropy loss: G(M) is not affine in M, the LV reduction is only its linearisation")
+    elif not lv_applies:
+        notes.append(
+            f"the data matrices do not share an eigenbasis (defect {defect:.2e}): predictions come from the M-flow; "
+            "LV numbers are an approximation in the eigenbasis of C"
+        )
+    if init_defect > 1e-3:
+        notes.append(f"M(0) is not diagonal in the mode basis (init defect {init_defect:.2e}): LV uses its diagonal")
+
+    stable = stable_lr_bound(
+        data,
+        points=(modes.basis * m_star) @ modes.basis.T,
+        beta=config.beta if config.optimizer == "momentum" else 0.0,
+    )
+    if config.check_lr and config.lr >= stable.bound:
+        raise NqfError(
+            f"learning rate {config.lr:g} is unstable for these data: GD on M is linearly stable only for lr < {stable.bound:.4g}"
+        )
+
+    record = _record_steps(config.steps)
+    basis = jnp.asarray(modes.basis[:, :g], dtype=dtype)
+    if config.optimizer == "gd":
+        flow = gd_map(data, M0, config.lr, config.steps, checkpoints=record, basis=basis)
+        occ = gd_occupations(lv, config.steps)
+    elif config.optimizer == "sgd":
+        key = training_keys(config.seed)[1]
+        flow = sgd_map(data, M0, config.lr, config.steps, config.batch_size, key=key, checkpoints=record, basis=basis)
+        occ = gd_occupations(lv, config.steps)
+        notes.append("SGD: the M-flow replays the training minibatches; the LV numbers are its full-batch (GD) mean")
+    else:
+        flow = momentum_map(data, M0, config.lr, config.beta, config.steps, checkpoints=record, basis=basis)
+        occ = momentum_occupations(lv, config.beta, config.steps)
+    if not np.all(np.isfinite(np.asarray(flow.loss))):
+        raise NqfError("the M-flow diverged (non-finite loss): lower the learning rate")
+
+    lv_steps = np.arange(config.steps + 1)
+    lv_loss = lv.loss(occ)
+    mflow_switch = first_crossing(flow.steps, flow.occupations, thresholds)
+    lv_switch = first_crossing(lv_steps, occ[:, :g], thresholds)
+    horizon = float(config.steps)
+    continuous = switch_times(solve_lv(lv, horizon), reference=m_star)[:g]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        diag_k = np.diag(modes.interactions)[:g]
+        closed = np.asarray(logistic_switch_time(lv.c[:g], diag_k, lv.m0[:g], config.lr), dtype=np.float64)
+    limit = singular_limit(lv)
+    singular_switch = limit.switch_steps()[:g]
+    plateau = np.full(g, np.nan)
+    for step_index, mode in enumerate(limit.activation_order):
+        if mode < g and np.isnan(plateau[mode]):
+            plateau[mode] = limit.plateau_losses[step_index]
+
+    power_law = None
+    if g >= _MIN_MODES_FOR_POWER_LAW:
+        loss_inf = float(lv.loss(m_star))
+        try:
+            power_law = fit_power_law(np.asarray(flow.steps), np.asarray(flow.loss), loss_inf=loss_inf)
+        except NqfError as err:
+            notes.append(f"power-law fit not possible: {err}")
+
+    return Prediction(
+        config=config,
+        modes=modes,
+        lv_applies=lv_applies,
+        defect=defect,
+        init_defect=init_defect,
+        flow=flow,
+        thresholds=thresholds,
+        mflow_switch_steps=mflow_switch,
+        lv=lv,
+        lv_steps=lv_steps,
+        lv_loss=lv_loss,
+        lv_switch_steps=lv_switch,
+        lv_continuous_switch_steps=continuous,
+        closed_form_switch_steps=closed,
+        lv_plateau_losses=plateau,
+        singular=limit,
+        singular_switch_steps=singular_switch,
+        stable_lr=float(stable.bound),
+        power_law=power_law,
+        notes=tuple(notes),
+    )
