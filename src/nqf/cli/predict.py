@@ -1,0 +1,153 @@
+"""``nqf predict``: predict the loss curve and switch-on steps from data, without training.
+
+    nqf predict --data FILE.npz --arch ARCH [arch options] --width N
+                (--sigma0 S | --init W0.npz) --lr ETA --steps T
+                [--optimizer gd|sgd|momentum] [--batch B] [--beta B] [--seed S] [--json]
+
+FILE.npz holds arrays X (N, *input_shape) and Y (N, K) (or (N,) for one output);
+W0.npz holds W (d x n, units as columns, each flattened in the order that
+``nqf structure ARCH`` lists as parameter blocks). Architecture options are given as
+``--name value`` (see ``nqf structure --list``). Bad files, shape mismatches,
+non-finite values and an unstable learning rate print one ``error:`` line, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zipfile
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .._errors import NqfError
+from ..architectures import architecture_options, get_architecture
+from . import app
+from ._options import parse_factory_options
+
+
+def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Arrays ``names`` from an .npz file, with one-line errors for every way it can be bad."""
+    if not path.exists():
+        raise NqfError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [n for n in names if n not in archive.files]
+            if missing:
+                raise NqfError(
+                    f"{path}: missing array(s) {', '.join(missing)} (found: {', '.join(archive.files) or 'none'})"
+                )
+            arrays = {n: np.asarray(archive[n]) for n in names}
+    except NqfError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise NqfError(f"{path}: not a readable .npz file ({err})") from None
+    for n, a in arrays.items():
+        if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+            raise NqfError(f"{path}: array {n} is not numeric (dtype {a.dtype})")
+        if np.issubdtype(a.dtype, np.floating) and not np.all(np.isfinite(a)):
+            raise NqfError(f"{path}: array {n} contains non-finite values")
+    return arrays
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, float) and abs(value) >= 1 and value == round(value):
+        return f"{value:.0f}"
+    return f"{value:.4g}"
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def predict(
+    ctx: typer.Context,
+    data: Annotated[Path, typer.Option("--data", help="FILE.npz with arrays X (samples first) and Y.")],
+    arch: Annotated[str, typer.Option("--arch", help="Architecture name (nqf structure --list).")],
+    width: Annotated[int, typer.Option("--width", help="Number of units n.")],
+    lr: Annotated[float, typer.Option("--lr", help="Learning rate.")],
+    steps: Annotated[int, typer.Option("--steps", help="Horizon in optimizer steps.")],
+    sigma0: Annotated[float | None, typer.Option("--sigma0", help="Init scale: W0 ~ N(0, sigma0^2).")] = None,
+    init: Annotated[Path | None, typer.Option("--init", help="W0.npz with array W (d x n).")] = None,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="gd, sgd or momentum.")] = "gd",
+    batch: Annotated[int | None, typer.Option("--batch", help="Minibatch size (sgd).")] = None,
+    beta: Annotated[float, typer.Option("--beta", help="Momentum (optimizer momentum).")] = 0.9,
+    seed: Annotated[int, typer.Option("--seed", help="Init and minibatch seed.")] = 0,
+    loss: Annotated[str, typer.Option("--loss", help="squared or cross_entropy.")] = "squared",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON.")] = False,
+) -> None:
+    """Predict training (M-flow, Lotka-Volterra, vanishing-init steps) from data, without training."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the CLI is an application; the library never does this
+    from .._predict import PredictConfig, predict as run_predict
+
+    options = parse_factory_options(list(ctx.args), {arch: architecture_options(arch)})[arch]
+    architecture = get_architecture(arch, **options)
+    if (sigma0 is None) == (init is None):
+        raise NqfError("give exactly one of --sigma0 S or --init W0.npz")
+    arrays = load_npz(data, ("X", "Y"))
+    X, Y = arrays["X"], arrays["Y"]
+    if X.ndim < 1 or X.shape[1:] != tuple(architecture.input_shape):
+        shape = ", ".join(map(str, architecture.input_shape))
+        raise NqfError(f"{data}: X has shape {X.shape}, but {arch} with these options takes inputs (N, {shape})")
+    if Y.shape[0] != X.shape[0]:
+        raise NqfError(f"{data}: X has {X.shape[0]} samples but Y has {Y.shape[0]}")
+    W0 = None
+    if init is not None:
+        W0 = load_npz(init, ("W",))["W"]
+        if W0.ndim != 2 or W0.shape[0] != architecture.dim:
+            raise NqfError(f"{init}: W must have shape (d={architecture.dim}, n), got {W0.shape}")
+        if W0.shape[1] != width:
+            raise NqfError(f"{init}: W has {W0.shape[1]} units (columns) but --width is {width}")
+    config = PredictConfig(
+        width=width,
+        lr=lr,
+        steps=steps,
+        sigma0=sigma0 if sigma0 is not None else 1.0,
+        optimizer=optimizer,
+        beta=beta,
+        batch_size=batch,
+        seed=seed,
+        loss=loss,
+    )
+    prediction = run_predict(architecture, X.astype(np.float64), Y.astype(np.float64), config, W0=W0)
+    result = prediction.to_json()
+    if as_json:
+        print(json.dumps(result))
+        return
+    console = Console()
+    lv = result["lv"]
+    console.print(
+        f"[bold]{arch}[/bold] d={architecture.dim}, n={width}, {optimizer}, lr={lr:g}, {steps} steps; "
+        f"data defect {lv['defect']:.2e} ({'LV applies' if lv['applies'] else 'LV does not apply: M-flow only'}), "
+        f"init defect {lv['init_defect']:.2e}, stable lr < {result['stable_lr']:.4g}"
+    )
+    table = Table(title="modes (largest growth first); switch-on step = m_k reaches m_k*/2")
+    for column in ("mode", "c_k", "m_k*", "M-flow", "LV (map)", "LV (flow)", "closed form", "vanishing init", "plateau loss"):
+        table.add_column(column, justify="right")
+    for k in range(len(lv["growth"])):
+        table.add_row(
+            str(k + 1),
+            _fmt(lv["growth"][k]),
+            _fmt(lv["fixed_point"][k]),
+            _fmt(result["mflow"]["switch_steps"][k]),
+            _fmt(lv["switch_steps"][k]),
+            _fmt(lv["continuous_switch_steps"][k]),
+            _fmt(lv["closed_form_switch_steps"][k]),
+            _fmt(result["singular_limit"]["switch_steps"][k]),
+            _fmt(lv["plateau_losses"][k]),
+        )
+    console.print(table)
+    console.print(f"loss: {result['mflow']['loss'][0]:.6g} at step 0, {result['mflow']['loss'][-1]:.6g} at step {steps}")
+    if result["power_law"] is not None:
+        fit = result["power_law"]
+        console.print(
+            f"power law: exponent {fit['exponent']:.3f} [{fit['ci'][0]:.3f}, {fit['ci'][1]:.3f}] "
+            f"({'a power law' if fit['is_power_law'] else 'not a power law'}: {fit['reason']})"
+        )
+    for note in result["notes"]:
+        console.print(f"note: {note}")
