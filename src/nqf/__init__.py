@@ -64,6 +64,50 @@ from ._measure import (
 )
 from ._closure import ClosureResult as ClosureResult, closure_diagnostic as closure_diagnostic
 from ._sampling import minibatch_indices as minibatch_indices
+from ._data import (
+    DataMatrices as DataMatrices,
+    PopulationDataMatrices as PopulationDataMatrices,
+    data_matrices as data_matrices,
+    population_data_matrices as population_data_matrices,
+)
+from ._flow import (
+    FlowResult as FlowResult,
+    LearningRateBound as LearningRateBound,
+    continuous_flow as continuous_flow,
+    gd_map as gd_map,
+    momentum_map as momentum_map,
+    sgd_map as sgd_map,
+    stable_lr_bound as stable_lr_bound,
+)
+from ._lotka_volterra import (
+    LotkaVolterra as LotkaVolterra,
+    LVSolution as LVSolution,
+    equilibrium as equilibrium,
+    fixed_point as fixed_point,
+    gd_occupations as gd_occupations,
+    logistic_occupation as logistic_occupation,
+    logistic_switch_time as logistic_switch_time,
+    solve_lv as solve_lv,
+    switch_slope_continuous as switch_slope_continuous,
+    switch_slope_gd as switch_slope_gd,
+    switch_slope_momentum as switch_slope_momentum,
+    switch_times as switch_times,
+)
+from ._singular_limit import SingularLimit as SingularLimit, plateau_losses as plateau_losses, singular_limit as singular_limit
+from ._scaling import (
+    PowerLawFit as PowerLawFit,
+    finite_init_exponent as finite_init_exponent,
+    fit_power_law as fit_power_law,
+    local_exponent as local_exponent,
+    predicted_exponent as predicted_exponent,
+)
+from ._reduction import ModeBasis as ModeBasis, mode_basis as mode_basis
+from ._predict import (
+    PredictConfig as PredictConfig,
+    Prediction as Prediction,
+    momentum_occupations as momentum_occupations,
+    predict as predict,
+)
 from ._store import ResultsStore as ResultsStore
 from ._verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
 from ._reproduce import reproduce as reproduce, rebuild_report as rebuild_report
