@@ -22,5 +22,8 @@ from ._config import (
     parse_overrides as parse_overrides,
 )
 
+from .e6_optimizers import E6 as E6
+
 # Filled in by the experiment modules (E1 ... E7), one import and one entry each.
 EXPERIMENTS: dict[str, Experiment] = {}
+EXPERIMENTS["E6"] = E6
