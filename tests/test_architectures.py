@@ -58,9 +58,9 @@ VARIANTS = {
         "conv1d", dict(length=6, kernel=3, padding="valid", outputs=2, activation="gelu"), 2, "smooth"),
     "conv1d-valid-position": ("conv1d", dict(length=6, kernel=2, padding="valid", readout="position"), 2, "smooth"),
     "conv2d-circular-position": (
-        "conv2d", dict(height=3, width=4, kernel=2, readout="position", outputs=2), 2, "smooth"),
+        "conv2d", dict(rows=3, columns=4, kernel=2, readout="position", outputs=2), 2, "smooth"),
     "conv2d-valid-global": (
-        "conv2d", dict(height=4, width=3, kernel=2, padding="valid", activation="sin"), 2, "smooth"),
+        "conv2d", dict(rows=4, columns=3, kernel=2, padding="valid", activation="sin"), 2, "smooth"),
 }
 SMOOTH = [v for v, spec in VARIANTS.items() if spec[3] is not None]
 
@@ -310,8 +310,8 @@ def _conv_reference(x, k, padding):
     [
         ("conv1d", dict(length=6, kernel=3, padding="circular", readout="position", outputs=2)),
         ("conv1d", dict(length=6, kernel=3, padding="valid", readout="global", outputs=2)),
-        ("conv2d", dict(height=3, width=4, kernel=2, padding="circular", readout="global")),
-        ("conv2d", dict(height=4, width=3, kernel=2, padding="valid", readout="position", outputs=2)),
+        ("conv2d", dict(rows=3, columns=4, kernel=2, padding="circular", readout="global")),
+        ("conv2d", dict(rows=4, columns=3, kernel=2, padding="valid", readout="position", outputs=2)),
     ],
 )
 def test_conv_unit_against_loops(name, options):
@@ -331,7 +331,7 @@ def test_conv_unit_against_loops(name, options):
 
 def test_conv_circular_global_sees_only_the_sum():
     """Global pooling with circular padding: every summed-patch entry is sum_i x_i (one mode)."""
-    arch = get_architecture("conv2d", height=3, width=4, kernel=2, outputs=2)
+    arch = get_architecture("conv2d", rows=3, columns=4, kernel=2, outputs=2)
     x = np.random.default_rng(8).normal(size=(3, 4))
     (term,) = arch.closed_form(jnp.asarray(x))
     assert_allclose(term.right, np.full((2, 1, 4), x.sum()), rtol=1e-13)
@@ -413,7 +413,7 @@ def test_block_factors_type_for_builtins():
         ("conv1d", dict(readout="max"), "unknown readout 'max'"),
         ("conv1d", dict(kernel=-2), "kernel must be >= 1"),
         ("conv2d", dict(height=0), "height must be >= 1"),
-        ("conv2d", dict(height=2, width=5, kernel=3), "larger than the signal"),
+        ("conv2d", dict(rows=2, columns=5, kernel=3), "larger than the signal"),
         ("conv2d", dict(outputs=0), "outputs must be >= 1"),
     ],
 )

@@ -31,8 +31,8 @@ SMALL = {
     "context": 3,
     "length": 5,
     "kernel": 3,
-    "height": 3,
-    "width": 3,  # image width of conv2d, not the network width
+    "rows": 3,
+    "columns": 3,  # image columns of conv2d
 }
 MAP_RTOL = 1e-10
 

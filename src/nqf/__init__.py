@@ -108,6 +108,7 @@ from ._predict import (
     momentum_occupations as momentum_occupations,
     predict as predict,
 )
+from ._compare import CompareConfig as CompareConfig, Comparison as Comparison, compare as compare
 from ._store import ResultsStore as ResultsStore
 from ._verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
 from ._reproduce import reproduce as reproduce, rebuild_report as rebuild_report

@@ -105,7 +105,7 @@ def _conv(
 
         readout_shape = (P, K)
 
-    sizes = (("length", shape[0]),) if len(shape) == 1 else (("height", shape[0]), ("width", shape[1]))
+    sizes = (("length", shape[0]),) if len(shape) == 1 else (("rows", shape[0]), ("columns", shape[1]))
     pooled = "sum_p P(x)_pj" if readout == "global" else "P(x)_pj"
     a_index = "a_c'" if readout == "global" else "a_pc'"
     return Architecture(
@@ -144,17 +144,20 @@ def conv1d(
 
 
 def conv2d(
-    height: int = 8,
-    width: int = 8,
+    rows: int = 8,
+    columns: int = 8,
     kernel: int = 3,
     padding: str = "circular",
     readout: str = "global",
     outputs: int = 1,
     activation: str = "tanh",
 ) -> Architecture:
-    """2D convolution channels as units; x: (height, width), kernel (kernel, kernel), f: (outputs,)."""
+    """2D convolution channels as units; x: (rows, columns), kernel (kernel, kernel), f: (outputs,).
+
+    The image size is ``rows`` x ``columns`` (not height/width: ``--width`` is the number of
+    units everywhere in the CLI)."""
     name = "conv2d"
-    H = positive_int(name, "height", height)
-    W = positive_int(name, "width", width)
+    H = positive_int(name, "rows", rows)
+    W = positive_int(name, "columns", columns)
     s = positive_int(name, "kernel", kernel)
     return _conv(name, (H, W), s, padding, readout, outputs, activation)

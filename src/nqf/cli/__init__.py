@@ -30,6 +30,7 @@ def _root() -> None:
 # Command modules register themselves on `app` when imported.
 from . import structure as _structure  # noqa: E402,F401
 from . import predict as _predict  # noqa: E402,F401
+from . import compare as _compare  # noqa: E402,F401
 from . import reproduce as _reproduce  # noqa: E402,F401
 
 

@@ -1,0 +1,243 @@
+"""``nqf compare``: train the real network side by side with the theory's predictions.
+
+    nqf compare --task TASK [task options] [--arch ARCH] [arch options]
+                --width N --sigma0 S --lr ETA --steps T
+                [--optimizers gd,sgd,momentum,adam,muon] [--lr-adam ETA] [--lr-muon ETA] ...
+                [--seeds K] [--seed S] [--data-seed D] [--batch B] [--beta B]
+                [--json] [--plot FILE.png|FILE.pdf]
+
+The architecture defaults to the task's natural one with the task's options for it
+(``--arch`` with another name starts from that architecture's own defaults). Every
+other ``--name value`` is an option of the task or the architecture (``nqf structure
+--list``); an option both accept (e.g. ``--inputs``) goes to both. One ``--lr`` serves
+every optimizer unless ``--lr-OPT`` overrides it for one. ``--beta`` is the heavy-ball
+momentum of ``momentum``; ``--batch`` the minibatch of ``sgd`` (the others are full
+batch). Seeds ``S .. S+K-1`` set W0 and the minibatches; numbers are means over them.
+
+What is compared and how (thresholds, plateau losses, closure window): ``nqf._compare``.
+Bad input (unknown task, optimizer or option, bad numbers, width != experts for a
+mixture of experts, an unstable learning rate) prints one ``error:`` line, exit 2.
+Float64: enabled when the command starts (the library never does this).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from .._errors import NqfError
+from ..architectures import architecture_options
+from . import app
+from ._options import parse_factory_options
+
+
+def _fmt(value, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, float) and abs(value) >= 1 and value == round(value):
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"
+
+
+def _loss(value) -> str:
+    """A loss with 3 digits; |L| < 1e-12 (rounding of an exact zero) shows as 0."""
+    return "0" if value is not None and abs(value) < 1e-12 else _fmt(value, 3)
+
+
+def _percent(value) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}%"
+
+
+def parse_optimizers(text: str) -> tuple[str, ...]:
+    """``"gd,momentum"`` -> ("gd", "momentum"); names are checked by CompareConfig."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not names:
+        raise NqfError("--optimizers needs at least one name (gd, sgd, momentum, adam, muon)")
+    return names
+
+
+def resolve_task_and_arch(task_name: str, arch_name: str | None, args: list[str]):
+    """The Task and Architecture named on the command line, extra options split between them.
+
+    Without ``--arch`` (or with the task's natural architecture) the architecture starts from
+    the task's natural options; an option both accept goes to both.
+    """
+    from .._tasks import get_task, task_options
+    from ..architectures import get_architecture
+
+    task_label = f"task {task_name}"
+    owners = {task_label: task_options(task_name)}  # raises for an unknown task
+    arch_label = arch_name
+    if arch_label is None:
+        try:
+            arch_label = get_task(task_name).natural_architecture()[0]
+        except NqfError:  # npz: the architecture follows from the file; it takes no options here
+            arch_label = None
+    if arch_label is not None:
+        owners[arch_label] = architecture_options(arch_label)  # raises for an unknown architecture
+    parsed = parse_factory_options(args, owners)
+    task = get_task(task_name, **parsed[task_label])
+    natural_name, natural_options = task.natural_architecture()
+    if arch_name is None or arch_name == natural_name:
+        extra = parsed[arch_label] if arch_label == natural_name else {}
+        return task, get_architecture(natural_name, **{**natural_options, **extra})
+    return task, get_architecture(arch_name, **parsed[arch_name])
+
+
+@app.command("compare", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def compare_command(
+    ctx: typer.Context,
+    task: Annotated[str, typer.Option("--task", help="Task name (staircase, powerlaw, quadratic, ...).")],
+    width: Annotated[int, typer.Option("--width", help="Number of units n.")],
+    sigma0: Annotated[float, typer.Option("--sigma0", help="Init scale: W0 ~ N(0, sigma0^2).")],
+    lr: Annotated[float, typer.Option("--lr", help="Learning rate of every optimizer (see --lr-OPT).")],
+    steps: Annotated[int, typer.Option("--steps", help="Horizon in optimizer steps.")],
+    arch: Annotated[str | None, typer.Option("--arch", help="Architecture (default: the task's natural one).")] = None,
+    optimizers: Annotated[
+        str, typer.Option("--optimizers", help="Comma-separated: gd, sgd, momentum, adam, muon.")
+    ] = "gd",
+    lr_sgd: Annotated[float | None, typer.Option("--lr-sgd", help="Learning rate of sgd (default --lr).")] = None,
+    lr_momentum: Annotated[
+        float | None, typer.Option("--lr-momentum", help="Learning rate of momentum (default --lr).")
+    ] = None,
+    lr_adam: Annotated[float | None, typer.Option("--lr-adam", help="Learning rate of adam (default --lr).")] = None,
+    lr_muon: Annotated[float | None, typer.Option("--lr-muon", help="Learning rate of muon (default --lr).")] = None,
+    seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds K (init and minibatches).")] = 1,
+    seed: Annotated[int, typer.Option("--seed", help="First seed.")] = 0,
+    data_seed: Annotated[int, typer.Option("--data-seed", help="Seed of the task's data.")] = 0,
+    batch: Annotated[int | None, typer.Option("--batch", help="Minibatch size (sgd).")] = None,
+    beta: Annotated[float, typer.Option("--beta", help="Heavy-ball momentum (optimizer momentum).")] = 0.9,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
+) -> None:
+    """Train the network (each optimizer), the quadratic model and the theory side by side."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the CLI is an application; the library never does this
+    from .._compare import CompareConfig, compare
+
+    if plot is not None and plot.suffix.lower() not in (".png", ".pdf"):
+        raise NqfError(f"--plot must name a .png or .pdf file, got {plot}")
+    for name, value in (("--width", width), ("--steps", steps), ("--seeds", seeds)):
+        if value < 1:
+            raise NqfError(f"{name} must be a positive integer, got {value}")
+    chosen = parse_optimizers(optimizers)
+    overrides = {"sgd": lr_sgd, "momentum": lr_momentum, "adam": lr_adam, "muon": lr_muon}
+    rates = tuple((opt, value) for opt, value in overrides.items() if value is not None)
+    config = CompareConfig(
+        width=width,
+        sigma0=sigma0,
+        lr=lr,
+        steps=steps,
+        optimizers=chosen,
+        learning_rates=rates,
+        beta=beta,
+        batch_size=batch,
+        seeds=seeds,
+        seed=seed,
+        data_seed=data_seed,
+    )
+    the_task, architecture = resolve_task_and_arch(task, arch, list(ctx.args))
+    comparison = compare(the_task, architecture, config)
+    result = comparison.to_json()
+    if plot is not None:
+        from ..report.compare_plot import plot_comparison
+
+        plot_comparison(comparison, plot)
+    if as_json:
+        print(json.dumps(result, allow_nan=False))
+        return
+    print_comparison(result, Console())
+    if plot is not None:
+        Console().print(f"figure: {plot}")
+
+
+def print_comparison(result: dict, console: Console) -> None:
+    """The text form of ``Comparison.to_json()``: switch steps, plateau losses, closure."""
+    opts = list(result["config"]["optimizers"])
+    seeds = result["seeds"]
+    cfg = result["config"]
+    console.print(
+        f"[bold]{result['task']}[/bold] with [bold]{result['arch']}[/bold]: n = {cfg['width']}, sigma0 = {cfg['sigma0']:g}, "
+        f"{cfg['steps']} steps, seeds {seeds[0]}..{seeds[-1]}; lr "
+        + ", ".join(f"{o} {r:g}" for o, r in result["learning_rates"].items())
+        + f"; data defect {result['defect']:.2e} ({'LV applies' if result['lv_applies'] else 'LV approximate'})",
+        highlight=False,
+    )
+    console.print(
+        "switch-on step: m_k first reaches m_k*/2 (the theory's threshold, every source); "
+        f"L: plateau loss, at the log-midpoint to the next switch{'; means over seeds' if len(seeds) > 1 else ''}",
+        highlight=False,
+    )
+    theory = Table(title="theory (GD) and the quadratic model", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("mode", "c_k", "limit", "LV", "M-flow", "quad.", "L limit", "L M-flow", "L quad."):
+        theory.add_column(column, justify="right")
+    for row in result["modes"]:
+        pred, plateau = row["predicted"], row["plateau_loss"]
+        theory.add_row(
+            str(row["mode"]),
+            _fmt(row["growth"]),
+            _fmt(pred["singular_limit"]),
+            _fmt(pred["lv"]),
+            _fmt(pred["mflow"]),
+            _fmt(row["measured"]["quadratic"]),
+            _loss(plateau["predicted"]["singular_limit"]),
+            _loss(plateau["predicted"]["mflow"]),
+            _loss(plateau["measured"]["quadratic"]),
+        )
+    console.print(theory)
+
+    network = Table(title="network, per optimizer", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("mode", "optimizer", "M-flow", "network", "sd", "vs M-flow", "own thr.", "plateau"):
+        network.add_column(column, justify="right")
+    for row in result["modes"]:
+        for i, opt in enumerate(opts):
+            flow = row["predicted_by_optimizer"][opt]
+            mark = "*" if flow["reference"] else ""
+            network.add_row(
+                str(row["mode"]) if i == 0 else "",
+                opt,
+                _fmt(flow["mflow"]) + mark,
+                _fmt(row["measured"]["network"][opt]),
+                _fmt(row["network_seeds"][opt]["std"], 2) if len(seeds) > 1 else "",
+                _percent(row["relative_error"]["network"][opt]) + mark,
+                _fmt(row["measured_own_threshold"]["network"][opt]),
+                _loss(row["plateau_loss"]["measured"]["network"][opt]),
+                end_section=i == len(opts) - 1,
+            )
+    console.print(network)
+    console.print(
+        "  M-flow: the optimizer's own M-flow"
+        + (" (* the GD M-flow as a reference: this optimizer has no M-flow)" if result["reference_only"] else "")
+        + "; vs M-flow: (network - M-flow) / M-flow per seed; own thr.: at half the run's own final occupation",
+        highlight=False,
+    )
+
+    if result["closure_defect"]:
+        closure = Table(
+            title="closure on M: quadratic model from W0 and W0 O, until the last switch-on",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+        )
+        for column in ("optimizer", "until step", "max M defect", "max update defect"):
+            closure.add_column(column, justify="right")
+        for opt in opts:
+            closure.add_row(
+                opt,
+                str(result["closure_until"][opt]),
+                _fmt(result["closure_defect"][opt], 2),
+                _fmt(result["closure_update_defect"][opt], 2),
+            )
+        console.print(closure)
+    for opt, bad in result["diverged"].items():
+        if bad:
+            console.print(f"[red]network ({opt}) diverged[/red] for seed(s) {', '.join(map(str, bad))}")
+    for note in result["notes"]:
+        console.print(f"note: {note}", highlight=False)

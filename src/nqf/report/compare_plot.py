@@ -1,0 +1,133 @@
+"""The figure of ``nqf compare``: every source's loss curve on one log-time axis.
+
+Network per optimizer (solid; a band for the spread over seeds), the quadratic model
+(dashed), the M-flow of each optimizer (dotted) and the Lotka-Volterra map (dash-dot),
+first seed, with the predicted switch-on steps (GD M-flow, and the momentum / SGD
+M-flow when compared) as vertical lines. Colour = optimizer, line style = source
+(``nqf.report._style``). A leaf: the numerical core never imports this.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+
+from .._compare import Comparison
+from .._errors import NqfError
+from .._store import atomic_write_bytes
+from ._style import PALETTE, _check, axis_label, curve, new_figure, setup_axes
+
+# One colour per optimizer, fixed so that figures of different runs agree.
+_COLOUR_INDEX = {"gd": 0, "sgd": 1, "momentum": 2, "adam": 3, "muon": 4}
+_NAMES = {"gd": "GD", "sgd": "SGD", "momentum": "momentum", "adam": "Adam", "muon": "Muon"}
+
+
+def _positive_steps(steps, loss):
+    """Drop step 0 (not on a log axis) and non-finite losses."""
+    steps = np.asarray(steps, dtype=np.float64)
+    loss = np.asarray(loss, dtype=np.float64)
+    keep = (steps > 0) & np.isfinite(loss)
+    return steps[keep], loss[keep]
+
+
+def plot_comparison(comparison: Comparison, path) -> Path:
+    """Write the comparison figure to ``path`` (PNG, or PDF when it ends in .pdf); returns the path."""
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("png", "pdf"):
+        raise NqfError(f"plot file must end in .png or .pdf, got {path.name!r}")
+    fig, ax = new_figure(size=(10.0, 5.0))
+    lowest_network, highest = np.inf, 0.0
+    for entry in comparison.loss_curves():
+        opt = entry["optimizer"]
+        detail = _NAMES[opt]
+        lr = comparison.config.lr_for(opt) if entry["source"] == "network" else comparison.config.flow_lr(opt)
+        if lr != comparison.config.lr:
+            detail += f", lr {lr:g}"
+        style = curve(entry["source"], _COLOUR_INDEX[opt], detail)
+        if entry["source"] == "M-flow" or entry["source"] == "LV":
+            style["zorder"] = 3  # predictions on top of the measured curves they should cover
+        steps, loss = _positive_steps(entry["steps"], entry["loss"])
+        if "band" in entry:
+            lo, hi = (np.asarray(b, dtype=np.float64) for b in entry["band"])
+            keep = np.asarray(entry["steps"]) > 0
+            ax.fill_between(
+                np.asarray(entry["steps"], dtype=np.float64)[keep],
+                lo[keep],
+                hi[keep],
+                color=style["color"],
+                alpha=0.18,
+                linewidth=0,
+                label=f"network ({detail}), min-max over {len(comparison.seeds)} seeds",
+            )
+        ax.plot(steps, loss, **style)
+        highest = max(highest, float(loss.max(initial=0.0)))
+        positive = loss[loss > 0]
+        if entry["source"] == "network" and positive.size:
+            lowest_network = min(lowest_network, float(positive.min()))
+
+    # predicted switch-on steps: one LineCollection per flow (a single legend entry each)
+    for flow, preds in comparison.predictions.items():
+        switch = np.asarray(preds[0].mflow_switch_steps, dtype=np.float64)
+        switch = switch[np.isfinite(switch) & (switch > 0)]
+        if switch.size == 0:
+            continue
+        ax.vlines(
+            switch,
+            0,
+            1,
+            transform=ax.get_xaxis_transform(),
+            colors=PALETTE[_COLOUR_INDEX[flow]],
+            linestyles=(0, (1, 3)),
+            linewidth=1.0,
+            alpha=0.9,
+            label=f"predicted switch-on steps (M-flow, {_NAMES[flow]})",
+        )
+        if flow == "gd":
+            for k, t in enumerate(np.asarray(preds[0].mflow_switch_steps, dtype=np.float64)):
+                if np.isfinite(t) and t > 0:
+                    ax.text(
+                        t,
+                        1.0,
+                        f" {k + 1}",
+                        transform=ax.get_xaxis_transform(),
+                        va="bottom",
+                        ha="center",
+                        fontsize=8,
+                        color=PALETTE[0],
+                    )
+
+    cfg = comparison.config
+    title = (
+        f"{comparison.task_name} / {comparison.arch.name}: n = {cfg.width}, sigma0 = {cfg.sigma0:g}, "
+        f"lr = {cfg.lr:g}, seed {cfg.seed}"
+    )
+    setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
+    ax.set_title(title, fontsize=9, pad=14)
+    # y: down to a decade below the lowest network loss or the smallest nonzero predicted
+    # plateau, so the staircase fills the axes rather than the quadratic model's final decay
+    plateaus = np.asarray(comparison.prediction.lv_plateau_losses, dtype=np.float64)
+    plateaus = plateaus[np.isfinite(plateaus) & (plateaus > 1e-12)]
+    floor = min([lowest_network, *plateaus.tolist()]) if plateaus.size or np.isfinite(lowest_network) else np.nan
+    top = 2.0 * highest if highest > 0 else ax.get_ylim()[1]
+    if np.isfinite(floor) and floor > 0:
+        ax.set_ylim(max(floor / 10, top * 1e-12), top)
+    elif highest > 0:
+        ax.set_ylim(top=top)
+    # x: from a decade below the first predicted switch-on (the plateau before it is flat)
+    predicted = np.concatenate([np.asarray(p[0].mflow_switch_steps, dtype=np.float64) for p in comparison.predictions.values()])
+    predicted = predicted[np.isfinite(predicted)]
+    first = float(predicted.min()) if predicted.size else 0.0
+    left = 10.0 ** np.floor(np.log10(0.3 * first)) if first > 3 else 1.0
+    ax.set_xlim(left, cfg.steps)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, framealpha=0.9, borderaxespad=0.0)
+    _check(fig, path.stem)
+    buffer = io.BytesIO()
+    if fmt == "png":
+        fig.savefig(buffer, format="png", dpi=150, metadata={"Software": None})
+    else:
+        fig.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Creator": None, "Producer": None})
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
