@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
-	$(BIN)/python -m nqf.demo
+	$(BIN)/nqf reproduce --quick --out results
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
