@@ -189,3 +189,13 @@ def test_cli_predict_json_and_errors(tmp_path, staircase):
         assert out.returncode == 2, (args, out.stdout, out.stderr)
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], out.stderr
+
+
+def test_mflow_keeps_tiny_modes_at_small_init(staircase):
+    """sigma0 = 1e-12: mode 4 grows from m ~ 1e-23 next to O(1) modes. Propagating M itself
+    lost it to rounding (negative occupation, then divergence); the factored map keeps it."""
+    arch, X, Y = staircase
+    p = predict(arch, X, Y, PredictConfig(width=32, lr=0.05, steps=1100, sigma0=1e-12))
+    assert np.all(np.asarray(p.flow.occupations) >= 0)
+    assert np.all(np.isfinite(p.mflow_switch_steps))
+    assert np.max(np.abs(p.mflow_switch_steps - p.lv_switch_steps)) <= 1.0

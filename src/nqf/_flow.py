@@ -163,16 +163,25 @@ def _record_flags(data, basis, record_M: bool | None, n_records: int) -> bool:
 # -- the driver shared by the maps -----------------------------------------------------
 
 
-def _observe(data, M, basis, record_M: bool):
+def _observe_M(data, M, basis, record_M: bool):
+    """Loss, M (if recorded) and occupations q_k^T M q_k at a state M."""
+    loss = data.loss(M)
+    occ = None if basis is None else jnp.einsum("im,ij,jm->m", basis, M, basis)
+    return loss, (M if record_M else None), occ
+
+
+def _observe(data, F, basis, record_M: bool):
+    M = F @ F.T
     loss = data.loss(M)
     Mrec = M if record_M else None
-    occ = None if basis is None else jnp.einsum("im,ij,jm->m", basis, M, basis)
+    # ||Q^T F||^2 per mode: non-negative and accurate for tiny occupations next to O(1) ones
+    occ = None if basis is None else jnp.sum((basis.T @ F) ** 2, axis=1)
     return loss, Mrec, occ
 
 
 @partial(jax.jit, static_argnames=("step", "record_M"))
 def _drive(step, record_M, data, carry0, hyper, gaps, remaining, basis):
-    """Iterate ``carry = step(data, hyper, carry, t)``, observing M = carry[0] after each gap.
+    """Iterate ``carry = step(data, hyper, carry, t)``, observing M = F F^T (F = carry[0]) after each gap.
 
     gaps: (R,) steps between consecutive checkpoints (the first from step 0);
     remaining: steps after the last checkpoint. Returns (final carry, loss, M, occupations).
@@ -195,30 +204,65 @@ def _sym(X):
     return 0.5 * (X + X.T)
 
 
+# The maps carry a square factor F (d x d) with M = F F^T instead of M itself. Every map
+# below acts on M through left multiplications of W (W+ = B W), so F+ = B F gives exactly
+# M+ = B M B while keeping M positive semidefinite and the rounding of a mode's
+# occupation relative to the mode itself, as in training W: propagating M directly loses
+# a tiny mode to the absolute rounding of the O(1) modes (its occupation can turn
+# negative and then grow). The cost is still d^3 per step, independent of the width n.
+
+
 def _gd_step(data, hyper, carry, t):
-    (M,) = carry
+    (F,) = carry
     lr = hyper
-    B = jnp.eye(M.shape[0], dtype=M.dtype) - 2 * lr * data.gradient_matrix(M)
-    return (_sym(B @ M @ B),)
+    G = data.gradient_matrix(F @ F.T)
+    return (F - 2 * lr * G @ F,)
 
 
 def _sgd_step(data, hyper, carry, t):
-    (M,) = carry
+    (F,) = carry
     lr, indices = hyper
-    B = jnp.eye(M.shape[0], dtype=M.dtype) - 2 * lr * data.gradient_matrix(M, indices[t])
-    return (_sym(B @ M @ B),)
+    G = data.gradient_matrix(F @ F.T, indices[t])
+    return (F - 2 * lr * G @ F,)
 
 
 def _momentum_step(data, hyper, carry, t):
-    M, P, Q = carry
+    F, V = carry
     lr, beta = hyper
-    G = data.gradient_matrix(M)
-    R = 2 * M @ G + beta * P  # W U^T, U = V+ = 2 G W + beta V
-    GP = G @ P
-    Q_next = _sym(4 * G @ M @ G + 2 * beta * (GP + GP.T) + beta**2 * Q)
-    M_next = _sym(M - lr * (R + R.T) + lr**2 * Q_next)
-    P_next = R - lr * Q_next
-    return (M_next, P_next, Q_next)
+    G = data.gradient_matrix(F @ F.T)
+    V_next = 2 * G @ F + beta * V  # optax trace: V+ = g + beta V, g = 2 G W
+    return (F - lr * V_next, V_next)
+
+
+def square_factor(M0=None, W0=None, dim: int | None = None) -> np.ndarray:
+    """A d x d factor F0 with F0 F0^T = M0.
+
+    From W0 (d x n) exactly: W0 zero-padded to d columns when n <= d, else R^T from the QR
+    decomposition W0^T = Q R (W0 W0^T = R^T R). From M0 by its eigendecomposition.
+    """
+    if W0 is not None:
+        W0 = np.asarray(W0, dtype=np.float64)
+        d, n = W0.shape
+        if n <= d:
+            return np.concatenate([W0, np.zeros((d, d - n))], axis=1)
+        return np.linalg.qr(W0.T, mode="r").T
+    M0 = np.asarray(M0, dtype=np.float64)
+    values, vectors = np.linalg.eigh(0.5 * (M0 + M0.T))
+    return vectors * np.sqrt(np.clip(values, 0.0, None))
+
+
+def _initial_factor(data, M0, factor) -> jax.Array:
+    if factor is not None:
+        factor = np.asarray(factor)
+        d = data.dim
+        if factor.shape != (d, d):
+            raise NqfError(f"the initial factor must have shape (d={d}, d={d}), got {factor.shape}")
+        if not np.all(np.isfinite(factor)):
+            raise NqfError("the initial factor contains non-finite values (nan or inf)")
+        return jnp.asarray(factor, dtype=data.dtype)
+    if M0 is None:
+        raise NqfError("give the initial M0 (d x d) or its square factor")
+    return jnp.asarray(square_factor(M0=np.asarray(_check_M0(data, M0))), dtype=data.dtype)
 
 
 def _run_map(step, data, carry0, hyper, steps, record_every, checkpoints, basis, record_M, state_out):
@@ -231,7 +275,7 @@ def _run_map(step, data, carry0, hyper, steps, record_every, checkpoints, basis,
     return FlowResult(
         steps=jnp.asarray(cps),
         loss=loss,
-        final=carry[0],
+        final=carry[0] @ carry[0].T,
         M=Ms,
         occupations=occ,
         state=state_out(carry),
@@ -247,6 +291,7 @@ def gd_map(
     checkpoints: Sequence[int] | None = None,
     basis=None,
     record_M: bool | None = None,
+    factor=None,
 ) -> FlowResult:
     """Exact gradient descent on M: M+ = (I - 2 lr G(M)) M (I - 2 lr G(M)), ``steps`` times.
 
@@ -262,12 +307,14 @@ def gd_map(
         checkpoints: explicit increasing steps in [0, steps] to record instead.
         basis: optional (d, m) basis Q; occupations m_k = q_k^T M q_k are then recorded.
         record_M: record the full M (default: only when no basis is given).
+        factor: optional (d, d) F0 with F0 F0^T = M0 instead of M0 (pass M0=None), e.g.
+            ``square_factor(W0=W0)``, which takes it from the weights without rounding.
     """
     _check_data(data)
-    M0 = _check_M0(data, M0)
-    lr = jnp.asarray(_check_positive("lr", lr), dtype=M0.dtype)
+    F0 = _initial_factor(data, M0, factor)
+    lr = jnp.asarray(_check_positive("lr", lr), dtype=F0.dtype)
     steps = _check_steps(steps)
-    return _run_map(_gd_step, data, (M0,), lr, steps, record_every, checkpoints, basis, record_M, lambda c: None)
+    return _run_map(_gd_step, data, (F0,), lr, steps, record_every, checkpoints, basis, record_M, lambda c: None)
 
 
 def sgd_map(
@@ -282,6 +329,7 @@ def sgd_map(
     checkpoints: Sequence[int] | None = None,
     basis=None,
     record_M: bool | None = None,
+    factor=None,
 ) -> FlowResult:
     """Exact minibatch SGD on M: M+ = (I - 2 lr G_b(M)) M (I - 2 lr G_b(M)).
 
@@ -291,8 +339,8 @@ def sgd_map(
     """
     if not isinstance(data, DataMatrices):
         raise NqfError("sgd_map needs sample data matrices (DataMatrices); a population has no minibatches")
-    M0 = _check_M0(data, M0)
-    lr = jnp.asarray(_check_positive("lr", lr), dtype=M0.dtype)
+    F0 = _initial_factor(data, M0, factor)
+    lr = jnp.asarray(_check_positive("lr", lr), dtype=F0.dtype)
     steps = _check_steps(steps)
     if indices is None:
         if key is None:
@@ -306,7 +354,7 @@ def sgd_map(
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= data.num_samples):
         raise NqfError(f"minibatch indices must lie in [0, {data.num_samples})")
     return _run_map(
-        _sgd_step, data, (M0,), (lr, indices), steps, record_every, checkpoints, basis, record_M, lambda c: None
+        _sgd_step, data, (F0,), (lr, indices), steps, record_every, checkpoints, basis, record_M, lambda c: None
     )
 
 
@@ -320,6 +368,7 @@ def momentum_map(
     checkpoints: Sequence[int] | None = None,
     basis=None,
     record_M: bool | None = None,
+    factor=None,
 ) -> FlowResult:
     """Exact heavy-ball momentum on M, the closed dynamics of ``optax.sgd(lr, momentum=beta)``.
 
@@ -328,17 +377,18 @@ def momentum_map(
     the result holds the final (P, Q).
     """
     _check_data(data)
-    M0 = _check_M0(data, M0)
-    lr = jnp.asarray(_check_positive("lr", lr), dtype=M0.dtype)
+    F0 = _initial_factor(data, M0, factor)
+    lr = jnp.asarray(_check_positive("lr", lr), dtype=F0.dtype)
     beta = float(beta)
     if not 0.0 <= beta < 1.0:
         raise NqfError(f"momentum beta must lie in [0, 1), got {beta}")
     steps = _check_steps(steps)
-    zero = jnp.zeros_like(M0)
-    hyper = (lr, jnp.asarray(beta, dtype=M0.dtype))
-    carry0 = (M0, zero, zero)  # (M, P, Q) with V0 = 0
+    hyper = (lr, jnp.asarray(beta, dtype=F0.dtype))
+    carry0 = (F0, jnp.zeros_like(F0))  # (F, V_F) with V0 = 0
+    # report the closed state (P, Q) = (W V^T, V V^T) = (F V_F^T, V_F V_F^T)
     return _run_map(
-        _momentum_step, data, carry0, hyper, steps, record_every, checkpoints, basis, record_M, lambda c: (c[1], c[2])
+        _momentum_step, data, carry0, hyper, steps, record_every, checkpoints, basis, record_M,
+        lambda c: (c[0] @ c[1].T, c[1] @ c[1].T),
     )
 
 
@@ -355,11 +405,11 @@ def _vector_field(t, M, args):
 
 
 def _observe_with_M(t, M, args):
-    return _observe(args[0], M, args[2], True)
+    return _observe_M(args[0], M, args[2], True)
 
 
 def _observe_without_M(t, M, args):
-    return _observe(args[0], M, args[2], False)
+    return _observe_M(args[0], M, args[2], False)
 
 
 def continuous_flow(

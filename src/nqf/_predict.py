@@ -29,7 +29,7 @@ import numpy as np
 from ._architecture import Architecture, check_width, init_weights
 from ._data import DataMatrices, data_matrices
 from ._errors import NqfError
-from ._flow import FlowResult, gd_map, momentum_map, sgd_map, stable_lr_bound
+from ._flow import FlowResult, gd_map, momentum_map, sgd_map, square_factor, stable_lr_bound
 from ._lotka_volterra import (
     LotkaVolterra,
     fixed_point,
@@ -308,6 +308,7 @@ def predict(
         check_width(arch, W0.shape[1])
         W0 = jnp.asarray(W0, dtype=dtype)
     M0 = W0 @ W0.T
+    factor = square_factor(W0=np.asarray(W0))
 
     modes = mode_basis(data)
     g = modes.num_growing
@@ -343,18 +344,23 @@ def predict(
     record = _record_steps(config.steps)
     basis = jnp.asarray(modes.basis[:, :g], dtype=dtype)
     if config.optimizer == "gd":
-        flow = gd_map(data, M0, config.lr, config.steps, checkpoints=record, basis=basis)
+        flow = gd_map(data, None, config.lr, config.steps, checkpoints=record, basis=basis, factor=factor)
         occ = gd_occupations(lv, config.steps)
     elif config.optimizer == "sgd":
         key = training_keys(config.seed)[1]
-        flow = sgd_map(data, M0, config.lr, config.steps, config.batch_size, key=key, checkpoints=record, basis=basis)
+        flow = sgd_map(
+            data, None, config.lr, config.steps, config.batch_size, key=key, checkpoints=record, basis=basis, factor=factor
+        )
         occ = gd_occupations(lv, config.steps)
         notes.append("SGD: the M-flow replays the training minibatches; the LV numbers are its full-batch (GD) mean")
     else:
-        flow = momentum_map(data, M0, config.lr, config.beta, config.steps, checkpoints=record, basis=basis)
+        flow = momentum_map(data, None, config.lr, config.beta, config.steps, checkpoints=record, basis=basis, factor=factor)
         occ = momentum_occupations(lv, config.beta, config.steps)
     if not np.all(np.isfinite(np.asarray(flow.loss))):
-        raise NqfError("the M-flow diverged (non-finite loss): lower the learning rate")
+        raise NqfError(
+            f"the M-flow diverged (non-finite loss) although lr {config.lr:g} is below the linear-stability bound "
+            f"{stable.bound:.4g} at M = 0 and at the fixed point: lower the learning rate (an intermediate plateau may be less stable)"
+        )
 
     lv_steps = np.arange(config.steps + 1)
     lv_loss = lv.loss(occ)
