@@ -27,6 +27,7 @@ from .e2_init_sweep import E2 as E2
 from .e3_singular_limit import E3 as E3
 from .e4_power_law import E4 as E4
 from .e6_optimizers import E6 as E6
+from .e7_digits import E7 as E7
 
 # Filled in by the experiment modules (E1 ... E7), one import and one entry each.
 EXPERIMENTS: dict[str, Experiment] = {}
@@ -35,3 +36,4 @@ EXPERIMENTS["E2"] = E2
 EXPERIMENTS["E3"] = E3
 EXPERIMENTS["E4"] = E4
 EXPERIMENTS["E6"] = E6
+EXPERIMENTS["E7"] = E7
