@@ -329,6 +329,19 @@ def _build_run(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
     return run, ckpts, tuple(b.name for b in blocks)
 
 
+def _records(recs, W, names: tuple[str, ...]) -> dict:
+    """The compiled run's records (loss, occupations, weight norm, block norms) and final W as numpy fields."""
+    loss, occ, wnorm, bnorm = recs
+    return {
+        "loss": np.asarray(loss),
+        "occupations": np.asarray(occ),
+        "weight_norm": np.asarray(wnorm),
+        "block_norms": np.asarray(bnorm),
+        "block_names": names,
+        "W_final": np.asarray(W),
+    }
+
+
 def train(
     arch: Architecture,
     X,
@@ -352,19 +365,9 @@ def train(
     if W0.shape != (arch.dim, config.width):
         raise NqfError(f"W0 must have shape (d={arch.dim}, n={config.width}), got {tuple(W0.shape)}")
     run, ckpts, names = _build_run(arch, X, Y, config, basis, dtype)
-    (loss, occ, wnorm, bnorm), div, W = jax.jit(run)(W0, batch_key)
+    recs, div, W = jax.jit(run)(W0, batch_key)
     div = int(div)
-    return TrainResult(
-        config=config,
-        steps=ckpts,
-        loss=np.asarray(loss),
-        occupations=np.asarray(occ),
-        weight_norm=np.asarray(wnorm),
-        block_norms=np.asarray(bnorm),
-        block_names=names,
-        diverged_at=None if div < 0 else div,
-        W_final=np.asarray(W),
-    )
+    return TrainResult(config=config, steps=ckpts, diverged_at=None if div < 0 else div, **_records(recs, W, names))
 
 
 def train_sweep(
@@ -399,17 +402,12 @@ def train_sweep(
         return run(init_weights(arch, init_key, config.width, sigma0, dtype), batch_key)
 
     swept = jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, None)))
-    (loss, occ, wnorm, bnorm), div, W = swept(jnp.asarray(sigma0s, dtype=dtype), jnp.asarray(seeds))
+    recs, div, W = swept(jnp.asarray(sigma0s, dtype=dtype), jnp.asarray(seeds))
     return SweepResult(
         config=config,
         sigma0s=sigma0s,
         seeds=seeds,
         steps=ckpts,
-        loss=np.asarray(loss),
-        occupations=np.asarray(occ),
-        weight_norm=np.asarray(wnorm),
-        block_norms=np.asarray(bnorm),
-        block_names=names,
         diverged_at=np.asarray(div),
-        W_final=np.asarray(W),
+        **_records(recs, W, names),
     )

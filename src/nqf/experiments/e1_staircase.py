@@ -55,6 +55,20 @@ import numpy as np
 from .._errors import NqfError
 from .._verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
+from ._common import (
+    as_array,
+    check_gd_run,
+    check_seeds,
+    gd_train_config,
+    loss_gap_claim,
+    model_summary,
+    network_switch_claims,
+    percent,
+    predict_record,
+    predict_summary,
+    relative_loss_gap,
+    steps_text,
+)
 from ._staircase import basis_overlap, check_staircase, setup, task_dict
 
 MODELS = ("network", "quadratic")
@@ -85,16 +99,10 @@ class StaircaseConfig:
 
     def __post_init__(self) -> None:
         check_staircase("E1", self.singular_values, self.inputs, self.outputs, self.samples)
-        if not self.data_seeds or any(s < 0 for s in self.data_seeds) or len(set(self.data_seeds)) != len(self.data_seeds):
-            raise NqfError(f"E1: data_seeds must be distinct integers >= 0, got {self.data_seeds!r}")
+        check_seeds("E1", "data_seeds", self.data_seeds)
         if self.seed < 0:
             raise NqfError(f"E1: seed must be >= 0, got {self.seed!r}")
-        if self.width < 1 or self.steps < 2:
-            raise NqfError(f"E1: width must be >= 1 and steps >= 2, got {self.width!r}, {self.steps!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise NqfError(f"E1: lr must be a positive number, got {self.lr!r}")
-        if not (math.isfinite(self.sigma0) and 0 < self.sigma0 < 1):
-            raise NqfError(f"E1: sigma0 must lie in (0, 1), got {self.sigma0!r}")
+        check_gd_run("E1", self.width, self.steps, self.lr, self.sigma0)
 
     @classmethod
     def quick(cls) -> "StaircaseConfig":
@@ -120,43 +128,19 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
         if g != s.Q.shape[1]:
             raise NqfError(f"E1: predict found {g} growing modes, the staircase has {s.Q.shape[1]}")
         return {
-            "steps": p.flow.steps,
-            "mflow_loss": p.flow.loss,
-            "mflow_occupations": p.flow.occupations,
-            "lv_loss": p.lv_loss,
-            "thresholds": p.thresholds,
-            "growth": p.modes.growth[:g],
-            "interactions": p.modes.interactions[:g, :g],
-            "mflow_switch": p.mflow_switch_steps,
-            "lv_switch": p.lv_switch_steps,
-            "lv_continuous_switch": p.lv_continuous_switch_steps,
+            **predict_record(p),
             "closed_form_switch": p.closed_form_switch_steps,
-            "singular_switch": p.singular_switch_steps,
-            "lv_plateau_losses": p.lv_plateau_losses,
-            "defect": p.defect,
-            "init_defect": p.init_defect,
             "basis_overlap": basis_overlap(p.modes.basis[:, :g], s.Q),
-            "lv_applies": p.lv_applies,
         }
 
 
 def train_run(run: dict[str, Any]) -> dict[str, Any]:
     """GD on the tanh network or its quadratic model: loss and mode occupations at every step."""
-    from .._training import TrainConfig, train
+    from .._training import train
 
     with jax.enable_x64(True):
         s = setup(run["task"])
-        config = TrainConfig(
-            optimizer="gd",
-            lr=run["lr"],
-            steps=run["steps"],
-            seed=run["seed"],
-            sigma0=run["sigma0"],
-            width=run["width"],
-            dtype="float64",
-            model=run["model"],
-        )
-        result = train(s.arch, s.X, s.Y, config, basis=s.Q)
+        result = train(s.arch, s.X, s.Y, gd_train_config(run), basis=s.Q)
         return {
             "steps": result.steps,
             "loss": result.loss,
@@ -186,13 +170,6 @@ def runs(c: StaircaseConfig) -> list[RunSpec]:
 # -- summary ---------------------------------------------------------------------------
 
 
-def _array(value) -> np.ndarray:
-    """A record's list back as floats (None, as JSON may write NaN, becomes NaN)."""
-    if value is None:
-        return np.array(np.nan)
-    return np.array(value, dtype=np.float64)
-
-
 def plateau_losses(loss, switch) -> np.ndarray:
     """Loss on the plateau between the switch-ons of modes k and k + 1, (m - 1,).
 
@@ -213,63 +190,25 @@ def plateau_losses(loss, switch) -> np.ndarray:
     return out
 
 
-def _relative_loss_gap(quad, flow) -> tuple[float, int, int]:
-    """max |L_quad - L_flow| / L_flow over steps with L_flow >= LOSS_FLOOR * L_flow(0); (gap, argmax step, last step used)."""
-    quad, flow = np.asarray(quad, dtype=np.float64), np.asarray(flow, dtype=np.float64)
-    if quad.shape != flow.shape:
-        raise NqfError(f"E1: quadratic-model and M-flow losses have {quad.size} and {flow.size} records")
-    keep = np.flatnonzero(flow >= LOSS_FLOOR * flow[0])
-    gap = np.abs(quad[keep] - flow[keep]) / flow[keep]
-    i = int(np.argmax(gap))
-    return float(gap[i]), int(keep[i]), int(keep.max())
-
-
-def _steps_text(values, digits: int = 0) -> str:
-    return ", ".join("n/a" if not np.isfinite(v) else f"{v:.{digits}f}" for v in np.asarray(values, dtype=float))
-
-
-def _percent(values) -> str:
-    return ", ".join("n/a" if not np.isfinite(v) else f"{v:+.1%}" for v in np.asarray(values, dtype=float))
-
-
 def _seed_summary(records: dict[str, dict], data_seed: int) -> dict[str, Any]:
     """Switch-on steps (both conventions), plateaus and curves of one data seed."""
-    from .._measure import switch_steps, switch_steps_own
+    from .._measure import switch_steps_own
 
     pred = records[f"predict-d{data_seed}"]
-    thresholds = _array(pred["thresholds"])
     out: dict[str, Any] = {
-        "thresholds": thresholds,
-        "fixed_point": 2.0 * thresholds,
-        "mflow": _array(pred["mflow_switch"]),
-        "lv": _array(pred["lv_switch"]),
-        "lv_continuous": _array(pred["lv_continuous_switch"]),
-        "closed_form": _array(pred["closed_form_switch"]),
-        "singular": _array(pred["singular_switch"]),
-        "lv_plateaus": _array(pred["lv_plateau_losses"]),
-        "steps": _array(pred["steps"]),
-        "mflow_loss": _array(pred["mflow_loss"]),
-        "lv_loss": _array(pred["lv_loss"]),
-        "mflow_occupations": _array(pred["mflow_occupations"]),
+        **predict_summary(pred),
+        "closed_form": as_array(pred["closed_form_switch"]),
+        "lv_plateaus": as_array(pred["lv_plateau_losses"]),
         "basis_overlap": float(pred["basis_overlap"]),
         "defect": float(pred["defect"]),
         "init_defect": float(pred["init_defect"]),
-        "growth": _array(pred["growth"]),
+        "growth": as_array(pred["growth"]),
     }
     for model in MODELS:
-        record = records[f"{model}-d{data_seed}"]
-        steps, occ, loss = _array(record["steps"]), _array(record["occupations"]), _array(record["loss"])
-        switch = switch_steps(steps, occ, thresholds)
-        out[model] = {
-            "steps": steps,
-            "loss": loss,
-            "occupations": occ,
-            "switch": switch,
-            "switch_own": switch_steps_own(steps, occ),
-            "final_occupations": occ[-1],
-            "plateaus": plateau_losses(loss, switch),
-            "diverged_at": record["diverged_at"],
-        }
+        summary = model_summary(records[f"{model}-d{data_seed}"], out["thresholds"])
+        summary["switch_own"] = switch_steps_own(summary["steps"], summary["occupations"])
+        summary["plateaus"] = plateau_losses(summary["loss"], summary["switch"])
+        out[model] = summary
     return out
 
 
@@ -281,36 +220,11 @@ def summarise(config: StaircaseConfig, records: dict[str, dict]) -> ExperimentRe
     where = f"data seed {config.data_seeds[0]}, sigma0 = {config.sigma0:g}, lr {config.lr:g}, GD"
     claims: list[Claim] = []
 
-    gap, gap_step, last_step = _relative_loss_gap(quad["loss"], first["mflow_loss"])
-    claims.append(
-        Claim(
-            claim="the M-flow reproduces the quadratic model's loss curve (exact GD map on M)",
-            measured_what=f"max over steps 0..{last_step} (loss >= {LOSS_FLOOR:g} L(0)) of |L_quad - L_flow| / L_flow "
-            f"(at step {gap_step}), {where}",
-            predicted=0.0,
-            measured=gap,
-            tolerance=Tolerance("at_most", LOSS_AGREEMENT),
-        )
+    gap, gap_step, last_step = relative_loss_gap("E1", quad["loss"], first["mflow_loss"], LOSS_FLOOR)
+    claims.append(loss_gap_claim(gap, gap_step, last_step, LOSS_FLOOR, LOSS_AGREEMENT, where))
+    claims += network_switch_claims(
+        net, mflow, first["thresholds"], CLAIMED_NETWORK_MODES, SWITCH_TOLERANCE, config.steps, where
     )
-    for k in range(min(CLAIMED_NETWORK_MODES, modes)):
-        measured = float(net["switch"][k]) if np.isfinite(net["switch"][k]) else None
-        predicted = float(mflow[k]) if np.isfinite(mflow[k]) else None
-        why = ""
-        if predicted is None:
-            why = f"the M-flow's mode {k + 1} does not switch on within {config.steps} steps"
-        elif measured is None:
-            why = f"the tanh network's mode {k + 1} never reached m_k*/2 within {config.steps} steps"
-        claims.append(
-            Claim(
-                claim=f"the tanh network's mode {k + 1} switches on at the M-flow's step",
-                measured_what=f"first step with m_{k + 1} >= m_{k + 1}*/2 = {first['thresholds'][k]:.4g}, tanh network, {where}",
-                predicted=predicted,
-                measured=measured,
-                tolerance=Tolerance("relative", SWITCH_TOLERANCE),
-                unit="steps",
-                why_missing=why,
-            )
-        )
     lv_gap = np.abs(first["lv"] - mflow)
     resolved = bool(np.all(np.isfinite(lv_gap)))
     claims.append(
@@ -401,16 +315,16 @@ def _text(config, seeds, first, gap, gap_step, deviation, deviation_own) -> str:
         f"The data matrices share an eigenbasis to {first['defect']:.1g} (defect); M(0) is off-diagonal in it by "
         f"{first['init_defect']:.2g} (the LV map uses its diagonal). predict's modes are the task's (overlap "
         f"{first['basis_overlap']:.6f}).",
-        f"Switch-on steps (modes 1..{modes}): M-flow {_steps_text(first['mflow'])}; LV discrete map "
-        f"{_steps_text(first['lv'])}; quadratic model {_steps_text(quad['switch'])}; tanh network "
-        f"{_steps_text(net['switch'])} ({_percent(deviation[d0])} from the M-flow; modes 1-{CLAIMED_NETWORK_MODES} are "
-        f"claimed within {SWITCH_TOLERANCE:.0%}, mode {modes} is reported: {_percent(deviation[d0][-1:])}). For "
-        f"reference: LV gradient flow {_steps_text(first['lv_continuous'], 1)}, logistic closed form "
-        f"{_steps_text(first['closed_form'], 1)}, singular limit {_steps_text(first['singular'], 1)} (continuous time "
+        f"Switch-on steps (modes 1..{modes}): M-flow {steps_text(first['mflow'])}; LV discrete map "
+        f"{steps_text(first['lv'])}; quadratic model {steps_text(quad['switch'])}; tanh network "
+        f"{steps_text(net['switch'])} ({percent(deviation[d0])} from the M-flow; modes 1-{CLAIMED_NETWORK_MODES} are "
+        f"claimed within {SWITCH_TOLERANCE:.0%}, mode {modes} is reported: {percent(deviation[d0][-1:])}). For "
+        f"reference: LV gradient flow {steps_text(first['lv_continuous'], 1)}, logistic closed form "
+        f"{steps_text(first['closed_form'], 1)}, singular limit {steps_text(first['singular'], 1)} (continuous time "
         "runs early: it misses the discrete map's ln(1 + 2 lr c) < 2 lr c).",
         f"Threshold convention, side by side: timed at half of its own final occupation instead of m_k*/2, the tanh "
-        f"network reads {_steps_text(net['switch_own'])} ({_percent(deviation_own[d0])} from the M-flow), the quadratic "
-        f"model {_steps_text(quad['switch_own'])}. The network's final occupations "
+        f"network reads {steps_text(net['switch_own'])} ({percent(deviation_own[d0])} from the M-flow), the quadratic "
+        f"model {steps_text(quad['switch_own'])}. The network's final occupations "
         f"{', '.join(f'{v:.3g}' for v in net['final_occupations'])} exceed m_k* "
         f"({', '.join(f'{v:.3g}' for v in first['fixed_point'])}): the tanh network fits the teacher with larger "
         "weights, so its own threshold is higher and it reads later (THEORY.md section 5): the extra lag is the "
@@ -419,13 +333,13 @@ def _text(config, seeds, first, gap, gap_step, deviation, deviation_own) -> str:
         f"{loss_scale_gap:.2g} relative to L(0)). The gap is float64 rounding amplified by the representation: the "
         "M-flow stores M in the standard basis, so a mode with a small occupation next to learned modes of occupation "
         "O(1) carries their absolute rounding, a relative error that the quadratic model (which keeps W) does not have. "
-        f"Plateau losses after modes 1..{modes - 1}: LV {_steps_text(first['lv_plateaus'][:-1], 4)}, quadratic model "
-        f"{_steps_text(quad['plateaus'], 4)}, tanh network {_steps_text(net['plateaus'], 4)} (the network's plateaus "
+        f"Plateau losses after modes 1..{modes - 1}: LV {steps_text(first['lv_plateaus'][:-1], 4)}, quadratic model "
+        f"{steps_text(quad['plateaus'], 4)}, tanh network {steps_text(net['plateaus'], 4)} (the network's plateaus "
         f"sit higher); final losses: quadratic model {quad['loss'][-1]:.3g}, tanh network {net['loss'][-1]:.3g}.",
     ]
     if len(config.data_seeds) > 1:
         rows = "; ".join(
-            f"seed {d}: {_percent(deviation[d])} (own threshold {_percent(deviation_own[d])})" for d in config.data_seeds
+            f"seed {d}: {percent(deviation[d])} (own threshold {percent(deviation_own[d])})" for d in config.data_seeds
         )
         paragraphs.append(
             f"Tanh network minus M-flow switch-on steps, relative, per data seed (modes 1..{modes}): {rows}. Only data "

@@ -57,6 +57,7 @@ import numpy as np
 from .._errors import NqfError
 from .._verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
+from ._common import as_array, check_gd_run, check_seeds, check_sigma0s, fmt_fit, switch_fit_problem
 from ._staircase import basis_overlap, check_staircase, setup, task_dict
 
 MODELS = ("quadratic", "network")
@@ -86,16 +87,9 @@ class InitSweepConfig:
 
     def __post_init__(self) -> None:
         check_staircase("E2", self.singular_values, self.inputs, self.outputs, self.samples)
-        if len(self.sigma0s) < 3 or any(not (math.isfinite(s) and 0 < s < 1) for s in self.sigma0s):
-            raise NqfError(f"E2: sigma0s needs at least three values in (0, 1), got {self.sigma0s!r}")
-        if len(set(self.sigma0s)) != len(self.sigma0s):
-            raise NqfError(f"E2: sigma0s must be distinct, got {self.sigma0s!r}")
-        if not self.seeds or any(s < 0 for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
-            raise NqfError(f"E2: seeds must be distinct integers >= 0, got {self.seeds!r}")
-        if self.width < 1 or self.steps < 2:
-            raise NqfError(f"E2: width must be >= 1 and steps >= 2, got {self.width!r}, {self.steps!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise NqfError(f"E2: lr must be a positive number, got {self.lr!r}")
+        check_sigma0s("E2", self.sigma0s)
+        check_seeds("E2", "seeds", self.seeds)
+        check_gd_run("E2", self.width, self.steps, self.lr)
 
     @classmethod
     def quick(cls) -> "InitSweepConfig":
@@ -192,13 +186,6 @@ def runs(c: InitSweepConfig) -> list[RunSpec]:
 # -- summary ---------------------------------------------------------------------------
 
 
-def _array(value) -> np.ndarray:
-    """A record's list back as floats (None, as JSON may write NaN, becomes NaN)."""
-    if value is None:
-        return np.array(np.nan)
-    return np.array(value, dtype=np.float64)
-
-
 @dataclass(frozen=True)
 class ModeFit:
     """t = intercept + slope ln(1/sigma0) for one mode; residuals (S, seeds) (NaN where no step)."""
@@ -222,12 +209,7 @@ def fit_mode(sigma0s, steps, what: str) -> ModeFit:
     sigma0s = np.asarray(sigma0s, dtype=np.float64)
     steps = np.asarray(steps, dtype=np.float64).reshape(sigma0s.size, -1)
     finite = np.isfinite(steps)
-    problem = ""
-    if not finite.all():
-        bad = sorted({float(sigma0s[i]) for i in np.nonzero(~finite)[0]})
-        problem = f"{what} never reached half its fixed point at sigma0 = {', '.join(f'{s:g}' for s in bad)}"
-    elif np.min(steps) <= 1:
-        problem = f"{what} switched on at step {np.min(steps):g}: the init is already at the threshold"
+    problem = switch_fit_problem(sigma0s, steps, what)
     rows = finite.any(axis=1)
     if finite.sum() < 3 or np.ptp(np.log(sigma0s[rows])) == 0:
         nan = np.full(steps.shape, np.nan)
@@ -237,27 +219,20 @@ def fit_mode(sigma0s, steps, what: str) -> ModeFit:
     return ModeFit(fit.slope, fit.stderr, fit.intercept, residuals, float(np.nanmax(np.abs(residuals))), problem)
 
 
-def _fmt_fit(fit: ModeFit) -> str:
-    if not math.isfinite(fit.slope):
-        return "n/a"
-    err = f" ± {fit.stderr:.2g}" if math.isfinite(fit.stderr) else ""
-    return f"{fit.slope:.3f}{err}"
-
-
 def summarise(config: InitSweepConfig, records: dict[str, dict]) -> ExperimentResult:
     from .._lotka_volterra import switch_slope_continuous, switch_slope_gd
 
     sigma0s = np.asarray(config.sigma0s, dtype=np.float64)
     x = np.log(1.0 / sigma0s)
     pred = records["predict"]
-    c = _array(pred["growth"])
+    c = as_array(pred["growth"])
     modes = c.size
     discrete = np.asarray(switch_slope_gd(c, config.lr), dtype=np.float64)
     continuous = np.asarray(switch_slope_continuous(c, config.lr), dtype=np.float64)
     scales = f"{sigma0s.size} scales sigma0 = {sigma0s.max():g}..{sigma0s.min():g} x {len(config.seeds)} seed(s)"
 
-    measured = {model: _array(records[f"sweep-{model}"]["switch_steps"]) for model in MODELS}  # (S, seeds, m)
-    predicted = {name: _array(pred[name]) for name in PREDICTED_SOURCES}
+    measured = {model: as_array(records[f"sweep-{model}"]["switch_steps"]) for model in MODELS}  # (S, seeds, m)
+    predicted = {name: as_array(pred[name]) for name in PREDICTED_SOURCES}
     fits = {
         name: [fit_mode(sigma0s, steps[:, :, k], f"mode {k + 1} ({label})") for k in range(modes)]
         for name, steps, label in [
@@ -357,7 +332,7 @@ def summarise(config: InitSweepConfig, records: dict[str, dict]) -> ExperimentRe
 
 def _text(config, c, discrete, continuous, fits, predicted, measured, overlap, failures) -> str:
     def row(name: str) -> str:
-        return "; ".join(f"mode {k + 1} {_fmt_fit(f)}" for k, f in enumerate(fits[name]))
+        return "; ".join(f"mode {k + 1} {fmt_fit(f)}" for k, f in enumerate(fits[name]))
 
     def ratio(name: str, reference: np.ndarray) -> str:
         return ", ".join(f"{f.slope / r:.3f}" for f, r in zip(fits[name], reference))

@@ -76,6 +76,7 @@ import numpy as np
 from .._errors import NqfError
 from .._verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
+from ._common import as_array
 from ._staircase import check_staircase, setup, task_dict
 
 COMPETITION_C = (1.0, 0.6, 0.45, 0.2, 0.5)
@@ -390,10 +391,6 @@ def runs(c: SingularLimitConfig) -> list[RunSpec]:
 # -- summary ---------------------------------------------------------------------------
 
 
-def _arr(value) -> np.ndarray:
-    return np.asarray(value, dtype=np.float64)
-
-
 def _slope_claim(what: str, measured_what: str, slope: float, tolerance: float, points: int) -> Claim:
     ok = math.isfinite(slope)
     return Claim(
@@ -415,13 +412,13 @@ def _order_mismatches(times, order) -> int:
 
 def summarise(config: SingularLimitConfig, records: dict[str, dict]) -> ExperimentResult:
     lv, trained, comp = records["lv-staircase"], records["quadratic-gd"], records["lv-competition"]
-    sigma0s = _arr(config.sigma0s)
+    sigma0s = as_array(config.sigma0s)
     eps = eps_of(sigma0s, config.width)
-    flow_limit, gd_limit = _arr(lv["flow_limit_switch"]), _arr(lv["gd_limit_switch"])
+    flow_limit, gd_limit = as_array(lv["flow_limit_switch"]), as_array(lv["gd_limit_switch"])
     order = np.asarray(lv["limit_order"], dtype=int)
-    flow_err = worst_relative_error(_arr(lv["flow_switch"]) / eps[:, None], flow_limit)
-    gd_err = worst_relative_error(_arr(lv["gd_switch"]) / eps[:, None], gd_limit)
-    trained_switch = _arr(trained["switch"])
+    flow_err = worst_relative_error(as_array(lv["flow_switch"]) / eps[:, None], flow_limit)
+    gd_err = worst_relative_error(as_array(lv["gd_switch"]) / eps[:, None], gd_limit)
+    trained_switch = as_array(trained["switch"])
     trained_err = worst_relative_error(trained_switch / eps[:, None], gd_limit)
     fit_mask = sigma0s >= config.rounding_floor
     slopes = {
@@ -433,13 +430,13 @@ def summarise(config: SingularLimitConfig, records: dict[str, dict]) -> Experime
     # competition: every limit event (on of each mode that switches on, off of the pushed-out mode)
     from .._singular_limit import singular_limit
 
-    comp_eps = _arr(comp["eps"])
+    comp_eps = as_array(comp["eps"])
     comp_limit = singular_limit(_competition_system(float(comp_eps[0]), config.lr))
-    switch = _arr(comp["switch"])
+    switch = as_array(comp["switch"])
     columns, limit_events = [], []
     for s_event, j, kind in comp_limit.events:
         if j == PUSHED_OUT:
-            columns.append(_arr(comp["pushed_on" if kind == "on" else "pushed_off"]))
+            columns.append(as_array(comp["pushed_on" if kind == "on" else "pushed_off"]))
         elif kind == "on":
             columns.append(switch[:, j])
         else:
@@ -455,9 +452,9 @@ def summarise(config: SingularLimitConfig, records: dict[str, dict]) -> Experime
     for row in measured_events:
         seq = np.argsort(np.where(np.isfinite(row), row, np.inf), kind="stable")
         event_mismatches += int(np.sum(groups[seq] != np.sort(groups)))
-    solo = _arr(COMPETITION_C) / np.diag(_arr(COMPETITION_K))
+    solo = as_array(COMPETITION_C) / np.diag(as_array(COMPETITION_K))
     suppressed = list(comp_limit.suppressed)
-    final_log = _arr(comp["final_log"])[-1]
+    final_log = as_array(comp["final_log"])[-1]
     worst_suppressed = math.nan
     if suppressed:
         worst_suppressed = float(np.exp(np.max(final_log[suppressed] - np.log(solo[suppressed]))))
@@ -476,8 +473,8 @@ def summarise(config: SingularLimitConfig, records: dict[str, dict]) -> Experime
 
     # plateau losses of the trained model at plateau_sigma0
     i_plateau = int(np.flatnonzero(sigma0s == config.plateau_sigma0)[0])
-    limit_plateaus = _arr(lv["limit_plateaus"])
-    measured_plateaus = _arr(trained["plateau_losses"])[i_plateau]
+    limit_plateaus = as_array(lv["limit_plateaus"])
+    measured_plateaus = as_array(trained["plateau_losses"])[i_plateau]
     for j, (pred, meas) in enumerate(zip(limit_plateaus[:-1], measured_plateaus)):
         claims.append(
             Claim(
@@ -504,7 +501,7 @@ def summarise(config: SingularLimitConfig, records: dict[str, dict]) -> Experime
     last = int(order[-1])
     if below.size:
         i_low = int(below[np.argmin(sigma0s[below])])
-        gd_step, trained_step = float(_arr(lv["gd_switch"])[i_low, last]), float(trained_switch[i_low, last])
+        gd_step, trained_step = float(as_array(lv["gd_switch"])[i_low, last]), float(trained_switch[i_low, last])
         rounding_claim = Claim(
             claim=f"below the float64 floor (sigma0 = {sigma0s[i_low]:g}) the trained last mode still switches "
             "at the exact GD-map step (known to fail: rounding seeds it early)",
@@ -545,7 +542,7 @@ def summarise(config: SingularLimitConfig, records: dict[str, dict]) -> Experime
             why_missing="" if suppressed else "the limit suppresses no mode",
         )
     )
-    comp_probe = _arr(comp["probe_losses"])[-1]
+    comp_probe = as_array(comp["probe_losses"])[-1]
     comp_levels = step_function(comp_limit.step_times, comp_limit.plateau_losses, COMPETITION_LOSS0, comp["probes"])
     for j, (pred, meas) in enumerate(zip(comp_levels, comp_probe)):
         claims.append(
@@ -558,18 +555,18 @@ def summarise(config: SingularLimitConfig, records: dict[str, dict]) -> Experime
             )
         )
 
-    s_comp = _arr(comp["s_grid"])
+    s_comp = as_array(comp["s_grid"])
     data = {
         "sigma0s": sigma0s,
         "eps": eps,
         "rounding_floor": config.rounding_floor,
-        "s_flow": _arr(lv["s_flow"]),
-        "s_gd": _arr(lv["s_gd"]),
-        "flow_loss": _arr(lv["flow_loss"]),
-        "gd_loss": _arr(lv["gd_loss"]),
-        "trained_loss": _arr(trained["loss"]),
+        "s_flow": as_array(lv["s_flow"]),
+        "s_gd": as_array(lv["s_gd"]),
+        "flow_loss": as_array(lv["flow_loss"]),
+        "gd_loss": as_array(lv["gd_loss"]),
+        "trained_loss": as_array(trained["loss"]),
         "loss0": float(lv["loss0"]),
-        "flow_steps": _arr(lv["flow_limit_steps"]),
+        "flow_steps": as_array(lv["flow_limit_steps"]),
         "gd_steps": np.sort(gd_limit),
         "limit_plateaus": limit_plateaus,
         "errors": {"flow": flow_err, "gd": gd_err, "trained": trained_err},
@@ -578,8 +575,8 @@ def summarise(config: SingularLimitConfig, records: dict[str, dict]) -> Experime
         "comp_eps": comp_eps,
         "comp_err": comp_err,
         "s_comp": s_comp,
-        "comp_u": _arr(comp["u"]),
-        "comp_loss": _arr(comp["loss"]),
+        "comp_u": as_array(comp["u"]),
+        "comp_loss": as_array(comp["loss"]),
         "comp_limit_u": limit_paths(COMPETITION_C, COMPETITION_K, config.lr, comp_limit.events, s_comp),
         "comp_limit_loss": step_function(
             comp_limit.step_times, comp_limit.plateau_losses, COMPETITION_LOSS0, s_comp
@@ -597,8 +594,8 @@ def _fmt(values, digits: int = 3) -> str:
 
 def _text(config, lv, trained, eps, slopes, flow_err, gd_err, trained_err, comp_err, comp_eps, comp_limit,
           gd_limit, flow_limit) -> str:
-    trained_switch = _arr(trained["switch"])
-    gd_switch = _arr(lv["gd_switch"])
+    trained_switch = as_array(trained["switch"])
+    gd_switch = as_array(lv["gd_switch"])
     lines = [
         "Loss against rescaled time s = t / ln(1/m0), m0 = n sigma0^2, for shrinking init on the staircase "
         f"(tanh perceptron, lr {config.lr:g}, width {config.width}): the LV flow (solve_lv), the exact GD map of the "

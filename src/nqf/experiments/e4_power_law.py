@@ -60,6 +60,7 @@ import numpy as np
 from .._errors import NqfError
 from .._verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
+from ._common import as_array, gd_train_config
 
 CONFIDENCE = 0.95
 RESIDUAL_LIMIT = 0.05  # fit_power_law's default max_relative_residual
@@ -202,22 +203,12 @@ def own_spectrum_run(run: dict[str, Any]) -> dict[str, Any]:
 def trained_run(run: dict[str, Any]) -> dict[str, Any]:
     """The powerlaw task learned by GD (network or quadratic model), loss and switch steps at every step."""
     from .._measure import switch_steps
-    from .._training import TrainConfig, train
+    from .._training import train
 
     with jax.enable_x64(True):
         task = _powerlaw_task(run)
         X, Y = task.generate(run["data_seed"], "float64")
-        config = TrainConfig(
-            optimizer="gd",
-            lr=run["lr"],
-            steps=run["steps"],
-            seed=run["seed"],
-            sigma0=run["sigma0"],
-            width=run["width"],
-            dtype="float64",
-            model=run["model"],
-        )
-        result = train(task.architecture(), X, Y, config, basis=task.mode_basis(run["data_seed"]))
+        result = train(task.architecture(), X, Y, gd_train_config(run), basis=task.mode_basis(run["data_seed"]))
         m_star = np.asarray(task.fixed_point_occupations())
         return {
             "loss": result.loss,
@@ -273,10 +264,6 @@ def runs(c: PowerLawConfig) -> list[RunSpec]:
 # -- summary ---------------------------------------------------------------------------
 
 
-def _arr(value) -> np.ndarray:
-    return np.asarray(value, dtype=np.float64)
-
-
 def _fit_dict(fit) -> dict[str, Any]:
     return {
         "exponent": fit.exponent,
@@ -308,7 +295,7 @@ def summarise(config: PowerLawConfig, records: dict[str, dict]) -> ExperimentRes
     k_star = math.sqrt(config.lv_window_modes[0] * config.lv_window_modes[1])
     for alpha in config.alphas:
         rec = records[f"lv-alpha{alpha:g}"]
-        ts, excess, eps = _arr(rec["ts"]), _arr(rec["excess"]), float(rec["eps"])
+        ts, excess, eps = as_array(rec["ts"]), as_array(rec["excess"]), float(rec["eps"])
         fit = fit_power_law(ts, excess, 0.0, window=tuple(rec["window"]), confidence=CONFIDENCE)
         asymptotic = predicted_exponent(alpha)
         corrected = finite_init_exponent(alpha, 0.0, eps, k_star)
@@ -344,8 +331,8 @@ def summarise(config: PowerLawConfig, records: dict[str, dict]) -> ExperimentRes
                 "s": ts / eps,
                 "excess": excess,
                 "local": local,
-                "k_star": _arr(rec["k_star"]),
-                "corrected_curve": _corrected_curve(alpha, eps, _arr(rec["k_star"])),
+                "k_star": as_array(rec["k_star"]),
+                "corrected_curve": _corrected_curve(alpha, eps, as_array(rec["k_star"])),
                 "fit": _fit_dict(fit),
                 "asymptotic": asymptotic,
                 "corrected": corrected,
@@ -353,15 +340,15 @@ def summarise(config: PowerLawConfig, records: dict[str, dict]) -> ExperimentRes
         )
 
     own = records["own-spectrum-lv"]
-    own_switch = _arr(own["switch"])
+    own_switch = as_array(own["switch"])
     lo_mode, hi_mode = config.train_window_modes
     window = (float(own_switch[lo_mode - 1]), float(own_switch[hi_mode - 1]))
-    steps = np.arange(1, _arr(own["loss"]).size)
-    own_fit = fit_power_law(steps, _arr(own["loss"])[1:], 0.0, window=window, confidence=CONFIDENCE)
+    steps = np.arange(1, as_array(own["loss"]).size)
+    own_fit = fit_power_law(steps, as_array(own["loss"])[1:], 0.0, window=window, confidence=CONFIDENCE)
     trained_data = {}
     for model in config.train_models:
         rec = records[f"trained-{model}"]
-        loss = _arr(rec["loss"])
+        loss = as_array(rec["loss"])
         source = MODELS[model]
         diverged = rec.get("diverged_at")
         try:
@@ -397,7 +384,7 @@ def summarise(config: PowerLawConfig, records: dict[str, dict]) -> ExperimentRes
         trained_data[model] = {
             "source": source,
             "loss": loss,
-            "switch": _arr(rec["switch"]),
+            "switch": as_array(rec["switch"]),
             "fit": None if fit is None else _fit_dict(fit),
             "problem": problem,
         }
@@ -409,8 +396,8 @@ def summarise(config: PowerLawConfig, records: dict[str, dict]) -> ExperimentRes
         "lv_window_modes": list(config.lv_window_modes),
         "train_alpha": config.train_alpha,
         "train_window_modes": [lo_mode, hi_mode],
-        "own_loss": _arr(own["loss"]),
-        "own_flow_loss": _arr(own["flow_loss"]),
+        "own_loss": as_array(own["loss"]),
+        "own_flow_loss": as_array(own["flow_loss"]),
         "own_switch": own_switch,
         "own_fit": _fit_dict(own_fit),
         "trained": trained_data,

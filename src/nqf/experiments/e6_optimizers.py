@@ -61,6 +61,8 @@ import numpy as np
 from .._errors import NqfError
 from .._verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
+from ._common import as_array, check_sigma0s, fmt_fit, switch_fit_problem
+from ._staircase import setup, task_dict
 
 OPTIMIZER_ORDER = ("gd", "sgd", "momentum", "adam", "muon")
 OPTIMIZER_NAMES = {"gd": "GD", "sgd": "SGD", "momentum": "momentum", "adam": "Adam", "muon": "Muon"}
@@ -102,10 +104,7 @@ class OptimizersConfig:
     network_closure: bool = True
 
     def __post_init__(self) -> None:
-        if len(self.sigma0s) < 3 or any(not (math.isfinite(s) and 0 < s < 1) for s in self.sigma0s):
-            raise NqfError(f"E6: sigma0s needs at least three values in (0, 1), got {self.sigma0s!r}")
-        if len(set(self.sigma0s)) != len(self.sigma0s):
-            raise NqfError(f"E6: sigma0s must be distinct, got {self.sigma0s!r}")
+        check_sigma0s("E6", self.sigma0s)
         if self.closure_sigma0 not in self.sigma0s:
             raise NqfError(
                 f"E6: closure_sigma0 = {self.closure_sigma0:g} must be one of sigma0s "
@@ -137,13 +136,7 @@ class OptimizersConfig:
 
 
 def _task_dict(c: OptimizersConfig) -> dict[str, Any]:
-    return {
-        "inputs": c.inputs,
-        "outputs": c.outputs,
-        "singular_values": list(c.singular_values),
-        "samples": c.samples,
-        "data_seed": c.data_seed,
-    }
+    return task_dict(c.inputs, c.outputs, c.singular_values, c.samples, c.data_seed)
 
 
 def _optimizer_dict(c: OptimizersConfig, optimizer: str) -> dict[str, Any]:
@@ -164,27 +157,8 @@ def _setup(task: dict[str, Any]):
     Returns (arch, X (N, D), Y (N, K), Q (d, m) mode basis, c (m,) = q_k^T C q_k,
     K (m, m) = E[(q_k^T A q_k)(q_j^T A q_j)], m* (m,) LV fixed point, closed-form c).
     """
-    from .._architecture import structure
-    from .._lotka_volterra import LotkaVolterra, fixed_point
-    from .._tasks import get_task
-
-    staircase = get_task(
-        "staircase",
-        inputs=task["inputs"],
-        outputs=task["outputs"],
-        singular_values=tuple(task["singular_values"]),
-        samples=task["samples"],
-    )
-    arch = staircase.architecture()
-    X, Y = staircase.generate(task["data_seed"], "float64")
-    Q = np.asarray(staircase.mode_basis(task["data_seed"]))
-    S = structure(arch, X)
-    C = np.asarray(S.contract(Y))  # C = E[y A(x)], the data matrix of the theory
-    c = np.einsum("im,ij,jm->m", Q, C, Q)
-    quad = np.asarray(S.quad(Q))  # (N, K, m): q_k^T A_c(x_n) q_k
-    K = np.einsum("ncm,ncl->ml", quad, quad) / quad.shape[0]
-    m_star = fixed_point(LotkaVolterra(c=c, K=K, m0=1.0, lr=1.0))
-    return arch, X, Y, Q, c, K, m_star, np.asarray(staircase.spectrum(task["data_seed"]))
+    s = setup(task)
+    return s.arch, s.X, s.Y, s.Q, s.c, s.K, s.m_star, np.asarray(s.task.spectrum(task["data_seed"]))
 
 
 def _train_config(run: dict[str, Any], **extra):
@@ -257,11 +231,6 @@ def runs(c: OptimizersConfig) -> list[RunSpec]:
 # -- summary ---------------------------------------------------------------------------
 
 
-def _array(value) -> np.ndarray:
-    """A record's list back as floats (None, as JSON may write NaN, becomes NaN)."""
-    return np.array(value, dtype=np.float64) if value is not None else np.array(np.nan)
-
-
 @dataclass(frozen=True)
 class _Fit:
     slope: float
@@ -280,12 +249,7 @@ def _fit_mode(sigma0s: np.ndarray, steps: np.ndarray, what: str) -> _Fit:
     from .._measure import fit_switch_slope
 
     finite = np.isfinite(steps)
-    problem = ""
-    if not finite.all():
-        bad = sorted({float(sigma0s[i]) for i in np.nonzero(~finite)[0]})
-        problem = f"{what} never reached half its fixed point at sigma0 = {', '.join(f'{s:g}' for s in bad)}"
-    elif np.nanmin(steps) <= 1:
-        problem = f"{what} switched on at step {np.nanmin(steps):g}: the init is already at the threshold"
+    problem = switch_fit_problem(sigma0s, steps, what)
     if finite.sum() < 2 or np.ptp(np.log(sigma0s[finite.any(axis=1)])) == 0:
         return _Fit(math.nan, math.nan, math.nan, int(finite.sum()), problem or f"{what}: too few switch steps to fit")
     fit = fit_switch_slope(sigma0s, steps)
@@ -302,18 +266,11 @@ def _predictions(c: np.ndarray, config: OptimizersConfig) -> dict[str, np.ndarra
     }
 
 
-def _fmt_fit(fit: _Fit) -> str:
-    if not math.isfinite(fit.slope):
-        return "n/a"
-    err = f" ± {fit.stderr:.2g}" if math.isfinite(fit.stderr) else ""
-    return f"{fit.slope:.3f}{err}"
-
-
 def summarise(config: OptimizersConfig, records: dict[str, dict]) -> ExperimentResult:
     sigma0s = np.asarray(config.sigma0s, dtype=np.float64)
     optimizers = [o for o in OPTIMIZER_ORDER if o in config.optimizers]
     first = records[f"sweep-{optimizers[0]}-quadratic"]
-    c = _array(first["c"])
+    c = as_array(first["c"])
     modes = c.size
     predicted = _predictions(c, config)
 
@@ -322,7 +279,7 @@ def summarise(config: OptimizersConfig, records: dict[str, dict]) -> ExperimentR
     for optimizer in optimizers:
         switch[optimizer], fits[optimizer] = {}, {}
         for model in MODELS:
-            steps = _array(records[f"sweep-{optimizer}-{model}"]["switch_steps"])  # (S, seeds, m)
+            steps = as_array(records[f"sweep-{optimizer}-{model}"]["switch_steps"])  # (S, seeds, m)
             switch[optimizer][model] = steps
             fits[optimizer][model] = [
                 _fit_mode(sigma0s, steps[:, :, k], f"mode {k + 1} ({OPTIMIZER_NAMES[optimizer]}, {model})")
@@ -378,7 +335,7 @@ def summarise(config: OptimizersConfig, records: dict[str, dict]) -> ExperimentR
     closure: dict[str, dict[str, Any]] = {}
     for optimizer in optimizers:
         record = records[f"closure-{optimizer}"]
-        m_defect, update_defect = _array(record["m_defect"]), _array(record["update_defect"])
+        m_defect, update_defect = as_array(record["m_defect"]), as_array(record["update_defect"])
         last = switch[optimizer]["quadratic"][closure_index, 0, :]
         window = int(math.ceil(np.max(last))) if np.all(np.isfinite(last)) else update_defect.size
         window = min(window, update_defect.size)
@@ -430,8 +387,8 @@ def summarise(config: OptimizersConfig, records: dict[str, dict]) -> ExperimentR
     network_closure = None
     if "closure-gd-network" in records:
         network_closure = {
-            "m_defect": _array(records["closure-gd-network"]["m_defect"]),
-            "update_defect": _array(records["closure-gd-network"]["update_defect"]),
+            "m_defect": as_array(records["closure-gd-network"]["m_defect"]),
+            "update_defect": as_array(records["closure-gd-network"]["update_defect"]),
         }
 
     text = _text(config, c, first, predicted, switch, fits, closure, network_closure, closure_index)
@@ -455,7 +412,7 @@ def summarise(config: OptimizersConfig, records: dict[str, dict]) -> ExperimentR
 
 def _text(config, c, first, predicted, switch, fits, closure, network_closure, closure_index) -> str:
     names = OPTIMIZER_NAMES
-    m_star = _array(first["fixed_point"])
+    m_star = as_array(first["fixed_point"])
     scales = ", ".join(f"{s:g}" for s in config.sigma0s)
     paragraphs = [
         f"Staircase (s = {', '.join(f'{s:g}' for s in config.singular_values)}, D = {config.inputs}, K = {config.outputs}, "
@@ -470,7 +427,7 @@ def _text(config, c, first, predicted, switch, fits, closure, network_closure, c
     ]
 
     def row(optimizer: str, model: str) -> str:
-        return "; ".join(f"mode {k + 1} {_fmt_fit(f)}" for k, f in enumerate(fits[optimizer][model]))
+        return "; ".join(f"mode {k + 1} {fmt_fit(f)}" for k, f in enumerate(fits[optimizer][model]))
 
     def ratio(optimizer: str, model: str, key: str) -> str:
         return ", ".join(f"{f.slope / p:.3f}" for f, p in zip(fits[optimizer][model], predicted[key]))

@@ -63,6 +63,20 @@ import numpy as np
 from .._errors import NqfError
 from .._verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
+from . import _common
+from ._common import (
+    as_array,
+    check_gd_run,
+    check_seeds,
+    gd_train_config,
+    loss_gap_claim,
+    model_summary,
+    network_switch_claims,
+    percent,
+    predict_record,
+    predict_summary,
+    steps_text,
+)
 
 MODELS = ("network", "quadratic")
 DIGITS_SAMPLES = 1797
@@ -92,14 +106,8 @@ class DigitsConfig:
             raise NqfError(f"E7: samples must be None (all) or an integer in [16, {DIGITS_SAMPLES}], got {self.samples!r}")
         if self.data_seed < 0:
             raise NqfError(f"E7: data_seed must be >= 0, got {self.data_seed!r}")
-        if not self.seeds or any(s < 0 for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
-            raise NqfError(f"E7: seeds must be distinct integers >= 0, got {self.seeds!r}")
-        if self.width < 1 or self.steps < 2:
-            raise NqfError(f"E7: width must be >= 1 and steps >= 2, got {self.width!r}, {self.steps!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise NqfError(f"E7: lr must be a positive number, got {self.lr!r}")
-        if not (math.isfinite(self.sigma0) and 0 < self.sigma0 < 1):
-            raise NqfError(f"E7: sigma0 must lie in (0, 1), got {self.sigma0!r}")
+        check_seeds("E7", "seeds", self.seeds)
+        check_gd_run("E7", self.width, self.steps, self.lr, self.sigma0)
 
     @classmethod
     def quick(cls) -> "DigitsConfig":
@@ -132,26 +140,11 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
         arch, X, Y, data = _setup(run["task"])
         config = PredictConfig(width=run["width"], lr=run["lr"], steps=run["steps"], sigma0=run["sigma0"], seed=run["seed"])
         p = predict(arch, X, Y, config, data=data)
-        g = p.num_growing
         Xn = np.asarray(X, dtype=np.float64)
         second_moment = Xn.T @ Xn / Xn.shape[0]
         C = np.asarray(data.C, dtype=np.float64)
         return {
-            "steps": p.flow.steps,
-            "mflow_loss": p.flow.loss,
-            "mflow_occupations": p.flow.occupations,
-            "lv_loss": p.lv_loss,
-            "thresholds": p.thresholds,
-            "growth": p.modes.growth[:g],
-            "interactions": p.modes.interactions[:g, :g],
-            "mflow_switch": p.mflow_switch_steps,
-            "lv_switch": p.lv_switch_steps,
-            "lv_continuous_switch": p.lv_continuous_switch_steps,
-            "singular_switch": p.singular_switch_steps,
-            "lv_plateau_losses": p.lv_plateau_losses,
-            "defect": p.defect,
-            "init_defect": p.init_defect,
-            "lv_applies": p.lv_applies,
+            **predict_record(p),
             "stable_lr": p.stable_lr,
             "notes": list(p.notes),
             "c_spectrum": np.linalg.eigvalsh(0.5 * (C + C.T))[::-1],
@@ -165,23 +158,13 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
 def train_run(run: dict[str, Any]) -> dict[str, Any]:
     """GD on the tanh network or its quadratic model: loss and mode occupations at every step."""
     from .._reduction import mode_basis
-    from .._training import TrainConfig, train
+    from .._training import train
 
     with jax.enable_x64(True):
         arch, X, Y, data = _setup(run["task"])
         # the very computation predict does, so the occupations are along predict's modes
         modes = mode_basis(data)
-        config = TrainConfig(
-            optimizer="gd",
-            lr=run["lr"],
-            steps=run["steps"],
-            seed=run["seed"],
-            sigma0=run["sigma0"],
-            width=run["width"],
-            dtype="float64",
-            model=run["model"],
-        )
-        result = train(arch, X, Y, config, basis=modes.basis[:, : modes.num_growing])
+        result = train(arch, X, Y, gd_train_config(run), basis=modes.basis[:, : modes.num_growing])
         return {
             "steps": result.steps,
             "loss": result.loss,
@@ -204,25 +187,12 @@ def runs(c: DigitsConfig) -> list[RunSpec]:
 # -- summary ---------------------------------------------------------------------------
 
 
-def _array(value) -> np.ndarray:
-    """A record's list back as floats (None, as JSON may write NaN, becomes NaN)."""
-    if value is None:
-        return np.array(np.nan)
-    return np.array(value, dtype=np.float64)
-
-
 def relative_loss_gap(quad, flow) -> tuple[float, int, int]:
     """max |L_quad - L_flow| / L_flow over steps with L_flow >= LOSS_FLOOR * L_flow(0).
 
     Returns (gap, step of the maximum, last step compared); the losses are at steps 0..T.
     """
-    quad, flow = np.asarray(quad, dtype=np.float64), np.asarray(flow, dtype=np.float64)
-    if quad.shape != flow.shape:
-        raise NqfError(f"E7: quadratic-model and M-flow losses have {quad.size} and {flow.size} records")
-    keep = np.flatnonzero(flow >= LOSS_FLOOR * flow[0])
-    gap = np.abs(quad[keep] - flow[keep]) / flow[keep]
-    i = int(np.argmax(gap))
-    return float(gap[i]), int(keep[i]), int(keep.max())
+    return _common.relative_loss_gap("E7", quad, flow, LOSS_FLOOR)
 
 
 def _relative(measured, reference) -> np.ndarray:
@@ -230,46 +200,14 @@ def _relative(measured, reference) -> np.ndarray:
         return (np.asarray(measured, dtype=np.float64) - reference) / reference
 
 
-def _steps_text(values, digits: int = 0) -> str:
-    return ", ".join("n/a" if not np.isfinite(v) else f"{v:.{digits}f}" for v in np.asarray(values, dtype=float))
-
-
-def _percent(values) -> str:
-    return ", ".join("n/a" if not np.isfinite(v) else f"{v:+.1%}" for v in np.asarray(values, dtype=float))
-
-
 def _seed_summary(records: dict[str, dict], seed: int) -> dict[str, Any]:
     """Switch-on steps, errors against the M-flow and curves of one init seed."""
-    from .._measure import switch_steps
-
-    pred = records[f"predict-s{seed}"]
-    thresholds = _array(pred["thresholds"])
-    mflow = _array(pred["mflow_switch"])
-    out: dict[str, Any] = {
-        "thresholds": thresholds,
-        "fixed_point": 2.0 * thresholds,
-        "mflow": mflow,
-        "lv": _array(pred["lv_switch"]),
-        "lv_continuous": _array(pred["lv_continuous_switch"]),
-        "singular": _array(pred["singular_switch"]),
-        "steps": _array(pred["steps"]),
-        "mflow_loss": _array(pred["mflow_loss"]),
-        "lv_loss": _array(pred["lv_loss"]),
-        "mflow_occupations": _array(pred["mflow_occupations"]),
-    }
+    out: dict[str, Any] = predict_summary(records[f"predict-s{seed}"])
+    mflow = out["mflow"]
     for model in MODELS:
-        record = records[f"{model}-s{seed}"]
-        steps, occ, loss = _array(record["steps"]), _array(record["occupations"]), _array(record["loss"])
-        switch = switch_steps(steps, occ, thresholds)
-        out[model] = {
-            "steps": steps,
-            "loss": loss,
-            "occupations": occ,
-            "switch": switch,
-            "final_occupations": occ[-1],
-            "error": _relative(switch, mflow),
-            "diverged_at": record["diverged_at"],
-        }
+        summary = model_summary(records[f"{model}-s{seed}"], out["thresholds"])
+        summary["error"] = _relative(summary["switch"], mflow)
+        out[model] = summary
     out["lv_error"] = _relative(out["lv"], mflow)
     return out
 
@@ -288,37 +226,11 @@ def summarise(config: DigitsConfig, records: dict[str, dict]) -> ExperimentResul
     claims: list[Claim] = []
 
     gap, gap_step, last_step = relative_loss_gap(quad["loss"], first["mflow_loss"])
-    claims.append(
-        Claim(
-            claim="the M-flow reproduces the quadratic model's loss curve (exact GD map on M)",
-            measured_what=f"max over steps 0..{last_step} (loss >= {LOSS_FLOOR:g} L(0)) of |L_quad - L_flow| / L_flow "
-            f"(at step {gap_step}), {where}",
-            predicted=0.0,
-            measured=gap,
-            tolerance=Tolerance("at_most", LOSS_AGREEMENT),
-        )
+    claims.append(loss_gap_claim(gap, gap_step, last_step, LOSS_FLOOR, LOSS_AGREEMENT, where))
+    claims += network_switch_claims(
+        net, mflow, first["thresholds"], CLAIMED_NETWORK_MODES, SWITCH_TOLERANCE, config.steps, where,
+        say_diverged=True,
     )
-    for k in range(min(CLAIMED_NETWORK_MODES, modes)):
-        measured = float(net["switch"][k]) if np.isfinite(net["switch"][k]) else None
-        predicted = float(mflow[k]) if np.isfinite(mflow[k]) else None
-        why = ""
-        if predicted is None:
-            why = f"the M-flow's mode {k + 1} does not switch on within {config.steps} steps"
-        elif measured is None and net["diverged_at"] is not None:
-            why = f"the tanh network diverged at step {net['diverged_at']}"
-        elif measured is None:
-            why = f"the tanh network's mode {k + 1} never reached m_k*/2 within {config.steps} steps"
-        claims.append(
-            Claim(
-                claim=f"the tanh network's mode {k + 1} switches on at the M-flow's step",
-                measured_what=f"first step with m_{k + 1} >= m_{k + 1}*/2 = {first['thresholds'][k]:.4g}, tanh network, {where}",
-                predicted=predicted,
-                measured=measured,
-                tolerance=Tolerance("relative", SWITCH_TOLERANCE),
-                unit="steps",
-                why_missing=why,
-            )
-        )
     claims.append(
         Claim(
             claim="unwhitened inputs, so the data matrices do not share an eigenbasis and LV is an approximation",
@@ -336,7 +248,7 @@ def summarise(config: DigitsConfig, records: dict[str, dict]) -> ExperimentResul
             claim=f"despite the defect, the LV discrete map switches every mode on within {LV_TOLERANCE:.0%} "
             "of the M-flow's step",
             measured_what=f"max over the {modes} modes of |t_LV - t_M-flow| / t_M-flow (per mode: "
-            f"{_percent(first['lv_error'])}), {where}",
+            f"{percent(first['lv_error'])}), {where}",
             predicted=0.0,
             measured=float(np.max(lv_error)) if resolved else None,
             tolerance=Tolerance("at_most", LV_TOLERANCE),
@@ -360,11 +272,11 @@ def summarise(config: DigitsConfig, records: dict[str, dict]) -> ExperimentResul
         },
         "loss_gap": np.abs(quad["loss"] - first["mflow_loss"]) / first["mflow_loss"],
         "loss_agreement": LOSS_AGREEMENT,
-        "growth": _array(pred["growth"]),
-        "interactions_diagonal": np.diag(_array(pred["interactions"])),
+        "growth": as_array(pred["growth"]),
+        "interactions_diagonal": np.diag(as_array(pred["interactions"])),
         "fixed_point": first["fixed_point"],
-        "c_spectrum": _array(pred["c_spectrum"]),
-        "input_spectrum": _array(pred["input_spectrum"]),
+        "c_spectrum": as_array(pred["c_spectrum"]),
+        "input_spectrum": as_array(pred["input_spectrum"]),
         "defect": defect,
         "whitening_defect": whitening,
         "switch": {
@@ -396,9 +308,9 @@ def _text(config: DigitsConfig, seeds, first, pred, gap, gap_step) -> str:
     which = f"a random subset of {samples} of the 1797 digits (data seed {config.data_seed})"
     if config.samples is None:
         which = "all 1797 digits"
-    growth = _array(pred["growth"])
-    k_diag = np.diag(_array(pred["interactions"]))
-    spectrum = _array(pred["input_spectrum"])
+    growth = as_array(pred["growth"])
+    k_diag = np.diag(as_array(pred["interactions"]))
+    spectrum = as_array(pred["input_spectrum"])
     zero_eigenvalues = int(np.sum(spectrum < 1e-10 * spectrum.max()))
     paragraphs = [
         f"Digits: {which}, pixels standardised, one-hot targets minus 1/10; tanh perceptron of width {config.width} "
@@ -416,16 +328,16 @@ def _text(config: DigitsConfig, seeds, first, pred, gap, gap_step) -> str:
         f"{bool(pred['lv_applies'])}); the M-flow is still the exact GD map on M. The escape from M = 0 is exact even "
         "so (G = -C there); the defect acts once modes interact.",
         f"Quadratic model and M-flow: the loss curves agree to {gap:.3g} relative (maximum, at step {gap_step}), "
-        f"switch-on steps identical to the step: {_steps_text(quad['switch'])} and {_steps_text(mflow)}.",
-        f"Switch-on steps (modes 1..{modes}): M-flow {_steps_text(mflow)}; LV discrete map {_steps_text(first['lv'])} "
-        f"({_percent(first['lv_error'])} from the M-flow, at most {np.nanmax(np.abs(first['lv'] - mflow)):.0f} steps; on "
-        f"whitened data it is at most one step); LV gradient flow {_steps_text(first['lv_continuous'], 1)}; singular limit "
-        f"{_steps_text(first['singular'], 1)}. Loss: the M-flow ends at {first['mflow_loss'][-1]:.4g}, the LV map at "
+        f"switch-on steps identical to the step: {steps_text(quad['switch'])} and {steps_text(mflow)}.",
+        f"Switch-on steps (modes 1..{modes}): M-flow {steps_text(mflow)}; LV discrete map {steps_text(first['lv'])} "
+        f"({percent(first['lv_error'])} from the M-flow, at most {np.nanmax(np.abs(first['lv'] - mflow)):.0f} steps; on "
+        f"whitened data it is at most one step); LV gradient flow {steps_text(first['lv_continuous'], 1)}; singular limit "
+        f"{steps_text(first['singular'], 1)}. Loss: the M-flow ends at {first['mflow_loss'][-1]:.4g}, the LV map at "
         f"{first['lv_loss'][-1]:.4g} ({first['lv_loss'][-1] / first['mflow_loss'][-1] - 1:+.0%}): with the off-diagonal "
         f"couplings dropped LV misses part of the fit; the tanh network ends at {net['loss'][-1]:.4g}.",
     ]
     if len(seeds) > 1:
-        rows = "; ".join(f"seed {s}: {_percent(v['network']['error'])}" for s, v in seeds.items())
+        rows = "; ".join(f"seed {s}: {percent(v['network']['error'])}" for s, v in seeds.items())
         paragraphs.append(f"Tanh network minus M-flow, relative, per init seed (modes 1..{modes}): {rows}.")
     err = net["error"]
     claimed = min(CLAIMED_NETWORK_MODES, modes)
@@ -434,7 +346,7 @@ def _text(config: DigitsConfig, seeds, first, pred, gap, gap_step) -> str:
     late_text = ""
     if late.size:
         late_text = (
-            f" Later modes (not claimed): {_percent(late)}: the tanh network switches them on "
+            f" Later modes (not claimed): {percent(late)}: the tanh network switches them on "
             f"{'earlier' if np.nanmean(late) < 0 else 'later'} than the quadratic order predicts, by up to "
             f"{np.nanmax(np.abs(late)):.0%}: beyond the quadratic order the tanh network couples them to the modes "
             "already learned (on the staircase, too, it matches the first modes and drifts later, THEORY.md section 3)."
@@ -446,8 +358,8 @@ def _text(config: DigitsConfig, seeds, first, pred, gap, gap_step) -> str:
     within = np.all(np.abs(early) <= SWITCH_TOLERANCE) if np.all(np.isfinite(early)) else False
     paragraphs.append(
         f"Closing note: the tanh network's early switch-on steps against the M-flow (init seed {s0}). Modes "
-        f"1-{claimed}: network {_steps_text(net['switch'][:claimed])}, M-flow {_steps_text(mflow[:claimed])}, errors "
-        f"{_percent(early)} ({'within' if within else 'not all within'} the stated {SWITCH_TOLERANCE:.0%})."
+        f"1-{claimed}: network {steps_text(net['switch'][:claimed])}, M-flow {steps_text(mflow[:claimed])}, errors "
+        f"{percent(early)} ({'within' if within else 'not all within'} the stated {SWITCH_TOLERANCE:.0%})."
         + late_text
         + f" After the switch-ons the network keeps fitting what the quadratic model cannot: at step {config.steps} "
         f"its occupations {', '.join(f'{v:.3g}' for v in net['final_occupations'])} are past m_k* "

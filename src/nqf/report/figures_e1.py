@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
 
+from ._panels import GREY as _GREY
+from ._panels import deviation_axes, deviation_band, model_losses, steps_from_first_switch, switch_by_source
 from ._style import SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
-_GREY = "#808080"
 # source of each switch-on series: (curve source, colour index, legend detail, marker)
 _SWITCH_SERIES = {
     "M-flow": ("M-flow", 2, "", "D"),
@@ -26,15 +26,6 @@ _SWITCH_SERIES = {
 }
 
 
-def _step_ticks(ax, low: float, high: float) -> None:
-    """Integer step labels at 1, 2, 5 x 10^k on a log axis (matplotlib's minor labels collide)."""
-    decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
-    ticks = [m * 10.0**e for e in decades for m in (1, 2, 5) if low <= m * 10.0**e <= high]
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:.0f}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-
-
 def _loss_figure(data, figure_dir: Path) -> SavedFigure:
     steps = np.asarray(data["steps"], dtype=float)
     loss = {k: np.asarray(v, dtype=float) for k, v in data["loss"].items()}
@@ -42,10 +33,7 @@ def _loss_figure(data, figure_dir: Path) -> SavedFigure:
     plateaus = np.asarray(data["lv_plateaus"], dtype=float)
     fig, ax = new_figure(size=(7.0, 4.4))
     t = steps[1:]  # step 0 has no place on a log axis
-    ax.plot(t, loss["network"][1:], **curve("network", 0, "tanh, GD"))
-    ax.plot(t, loss["quadratic"][1:], **curve("quadratic model", 1, "GD"))
-    ax.plot(t, loss["mflow"][1:], **curve("M-flow", 2))
-    ax.plot(t, loss["lv"][1:], **curve("LV", 3, "discrete map"))
+    model_losses(ax, t, loss)
     levels = plateaus[np.isfinite(plateaus) & (plateaus > 0)]
     start = float(loss["mflow"][0])
     floor = 10.0 ** np.floor(np.log10(min(levels.min() if levels.size else start, loss["network"][-1]) / 5.0))
@@ -62,10 +50,7 @@ def _loss_figure(data, figure_dir: Path) -> SavedFigure:
                 rotation=90, fontsize=7, ha="right", va="bottom",
             )
     setup_axes(ax, axis_label("training step", "steps"), axis_label("loss", "1"), xscale="log", yscale="log")
-    # the initial plateau is flat: show it from a fifth of the first switch-on step
-    left = max(1.0, finite.min() / 5.0) if finite.size else 1.0
-    ax.set_xlim(left, t[-1])
-    _step_ticks(ax, left, t[-1])
+    steps_from_first_switch(ax, finite, t[-1])
     ax.set_ylim(floor, start * 2.0)
     ax.legend(loc="upper right", fontsize=8)
     return save_figure(
@@ -123,18 +108,10 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
     tolerance = float(data["switch_tolerance"])
     fig, axes = new_figure(1, 2, size=(11.0, 5.4))
     ax = axes[0]
-    offsets = np.linspace(-0.27, 0.27, len(_SWITCH_SERIES))
-    for offset, (name, (source, colour, detail, marker)) in zip(offsets, _SWITCH_SERIES.items()):
-        style = {**curve(source, colour, detail), "linestyle": "none", "marker": marker, "markersize": 6}
-        ax.plot(x + offset, switch[name], **style)
-    setup_axes(ax, axis_label("mode k", "1"), axis_label("switch-on step", "steps"), title="switch-on step by source")
-    ax.set_xticks(x)
-    ax.set_ylim(bottom=0.0)
-    ax.legend(loc="upper left", fontsize=7.5)
+    switch_by_source(ax, x, switch, _SWITCH_SERIES, 0.27)
 
     ax = axes[1]
-    ax.axhspan(-100 * tolerance, 100 * tolerance, color=_GREY, alpha=0.18, linewidth=0)
-    ax.axhline(0.0, color="black", linewidth=0.8, label="M-flow")
+    deviation_band(ax, tolerance)
     seeds = list(data["data_seeds"])
     handles = [ax.get_lines()[-1]]
     others = f"data seeds {', '.join(str(v) for v in seeds[1:])}"
@@ -167,13 +144,7 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
         handles.append(
             ax.axvline(claimed + 0.5, color=_GREY, linewidth=0.8, linestyle=":", label=f"claims: modes 1-{claimed}")
         )
-    setup_axes(
-        ax,
-        axis_label("mode k", "1"),
-        axis_label("switch-on step relative to the M-flow's", "%"),
-        title=f"deviation from the M-flow (band: ±{tolerance:.0%})",
-    )
-    ax.set_xticks(x)
+    deviation_axes(ax, x, tolerance)
     # below both panels: the per-seed entries would cover the curves inside the axes
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=7.5)
     return save_figure(

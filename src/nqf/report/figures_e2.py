@@ -12,10 +12,11 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from .._lotka_volterra import switch_slope_continuous, switch_slope_gd
+from ._panels import BLACK as _BLACK
+from ._panels import GREY as _GREY
+from ._panels import labelled_errorbar
 from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
-_BLACK = PALETTE.index("#000000")
-_GREY = "#808080"
 _MODELS = (("network", "network", "tanh network", "o", True), ("quadratic", "quadratic model", "quadratic model", "s", False))
 # the slope formulas, drawn in the style of predicted (limit) curves; the label names the formula
 _GD_FORMULA = {**curve("limit", _BLACK), "label": "prediction: GD, 1/ln(1 + 2 lr c)"}
@@ -25,26 +26,8 @@ _X_LABEL = axis_label("ln(1/σ₀)", "1")
 
 
 def _labelled_errorbar(ax, x, y, err, style: dict, marker: str, filled: bool):
-    """ax.errorbar with every child artist carrying the legend label (the figure check asks for it)."""
-    colour = style["color"]
-    container = ax.errorbar(
-        x,
-        y,
-        yerr=err,
-        color=colour,
-        linestyle="none",
-        marker=marker,
-        markersize=6,
-        markerfacecolor=colour if filled else "white",
-        capsize=2,
-        elinewidth=1.0,
-    )
-    label = style["label"]
-    container.set_label(label)
-    for artist in (container.lines[0], *container.lines[1], *container.lines[2]):
-        if artist is not None:
-            artist.set_label(label)
-    return container
+    """Markers with error bars, no line (the fitted slopes of one source)."""
+    return labelled_errorbar(ax, x, y, err, style, marker, filled, linestyle="none", markersize=6, capsize=2)
 
 
 def _seed_mean(values) -> np.ndarray:

@@ -13,15 +13,13 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
+from ._panels import BLACK as _BLACK
+from ._panels import as_array as _arr
+from ._panels import positive as _positive
 from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
-_BLACK = PALETTE.index("#000000")
 _S_LABEL = axis_label("rescaled time t / ln(1/m₀)", "steps")
 _LOSS_FLOOR = 2e-2  # the last plateau is 0: the log axis stops here
-
-
-def _arr(value) -> np.ndarray:
-    return np.asarray(value, dtype=np.float64)
 
 
 def _sigma_text(sigma0: float) -> str:
@@ -33,10 +31,6 @@ def _colour(i: int) -> int:
     # skip black (kept for the limit) in the cycle of init scales
     order = [k for k in range(len(PALETTE)) if k != _BLACK]
     return order[i % len(order)]
-
-
-def _positive(y: np.ndarray) -> np.ndarray:
-    return np.where(y > 0, y, np.nan)
 
 
 def _staircase_figure(data, figure_dir: Path) -> SavedFigure:

@@ -12,19 +12,12 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
+from ._panels import BLACK as _BLACK
+from ._panels import as_array as _arr
+from ._panels import positive as _positive
 from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
-_BLACK = PALETTE.index("#000000")
 _FIT_STYLE = {"linestyle": (0, (1, 1.2)), "linewidth": 3.0, "alpha": 0.55}
-
-
-def _arr(value) -> np.ndarray:
-    return np.asarray(value, dtype=np.float64)
-
-
-def _positive(y) -> np.ndarray:
-    y = _arr(y)
-    return np.where(y > 0, y, np.nan)
 
 
 def _fit_line(ax, fit, colour, label: str, scale: float = 1.0) -> None:

@@ -13,35 +13,20 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from .._lotka_volterra import switch_slope_gd, switch_slope_momentum
+from ._panels import BLACK as _BLACK
+from ._panels import labelled_errorbar
 from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
-_BLACK = PALETTE.index("#000000")
 _OPTIMIZER_COLOUR = {"gd": 0, "sgd": 1, "momentum": 2, "adam": 3, "muon": 4}
 _MARKERS = {"network": "o", "quadratic model": "s"}
 
 
 def _labelled_errorbar(ax, x, y, err, style: dict, marker: str, filled: bool = True):
-    """ax.errorbar with every child artist carrying the legend label (the figure check asks for it)."""
-    colour = style["color"]
-    container = ax.errorbar(
-        x,
-        y,
-        yerr=err,
-        color=colour,
-        linestyle=style["linestyle"],
-        linewidth=style["linewidth"],
-        marker=marker,
-        markersize=5,
-        markerfacecolor=colour if filled else "white",
-        capsize=0,
-        elinewidth=1.0,
+    """Markers with error bars joined in the curve's line style (the fitted slopes of one source)."""
+    return labelled_errorbar(
+        ax, x, y, err, style, marker, filled,
+        linestyle=style["linestyle"], linewidth=style["linewidth"], markersize=5, capsize=0,
     )
-    label = style["label"]
-    container.set_label(label)
-    for artist in (container.lines[0], *container.lines[1], *container.lines[2]):
-        if artist is not None:
-            artist.set_label(label)
-    return container
 
 
 def _predicted_line(x: np.ndarray, y: np.ndarray, slope: float) -> tuple[float, float]:

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
 
+from ._panels import GREY as _GREY
+from ._panels import deviation_axes, deviation_band, model_losses, steps_from_first_switch, switch_by_source
 from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
-_GREY = "#808080"
 # source of each switch-on series: (curve source, colour index, legend detail, marker)
 _SWITCH_SERIES = {
     "M-flow": ("M-flow", 2, "", "D"),
@@ -24,25 +25,13 @@ _SWITCH_SERIES = {
 }
 
 
-def _step_ticks(ax, low: float, high: float) -> None:
-    """Integer step labels at 1, 2, 5 x 10^k on a log axis (matplotlib's minor labels collide)."""
-    decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
-    ticks = [m * 10.0**e for e in decades for m in (1, 2, 5) if low <= m * 10.0**e <= high]
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:.0f}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-
-
 def _loss_figure(data, figure_dir: Path) -> SavedFigure:
     steps = np.asarray(data["steps"], dtype=float)
     loss = {k: np.asarray(v, dtype=float) for k, v in data["loss"].items()}
     switch = np.asarray(data["switch"]["M-flow"], dtype=float)
     fig, (ax, gap_ax) = new_figure(1, 2, size=(12.0, 4.6))
     t = steps[1:]  # step 0 has no place on a log axis
-    ax.plot(t, loss["network"][1:], **curve("network", 0, "tanh, GD"))
-    ax.plot(t, loss["quadratic"][1:], **curve("quadratic model", 1, "GD"))
-    ax.plot(t, loss["mflow"][1:], **curve("M-flow", 2))
-    ax.plot(t, loss["lv"][1:], **curve("LV", 3, "discrete map"))
+    model_losses(ax, t, loss)
     finite = switch[np.isfinite(switch)]
     everything = np.concatenate([v[np.isfinite(v)] for v in loss.values()])
     top, low = float(everything.max()) * 1.25, float(everything.min()) / 1.6
@@ -56,10 +45,7 @@ def _loss_figure(data, figure_dir: Path) -> SavedFigure:
             )
     setup_axes(ax, axis_label("training step", "steps"), axis_label("loss", "1"), xscale="log", yscale="log")
     ax.set_title(f"digits (N = {data['samples']}): loss; mode numbers at the M-flow's switch-on steps", fontsize=10, pad=20)
-    # the initial plateau is flat: show it from a fifth of the first switch-on step
-    left = max(1.0, finite.min() / 5.0) if finite.size else 1.0
-    ax.set_xlim(left, t[-1])
-    _step_ticks(ax, left, t[-1])
+    steps_from_first_switch(ax, finite, t[-1])
     ax.set_ylim(low, top)
     # the loss spans about a decade: plain numbers at 1, 1.5, 2, 3, 5, 7 x 10^k
     decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(top))) + 1)
@@ -171,20 +157,10 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
     tolerance = float(data["switch_tolerance"])
     fig, axes = new_figure(1, 2, size=(12.0, 5.4))
     ax = axes[0]
-    offsets = np.linspace(-0.25, 0.25, len(_SWITCH_SERIES))
-    for offset, (name, (source, colour, detail, marker)) in zip(offsets, _SWITCH_SERIES.items()):
-        style = {**curve(source, colour, detail), "linestyle": "none", "marker": marker, "markersize": 6}
-        if source == "quadratic model":
-            style["markerfacecolor"] = "white"
-        ax.plot(x + offset, switch[name], **style)
-    setup_axes(ax, axis_label("mode k", "1"), axis_label("switch-on step", "steps"), title="switch-on step by source")
-    ax.set_xticks(x)
-    ax.set_ylim(bottom=0.0)
-    ax.legend(loc="upper left", fontsize=7.5)
+    switch_by_source(ax, x, switch, _SWITCH_SERIES, 0.25, hollow=("quadratic model",))
 
     ax = axes[1]
-    ax.axhspan(-100 * tolerance, 100 * tolerance, color=_GREY, alpha=0.18, linewidth=0)
-    ax.axhline(0.0, color="black", linewidth=0.8, label="M-flow")
+    deviation_band(ax, tolerance)
     seeds = [str(s) for s in data["seeds"]]
     for j, seed in enumerate(seeds):
         err = 100.0 * np.asarray(data["error"]["network"][seed], dtype=float)
@@ -202,13 +178,7 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
     claimed = int(data["claimed_network_modes"])
     if claimed < modes:
         ax.axvline(claimed + 0.5, color=_GREY, linewidth=0.8, linestyle=":", label=f"network claims: modes 1-{claimed}")
-    setup_axes(
-        ax,
-        axis_label("mode k", "1"),
-        axis_label("switch-on step relative to the M-flow's", "%"),
-        title=f"deviation from the M-flow (band: ±{tolerance:.0%})",
-    )
-    ax.set_xticks(x)
+    deviation_axes(ax, x, tolerance)
     ax.legend(loc="lower left", fontsize=7.5)
     return save_figure(
         fig,
