@@ -412,7 +412,7 @@ def test_block_factors_type_for_builtins():
         ("conv1d", dict(padding="same"), "unknown padding 'same'"),
         ("conv1d", dict(readout="max"), "unknown readout 'max'"),
         ("conv1d", dict(kernel=-2), "kernel must be >= 1"),
-        ("conv2d", dict(height=0), "height must be >= 1"),
+        ("conv2d", dict(rows=0), "rows must be >= 1"),
         ("conv2d", dict(rows=2, columns=5, kernel=3), "larger than the signal"),
         ("conv2d", dict(outputs=0), "outputs must be >= 1"),
     ],
