@@ -26,6 +26,7 @@ from .e1_staircase import E1 as E1
 from .e2_init_sweep import E2 as E2
 from .e3_singular_limit import E3 as E3
 from .e4_power_law import E4 as E4
+from .e5_architectures import E5 as E5
 from .e6_optimizers import E6 as E6
 from .e7_digits import E7 as E7
 
@@ -35,5 +36,6 @@ EXPERIMENTS["E1"] = E1
 EXPERIMENTS["E2"] = E2
 EXPERIMENTS["E3"] = E3
 EXPERIMENTS["E4"] = E4
+EXPERIMENTS["E5"] = E5
 EXPERIMENTS["E6"] = E6
 EXPERIMENTS["E7"] = E7
