@@ -63,83 +63,7 @@ OUT_DIR = Path(__file__).resolve().parent / "out"
 DTYPE = "float64"
 
 
-# -- timing ----------------------------------------------------------------------------
-
-
-@dataclass
-class Timing:
-    """Wall times in seconds: ``first`` call (compilation included where there is one),
-    then ``repeats`` further calls."""
-
-    first: float
-    runs: list[float] = field(default_factory=list)
-
-    @property
-    def best(self) -> float:
-        return min(self.runs)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.runs)
-
-    def as_dict(self) -> dict:
-        return {"first_s": self.first, "best_s": self.best, "median_s": self.median, "runs_s": self.runs}
-
-
-_COMPILE_EVENTS = (
-    "/jax/core/compile/jaxpr_trace_duration",
-    "/jax/core/compile/jaxpr_to_mlir_module_duration",
-    "/jax/core/compile/backend_compile_duration",
-)
-_compile_seconds = [0.0]
-
-
-def _on_duration(event: str, duration: float, **_) -> None:
-    if event in _COMPILE_EVENTS:
-        _compile_seconds[0] += duration
-
-
-jax.monitoring.register_event_duration_secs_listener(_on_duration)
-
-
-def _timed(fn: Callable[[], object]) -> tuple[float, object]:
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    return time.perf_counter() - start, out
-
-
-def timed_with_compile(fn: Callable[[], object]) -> tuple[float, float, object]:
-    """(wall s, of which JAX tracing + lowering + compiling s, output), the compile part as
-    reported by ``jax.monitoring`` for every jit compiled during the call."""
-    before = _compile_seconds[0]
-    elapsed, out = _timed(fn)
-    return elapsed, _compile_seconds[0] - before, out
-
-
-def time_calls(fn: Callable[[], object], repeats: int, min_total_s: float = 1.0, max_calls: int = 200):
-    """Call ``fn`` once (warm-up, compiles), then at least ``repeats`` more times and until
-    the timed calls add up to ``min_total_s`` (at most ``max_calls``): short calls get many
-    samples. Returns (Timing, the last output)."""
-    first, out = _timed(fn)
-    runs: list[float] = []
-    while len(runs) < repeats or (sum(runs) < min_total_s and len(runs) < max_calls):
-        elapsed, out = _timed(fn)
-        runs.append(elapsed)
-    return Timing(first, runs), out
-
-
-# -- benchmarks ------------------------------------------------------------------------
-
-
-@dataclass
-class Outcome:
-    """What a benchmark reports: table rows, a summary and named targets (name -> met?)."""
-
-    params: dict
-    rows: list[dict]
-    summary: dict
-    targets: dict[str, bool]
-    notes: list[str] = field(default_factory=list)
+from _timing import Outcome, Timing, time_calls, timed_with_compile, _timed  # noqa: E402,F401
 
 
 def _staircase():
@@ -417,6 +341,18 @@ COLUMNS = {
                       "max_loss_diff_sweep_vs_loop"],
 }
 
+
+def _load_benchmark_modules() -> None:
+    """Add the benchmarks of every ``bench_*.py`` beside this file (each defines BENCHMARKS and COLUMNS)."""
+    import importlib
+
+    for path in sorted(Path(__file__).resolve().parent.glob("bench_*.py")):
+        module = importlib.import_module(path.stem)
+        BENCHMARKS.update(module.BENCHMARKS)
+        COLUMNS.update(module.COLUMNS)
+
+
+_load_benchmark_modules()
 
 # -- output ----------------------------------------------------------------------------
 
