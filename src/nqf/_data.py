@@ -203,6 +203,12 @@ def data_matrices(
     method: how A is represented, see :func:`nqf.structure` (closed form when known).
     dtype: floating dtype of the computation (default: X's if floating, else JAX's default float).
     """
+    X, targets, dtype = checked_samples(arch, X, Y, loss, dtype)
+    return DataMatrices(structure(arch, jnp.asarray(X, dtype=dtype), method=method), jnp.asarray(targets), loss)
+
+
+def checked_samples(arch: Architecture, X, Y, loss: str = "squared", dtype=None) -> tuple[np.ndarray, np.ndarray, jnp.dtype]:
+    """(X, targets (N, K), dtype) after every check of :func:`data_matrices`; X is not copied."""
     _check_loss(loss)
     X = np.asarray(X)
     if dtype is None:
@@ -221,7 +227,24 @@ def data_matrices(
             f"{arch.name}: cross-entropy needs at least 2 outputs (softmax over outputs), got {arch.outputs}"
         )
     targets = _targets(Y, X.shape[0], arch.outputs, loss, dtype)
-    return DataMatrices(structure(arch, jnp.asarray(X, dtype=dtype), method=method), jnp.asarray(targets), loss)
+    return X, targets, dtype
+
+
+def flow_data(
+    arch: Architecture, X, Y, loss: str = "squared", route: str = "auto", minibatches: bool = False, dtype=None
+):
+    """The data matrices the M-flow runs on, by the cheaper route, and the route chosen.
+
+    Returns (DataMatrices or MomentDataMatrices, RouteChoice); see ``nqf._moments.choose_route``.
+    The moments route reads the samples in chunks and never holds all their structure matrices.
+    """
+    from ._moments import choose_route, moment_data_matrices
+
+    X, targets, dtype = checked_samples(arch, X, Y, loss, dtype)
+    choice = choose_route(arch, X.shape[0], loss, route=route, minibatches=minibatches, dtype=dtype)
+    if choice.route == "moments":
+        return moment_data_matrices(arch, X, targets, dtype), choice
+    return DataMatrices(structure(arch, jnp.asarray(X, dtype=dtype)), jnp.asarray(targets), loss), choice
 
 
 @jax.tree_util.register_dataclass

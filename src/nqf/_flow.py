@@ -51,6 +51,7 @@ import numpy as np
 
 from ._data import DataMatrices, PopulationDataMatrices
 from ._errors import NqfError
+from ._moments import MomentDataMatrices
 from ._sampling import minibatch_indices
 
 # Recording the full M at every checkpoint costs R d^2 numbers; refuse beyond this.
@@ -70,6 +71,8 @@ class FlowResult:
         M: (R, d, d) M at the recorded steps, or None when not recorded.
         occupations: (R, m) m_k = q_k^T M q_k for the columns of the basis, or None.
         state: the optimizer state at the end, besides M (momentum: (P, Q)); else None.
+        stats: for the maps, {"stepped": steps computed one by one, "jumped": steps jumped,
+            "jumps": number of jumps} (``nqf._jumps``); else None.
     """
 
     steps: jax.Array
@@ -78,14 +81,17 @@ class FlowResult:
     M: jax.Array | None = None
     occupations: jax.Array | None = None
     state: Any = None
+    stats: Any = None
 
 
 # -- input checks -------------------------------------------------------------------
 
 
 def _check_data(data) -> None:
-    if not isinstance(data, (DataMatrices, PopulationDataMatrices)):
-        raise NqfError(f"expected DataMatrices or PopulationDataMatrices, got {type(data).__name__}")
+    if not isinstance(data, (DataMatrices, PopulationDataMatrices, MomentDataMatrices)):
+        raise NqfError(
+            f"expected DataMatrices, MomentDataMatrices or PopulationDataMatrices, got {type(data).__name__}"
+        )
 
 
 def _check_M0(data, M0) -> jax.Array:
@@ -235,16 +241,16 @@ def _momentum_step(data, hyper, carry, t):
 
 
 def square_factor(M0=None, W0=None, dim: int | None = None) -> np.ndarray:
-    """A d x d factor F0 with F0 F0^T = M0.
+    """A factor F0 (d x r, r <= d) with F0 F0^T = M0.
 
-    From W0 (d x n) exactly: W0 zero-padded to d columns when n <= d, else R^T from the QR
-    decomposition W0^T = Q R (W0 W0^T = R^T R). From M0 by its eigendecomposition.
+    From W0 (d x n) exactly: W0 itself when n <= d, else the d x d R^T from the QR
+    decomposition W0^T = Q R (W0 W0^T = R^T R). From M0 by its eigendecomposition (d x d).
     """
     if W0 is not None:
         W0 = np.asarray(W0, dtype=np.float64)
         d, n = W0.shape
         if n <= d:
-            return np.concatenate([W0, np.zeros((d, d - n))], axis=1)
+            return W0  # d x n: the maps then cost d^2 n per step, not d^3
         return np.linalg.qr(W0.T, mode="r").T
     M0 = np.asarray(M0, dtype=np.float64)
     values, vectors = np.linalg.eigh(0.5 * (M0 + M0.T))
@@ -255,8 +261,8 @@ def _initial_factor(data, M0, factor) -> jax.Array:
     if factor is not None:
         factor = np.asarray(factor)
         d = data.dim
-        if factor.shape != (d, d):
-            raise NqfError(f"the initial factor must have shape (d={d}, d={d}), got {factor.shape}")
+        if factor.ndim != 2 or factor.shape[0] != d or not 1 <= factor.shape[1] <= d:
+            raise NqfError(f"the initial factor must have shape (d={d}, r) with 1 <= r <= d, got {factor.shape}")
         if not np.all(np.isfinite(factor)):
             raise NqfError("the initial factor contains non-finite values (nan or inf)")
         return jnp.asarray(factor, dtype=data.dtype)
@@ -271,13 +277,34 @@ def _start_map(data, M0, factor, lr, steps):
     return F0, jnp.asarray(_check_positive("lr", lr), dtype=F0.dtype), _check_steps(steps)
 
 
-def _run_map(step, data, carry0, hyper, steps, record_every, checkpoints, basis, record_M, state_out=None):
+STEPPINGS = ("every", "adaptive")
+
+
+def _check_stepping(stepping: str) -> str:
+    if stepping not in STEPPINGS:
+        raise NqfError(f"unknown stepping {stepping!r}; choose one of {', '.join(STEPPINGS)}")
+    return stepping
+
+
+def _run_map(
+    step, data, carry0, hyper, steps, record_every, checkpoints, basis, record_M, state_out=None,
+    stepping="every", kind=None, jump_from=None,
+):
     cps = _checkpoints(steps, record_every, checkpoints)
     basis = _check_basis(data, basis)
     record_M = _record_flags(data, basis, record_M, cps.size)
-    gaps = jnp.asarray(np.diff(cps, prepend=0), dtype=jnp.int32)
-    remaining = jnp.asarray(steps - cps[-1], dtype=jnp.int32)
-    carry, loss, Ms, occ = _drive(step, record_M, data, carry0, hyper, gaps, remaining, basis)
+    gaps = np.diff(cps, prepend=0)
+    # every step recorded: every step is computed anyway, so there is nothing to jump
+    if _check_stepping(stepping) == "adaptive" and kind is not None and (gaps.max(initial=0) > 1 or steps > cps[-1]):
+        carry, loss, Ms, occ, stats = _run_adaptive(
+            step, kind, data, carry0, hyper, steps, cps, basis, record_M, jump_from
+        )
+    else:
+        remaining = jnp.asarray(steps - cps[-1], dtype=jnp.int32)
+        carry, loss, Ms, occ = _drive(
+            step, record_M, data, carry0, hyper, jnp.asarray(gaps, dtype=jnp.int32), remaining, basis
+        )
+        stats = {"stepped": int(steps), "jumped": 0, "jumps": 0}
     return FlowResult(
         steps=jnp.asarray(cps),
         loss=loss,
@@ -285,7 +312,86 @@ def _run_map(step, data, carry0, hyper, steps, record_every, checkpoints, basis,
         M=Ms,
         occupations=occ,
         state=None if state_out is None else state_out(carry),
+        stats=stats,
     )
+
+
+@partial(jax.jit, static_argnames=("step",))
+def _advance(step, data, carry, hyper, t0, count):
+    return jax.lax.fori_loop(0, count, lambda i, c: step(data, hyper, c, t0 + i), carry)
+
+
+@partial(jax.jit, static_argnames=("record_M",))
+def _observe_factor(record_M, data, F, basis):
+    return _observe(data, F, basis, record_M)
+
+
+@partial(jax.jit, static_argnames=("record_M",))
+def _observe_many(record_M, data, Ms, basis):
+    return jax.vmap(lambda M: _observe_M(data, M, basis, record_M))(Ms)
+
+
+def _bucket(count: int) -> int:
+    return 1 << max(int(count) - 1, 0).bit_length()
+
+
+def _run_adaptive(step, kind, data, carry, hyper, steps, cps, basis, record_M, jump_from=None):
+    """The map to ``steps``, jumping where it is linear (``nqf._jumps``), observed at ``cps``."""
+    from ._jumps import _FIRST_JUMP, _MIN_JUMP, factors_of, states_in_jump, try_jump
+
+    d, rank, dtype = carry[0].shape[0], carry[0].shape[1], carry[0].dtype
+    losses, Ms, occs = [None] * cps.size, [None] * cps.size, [None] * cps.size
+
+    def store(i, out):
+        losses[i], Ms[i], occs[i] = out
+
+    t, i, length, next_try = 0, 0, _FIRST_JUMP, 0
+    # Jumps only once every mode has reached its threshold: a jump's affine model carries a
+    # mode that is still tiny next to O(1) ones only to the rounding of the O(1) ones.
+    switched = jump_from is None
+    stats = {"stepped": 0, "jumped": 0, "jumps": 0}
+    while True:
+        while i < cps.size and cps[i] == t:
+            store(i, _observe_factor(record_M, data, carry[0], basis))
+            i += 1
+        if t >= steps:
+            break
+        if jump_from is not None and not switched:
+            switched = basis is not None and occs[i - 1] is not None and bool(
+                np.all(np.asarray(occs[i - 1])[: jump_from.size] >= jump_from)
+            )
+        if switched and t >= next_try and steps - t >= _MIN_JUMP:
+            j = min(length, steps - t)
+            model, Gamma, accepted = try_jump(kind, data, hyper, carry, j)
+            if accepted:
+                k = i + int(np.searchsorted(cps[i:], t + j, side="right"))
+                offsets = np.append(cps[i:k] - t, j)
+                states = states_in_jump(model, Gamma, offsets)
+                if k > i:
+                    # pad to a power of two: one compile per size class, not per jump
+                    count = k - i
+                    padded = np.concatenate([states[:-1], np.repeat(states[-1:], _bucket(count) - count, axis=0)])
+                    out = _observe_many(record_M, data, jnp.asarray(padded[:, :d, :d], dtype=dtype), basis)
+                    out = [None if a is None else np.asarray(a) for a in out]
+                    for n in range(count):
+                        store(i + n, tuple(None if a is None else a[n] for a in out))
+                    i = k
+                carry = factors_of(states[-1], len(carry), rank, dtype)
+                t += j
+                stats["jumped"] += j
+                stats["jumps"] += 1
+                length *= 2
+                continue
+            length = max(length // 2, _MIN_JUMP)
+            next_try = t + length
+        target = min(cps[i] if i < cps.size else steps, next_try if next_try > t else steps, steps)
+        carry = _advance(step, data, carry, hyper, jnp.asarray(t, jnp.int32), jnp.asarray(target - t, jnp.int32))
+        stats["stepped"] += target - t
+        t = target
+    loss = jnp.asarray(np.stack([np.asarray(v) for v in losses]))
+    Ms_out = jnp.asarray(np.stack([np.asarray(v) for v in Ms])) if record_M else None
+    occ = None if basis is None else jnp.asarray(np.stack([np.asarray(v) for v in occs]))
+    return carry, loss, Ms_out, occ, stats
 
 
 def gd_map(
@@ -298,6 +404,8 @@ def gd_map(
     basis=None,
     record_M: bool | None = None,
     factor=None,
+    stepping: str = "every",
+    jump_from=None,
 ) -> FlowResult:
     """Exact gradient descent on M: M+ = (I - 2 lr G(M)) M (I - 2 lr G(M)), ``steps`` times.
 
@@ -315,10 +423,17 @@ def gd_map(
         record_M: record the full M (default: only when no basis is given).
         factor: optional (d, d) F0 with F0 F0^T = M0 instead of M0 (pass M0=None), e.g.
             ``square_factor(W0=W0)``, which takes it from the weights without rounding.
+        stepping: ``every`` (every step computed: the reference) or ``adaptive`` (jump the
+            stretches where the map is linear, ``nqf._jumps``; only when records are sparse).
+        jump_from: (g,) occupations of the first g basis modes (their switch-on thresholds):
+            with ``adaptive``, jumps start only once every one is reached; None: from the start.
     """
     _check_data(data)
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
-    return _run_map(_gd_step, data, (F0,), lr, steps, record_every, checkpoints, basis, record_M)
+    return _run_map(
+        _gd_step, data, (F0,), lr, steps, record_every, checkpoints, basis, record_M, stepping=stepping, kind="gd",
+        jump_from=None if jump_from is None else np.asarray(jump_from, dtype=np.float64),
+    )
 
 
 def sgd_map(
@@ -369,12 +484,14 @@ def momentum_map(
     basis=None,
     record_M: bool | None = None,
     factor=None,
+    stepping: str = "every",
+    jump_from=None,
 ) -> FlowResult:
     """Exact heavy-ball momentum on M, the closed dynamics of ``optax.sgd(lr, momentum=beta)``.
 
     optax: V+ = g + beta V, W+ = W - lr V+, g = grad_W L = 2 G W, V0 = 0. The state
     (M, P = W V^T, Q = V V^T) is closed (module docstring); P0 = Q0 = 0. ``state`` of
-    the result holds the final (P, Q).
+    the result holds the final (P, Q). ``stepping`` and ``jump_from`` as in :func:`gd_map`.
     """
     _check_data(data)
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
@@ -386,7 +503,8 @@ def momentum_map(
     # report the closed state (P, Q) = (W V^T, V V^T) = (F V_F^T, V_F V_F^T)
     return _run_map(
         _momentum_step, data, carry0, hyper, steps, record_every, checkpoints, basis, record_M,
-        lambda c: (c[0] @ c[1].T, c[1] @ c[1].T),
+        lambda c: (c[0] @ c[1].T, c[1] @ c[1].T), stepping=stepping, kind="momentum",
+        jump_from=None if jump_from is None else np.asarray(jump_from, dtype=np.float64),
     )
 
 
@@ -512,33 +630,39 @@ def _hessian_vector_product(data, W, V):
     return jax.jvp(lambda W: jax.grad(_loss_of_w, argnums=1)(data, W), (W,), (V,))[1]
 
 
-# module level, data as an argument: compiled once per data shape, not once per point
+# Up to this many entries of W (d^2) the Hessian is built densely from Hessian-vector
+# products; above, its top eigenvalue comes from Lanczos (scipy's eigsh) on the products.
+_DENSE_HESSIAN_LIMIT = 64
+
+
 @jax.jit
 def _hessian_of_w(data, W):
-    """The dense Hessian (d, d, d, d) of W -> L(W W^T), H[i, j, k, l] = d^2 L / dW_ij dW_kl.
-
-    One Hessian-vector product per direction e_kl, 16 at a time: ``jax.hessian`` would
-    vmap all d^2 directions at once and hold d^2 copies of the per-sample intermediates
-    (measured 3.6 GB for d = 30 on 4000 in-context prompts).
-    """
+    """The dense Hessian (d^2, d^2) of W -> L(W W^T), one Hessian-vector product per direction."""
     d = W.shape[0]
     directions = jnp.eye(d * d, dtype=W.dtype).reshape(d * d, d, d)
-    columns = jax.lax.map(lambda V: _hessian_vector_product(data, W, V), directions, batch_size=16)
-    return jnp.transpose(columns.reshape(d, d, d, d), (2, 3, 0, 1))
+    columns = jax.vmap(lambda V: _hessian_vector_product(data, W, V))(directions)
+    return columns.reshape(d * d, d * d).T
+
+
+@jax.jit
+def _top_gradient_eigenvalue(data, M):
+    return jnp.linalg.eigvalsh(data.gradient_matrix(M))[-1]
 
 
 def _hessian_top(data, M: np.ndarray) -> float:
     """lambda_max of the Hessian of W -> L(W W^T) at W = M^{1/2} (d x d), and of 2 G(M).
 
     The extra 2 G(M) accounts for width beyond rank(M): directions of W orthogonal to
-    its row space feel only 2 G (conservative when n = rank M exactly).
+    its row space feel only 2 G (conservative when n = rank M exactly). The Hessian is
+    never built when d^2 > _DENSE_HESSIAN_LIMIT: Lanczos on Hessian-vector products (each
+    costs one gradient and its derivative, i.e. one pass of the data route) finds the top.
     """
     evals, evecs = np.linalg.eigh(0.5 * (M + M.T))
     W = jnp.asarray((evecs * np.sqrt(np.clip(evals, 0.0, None))) @ evecs.T, dtype=data.dtype)
     d = W.shape[0]
-    top_g = 2.0 * float(jnp.linalg.eigvalsh(data.gradient_matrix(W @ W.T))[-1])
-    if d * d <= 1024:
-        H = np.asarray(_hessian_of_w(data, W), dtype=np.float64).reshape(d * d, d * d)
+    top_g = 2.0 * float(_top_gradient_eigenvalue(data, W @ W.T))
+    if d * d <= _DENSE_HESSIAN_LIMIT:
+        H = np.asarray(_hessian_of_w(data, W), dtype=np.float64)
         top_h = float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1])
     else:
         from scipy.sparse.linalg import LinearOperator, eigsh
@@ -548,7 +672,9 @@ def _hessian_top(data, M: np.ndarray) -> float:
             return np.asarray(_hessian_vector_product(data, W, V), dtype=np.float64).ravel()
 
         op = LinearOperator((d * d, d * d), matvec=matvec, dtype=np.float64)
-        top_h = float(eigsh(op, k=1, which="LA", tol=1e-8, return_eigenvectors=False)[0])
+        # a fixed start vector: the bound is then a deterministic function of the data
+        start = np.cos(np.arange(1, d * d + 1, dtype=np.float64))
+        top_h = float(eigsh(op, k=1, which="LA", tol=1e-10, v0=start, return_eigenvectors=False)[0])
     return max(top_h, top_g)
 
 
@@ -573,7 +699,7 @@ def stable_lr_bound(data: DataMatrices | PopulationDataMatrices, points=None, be
         raise NqfError(f"momentum beta must lie in [0, 1), got {beta}")
     d = data.dim
     zero = jnp.zeros((d, d), dtype=data.dtype)
-    curvature_start = 2.0 * float(jnp.linalg.eigvalsh(data.gradient_matrix(zero))[-1])
+    curvature_start = 2.0 * float(_top_gradient_eigenvalue(data, zero))
     curvature, worst = curvature_start, None
     if points is not None:
         pts = np.asarray(points)

@@ -19,6 +19,7 @@ m_k = q_k^T M q_k reaches half of the LV fixed-point occupation m_k*.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -27,9 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._architecture import Architecture, check_width, init_weights
-from ._data import DataMatrices, data_matrices
+from ._data import DataMatrices, flow_data
 from ._errors import NqfError
 from ._flow import FlowResult, gd_map, momentum_map, sgd_map, square_factor, stable_lr_bound
+from ._moments import ROUTES, MomentDataMatrices, RouteChoice
 from ._lotka_volterra import (
     LotkaVolterra,
     fixed_point,
@@ -45,6 +47,7 @@ from ._singular_limit import SingularLimit, singular_limit
 from ._training import training_keys
 
 PREDICT_OPTIMIZERS = ("gd", "sgd", "momentum")
+STEPPINGS = ("adaptive", "every")
 # Defects below this count as "the data matrices share an eigenbasis" (float64 rounding is ~1e-15).
 LV_DEFECT_TOLERANCE = 1e-6
 # Record every step up to this horizon; beyond it, log+linear checkpoints.
@@ -68,6 +71,11 @@ class PredictConfig:
         seed: init and minibatch seed.
         loss: ``squared`` (LV applies) or ``cross_entropy`` (M-flow only).
         check_lr: refuse a learning rate above the linear-stability bound.
+        route: how the M-flow reads the data: ``moments`` (S, u once; no N per step),
+            ``samples`` (the structured A(x_n) of every sample per step) or ``auto`` (the
+            cheaper allowed one; ``Prediction.route`` says which and why).
+        stepping: ``adaptive`` (jump the stretches where the map is linear to 1e-12, step
+            through the switch-ons) or ``every`` (the step-by-step map, the reference).
     """
 
     width: int
@@ -80,6 +88,8 @@ class PredictConfig:
     seed: int = 0
     loss: str = "squared"
     check_lr: bool = True
+    route: str = "auto"
+    stepping: str = "adaptive"
 
     def __post_init__(self):
         if self.optimizer not in PREDICT_OPTIMIZERS:
@@ -96,6 +106,10 @@ class PredictConfig:
             raise NqfError(f"sigma0 must be a positive finite number, got {self.sigma0!r}")
         if self.optimizer == "sgd" and self.batch_size is None:
             raise NqfError("optimizer sgd needs a batch size (--batch)")
+        if self.route not in ROUTES:
+            raise NqfError(f"unknown data route {self.route!r}; choose one of {', '.join(ROUTES)}")
+        if self.stepping not in STEPPINGS:
+            raise NqfError(f"unknown stepping {self.stepping!r}; choose one of {', '.join(STEPPINGS)}")
         if self.optimizer == "momentum" and not 0 <= self.beta < 1:
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
 
@@ -122,6 +136,9 @@ class Prediction:
         singular: the vanishing-init limit.
         power_law: fit of the M-flow loss curve when there are many modes, else None.
         notes: what the numbers rest on, for a reader.
+        route, route_reason: the data route of the M-flow (``moments`` or ``samples``) and why.
+        flow_stats: how the M-flow got to the horizon: steps taken one by one and steps
+            jumped (``stepping="adaptive"``), and the jumps made.
     """
 
     config: PredictConfig
@@ -144,6 +161,9 @@ class Prediction:
     stable_lr: float
     power_law: PowerLawFit | None
     notes: tuple[str, ...] = field(default=())
+    route: str = "samples"
+    route_reason: str = ""
+    flow_stats: dict = field(default_factory=dict)
 
     @property
     def num_growing(self) -> int:
@@ -198,6 +218,9 @@ class Prediction:
                 "reason": self.power_law.reason,
             },
             "stable_lr": float(self.stable_lr),
+            "route": self.route,
+            "route_reason": self.route_reason,
+            "flow_stats": dict(self.flow_stats),
             "notes": list(self.notes),
         }
 
@@ -249,9 +272,15 @@ def momentum_occupations(system: LotkaVolterra, beta: float, num_steps: int) -> 
 
     Returns (num_steps + 1, modes) occupations.
     """
-    c, lr = jnp.asarray(system.c), system.lr
-    K = jnp.asarray(system.K)
+    m0 = jnp.asarray(system.m0)
+    ms = _momentum_occupations(
+        jnp.asarray(system.c), jnp.asarray(system.K), jnp.asarray(system.lr), jnp.asarray(beta), m0, int(num_steps)
+    )
+    return np.concatenate([np.asarray(m0)[None], np.asarray(ms)], axis=0)
 
+
+@functools.partial(jax.jit, static_argnames=("num_steps",))
+def _momentum_occupations(c, K, lr, beta, m0, num_steps):
     def step(state, _):
         m, p, q = state
         g = (K * m if K.ndim == 1 else K @ m) - c
@@ -260,10 +289,8 @@ def momentum_occupations(system: LotkaVolterra, beta: float, num_steps: int) -> 
         m_next = m - 2.0 * lr * R + lr**2 * q_next
         return (m_next, R - lr * q_next, q_next), m_next
 
-    m0 = jnp.asarray(system.m0)
     zero = jnp.zeros_like(m0)
-    _, ms = jax.lax.scan(step, (m0, zero, zero), None, length=int(num_steps))
-    return np.concatenate([np.asarray(m0)[None], np.asarray(ms)], axis=0)
+    return jax.lax.scan(step, (m0, zero, zero), None, length=num_steps)[1]
 
 
 def _record_steps(steps: int) -> np.ndarray:
@@ -293,7 +320,13 @@ def predict(
     check_width(arch, config.width)
     dtype = jnp.result_type(float)
     if data is None:
-        data = data_matrices(arch, X, Y, loss=config.loss, dtype=dtype)
+        data, choice = flow_data(
+            arch, X, Y, loss=config.loss, route=config.route, minibatches=config.optimizer == "sgd", dtype=dtype
+        )
+    elif isinstance(data, MomentDataMatrices):
+        choice = RouteChoice("moments", "moments route (data matrices given)")
+    else:
+        choice = RouteChoice("samples", "per-sample route (data matrices given)")
     notes: list[str] = []
     if W0 is None:
         W0 = init_weights(arch, training_keys(config.seed)[0], config.width, config.sigma0, dtype)
@@ -344,7 +377,10 @@ def predict(
     record = _record_steps(config.steps)
     basis = jnp.asarray(modes.basis[:, :g], dtype=dtype)
     if config.optimizer == "gd":
-        flow = gd_map(data, None, config.lr, config.steps, checkpoints=record, basis=basis, factor=factor)
+        flow = gd_map(
+            data, None, config.lr, config.steps, checkpoints=record, basis=basis, factor=factor, stepping=config.stepping,
+            jump_from=thresholds,
+        )
         occ = gd_occupations(lv, config.steps)
     elif config.optimizer == "sgd":
         key = training_keys(config.seed)[1]
@@ -354,7 +390,10 @@ def predict(
         occ = gd_occupations(lv, config.steps)
         notes.append("SGD: the M-flow replays the training minibatches; the LV numbers are its full-batch (GD) mean")
     else:
-        flow = momentum_map(data, None, config.lr, config.beta, config.steps, checkpoints=record, basis=basis, factor=factor)
+        flow = momentum_map(
+            data, None, config.lr, config.beta, config.steps, checkpoints=record, basis=basis, factor=factor,
+            stepping=config.stepping, jump_from=thresholds,
+        )
         occ = momentum_occupations(lv, config.beta, config.steps)
     if not np.all(np.isfinite(np.asarray(flow.loss))):
         raise NqfError(
@@ -362,10 +401,12 @@ def predict(
             f"{stable.bound:.4g} at M = 0 and at the fixed point: lower the learning rate (an intermediate plateau may be less stable)"
         )
 
-    lv_steps = np.arange(config.steps + 1)
-    lv_loss = lv.loss(occ)
+    flow_stats = dict(flow.stats or {})
+    # the LV map's switch-ons from every step; its loss curve at the M-flow's recorded steps
+    lv_switch = first_crossing(np.arange(config.steps + 1), occ[:, :g], thresholds)
+    lv_steps = record
+    lv_loss = lv.loss(occ[record])
     mflow_switch = first_crossing(flow.steps, flow.occupations, thresholds)
-    lv_switch = first_crossing(lv_steps, occ[:, :g], thresholds)
     horizon = float(config.steps)
     continuous = switch_times(solve_lv(lv, horizon), reference=m_star)[:g]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -407,4 +448,7 @@ def predict(
         stable_lr=float(stable.bound),
         power_law=power_law,
         notes=tuple(notes),
+        route=choice.route,
+        route_reason=choice.reason,
+        flow_stats=flow_stats,
     )

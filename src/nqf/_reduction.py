@@ -20,6 +20,7 @@ quality the two numbers state.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import jax
@@ -72,6 +73,17 @@ class ModeBasis:
         return LotkaVolterra(self.growth, self.interactions, m0, lr, loss0)
 
 
+@jax.jit
+def _k_apply(data, M):
+    return data.K_apply(M)
+
+
+@jax.jit
+def _k_apply_projectors(data, basis):
+    """K[q_k q_k^T] for every column q_k of basis (d, m): (m, d, d), one mode at a time."""
+    return jax.lax.map(lambda q: data.K_apply(jnp.outer(q, q)), basis.T)
+
+
 def _groups(values: np.ndarray, rtol: float) -> list[np.ndarray]:
     """Indices of (sorted) eigenvalues grouped into degenerate clusters."""
     scale = max(float(np.abs(values).max()), 1e-300)
@@ -104,7 +116,7 @@ def mode_basis(data: DataMatrices, rtol: float = 1e-8) -> ModeBasis:
     order = np.argsort(-values, kind="stable")
     values, vectors = values[order], vectors[:, order]
     dtype = data.dtype
-    K_apply = jax.jit(data.K_apply)
+    K_apply = functools.partial(_k_apply, data)
     columns = []
     for idx in _groups(values, rtol):
         V = vectors[:, idx]
@@ -125,8 +137,8 @@ def mode_basis(data: DataMatrices, rtol: float = 1e-8) -> ModeBasis:
     basis = Q[:, :m]
 
     # K[P_k] for each mode, in the full basis
-    projectors = jnp.asarray(np.einsum("ik,jk->kij", basis, basis), dtype=dtype)
-    responses = np.asarray(jax.vmap(K_apply)(projectors), dtype=np.float64)  # (m, d, d)
+    # one mode at a time: a vmap over modes would hold m copies of the per-sample intermediates
+    responses = np.asarray(_k_apply_projectors(data, jnp.asarray(basis, dtype=dtype)), dtype=np.float64)  # (m, d, d)
     in_basis = np.einsum("ia,kij,jb->kab", Q, responses, Q)
     diag = np.einsum("kaa->ka", in_basis)
     off = np.sqrt(np.maximum(np.sum(in_basis**2, axis=(1, 2)) - np.sum(diag**2, axis=1), 0.0))

@@ -1,0 +1,155 @@
+"""The fast theory path (issue 11): the moments route equals the per-sample route, adaptive
+stepping equals the step-by-step map, the Lanczos stability bound equals the dense one."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nqf
+from nqf._data import data_matrices, flow_data
+from nqf._flow import _hessian_of_w, stable_lr_bound
+from nqf._moments import choose_route
+
+from .conftest import assert_allclose
+
+
+def _random_samples(arch, n=64, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, *arch.input_shape))
+    Y = rng.standard_normal((n, arch.outputs))
+    return X, Y
+
+
+@pytest.mark.parametrize("name", sorted(nqf.ARCHITECTURES))
+def test_moments_route_equals_per_sample_route(name):
+    """C, K[M], G(M), L(M), c_k and K_kj agree to 1e-12 between the two data routes."""
+    arch = nqf.get_architecture(name)
+    X, Y = _random_samples(arch)
+    samples = data_matrices(arch, X, Y)
+    moments, choice = flow_data(arch, X, Y, route="moments")
+    assert choice.route == "moments"
+    rng = np.random.default_rng(1)
+    W = 0.3 * rng.standard_normal((arch.dim, 3))
+    M = jnp.asarray(W @ W.T)
+    Q = jnp.asarray(np.linalg.qr(rng.standard_normal((arch.dim, 2)))[0])
+
+    def close(a, b, what):
+        a, b = np.asarray(a), np.asarray(b)
+        assert_allclose(b, a, rtol=0, atol=1e-12 * max(np.abs(a).max(), 1e-300), err_msg=f"{name}: {what}")
+
+    close(samples.C, moments.C, "C")
+    close(samples.K_apply(M), moments.K_apply(M), "K[M]")
+    close(samples.gradient_matrix(M), moments.gradient_matrix(M), "G(M)")
+    close(samples.loss(M), moments.loss(M), "L(M)")
+    close(samples.loss(0 * M), moments.loss(0 * M), "L(0)")
+    close(samples.mode_growth(Q), moments.mode_growth(Q), "c_k")
+    close(samples.mode_interactions(Q), moments.mode_interactions(Q), "K_kj")
+
+
+def test_moments_chunks_do_not_change_the_result():
+    """Chunks that do not divide N (padded last chunk) give the same moments as one chunk."""
+    from nqf._data import checked_samples
+    from nqf._moments import moment_data_matrices
+
+    arch = nqf.get_architecture("mlp-fixed")
+    X, Y = _random_samples(arch, n=37)
+    X, T, dtype = checked_samples(arch, X, Y)
+    whole = moment_data_matrices(arch, X, T, dtype, chunk=37)
+    pieces = moment_data_matrices(arch, X, T, dtype, chunk=8)
+    assert_allclose(pieces.second, whole.second, rtol=1e-13, atol=1e-15)
+    assert_allclose(pieces.cross, whole.cross, rtol=1e-13, atol=1e-15)
+    assert_allclose(pieces.residual, whole.residual, rtol=1e-10, atol=1e-15)
+
+
+def test_route_choice_says_which_and_why():
+    arch = nqf.get_architecture("mlp", activation="tanh")
+    assert choose_route(arch, 256, "squared").route == "moments"
+    ce = choose_route(arch, 256, "cross_entropy")
+    assert ce.route == "samples" and "loss" in ce.reason
+    assert choose_route(arch, 256, "squared", minibatches=True).route == "samples"
+    with pytest.raises(nqf.NqfError, match="does not apply"):
+        choose_route(arch, 256, "cross_entropy", route="moments")
+    X, Y = nqf.get_task("staircase").generate(0)
+    p = nqf.predict(arch, X, Y, nqf.PredictConfig(width=8, lr=0.05, steps=300))
+    assert p.route == "moments" and "moments route" in p.route_reason
+    assert p.to_json()["route"] == "moments"
+
+
+def test_both_routes_predict_the_same():
+    X, Y = nqf.get_task("staircase").generate(0)
+    arch = nqf.get_architecture("mlp", activation="tanh")
+    cfg = nqf.PredictConfig(width=32, lr=0.05, steps=800, sigma0=1e-6)
+    a = nqf.predict(arch, X, Y, cfg)
+    b = nqf.predict(arch, X, Y, dataclasses.replace(cfg, route="samples"))
+    assert b.route == "samples"
+    np.testing.assert_array_equal(a.mflow_switch_steps, b.mflow_switch_steps)
+    assert_allclose(a.flow.loss, b.flow.loss, rtol=1e-10, atol=1e-14)
+
+
+def _cases():
+    stair = (nqf.get_task("staircase").generate(0), nqf.get_architecture("mlp", activation="tanh"), 0.05, 1e-8)
+    corr = (
+        nqf.get_task("staircase", correlation=0.5).generate(0),
+        nqf.get_architecture("mlp", activation="tanh"),
+        0.05,
+        1e-6,
+    )
+    icl = (
+        nqf.get_task("icl", prompts=2000).generate(0),
+        nqf.get_architecture("linear-attention", dim=4, context=31),
+        0.1,
+        1e-3,
+    )
+    digits_task = nqf.get_task("digits")
+    dX, dY = digits_task.generate(0)
+    arch_name, options = digits_task.natural_architecture()
+    digits = ((dX, dY), nqf.get_architecture(arch_name, **options), 0.02, 1e-4)
+    return {"staircase": stair, "correlated": corr, "icl": icl, "digits": digits}
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+@pytest.mark.parametrize("case", ["staircase", "correlated", "icl", "digits"])
+def test_adaptive_stepping_equals_the_step_by_step_map(case, optimizer):
+    """Loss within 1e-8 relative at every recorded step (absolute floor 1e-12 L(0), where the
+    reference sits at rounding) and identical switch-on steps; 30000 steps record sparsely."""
+    (X, Y), arch, lr, sigma0 = _cases()[case]
+    if optimizer == "momentum":
+        lr = lr / 5
+    cfg = nqf.PredictConfig(width=8, lr=lr, steps=30000, sigma0=sigma0, optimizer=optimizer, beta=0.5)
+    adaptive = nqf.predict(arch, X, Y, cfg)
+    reference = nqf.predict(arch, X, Y, dataclasses.replace(cfg, stepping="every"))
+    assert reference.flow_stats["jumped"] == 0
+    a, b = np.asarray(adaptive.flow.loss), np.asarray(reference.flow.loss)
+    np.testing.assert_array_equal(np.asarray(adaptive.flow.steps), np.asarray(reference.flow.steps))
+    assert_allclose(a, b, rtol=1e-8, atol=1e-12 * b[0], err_msg=f"{case} {optimizer}")
+    np.testing.assert_array_equal(adaptive.mflow_switch_steps, reference.mflow_switch_steps)
+    stats = adaptive.flow_stats
+    assert stats["stepped"] + stats["jumped"] == cfg.steps
+
+
+def test_adaptive_stepping_jumps_after_the_last_switch_on():
+    X, Y = nqf.get_task("staircase").generate(0)
+    arch = nqf.get_architecture("mlp", activation="tanh")
+    p = nqf.predict(arch, X, Y, nqf.PredictConfig(width=32, lr=0.05, steps=200000, sigma0=1e-6))
+    assert p.flow_stats["jumps"] >= 1
+    assert p.flow_stats["stepped"] < 5000  # the switch-ons end near step 500
+    assert np.all(np.isfinite(p.mflow_switch_steps))
+
+
+def test_lanczos_bound_equals_the_dense_hessian():
+    """The Lanczos top eigenvalue (d^2 > 64) equals the dense Hessian's to 1e-8."""
+    X, Y = nqf.get_task("staircase").generate(0)
+    arch = nqf.get_architecture("mlp", activation="tanh")
+    data = data_matrices(arch, X, Y)
+    rng = np.random.default_rng(0)
+    Wr = 0.5 * rng.standard_normal((arch.dim, 4))
+    M = Wr @ Wr.T
+    bound = stable_lr_bound(data, points=M)
+    evals, evecs = np.linalg.eigh(M)
+    W = jnp.asarray((evecs * np.sqrt(np.clip(evals, 0, None))) @ evecs.T)
+    H = np.asarray(_hessian_of_w(data, W))
+    top = max(np.linalg.eigvalsh(0.5 * (H + H.T))[-1], 2 * np.linalg.eigvalsh(np.asarray(data.gradient_matrix(W @ W.T)))[-1])
+    assert_allclose(bound.curvature, top, rtol=1e-8)
