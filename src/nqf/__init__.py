@@ -3,114 +3,200 @@
 Near small weights every layer that is a sum over interchangeable units reduces to
 Tr[W W^T A(x)]; nqf computes the structure matrix A(x), predicts training from the
 flow of M = W W^T and its Lotka-Volterra reduction, and compares with real training.
+
+Importing nqf is cheap: the public names below are loaded from their modules (and JAX
+with them) on first use (PEP 562), so ``nqf --help`` starts without JAX. Importing nqf
+changes no global JAX setting; :func:`enable_compilation_cache` switches JAX's
+persistent compilation cache on.
 """
 
-from ._architecture import (
-    Architecture as Architecture,
-    Block as Block,
-    ClosedTerm as ClosedTerm,
-    Router as Router,
-    closed_form_structure as closed_form_structure,
-    describe_blocks as describe_blocks,
-    init_weights as init_weights,
-    network as network,
-    order_parameter as order_parameter,
-    quadratic_model as quadratic_model,
-    structure as structure,
-    structure_matrix as structure_matrix,
-)
-from ._activations import ACTIVATIONS as ACTIVATIONS
-from ._errors import NqfError as NqfError, TheoryDoesNotApply as TheoryDoesNotApply
-from ._structure import BlockFactors as BlockFactors, BlockTerm as BlockTerm, DenseStructure as DenseStructure
-from .architectures import (
-    ARCHITECTURES as ARCHITECTURES,
-    architecture_options as architecture_options,
-    attention as attention,
-    conv1d as conv1d,
-    conv2d as conv2d,
-    get_architecture as get_architecture,
-    linear_attention as linear_attention,
-    mlp as mlp,
-    mlp_fixed as mlp_fixed,
-    moe as moe,
-)
-from ._expansion import (
-    ExpansionReport as ExpansionReport,
-    expansion_check as expansion_check,
-    require_expansion as require_expansion,
-)
-from ._tasks import (
-    TASKS as TASKS,
-    Task as Task,
-    get_task as get_task,
-    task_options as task_options,
-)
-from ._training import (
-    OPTIMIZERS as OPTIMIZERS,
-    SweepResult as SweepResult,
-    TrainConfig as TrainConfig,
-    TrainResult as TrainResult,
-    checkpoint_steps as checkpoint_steps,
-    make_optimizer as make_optimizer,
-    train as train,
-    train_sweep as train_sweep,
-)
-from ._measure import (
-    SlopeFit as SlopeFit,
-    fit_switch_slope as fit_switch_slope,
-    loss_crossings as loss_crossings,
-    switch_steps as switch_steps,
-    switch_steps_own as switch_steps_own,
-)
-from ._closure import ClosureResult as ClosureResult, closure_diagnostic as closure_diagnostic
-from ._sampling import minibatch_indices as minibatch_indices
-from ._data import (
-    DataMatrices as DataMatrices,
-    PopulationDataMatrices as PopulationDataMatrices,
-    data_matrices as data_matrices,
-    population_data_matrices as population_data_matrices,
-)
-from ._flow import (
-    FlowResult as FlowResult,
-    LearningRateBound as LearningRateBound,
-    continuous_flow as continuous_flow,
-    gd_map as gd_map,
-    momentum_map as momentum_map,
-    sgd_map as sgd_map,
-    stable_lr_bound as stable_lr_bound,
-)
-from ._lotka_volterra import (
-    LotkaVolterra as LotkaVolterra,
-    LVSolution as LVSolution,
-    equilibrium as equilibrium,
-    fixed_point as fixed_point,
-    gd_occupations as gd_occupations,
-    logistic_occupation as logistic_occupation,
-    logistic_switch_time as logistic_switch_time,
-    solve_lv as solve_lv,
-    switch_slope_continuous as switch_slope_continuous,
-    switch_slope_gd as switch_slope_gd,
-    switch_slope_momentum as switch_slope_momentum,
-    switch_times as switch_times,
-)
-from ._singular_limit import SingularLimit as SingularLimit, plateau_losses as plateau_losses, singular_limit as singular_limit
-from ._scaling import (
-    PowerLawFit as PowerLawFit,
-    finite_init_exponent as finite_init_exponent,
-    fit_power_law as fit_power_law,
-    local_exponent as local_exponent,
-    predicted_exponent as predicted_exponent,
-)
-from ._reduction import ModeBasis as ModeBasis, mode_basis as mode_basis
-from ._predict import (
-    PredictConfig as PredictConfig,
-    Prediction as Prediction,
-    momentum_occupations as momentum_occupations,
-    predict as predict,
-)
-from ._compare import CompareConfig as CompareConfig, Comparison as Comparison, compare as compare
-from ._store import ResultsStore as ResultsStore
-from ._verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
-from ._reproduce import reproduce as reproduce, rebuild_report as rebuild_report
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# public name -> the module that defines it (relative to this package)
+_MODULES: dict[str, tuple[str, ...]] = {
+    "._architecture": (
+        "Architecture", "Block", "ClosedTerm", "Router", "closed_form_structure", "describe_blocks",
+        "init_weights", "network", "order_parameter", "quadratic_model", "structure", "structure_matrix",
+    ),
+    "._activations": ("ACTIVATIONS",),
+    "._errors": ("NqfError", "TheoryDoesNotApply"),
+    "._structure": ("BlockFactors", "BlockTerm", "DenseStructure"),
+    ".architectures": (
+        "ARCHITECTURES", "architecture_options", "attention", "conv1d", "conv2d", "get_architecture",
+        "linear_attention", "mlp", "mlp_fixed", "moe",
+    ),
+    "._expansion": ("ExpansionReport", "expansion_check", "require_expansion"),
+    "._tasks": ("TASKS", "Task", "get_task", "task_options"),
+    "._training": (
+        "OPTIMIZERS", "SweepResult", "TrainConfig", "TrainResult", "checkpoint_steps", "make_optimizer",
+        "train", "train_sweep",
+    ),
+    "._measure": ("SlopeFit", "fit_switch_slope", "loss_crossings", "switch_steps", "switch_steps_own"),
+    "._closure": ("ClosureResult", "closure_diagnostic"),
+    "._sampling": ("minibatch_indices",),
+    "._data": ("DataMatrices", "PopulationDataMatrices", "data_matrices", "population_data_matrices"),
+    "._flow": (
+        "FlowResult", "LearningRateBound", "continuous_flow", "gd_map", "momentum_map", "sgd_map",
+        "stable_lr_bound",
+    ),
+    "._lotka_volterra": (
+        "LotkaVolterra", "LVSolution", "equilibrium", "fixed_point", "gd_occupations", "logistic_occupation",
+        "logistic_switch_time", "solve_lv", "switch_slope_continuous", "switch_slope_gd",
+        "switch_slope_momentum", "switch_times",
+    ),
+    "._singular_limit": ("SingularLimit", "plateau_losses", "singular_limit"),
+    "._scaling": ("PowerLawFit", "finite_init_exponent", "fit_power_law", "local_exponent", "predicted_exponent"),
+    "._reduction": ("ModeBasis", "mode_basis"),
+    "._predict": ("PredictConfig", "Prediction", "momentum_occupations", "predict"),
+    "._compare": ("CompareConfig", "Comparison", "compare"),
+    "._store": ("ResultsStore",),
+    "._verdict": ("Claim", "Tolerance", "Verdict", "judge"),
+    "._reproduce": ("reproduce", "rebuild_report"),
+    "._cache": ("enable_compilation_cache",),
+}
+_ORIGIN: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = [name for names in _MODULES.values() for name in names]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name (or a submodule such as ``nqf.architectures``) on first use."""
+    module = _ORIGIN.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+    elif _is_submodule(name):
+        value = importlib.import_module(f"{__name__}.{name}")  # nqf._flow, nqf.experiments, ...
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def _is_submodule(name: str) -> bool:
+    if name.startswith("__") or not name.isidentifier():
+        return False
+    try:
+        return importlib.util.find_spec(f"{__name__}.{name}") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # the eager form, for type checkers and editors
+    from ._architecture import (
+        Architecture as Architecture,
+        Block as Block,
+        ClosedTerm as ClosedTerm,
+        Router as Router,
+        closed_form_structure as closed_form_structure,
+        describe_blocks as describe_blocks,
+        init_weights as init_weights,
+        network as network,
+        order_parameter as order_parameter,
+        quadratic_model as quadratic_model,
+        structure as structure,
+        structure_matrix as structure_matrix,
+    )
+    from ._activations import ACTIVATIONS as ACTIVATIONS
+    from ._errors import NqfError as NqfError, TheoryDoesNotApply as TheoryDoesNotApply
+    from ._structure import BlockFactors as BlockFactors, BlockTerm as BlockTerm, DenseStructure as DenseStructure
+    from .architectures import (
+        ARCHITECTURES as ARCHITECTURES,
+        architecture_options as architecture_options,
+        attention as attention,
+        conv1d as conv1d,
+        conv2d as conv2d,
+        get_architecture as get_architecture,
+        linear_attention as linear_attention,
+        mlp as mlp,
+        mlp_fixed as mlp_fixed,
+        moe as moe,
+    )
+    from ._expansion import (
+        ExpansionReport as ExpansionReport,
+        expansion_check as expansion_check,
+        require_expansion as require_expansion,
+    )
+    from ._tasks import (
+        TASKS as TASKS,
+        Task as Task,
+        get_task as get_task,
+        task_options as task_options,
+    )
+    from ._training import (
+        OPTIMIZERS as OPTIMIZERS,
+        SweepResult as SweepResult,
+        TrainConfig as TrainConfig,
+        TrainResult as TrainResult,
+        checkpoint_steps as checkpoint_steps,
+        make_optimizer as make_optimizer,
+        train as train,
+        train_sweep as train_sweep,
+    )
+    from ._measure import (
+        SlopeFit as SlopeFit,
+        fit_switch_slope as fit_switch_slope,
+        loss_crossings as loss_crossings,
+        switch_steps as switch_steps,
+        switch_steps_own as switch_steps_own,
+    )
+    from ._closure import ClosureResult as ClosureResult, closure_diagnostic as closure_diagnostic
+    from ._sampling import minibatch_indices as minibatch_indices
+    from ._data import (
+        DataMatrices as DataMatrices,
+        PopulationDataMatrices as PopulationDataMatrices,
+        data_matrices as data_matrices,
+        population_data_matrices as population_data_matrices,
+    )
+    from ._flow import (
+        FlowResult as FlowResult,
+        LearningRateBound as LearningRateBound,
+        continuous_flow as continuous_flow,
+        gd_map as gd_map,
+        momentum_map as momentum_map,
+        sgd_map as sgd_map,
+        stable_lr_bound as stable_lr_bound,
+    )
+    from ._lotka_volterra import (
+        LotkaVolterra as LotkaVolterra,
+        LVSolution as LVSolution,
+        equilibrium as equilibrium,
+        fixed_point as fixed_point,
+        gd_occupations as gd_occupations,
+        logistic_occupation as logistic_occupation,
+        logistic_switch_time as logistic_switch_time,
+        solve_lv as solve_lv,
+        switch_slope_continuous as switch_slope_continuous,
+        switch_slope_gd as switch_slope_gd,
+        switch_slope_momentum as switch_slope_momentum,
+        switch_times as switch_times,
+    )
+    from ._singular_limit import SingularLimit as SingularLimit, plateau_losses as plateau_losses, singular_limit as singular_limit
+    from ._scaling import (
+        PowerLawFit as PowerLawFit,
+        finite_init_exponent as finite_init_exponent,
+        fit_power_law as fit_power_law,
+        local_exponent as local_exponent,
+        predicted_exponent as predicted_exponent,
+    )
+    from ._reduction import ModeBasis as ModeBasis, mode_basis as mode_basis
+    from ._predict import (
+        PredictConfig as PredictConfig,
+        Prediction as Prediction,
+        momentum_occupations as momentum_occupations,
+        predict as predict,
+    )
+    from ._compare import CompareConfig as CompareConfig, Comparison as Comparison, compare as compare
+    from ._store import ResultsStore as ResultsStore
+    from ._verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
+    from ._reproduce import reproduce as reproduce, rebuild_report as rebuild_report
+    from ._cache import enable_compilation_cache as enable_compilation_cache

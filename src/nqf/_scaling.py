@@ -23,7 +23,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from ._errors import NqfError
 from ._lotka_volterra import LotkaVolterra
@@ -205,6 +204,8 @@ def fit_power_law(
     Returns:
         PowerLawFit.
     """
+    from scipy import stats  # local: scipy.stats costs ~0.3 s of import, and only this fit needs it
+
     if int(num_points) < 8:
         raise NqfError("fit_power_law: num_points must be >= 8")
     if not (0 < confidence < 1):

@@ -33,8 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._errors import NqfError
-from ..architectures import architecture_options
-from . import app
+from . import app, start_jax
 from ._options import parse_factory_options
 
 
@@ -70,7 +69,7 @@ def resolve_task_and_arch(task_name: str, arch_name: str | None, args: list[str]
     the task's natural options; an option both accept goes to both.
     """
     from .._tasks import get_task, task_options
-    from ..architectures import get_architecture
+    from ..architectures import architecture_options, get_architecture
 
     task_label = f"task {task_name}"
     owners = {task_label: task_options(task_name)}  # raises for an unknown task
@@ -118,17 +117,15 @@ def compare_command(
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
 ) -> None:
     """Train the network (each optimizer), the quadratic model and the theory side by side."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)  # the CLI is an application; the library never does this
-    from .._compare import CompareConfig, compare
-
     if plot is not None and plot.suffix.lower() not in (".png", ".pdf"):
         raise NqfError(f"--plot must name a .png or .pdf file, got {plot}")
     for name, value in (("--width", width), ("--steps", steps), ("--seeds", seeds)):
         if value < 1:
             raise NqfError(f"{name} must be a positive integer, got {value}")
     chosen = parse_optimizers(optimizers)
+    start_jax()  # float64 and the compilation cache (the CLI is an application; the library never does this)
+    from .._compare import CompareConfig, compare
+
     overrides = {"sgd": lr_sgd, "momentum": lr_momentum, "adam": lr_adam, "muon": lr_muon}
     rates = tuple((opt, value) for opt, value in overrides.items() if value is not None)
     config = CompareConfig(

@@ -17,21 +17,28 @@ import json
 import math
 import zipfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from .._errors import NqfError
-from ..architectures import architecture_options, get_architecture
-from . import app
+from . import app, start_jax
 from ._options import parse_factory_options
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# PredictConfig's checks of the plain numbers, run before the library (and JAX) is loaded so
+# that a bad argument costs no startup; the messages are the library's
+_OPTIMIZERS = ("gd", "sgd", "momentum")
 
 
 def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Arrays ``names`` from an .npz file, with one-line errors for every way it can be bad."""
+    import numpy as np
+
     if not path.exists():
         raise NqfError(f"{path}: no such file")
     try:
@@ -52,6 +59,24 @@ def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
         if np.issubdtype(a.dtype, np.floating) and not np.all(np.isfinite(a)):
             raise NqfError(f"{path}: array {n} contains non-finite values")
     return arrays
+
+
+def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str, batch, beta: float) -> None:
+    """The argument checks of ``PredictConfig`` (same messages), without loading the library."""
+    if optimizer not in _OPTIMIZERS:
+        raise NqfError(f"the M-flow predicts {', '.join(_OPTIMIZERS)} (equivariant optimizers); got {optimizer!r}")
+    if width < 1:
+        raise NqfError(f"width must be a positive integer, got {width!r}")
+    if steps < 1:
+        raise NqfError(f"steps must be a positive integer, got {steps!r}")
+    if not (math.isfinite(lr) and lr > 0):
+        raise NqfError(f"learning rate must be a positive finite number, got {lr!r}")
+    if sigma0 is not None and not (math.isfinite(sigma0) and sigma0 > 0):
+        raise NqfError(f"sigma0 must be a positive finite number, got {sigma0!r}")
+    if optimizer == "sgd" and batch is None:
+        raise NqfError("optimizer sgd needs a batch size (--batch)")
+    if optimizer == "momentum" and not 0 <= beta < 1:
+        raise NqfError(f"momentum beta must lie in [0, 1), got {beta!r}")
 
 
 def _fmt(value) -> str:
@@ -77,18 +102,30 @@ def predict(
     beta: Annotated[float, typer.Option("--beta", help="Momentum (optimizer momentum).")] = 0.9,
     seed: Annotated[int, typer.Option("--seed", help="Init and minibatch seed.")] = 0,
     loss: Annotated[str, typer.Option("--loss", help="squared or cross_entropy.")] = "squared",
+    route: Annotated[
+        str, typer.Option("--route", help="How the M-flow reads the data: auto, moments or samples.")
+    ] = "auto",
+    stepping: Annotated[
+        str, typer.Option("--stepping", help="adaptive (jump linear stretches) or every (step by step).")
+    ] = "adaptive",
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON.")] = False,
 ) -> None:
     """Predict training (M-flow, Lotka-Volterra, vanishing-init steps) from data, without training."""
-    import jax
+    if route not in ("auto", "moments", "samples"):
+        raise NqfError(f"unknown data route {route!r}; choose one of auto, moments, samples")
+    if stepping not in ("adaptive", "every"):
+        raise NqfError(f"unknown stepping {stepping!r}; choose one of adaptive, every")
+    _check_numbers(width=width, lr=lr, steps=steps, sigma0=sigma0, optimizer=optimizer, batch=batch, beta=beta)
+    if (sigma0 is None) == (init is None):
+        raise NqfError("give exactly one of --sigma0 S or --init W0.npz")
+    start_jax()  # float64 and the compilation cache (the library never flips these)
+    import numpy as np
 
-    jax.config.update("jax_enable_x64", True)  # the CLI is an application; the library never does this
     from .._predict import PredictConfig, predict as run_predict
+    from ..architectures import architecture_options, get_architecture
 
     options = parse_factory_options(list(ctx.args), {arch: architecture_options(arch)})[arch]
     architecture = get_architecture(arch, **options)
-    if (sigma0 is None) == (init is None):
-        raise NqfError("give exactly one of --sigma0 S or --init W0.npz")
     arrays = load_npz(data, ("X", "Y"))
     X, Y = arrays["X"], arrays["Y"]
     if X.ndim < 1 or X.shape[1:] != tuple(architecture.input_shape):
@@ -113,8 +150,10 @@ def predict(
         batch_size=batch,
         seed=seed,
         loss=loss,
+        route=route,
+        stepping=stepping,
     )
-    prediction = run_predict(architecture, X.astype(np.float64), Y.astype(np.float64), config, W0=W0)
+    prediction = run_predict(architecture, np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64), config, W0=W0)
     result = prediction.to_json()
     if as_json:
         print(json.dumps(result))
@@ -149,5 +188,10 @@ def predict(
             f"power law: exponent {fit['exponent']:.3f} [{fit['ci'][0]:.3f}, {fit['ci'][1]:.3f}] "
             f"({'a power law' if fit['is_power_law'] else 'not a power law'}: {fit['reason']})"
         )
+    stats = result["flow_stats"]
+    console.print(
+        f"M-flow: {result['route_reason']}; {stats.get('stepped', steps)} steps stepped, "
+        f"{stats.get('jumped', 0)} jumped ({stats.get('jumps', 0)} jumps)"
+    )
     for note in result["notes"]:
         console.print(f"note: {note}")

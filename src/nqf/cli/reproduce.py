@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .._reproduce import ProgressEvent, ReproduceOutcome, rebuild_report, reproduce
-from .._verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
 from . import app
+
+if TYPE_CHECKING:  # the library is imported inside the commands, after parsing
+    from .._reproduce import ProgressEvent, ReproduceOutcome
 
 
 class _Bars:
@@ -58,6 +59,8 @@ def _progress_bars(console: Console) -> Progress:
 
 
 def _print_summary(outcome: ReproduceOutcome) -> None:
+    from .._verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
+
     for result in outcome.outcomes:
         statuses = [claim.verdict.status for claim, _ in result.rows()]
         counts = ", ".join(
@@ -84,6 +87,11 @@ def reproduce_command(
     force: Annotated[bool, typer.Option("--force", help="Recompute runs already in the store.")] = False,
 ) -> None:
     """Run the experiment suite (resuming finished runs) and write figures and report.html."""
+    # No compilation cache here (start_jax is not called): the results store already resumes
+    # finished runs, spawned workers would not share the cache, and the experiments keep
+    # equinox's default runtime checks; they choose their own precision.
+    from .._reproduce import reproduce
+
     bars = _Bars(Console(stderr=True))
     try:
         outcome = reproduce(
@@ -111,4 +119,6 @@ def report_command(
     ),
 ) -> None:
     """Rebuild report.html and the figures from the store, computing nothing."""
+    from .._reproduce import rebuild_report
+
     _print_summary(rebuild_report(out))

@@ -14,7 +14,8 @@ bad option value, or an architecture for which the theory does not apply. With
 on stdout before exiting with status 2.
 
 Float64: the command enables ``jax_enable_x64`` when it starts (the CLI is an
-application; the library never does this).
+application; the library never does this). The library, numpy and JAX are imported
+inside the functions, so ``nqf structure --help`` starts without them.
 """
 
 from __future__ import annotations
@@ -23,21 +24,21 @@ import inspect
 import json
 import math
 import textwrap
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._architecture import Architecture, closed_form_structure, describe_blocks, structure_matrix
 from .._errors import NqfError
-from .._expansion import ExpansionReport, expansion_check, label, raise_unless_applies
-from ..architectures import ARCHITECTURES, architecture_options, get_architecture
-from . import app
+from . import app, start_jax
 from ._options import parse_factory_options
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .._architecture import Architecture
+    from .._expansion import ExpansionReport
 
 _SMALL_BLOCK = 64  # blocks with at most this many entries (per output) are printed in full
 
@@ -45,6 +46,8 @@ _SMALL_BLOCK = 64  # blocks with at most this many entries (per output) are prin
 # -- option parsing ---------------------------------------------------------------------------
 def parse_options(name: str, args: list[str]) -> dict[str, Any]:
     """Architecture options from ``["--name", "value", "--other=value", ...]``; NqfError when bad."""
+    from ..architectures import architecture_options
+
     known = architecture_options(name)  # raises for an unknown architecture
     return parse_factory_options(args, {name: known})[name]
 
@@ -74,6 +77,13 @@ def structure_summary(arch: Architecture, seed: int = 0) -> tuple[dict, np.ndarr
     check uses ``jax.random.key(seed)``. Blocks whose Frobenius norm is below 1e3 u |A|
     (u the dtype's machine epsilon) count as zero.
     """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from .._architecture import closed_form_structure, describe_blocks, structure_matrix
+    from .._expansion import expansion_check
+
     report = expansion_check(arch, key=jax.random.key(seed))
     dtype = jnp.result_type(float)
     x = jnp.asarray(np.random.default_rng(seed).standard_normal(arch.input_shape), dtype=dtype)
@@ -102,6 +112,10 @@ def structure_summary(arch: Architecture, seed: int = 0) -> tuple[dict, np.ndarr
 
 def print_summary(summary: dict, A: np.ndarray, arch: Architecture, console: Console) -> None:
     """The human-readable form of :func:`structure_summary`."""
+    import numpy as np
+
+    from .._expansion import label
+
     blocks = {b.name: b for b in arch.blocks}
     console.print(
         f"[bold]{label(arch)}[/bold]: d = {summary['d']} parameters per unit "
@@ -148,6 +162,8 @@ def print_summary(summary: dict, A: np.ndarray, arch: Architecture, console: Con
 # -- the command --------------------------------------------------------------------------------
 def list_architectures() -> list[dict]:
     """Built-in architectures with their options, defaults and one-line descriptions."""
+    from ..architectures import ARCHITECTURES
+
     out = []
     for name, factory in ARCHITECTURES.items():
         defaults = {p.name: p.default for p in inspect.signature(factory).parameters.values()}
@@ -176,7 +192,10 @@ def structure_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sample input and the expansion check.")] = 0,
 ) -> None:
     """The structure matrix A(x) of an architecture: coupled blocks, closed form, expansion verdict."""
-    jax.config.update("jax_enable_x64", True)  # application-level choice; see the module docstring
+    start_jax()  # float64 (application-level choice; see the module docstring) and the compilation cache
+    from .._expansion import raise_unless_applies
+    from ..architectures import get_architecture
+
     console = Console(soft_wrap=True)
     if list_:
         if architecture is not None or ctx.args:
