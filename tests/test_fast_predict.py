@@ -153,3 +153,27 @@ def test_lanczos_bound_equals_the_dense_hessian():
     H = np.asarray(_hessian_of_w(data, W))
     top = max(np.linalg.eigvalsh(0.5 * (H + H.T))[-1], 2 * np.linalg.eigvalsh(np.asarray(data.gradient_matrix(W @ W.T)))[-1])
     assert_allclose(bound.curvature, top, rtol=1e-8)
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+def test_lv_map_records_equal_every_step(optimizer):
+    """Blocks and the settled-rate extrapolation give the full scan's occupations at the records
+    (1e-10 relative) and the same switch-on steps."""
+    from nqf._lotka_volterra import LotkaVolterra, fixed_point, gd_occupations
+    from nqf._lv_maps import lv_map_records
+    from nqf._predict import _record_steps, first_crossing, momentum_occupations
+
+    s = np.array([3.0, 2.0, 1.0, 0.5])
+    c = np.concatenate([s / 2, -s / 2])  # growing modes and their decaying partners
+    K = np.block([[np.eye(4) / 4, -np.eye(4) / 4], [-np.eye(4) / 4, np.eye(4) / 4]])
+    lr = 0.05 if optimizer == "gd" else 0.01
+    system = LotkaVolterra(c, K, np.full(8, 1e-20), lr, 7.125)
+    thresholds = 0.5 * fixed_point(system)[:4]
+    steps = 60000
+    record = _record_steps(steps)
+    occ, switch, stats = lv_map_records(system, steps, record, thresholds, optimizer=optimizer, beta=0.9)
+    full = gd_occupations(system, steps) if optimizer == "gd" else momentum_occupations(system, 0.9, steps)
+    np.testing.assert_array_equal(switch, first_crossing(np.arange(steps + 1), full[:, :4], thresholds))
+    assert_allclose(occ, full[record], rtol=1e-10, atol=0)
+    if optimizer == "gd":
+        assert stats["extrapolated"] > 0

@@ -52,7 +52,7 @@ import numpy as np
 
 from ._architecture import Architecture, check_width
 from ._closure import ClosureResult, closure_diagnostic
-from ._data import data_matrices
+from ._data import DataMatrices, data_matrices, flow_data
 from ._errors import NqfError
 from ._measure import switch_steps, switch_steps_own
 from ._predict import PREDICT_OPTIMIZERS, Prediction, PredictConfig, predict
@@ -465,12 +465,16 @@ def compare(task, arch: Architecture | None, config: CompareConfig) -> Compariso
     check_width(arch, config.width)
     dtype = resolve_dtype(None)
     X, Y = task.generate(config.data_seed, dtype=dtype)
-    data = data_matrices(arch, X, Y, dtype=dtype)
+    # the full-batch flows read the data by the cheaper route; SGD needs the samples
+    full_batch, _ = flow_data(arch, X, Y, dtype=dtype)
+    per_sample = full_batch if isinstance(full_batch, DataMatrices) else None
     seeds = config.seed_list
     notes: list[str] = []
 
     predictions: dict[str, tuple[Prediction, ...]] = {}
     for flow in config.flows:
+        if flow == "sgd" and per_sample is None:
+            per_sample = data_matrices(arch, X, Y, dtype=dtype)
         predictions[flow] = tuple(
             predict(
                 arch,
@@ -486,7 +490,7 @@ def compare(task, arch: Architecture | None, config: CompareConfig) -> Compariso
                     batch_size=config.batch_size if flow == "sgd" else None,
                     seed=seed,
                 ),
-                data=data,
+                data=full_batch if flow != "sgd" else per_sample,
             )
             for seed in seeds
         )

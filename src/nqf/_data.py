@@ -159,6 +159,10 @@ def _check_basis(Q, d: int) -> jax.Array:
 
 
 def _finite(name: str, array: np.ndarray) -> None:
+    # in slices of samples: a mask of the whole array would cost 1/8 of it again
+    rows = max(1, (1 << 22) // max(1, int(np.prod(array.shape[1:], dtype=np.int64))))
+    if array.ndim and all(np.all(np.isfinite(array[i : i + rows])) for i in range(0, array.shape[0], rows)):
+        return
     if not np.all(np.isfinite(array)):
         bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
         raise NqfError(f"{name} contains {bad} non-finite value(s) (nan or inf)")
@@ -182,7 +186,7 @@ def _targets(Y, num_samples: int, outputs: int, loss: str, dtype) -> np.ndarray:
             + (" or integer labels (N,)" if outputs > 1 else " or (N,)")
             + f", got {Y.shape}"
         )
-    Y = Y.astype(dtype)
+    Y = np.asarray(Y, dtype=dtype)  # no copy when it already is
     _finite("targets Y", Y)
     if loss == "cross_entropy":
         if np.any(Y < 0) or not np.allclose(Y.sum(axis=1), 1.0, rtol=0, atol=1e-6):

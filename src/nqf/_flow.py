@@ -336,45 +336,38 @@ def _bucket(count: int) -> int:
 
 
 def _run_adaptive(step, kind, data, carry, hyper, steps, cps, basis, record_M, jump_from=None):
-    """The map to ``steps``, jumping where it is linear (``nqf._jumps``), observed at ``cps``."""
+    """The map to ``steps``, jumping where it is linear (``nqf._jumps``), observed at ``cps``.
+
+    Stretches that are stepped run as one compiled call each (``_drive`` over the records
+    inside, padded to a power of two). Jumps are tried only once every mode of ``jump_from``
+    is switched on; after a failed try the wait before the next one doubles, after an
+    accepted jump the next jump is twice as long.
+    """
     from ._jumps import _FIRST_JUMP, _MIN_JUMP, factors_of, states_in_jump, try_jump
 
     d, rank, dtype = carry[0].shape[0], carry[0].shape[1], carry[0].dtype
     losses, Ms, occs = [None] * cps.size, [None] * cps.size, [None] * cps.size
-
-    def store(i, out):
-        losses[i], Ms[i], occs[i] = out
-
-    t, i, length, next_try = 0, 0, _FIRST_JUMP, 0
+    stats = {"stepped": 0, "jumped": 0, "jumps": 0, "tries": 0}
     # Jumps only once every mode has reached its threshold: a jump's affine model carries a
     # mode that is still tiny next to O(1) ones only to the rounding of the O(1) ones.
     switched = jump_from is None
-    stats = {"stepped": 0, "jumped": 0, "jumps": 0}
-    while True:
-        while i < cps.size and cps[i] == t:
-            store(i, _observe_factor(record_M, data, carry[0], basis))
-            i += 1
-        if t >= steps:
-            break
-        if jump_from is not None and not switched:
-            switched = basis is not None and occs[i - 1] is not None and bool(
-                np.all(np.asarray(occs[i - 1])[: jump_from.size] >= jump_from)
-            )
+    t, i, length, wait, next_try = 0, 0, _FIRST_JUMP, _MIN_JUMP, 0
+    if cps[0] == 0:
+        losses[0], Ms[0], occs[0] = (_host(a) for a in _observe_factor(record_M, data, carry[0], basis))
+        i = 1
+    while t < steps:
         if switched and t >= next_try and steps - t >= _MIN_JUMP:
             j = min(length, steps - t)
+            stats["tries"] += 1
             model, Gamma, accepted = try_jump(kind, data, hyper, carry, j)
             if accepted:
                 k = i + int(np.searchsorted(cps[i:], t + j, side="right"))
-                offsets = np.append(cps[i:k] - t, j)
-                states = states_in_jump(model, Gamma, offsets)
+                states = states_in_jump(model, Gamma, np.append(cps[i:k] - t, j))
                 if k > i:
-                    # pad to a power of two: one compile per size class, not per jump
-                    count = k - i
+                    count = k - i  # padded to a power of two: one compile per size class
                     padded = np.concatenate([states[:-1], np.repeat(states[-1:], _bucket(count) - count, axis=0)])
                     out = _observe_many(record_M, data, jnp.asarray(padded[:, :d, :d], dtype=dtype), basis)
-                    out = [None if a is None else np.asarray(a) for a in out]
-                    for n in range(count):
-                        store(i + n, tuple(None if a is None else a[n] for a in out))
+                    _store(losses, Ms, occs, i, count, out)
                     i = k
                 carry = factors_of(states[-1], len(carry), rank, dtype)
                 t += j
@@ -382,16 +375,43 @@ def _run_adaptive(step, kind, data, carry, hyper, steps, cps, basis, record_M, j
                 stats["jumps"] += 1
                 length *= 2
                 continue
-            length = max(length // 2, _MIN_JUMP)
-            next_try = t + length
-        target = min(cps[i] if i < cps.size else steps, next_try if next_try > t else steps, steps)
-        carry = _advance(step, data, carry, hyper, jnp.asarray(t, jnp.int32), jnp.asarray(target - t, jnp.int32))
-        stats["stepped"] += target - t
-        t = target
-    loss = jnp.asarray(np.stack([np.asarray(v) for v in losses]))
-    Ms_out = jnp.asarray(np.stack([np.asarray(v) for v in Ms])) if record_M else None
-    occ = None if basis is None else jnp.asarray(np.stack([np.asarray(v) for v in occs]))
+            wait *= 2
+            next_try = t + wait
+        # step to the next try (or, before the switch-ons are over, a doubling stretch)
+        end = min(next_try if (switched and next_try > t) else t + max(1024, t), steps)
+        k = i + int(np.searchsorted(cps[i:], end, side="right"))
+        gaps = np.diff(np.concatenate([[t], cps[i:k]])).astype(np.int32)
+        count = k - i
+        padded = np.concatenate([gaps, np.zeros(_bucket(count + 1) - count, dtype=np.int32)])
+        after = end - (cps[k - 1] if count else t)
+        carry, loss, M_rec, occ = _drive(
+            step, record_M, data, carry, hyper, jnp.asarray(padded), jnp.asarray(after, jnp.int32), basis
+        )
+        if count:
+            _store(losses, Ms, occs, i, count, (loss, M_rec, occ))
+            i = k
+        stats["stepped"] += end - t
+        t = end
+        if not switched and basis is not None:
+            current = np.asarray(occ)[count] if after == 0 else np.asarray(_observe_factor(False, data, carry[0], basis)[2])
+            switched = bool(np.all(current[: jump_from.size] >= jump_from))
+    loss = jnp.asarray(np.stack(losses))
+    Ms_out = jnp.asarray(np.stack(Ms)) if record_M else None
+    occ = None if basis is None else jnp.asarray(np.stack(occs))
     return carry, loss, Ms_out, occ, stats
+
+
+def _host(a):
+    return None if a is None else np.asarray(a)
+
+
+def _store(losses, Ms, occs, first: int, count: int, out) -> None:
+    """Copy ``count`` observations (loss, M, occupations; leading axis) into the record lists."""
+    loss, M, occ = (_host(a) for a in out)
+    for n in range(count):
+        losses[first + n] = loss[n]
+        Ms[first + n] = None if M is None else M[n]
+        occs[first + n] = None if occ is None else occ[n]
 
 
 def gd_map(

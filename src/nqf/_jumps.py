@@ -7,8 +7,8 @@ Gamma = [F; V][F; V]^T = [[M, P], [P^T, Q]]) and the map as Gamma+ = Phi(Gamma)
 
     Phi(Gamma_t + x) = Gamma_t + r + J x + O(x^2),   r = Phi(Gamma_t) - Gamma_t,  J = dPhi(Gamma_t),
 
-so j steps of the affine model give x_j = sum_{i<j} J^i r = V diag((lambda^j - 1)/(lambda - 1)) V^{-1} r
-with J = V diag(lambda) V^{-1}. Near M = 0 this is M+ = P M P^T (P = I - 2 lr G(0)); near a
+so j steps of the affine model give x_j = sum_{i<j} J^i r (from repeated squares of the
+augmented matrix [[J, r], [0, 1]]). Near M = 0 this is M+ = P M P^T (P = I - 2 lr G(0)); near a
 fixed point it is the linearisation there; in both the model is exact up to the neglected
 O(x^2) terms. A jump of j steps is accepted when, at its landing point, the true one-step
 increment Phi(Gamma_t + x_j) - (Gamma_t + x_j) agrees with the model's, J^j r, to
@@ -32,7 +32,7 @@ import numpy as np
 # The accepted mismatch between the true and the affine one-step increment at a landing point.
 JUMP_RTOL = 1e-9
 JUMP_ATOL = 1e-15
-# Jumps need an eigendecomposition of J (s x s, s = D(D+1)/2): not beyond this size.
+# Jumps need powers of J (s x s, s = D(D+1)/2): not beyond this size.
 MAX_JUMP_STATE = 800
 _FIRST_JUMP = 64
 _MIN_JUMP = 16
@@ -99,29 +99,50 @@ def _increment(kind, data, hyper, Gamma):
 
 
 class AffineModel:
-    """The affine model of the map at one state, diagonalised once (module docstring)."""
+    """The affine model x+ = r + J x of the map at one state, as powers of A = [[J, r], [0, 1]].
+
+    A^j [0; 1] = [x_j; 1] with x_j = sum_{i<j} J^i r, and A^j [r; 0] = [J^j r; 0]. Powers come
+    from the repeated squares A^(2^k) (real arithmetic only, O(s^3 log j); an eigendecomposition
+    would need complex products, and it is ill-conditioned where J is not normal).
+    """
 
     def __init__(self, r: np.ndarray, J: np.ndarray):
-        lam, V = np.linalg.eig(J)
-        self.ok = bool(np.all(np.isfinite(lam)))
-        if self.ok:
-            Vinv = np.linalg.solve(V, np.eye(V.shape[0]))
-            err = np.linalg.norm((V * lam) @ Vinv - J)
-            self.ok = err <= 1e-10 * max(np.linalg.norm(J), 1e-300)
-            self.lam, self.V, self.coef = lam, V, Vinv @ r
+        s = r.size
+        A = np.zeros((s + 1, s + 1))
+        A[:s, :s], A[:s, s], A[s, s] = J, r, 1.0
+        self.size = s
+        self.r = r
+        self.squares = [A]
+        self.ok = bool(np.all(np.isfinite(A)))
 
-    def displacement(self, j: np.ndarray) -> np.ndarray:
-        """x_j = sum_{i<j} J^i r for the steps j (R,): (s, R), real."""
-        lam = self.lam[:, None]
-        j = np.asarray(j, dtype=np.float64)[None, :]
-        near_one = np.abs(lam - 1) < 1e-12
-        with np.errstate(divide="ignore", invalid="ignore"):
-            geometric = np.where(near_one, j, (np.power(lam, j) - 1) / np.where(near_one, 1, lam - 1))
-        return np.real(self.V @ (geometric * self.coef[:, None]))
+    def _apply_power(self, j: int, v: np.ndarray) -> np.ndarray:
+        """A^j v."""
+        k = 0
+        while j:
+            while len(self.squares) <= k:
+                self.squares.append(self.squares[-1] @ self.squares[-1])
+            if j & 1:
+                v = self.squares[k] @ v
+            j >>= 1
+            k += 1
+        return v
+
+    def displacement(self, offsets) -> np.ndarray:
+        """x_j for increasing steps j (R,): (s, R)."""
+        offsets = np.asarray(offsets, dtype=np.int64)
+        out = np.empty((self.size, offsets.size))
+        v = np.zeros(self.size + 1)
+        v[-1] = 1.0
+        done = 0
+        for n, j in enumerate(offsets):
+            v = self._apply_power(int(j) - done, v)
+            done = int(j)
+            out[:, n] = v[:-1]
+        return out
 
     def increment_at(self, j: int) -> np.ndarray:
         """J^j r, the model's one-step increment j steps on: (s,)."""
-        return np.real(self.V @ (np.power(self.lam, float(j)) * self.coef))
+        return self._apply_power(int(j), np.append(self.r, 0.0))[:-1]
 
 
 def gram_of(carry) -> np.ndarray:

@@ -184,6 +184,27 @@ def _features(s) -> jax.Array:
     return jnp.concatenate(parts, axis=2)
 
 
+def _forms_packed(s, m: jax.Array) -> jax.Array:
+    """z_c(x_n) . m for a chunk, (B, K), without building the (B, K, p) features."""
+    if isinstance(s, DenseStructure):
+        d = s.dim
+        return jnp.einsum("bkij,ij->bk", s.matrices, m.reshape(d, d))
+    out, offset = 0.0, 0
+    for t in s.terms:
+        dl, dr = t.left.shape[-1], t.right.shape[-1]
+        block = m[offset : offset + dl * dr].reshape(dl, dr)
+        out = out + jnp.einsum("bkrj,bkrj->bk", jnp.einsum("bkri,ij->bkrj", t.left, block), t.right)
+        offset += dl * dr
+    return out
+
+
+def _chunk_size(layout, outputs: int, ranks: int, requested: int) -> int:
+    """Samples per chunk so that a chunk's features (B K p, or B K R (d_L + d_R)) stay near 2^22 numbers."""
+    p = sum(t.size for t in layout)
+    per_sample = outputs * max(p, ranks * max(sum(t.shape) for t in layout))
+    return max(16, min(int(requested), (1 << 22) // max(per_sample, 1)))
+
+
 def _shared_lefts(s) -> tuple[tuple[jax.Array, ...], jax.Array] | None:
     """(the terms' left factors of the first sample (K, R, d_L), whether every sample has them), or
     None for a dense structure."""
@@ -220,7 +241,7 @@ def _chunk_functions(arch: Architecture):
         return jnp.einsum("bkp,bkq->pq", Z, Z), jnp.einsum("bk,bkp->p", Y, Z)
 
     def residual(X, Y, w, m_hat):
-        F = _features(structure(arch, X)) @ m_hat
+        F = _forms_packed(structure(arch, X), m_hat)
         return 0.5 * jnp.sum(w[:, None] * (F - Y) ** 2)
 
     return jax.jit(lefts), jax.jit(shared), jax.jit(general), jax.jit(residual)
@@ -249,8 +270,10 @@ def moment_data_matrices(
     Works through the samples ``chunk`` at a time: only one chunk's structure is ever held.
     """
     N = X.shape[0]
-    chunk = max(1, min(int(chunk), N))
-    layout = _layout_of(jax.eval_shape(lambda x: structure(arch, x), jax.ShapeDtypeStruct((1, *X.shape[1:]), dtype)))
+    shape = jax.eval_shape(lambda x: structure(arch, x), jax.ShapeDtypeStruct((1, *X.shape[1:]), dtype))
+    layout = _layout_of(shape)
+    ranks = 1 if isinstance(shape, DenseStructure) else max(t.left.shape[2] for t in shape.terms)
+    chunk = max(1, min(_chunk_size(layout, arch.outputs, ranks, chunk), N))
     p = sum(t.size for t in layout)
     if p * p > MAX_MOMENT_ENTRIES:
         raise NqfError(f"{arch.name}: the moments route needs a {p} x {p} matrix; use the per-sample route")

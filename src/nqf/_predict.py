@@ -31,11 +31,11 @@ from ._architecture import Architecture, check_width, init_weights
 from ._data import DataMatrices, flow_data
 from ._errors import NqfError
 from ._flow import FlowResult, gd_map, momentum_map, sgd_map, square_factor, stable_lr_bound
+from ._lv_maps import lv_map_records
 from ._moments import ROUTES, MomentDataMatrices, RouteChoice
 from ._lotka_volterra import (
     LotkaVolterra,
     fixed_point,
-    gd_occupations,
     logistic_switch_time,
     solve_lv,
     suggested_horizon,
@@ -220,7 +220,7 @@ class Prediction:
             "stable_lr": float(self.stable_lr),
             "route": self.route,
             "route_reason": self.route_reason,
-            "flow_stats": dict(self.flow_stats),
+            "flow_stats": _int_tree(self.flow_stats),
             "notes": list(self.notes),
         }
 
@@ -231,6 +231,11 @@ def _floats(a) -> list:
     for v in np.asarray(a, dtype=np.float64).ravel():
         out.append(float(v) if math.isfinite(v) else None)
     return out
+
+
+def _int_tree(tree):
+    """A dict of (dicts of) counts with plain ints (numpy integers are not JSON)."""
+    return {k: _int_tree(v) if isinstance(v, dict) else int(v) for k, v in tree.items()}
 
 
 def _ints(a) -> list:
@@ -381,20 +386,17 @@ def predict(
             data, None, config.lr, config.steps, checkpoints=record, basis=basis, factor=factor, stepping=config.stepping,
             jump_from=thresholds,
         )
-        occ = gd_occupations(lv, config.steps)
     elif config.optimizer == "sgd":
         key = training_keys(config.seed)[1]
         flow = sgd_map(
             data, None, config.lr, config.steps, config.batch_size, key=key, checkpoints=record, basis=basis, factor=factor
         )
-        occ = gd_occupations(lv, config.steps)
         notes.append("SGD: the M-flow replays the training minibatches; the LV numbers are its full-batch (GD) mean")
     else:
         flow = momentum_map(
             data, None, config.lr, config.beta, config.steps, checkpoints=record, basis=basis, factor=factor,
             stepping=config.stepping, jump_from=thresholds,
         )
-        occ = momentum_occupations(lv, config.beta, config.steps)
     if not np.all(np.isfinite(np.asarray(flow.loss))):
         raise NqfError(
             f"the M-flow diverged (non-finite loss) although lr {config.lr:g} is below the linear-stability bound "
@@ -402,10 +404,14 @@ def predict(
         )
 
     flow_stats = dict(flow.stats or {})
-    # the LV map's switch-ons from every step; its loss curve at the M-flow's recorded steps
-    lv_switch = first_crossing(np.arange(config.steps + 1), occ[:, :g], thresholds)
+    # the LV map at the M-flow's recorded steps; its switch-ons exact to the step
+    lv_occ, lv_switch, lv_stats = lv_map_records(
+        lv, config.steps, record, thresholds, optimizer="momentum" if config.optimizer == "momentum" else "gd",
+        beta=config.beta,
+    )
+    flow_stats["lv_map"] = lv_stats
     lv_steps = record
-    lv_loss = lv.loss(occ[record])
+    lv_loss = lv.loss(lv_occ)
     mflow_switch = first_crossing(flow.steps, flow.occupations, thresholds)
     horizon = float(config.steps)
     continuous = switch_times(solve_lv(lv, horizon), reference=m_star)[:g]

@@ -1,0 +1,482 @@
+"""Prediction-speed benchmarks (issue 11): ``nqf.predict`` against training, over long
+horizons, and the memory of ``nqf predict`` on a large data file.
+
+Loaded by ``run.py`` (which enables float64 first). Every benchmark here keeps its own
+time bounded:
+
+* ``predict`` is timed warm (a warm-up call, then ``repeats`` calls; one timed call when
+  the warm-up took more than 20 s).
+* Training is timed as the cheapest run that gives the same final weights: full-batch GD
+  of the network with the prediction's width, lr, sigma0, seed and steps, recording only
+  its first and last loss (``checkpoints=2``), so the ratio train / predict is a lower
+  bound. A short probe run (100 steps, compiled, then timed warm) gives the time per
+  step; when the full run is expected to fit the benchmark's budget it is run (a warm
+  call; a single call, compilation included, when one call takes more than 60 s),
+  otherwise its time is the probe's per-step time x steps, and ``train_method`` says so.
+  GD's per-step cost does not depend on the step, so the extrapolation is linear.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import nqf
+from _timing import Outcome, Timing, _timed, timed_with_compile
+
+REPO = Path(__file__).resolve().parent.parent
+
+# A warm-up call slower than this gets one timed call after it, not ``repeats``.
+SLOW_WARMUP_S = 20.0
+# A training call slower than this is timed once (compilation included), not repeated.
+SLOW_TRAIN_CALL_S = 60.0
+# Steps of the training probe that measures the time per step.
+TRAIN_PROBE_STEPS = 100
+# Run the full training only when the probe says it takes at most this long.
+TRAIN_BUDGET_S = {True: 30.0, False: 400.0}  # quick, full
+
+
+# -- timing helpers --------------------------------------------------------------------
+
+
+def _time_warm(fn: Callable[[], object], repeats: int, single_if_slow: bool = False) -> tuple[Timing, object]:
+    """A warm-up call, then ``repeats`` timed calls (more until they add up to 1 s). When the
+    warm-up took more than SLOW_WARMUP_S: one timed call, or none with ``single_if_slow``
+    (then ``runs`` holds the warm-up call itself, compilation included)."""
+    first, out = _timed(fn)
+    if first > SLOW_WARMUP_S:
+        if single_if_slow:
+            return Timing(first, [first]), out
+        elapsed, out = _timed(fn)
+        return Timing(first, [elapsed]), out
+    runs: list[float] = []
+    while len(runs) < repeats or (sum(runs) < 1.0 and len(runs) < 200):
+        elapsed, out = _timed(fn)
+        runs.append(elapsed)
+    return Timing(first, runs), out
+
+
+def _train_config(steps: int, width: int, lr: float, sigma0: float) -> nqf.TrainConfig:
+    return nqf.TrainConfig(
+        optimizer="gd", lr=lr, steps=int(steps), width=width, sigma0=sigma0, seed=0,
+        dtype="float64", model="network", checkpoints=2,
+    )
+
+
+def _time_train(arch, X, Y, *, steps: int, width: int, lr: float, sigma0: float, budget_s: float) -> dict:
+    """Seconds of GD training of the network for ``steps`` steps (see the module docstring)."""
+
+    def run(n):
+        return lambda: nqf.train(arch, X, Y, _train_config(n, width, lr, sigma0)).loss
+
+    probe = min(int(steps), TRAIN_PROBE_STEPS)
+    first_s, compile_s, _ = timed_with_compile(run(probe))
+    out = {"train_probe_steps": probe, "train_probe_first_s": first_s, "train_probe_compile_s": compile_s}
+    if probe == steps:
+        if first_s > SLOW_TRAIN_CALL_S:
+            return out | {"train_s": first_s, "train_method": "one call (compile incl.)"}
+        warm_s, _ = _timed(run(probe))
+        return out | {"train_s": warm_s, "train_method": "warm call"}
+    probe_s, _ = _timed(run(probe))
+    per_step = probe_s / probe
+    estimate = per_step * steps
+    out |= {"train_probe_s": probe_s, "train_per_step_s": per_step, "train_estimate_s": estimate}
+    if estimate > budget_s:
+        return out | {"train_s": estimate, "train_method": f"extrapolated ({probe} warm steps x {steps // probe})"}
+    first_s, compile_s, _ = timed_with_compile(run(steps))
+    out |= {"train_first_s": first_s, "train_compile_s": compile_s}
+    if first_s > SLOW_TRAIN_CALL_S:
+        return out | {"train_s": first_s, "train_method": "one call (compile incl.)"}
+    warm_s, _ = _timed(run(steps))
+    return out | {"train_s": warm_s, "train_method": "warm call"}
+
+
+def _steps_text(a) -> str:
+    """Switch-on steps for a table cell: '93 136 256 491', '-' for NaN."""
+    return " ".join("-" if not np.isfinite(v) else f"{v:.6g}" for v in np.asarray(a, dtype=np.float64).ravel())
+
+
+def _floats(a) -> list:
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(a, dtype=np.float64).ravel()]
+
+
+def _prediction_info(p) -> dict:
+    stats = getattr(p, "flow_stats", None)
+    return {
+        "route": getattr(p, "route", "n/a"),
+        "route_reason": getattr(p, "route_reason", None),
+        "flow_stats": dict(stats) if isinstance(stats, dict) else None,
+        "mflow_switch_steps": _floats(p.mflow_switch_steps),
+        "switch_steps": _steps_text(p.mflow_switch_steps),
+        "final_loss": float(np.asarray(p.flow.loss)[-1]),
+    }
+
+
+# -- predict against training ----------------------------------------------------------
+
+
+def _versus_training(arch, X, Y, *, width, lr, sigma0, steps_list, quick, repeats) -> list[dict]:
+    rows = []
+    for steps in steps_list:
+        cfg = nqf.PredictConfig(width=width, lr=lr, steps=int(steps), sigma0=sigma0)
+        timing, p = _time_warm(lambda: nqf.predict(arch, X, Y, cfg), repeats)
+        train = _time_train(arch, X, Y, steps=int(steps), width=width, lr=lr, sigma0=sigma0,
+                            budget_s=TRAIN_BUDGET_S[quick])
+        rows.append({
+            "steps": int(steps),
+            "predict_s": timing.best,
+            "predict_first_s": timing.first,
+            **train,
+            "ratio_train_over_predict": train["train_s"] / timing.best,
+            **_prediction_info(p),
+            "predict_timing": timing.as_dict(),
+        })
+    return rows
+
+
+_TRAIN_NOTE = ("train: full-batch GD of the network, same width, lr, sigma0, seed and steps, recording only the "
+               "first and last loss (checkpoints=2, the cheapest run: the ratio is a lower bound); train_method "
+               "says whether it was timed warm, as one call with compilation, or extrapolated from a warm "
+               f"{TRAIN_PROBE_STEPS}-step probe (quick mode, or runs over the budget)")
+
+
+def predict_icl(quick: bool, repeats: int) -> Outcome:
+    """In-context regression (dim 4, context 31, 20000 prompts, d = 30): predict against training."""
+    X, Y = nqf.get_task("icl").generate(0)
+    arch = nqf.get_architecture("linear-attention", dim=4, context=31)
+    width, lr, sigma0, steps = 8, 0.1, 1e-3, 1000
+    rows = _versus_training(arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=[steps], quick=quick,
+                            repeats=1 if quick else repeats)
+    ratio = rows[0]["ratio_train_over_predict"]
+    return Outcome(
+        params={"task": "icl", "arch": "linear-attention", "dim": 4, "context": 31, "prompts": int(X.shape[0]),
+                "d": arch.dim, "width": width, "lr": lr, "sigma0": sigma0, "steps": steps},
+        rows=rows,
+        summary={"ratio_train_over_predict": ratio, "predict_s": rows[0]["predict_s"], "train_s": rows[0]["train_s"]},
+        targets={"predict >= 100x faster than training at 1000 steps": ratio >= 100},
+        notes=["before: 1x (predict 56 s vs train 52 s)", _TRAIN_NOTE],
+    )
+
+
+def predict_staircase(quick: bool, repeats: int) -> Outcome:
+    """Staircase, mlp tanh, width 4096, sigma0 1e-6, lr 0.05: predict against training."""
+    X, Y = nqf.get_task("staircase").generate(0)
+    arch = nqf.get_architecture("mlp", activation="tanh")
+    width, lr, sigma0 = 4096, 0.05, 1e-6
+    steps_list = [2000] if quick else [2000, 20000]
+    rows = _versus_training(arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=steps_list, quick=quick,
+                            repeats=repeats)
+    ratio = rows[0]["ratio_train_over_predict"]
+    return Outcome(
+        params={"task": "staircase", "arch": "mlp (tanh)", "samples": int(X.shape[0]), "d": arch.dim,
+                "width": width, "lr": lr, "sigma0": sigma0, "steps": steps_list},
+        rows=rows,
+        summary={"ratio_train_over_predict_2000": ratio},
+        targets={"predict >= 1000x faster than training at 2000 steps": ratio >= 1000},
+        notes=["before: 194-234x (predict 0.65-0.71 s, train 126-166 s at 2000 steps)", _TRAIN_NOTE],
+    )
+
+
+# -- long horizons ---------------------------------------------------------------------
+
+
+def _compare_flows(p, ref) -> dict:
+    """Loss of ``p`` against the reference ``ref`` at the recorded steps, and their switch steps."""
+    s_p, s_r = np.asarray(p.flow.steps), np.asarray(ref.flow.steps)
+    l_p, l_r = np.asarray(p.flow.loss, dtype=np.float64), np.asarray(ref.flow.loss, dtype=np.float64)
+    same_steps = s_p.shape == s_r.shape and np.array_equal(s_p, s_r)
+    if not same_steps:
+        common, i_p, i_r = np.intersect1d(s_p, s_r, return_indices=True)
+        l_p, l_r = l_p[i_p], l_r[i_r]
+    floor = 1e-12 * abs(float(l_r[0])) if l_r.size else 0.0
+    scale = np.maximum(np.abs(l_r), floor)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.abs(l_p - l_r) / scale
+    return {
+        "same_recorded_steps": bool(same_steps),
+        "compared_steps": int(l_r.size),
+        "max_rel_loss_diff": float(np.nanmax(rel)) if rel.size else float("nan"),
+        "floored_steps": int(np.count_nonzero(np.abs(l_r) < floor)),
+        "switch_steps_identical": bool(np.array_equal(np.asarray(p.mflow_switch_steps, dtype=np.float64),
+                                                      np.asarray(ref.mflow_switch_steps, dtype=np.float64),
+                                                      equal_nan=True)),
+        "ref_switch_steps": _steps_text(ref.mflow_switch_steps),
+    }
+
+
+def predict_horizon(quick: bool, repeats: int) -> Outcome:
+    """Staircase, mlp tanh, width 32, lr 0.05, sigma0 1e-30: predict at 10^4 and 10^6 steps,
+    against the step-by-step reference (``stepping="every"``) where the config has it."""
+    X, Y = nqf.get_task("staircase").generate(0)
+    arch = nqf.get_architecture("mlp", activation="tanh")
+    width, lr, sigma0 = 32, 0.05, 1e-30
+    horizons = (10**4, 10**6)
+    has_stepping = "stepping" in {f.name for f in dataclasses.fields(nqf.PredictConfig)}
+    notes = ["before: t(1e6) / t(1e4) = 33x (39 s vs 1.2 s)"]
+    rows = []
+    for steps in horizons:
+        cfg = nqf.PredictConfig(width=width, lr=lr, steps=steps, sigma0=sigma0)
+        timing, p = _time_warm(lambda: nqf.predict(arch, X, Y, cfg), repeats)
+        info = _prediction_info(p)
+        stats = info["flow_stats"] or {}
+        row = {
+            "steps": steps,
+            "predict_s": timing.best,
+            "predict_first_s": timing.first,
+            "stepped": stats.get("stepped", ""),
+            "jumped": stats.get("jumped", ""),
+            "jumps": stats.get("jumps", ""),
+            **info,
+            "predict_timing": timing.as_dict(),
+        }
+        if has_stepping and (steps <= 10**4 or not quick):
+            ref_cfg = dataclasses.replace(cfg, stepping="every")
+            ref_timing, ref = _time_warm(lambda: nqf.predict(arch, X, Y, ref_cfg), repeats, single_if_slow=True)
+            row |= {"every_s": ref_timing.best, "every_first_s": ref_timing.first,
+                    "every_over_adaptive": ref_timing.best / timing.best,
+                    "every_timing": ref_timing.as_dict(), **_compare_flows(p, ref)}
+        rows.append(row)
+    ratio = rows[1]["predict_s"] / rows[0]["predict_s"]
+    for row in rows:
+        row["ratio_over_1e4"] = row["predict_s"] / rows[0]["predict_s"]
+    targets = {"t(1e6) <= 3 t(1e4)": ratio <= 3}
+    compared = [r for r in rows if "max_rel_loss_diff" in r]
+    which = "10^4 and 10^6" if len(compared) == len(horizons) else "10^4 only (quick mode)"
+    if not has_stepping:
+        notes.append("PredictConfig has no field 'stepping' yet: the step-by-step reference was not run")
+        targets["loss within 1e-8 relative of the step-by-step reference"] = False
+        targets["switch steps identical to the step-by-step reference"] = False
+    else:
+        max_diff = max(r["max_rel_loss_diff"] for r in compared)
+        targets[f"loss within 1e-8 relative of the step-by-step reference ({which})"] = max_diff <= 1e-8
+        targets[f"switch steps identical to the step-by-step reference ({which})"] = all(
+            r["switch_steps_identical"] for r in compared)
+        floored = {r["steps"]: r["floored_steps"] for r in compared if r["floored_steps"]}
+        notes.append("max_rel_loss_diff = max |L - L_ref| / max(|L_ref|, 1e-12 L_ref(0)) over the recorded steps"
+                     + (f"; the absolute floor 1e-12 L_ref(0) applied at {floored} recorded steps (steps: count)"
+                        if floored else "; the floor was not needed (L_ref >= 1e-12 L_ref(0) everywhere)"))
+        if not all(r["same_recorded_steps"] for r in compared):
+            notes.append("the two predictions recorded different steps: compared at the common ones")
+        notes.append("every_s: stepping='every' (the step-by-step reference), timed warm unless its first call took "
+                     f"> {SLOW_WARMUP_S:g} s (then that one call, compilation included)"
+                     + ("; the 10^6 reference runs in full mode only" if quick else ""))
+    return Outcome(
+        params={"task": "staircase", "arch": "mlp (tanh)", "width": width, "lr": lr, "sigma0": sigma0,
+                "horizons": list(horizons), "has_stepping": has_stepping},
+        rows=rows,
+        summary={"ratio_1e6_over_1e4": ratio,
+                 "max_rel_loss_diff": max((r["max_rel_loss_diff"] for r in compared), default=None)},
+        targets=targets,
+        notes=notes,
+    )
+
+
+# -- memory of the command line --------------------------------------------------------
+
+
+def _write_npz_streaming(path: Path, samples: int, inputs: int, outputs: int, seed: int = 0,
+                         chunk: int = 50_000) -> dict:
+    """An uncompressed .npz with X (samples, inputs) standard normal and Y = X T^T (T with
+    singular values 3, 2, 1, 0.5), written chunk by chunk (as ``np.savez`` lays it out),
+    so that neither array is ever held whole. X's chunks are drawn twice from per-chunk
+    seeds: once for X.npy, once for Y.npy."""
+    rng = np.random.default_rng(seed)
+    s = np.array([3.0, 2.0, 1.0, 0.5])
+    U = np.linalg.qr(rng.standard_normal((outputs, s.size)))[0]
+    V = np.linalg.qr(rng.standard_normal((inputs, s.size)))[0]
+    T = U @ np.diag(s) @ V.T  # (outputs, inputs)
+    starts = range(0, samples, chunk)
+
+    def x_chunk(i, start):
+        return np.random.default_rng([seed, 1, i]).standard_normal((min(chunk, samples - start), inputs))
+
+    descr = np.lib.format.dtype_to_descr(np.dtype("<f8"))
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, cols, make in (("X", inputs, lambda x: x), ("Y", outputs, lambda x: x @ T.T)):
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array_header_1_0(
+                    f, {"descr": descr, "fortran_order": False, "shape": (samples, cols)})
+                for i, start in enumerate(starts):
+                    f.write(np.ascontiguousarray(make(x_chunk(i, start)), dtype="<f8").tobytes())
+    return {"singular_values": s.tolist()}
+
+
+def _nqf_command() -> list[str]:
+    for candidate in (Path(sys.executable).parent / "nqf", REPO / ".venv" / "bin" / "nqf"):
+        if candidate.exists():
+            return [str(candidate)]
+    found = shutil.which("nqf")
+    if found:
+        return [found]
+    return [sys.executable, "-c", "import sys; from nqf.cli import main; sys.exit(main())"]
+
+
+# Spawns the measured command and writes its rusage: the command is forked from this small
+# process, not from the benchmark's (whose RSS, JAX and compiled code included, a forked and
+# exec'd child's ru_maxrss would inherit on Linux: exec records the old mm's high-water mark).
+_RUSAGE_HELPER = r"""
+import json, os, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(proc.pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"maxrss_kb": usage.ru_maxrss, "rc": os.waitstatus_to_exitcode(status)}, f)
+"""
+
+
+def _run_measured(cmd: list[str], timeout_s: float, workdir: Path) -> dict:
+    """Run ``cmd`` (through a small helper process); its own peak RSS (``ru_maxrss`` from
+    ``os.wait4``, this command only), wall time, stdout and stderr."""
+    out_path, err_path, usage_path = workdir / "stdout.txt", workdir / "stderr.txt", workdir / "rusage.json"
+    usage_path.unlink(missing_ok=True)
+    start = time.perf_counter()
+    timed_out = False
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", _RUSAGE_HELPER, str(usage_path), *cmd],
+                                stdout=out, stderr=err, cwd=str(REPO), start_new_session=True)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    wall = time.perf_counter() - start
+    try:
+        usage = json.loads(usage_path.read_text())
+    except (OSError, ValueError):
+        usage = {"maxrss_kb": float("nan"), "rc": proc.returncode if proc.returncode else -1}
+    return {
+        "rc": usage["rc"],
+        "timed_out": timed_out,
+        "wall_s": wall,
+        "peak_rss_MB": usage["maxrss_kb"] / 1024.0,  # kilobytes on Linux
+        "stdout": out_path.read_text(errors="replace"),
+        "stderr": err_path.read_text(errors="replace"),
+    }
+
+
+def _parse_json(text: str) -> dict | None:
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+def _predict_cli_row(label: str, path: Path, samples: int, x_bytes: int, timeout_s: float, workdir: Path) -> dict:
+    cmd = _nqf_command() + ["predict", "--data", str(path), "--arch", "mlp", "--inputs", "64", "--outputs", "10",
+                            "--width", "16", "--sigma0", "1e-6", "--lr", "0.05", "--steps", "500", "--json"]
+    res = _run_measured(cmd, timeout_s, workdir)
+    x_mb = x_bytes / 2**20
+    row = {
+        "data": label,
+        "samples": samples,
+        "X_MB": x_mb,
+        "file_MB": path.stat().st_size / 2**20,
+        "peak_rss_MB": res["peak_rss_MB"],
+        "ratio": res["peak_rss_MB"] / x_mb,
+        "wall_s": res["wall_s"],
+        "rc": res["rc"],
+        "command": " ".join(cmd),
+    }
+    if res["rc"] != 0 or res["timed_out"]:
+        lines = [ln for ln in res["stderr"].strip().splitlines() if ln.strip()]
+        why = f"timed out after {timeout_s:g} s" if res["timed_out"] else (lines[-1] if lines else f"exit {res['rc']}")
+        row |= {"route": "n/a", "error": why[:300], "stderr_tail": res["stderr"][-2000:]}
+        return row
+    result = _parse_json(res["stdout"])
+    if result is None:
+        row |= {"route": "n/a", "error": "no JSON on stdout", "stdout_tail": res["stdout"][-2000:]}
+        return row
+    losses = (result.get("mflow") or {}).get("loss") or [None]
+    row |= {"route": result.get("route", "n/a"), "route_reason": result.get("route_reason"),
+            "flow_stats": result.get("flow_stats"), "final_loss": losses[-1], "error": ""}
+    return row
+
+
+def predict_memory(quick: bool, repeats: int) -> Outcome:
+    """Peak RSS of ``nqf predict`` (a child process) on 10^6 x 64 samples (quick: 10^5), and on digits."""
+    samples = 10**5 if quick else 10**6
+    inputs, outputs = 64, 10
+    timeout_s = 300.0 if quick else 600.0
+    rows, notes = [], ["before: no figure in the issue; target peak RSS <= 2x the size of X for 10^6 samples"]
+    with tempfile.TemporaryDirectory(prefix="nqf-bench-memory-") as tmp:
+        tmp = Path(tmp)
+        big = tmp / "teacher.npz"
+        t0 = time.perf_counter()
+        teacher = _write_npz_streaming(big, samples, inputs, outputs)
+        write_s = time.perf_counter() - t0
+        rows.append(_predict_cli_row("linear teacher", big, samples, samples * inputs * 8, timeout_s, tmp))
+        big.unlink()
+
+        X, Y = nqf.get_task("digits").generate(0)
+        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+        small = tmp / "digits.npz"
+        np.savez(small, X=X, Y=Y)
+        rows.append(_predict_cli_row("digits", small, int(X.shape[0]), X.nbytes, timeout_s, tmp))
+    big_row, base_row = rows
+    baseline = base_row["peak_rss_MB"] if not base_row.get("error") else float("nan")
+    for row in rows:
+        row["above_digits_MB"] = row["peak_rss_MB"] - baseline
+        row["above_digits_over_X"] = row["above_digits_MB"] / row["X_MB"]
+    for row in rows:
+        if row.get("error"):
+            notes.append(f"{row['data']}: nqf predict failed: {row['error']}")
+    notes.append("peak RSS is the command's own ru_maxrss (os.wait4 in a small helper that spawns it, so the "
+                 "benchmark's own RSS does not leak in), the whole process: Python, JAX and the "
+                 "compiled code included; the digits row (X is 0.9 MB) shows that fixed part")
+    notes.append(f"data: X standard normal, Y = T X with singular values {teacher['singular_values']} "
+                 f"(64 inputs, 10 outputs), float64, uncompressed npz written in chunks ({write_s:.1f} s)")
+    if quick:
+        # at 10^5 samples (49 MB) the fixed part of the process dominates the whole RSS, so quick
+        # mode judges the part above the digits run; full mode judges the whole RSS as stated
+        notes.append("quick mode: 10^5 samples, where the fixed part dominates; the target is judged on the RSS "
+                     "above the digits run (above_digits_MB <= 2x X); full mode judges the whole peak RSS")
+        ok = not big_row.get("error") and bool(big_row["above_digits_over_X"] <= 2.0)
+        target = "peak RSS above the digits run <= 2x X (1e5 samples)"
+    else:
+        ok = not big_row.get("error") and big_row["ratio"] <= 2.0
+        target = "peak RSS <= 2x X (1e6 samples)"
+    return Outcome(
+        params={"samples": samples, "inputs": inputs, "outputs": outputs, "width": 16, "sigma0": 1e-6, "lr": 0.05,
+                "steps": 500, "arch": "mlp (tanh)"},
+        rows=rows,
+        summary={"peak_rss_MB": big_row["peak_rss_MB"], "X_MB": big_row["X_MB"], "ratio": big_row["ratio"],
+                 "digits_peak_rss_MB": baseline, "above_digits_over_X": big_row["above_digits_over_X"]},
+        targets={target: ok},
+        notes=notes,
+    )
+
+
+BENCHMARKS = {
+    "predict_icl": predict_icl,
+    "predict_staircase": predict_staircase,
+    "predict_horizon": predict_horizon,
+    "predict_memory": predict_memory,
+}
+
+COLUMNS = {
+    "predict_icl": ["steps", "predict_s", "predict_first_s", "train_s", "train_method", "ratio_train_over_predict",
+                    "switch_steps", "route"],
+    "predict_staircase": ["steps", "predict_s", "predict_first_s", "train_s", "train_method",
+                          "ratio_train_over_predict", "switch_steps", "route"],
+    "predict_horizon": ["steps", "predict_s", "predict_first_s", "ratio_over_1e4", "stepped", "jumped", "jumps",
+                        "every_s", "every_over_adaptive", "max_rel_loss_diff", "switch_steps_identical",
+                        "switch_steps", "route"],
+    "predict_memory": ["data", "samples", "X_MB", "peak_rss_MB", "ratio", "above_digits_MB", "above_digits_over_X",
+                       "wall_s", "route", "error"],
+}
