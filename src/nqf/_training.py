@@ -38,13 +38,26 @@ modes, passed in), ||W||_F and the Frobenius norm of each parameter block.
 Divergence is never silent: a non-finite minibatch loss or gradient at step t freezes
 the state (a flag in the scan carry) and ``diverged_at = t``; records after t are NaN.
 ``train_sweep`` vmaps the same compiled run over init scales sigma0 and seeds.
+
+Compiled runs are reused. ``train`` and ``train_sweep`` keep one jitted function per
+(architecture, static settings) in a small module-level cache; data X, Y, the basis, W0,
+the batch key and the learning rate are its traced arguments (``train_sweep``: sigma0s
+and seeds instead of W0 and the key), so calls that differ only in seed, sigma0, lr, W0
+or data values, with equal shapes and dtypes, run the same executable without compiling
+again. The static settings are optimizer, steps, batch_size, beta, eps, model and
+checkpoints (and, for sweeps, width and dtype). An architecture is keyed by a
+description, not its identity: name, options, input shape, outputs, parameter template
+and its functions, where the functions of built-in architectures count by name (a
+built-in architecture is determined by its options) and any other function by identity.
 """
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -139,15 +152,21 @@ def training_keys(seed: int | jax.Array) -> tuple[jax.Array, jax.Array]:
     return keys[0], keys[1]
 
 
-def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    """The optax transformation named by ``config.optimizer`` (see the module docstring)."""
-    lr, beta = config.lr, config.effective_beta
-    eps = {} if config.eps is None else {"eps": config.eps}
-    if config.optimizer in ("gd", "sgd"):
+def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> optax.GradientTransformation:
+    """The optax transformation named by ``config.optimizer`` (see the module docstring).
+
+    ``lr`` overrides ``config.lr`` (it may be a traced scalar: compiled runs take it as an argument).
+    """
+    return _optimizer(config.optimizer, config.lr if lr is None else lr, config.effective_beta, config.eps)
+
+
+def _optimizer(name: str, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
+    eps = {} if eps is None else {"eps": eps}
+    if name in ("gd", "sgd"):
         return optax.sgd(lr)
-    if config.optimizer == "momentum":
+    if name == "momentum":
         return optax.sgd(lr, momentum=beta)
-    if config.optimizer == "adam":
+    if name == "adam":
         return optax.adam(lr, b1=beta, **eps)
     matrix = optax.contrib.MuonDimensionNumbers(reduction_axis=0, output_axis=1)
     return optax.contrib.muon(lr, beta=beta, muon_weight_dimension_numbers=matrix, **eps)
@@ -176,8 +195,13 @@ def loss_function(
     arch: Architecture, X: jax.Array, Y: jax.Array, model: str
 ) -> Callable[[jax.Array, jax.Array | None], jax.Array]:
     """``loss(W, idx)``: L on the samples ``idx`` (None: all) for the network or the quadratic model."""
+    return _model_loss(arch, model, structure(arch, X) if model == "quadratic" else X, Y)
+
+
+def _model_loss(arch: Architecture, model: str, inputs, Y: jax.Array):
+    """``loss(W, idx)`` from the model's inputs: the structure S (quadratic) or the samples X (network)."""
     if model == "quadratic":
-        S = structure(arch, X)
+        S = inputs
 
         def loss(W, idx=None):
             s = S if idx is None else jax.tree_util.tree_map(lambda a: a[idx], S)
@@ -186,6 +210,8 @@ def loss_function(
             return 0.5 * jnp.mean(jnp.sum((f - y) ** 2, axis=-1))
 
         return loss
+
+    X = inputs
 
     def loss(W, idx=None):
         x = X if idx is None else X[idx]
@@ -265,8 +291,94 @@ def _check_scale(config: TrainConfig, dtype, sigma0s) -> None:
             )
 
 
-def _build_run(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
-    """The pure run(W0, batch_key) -> records; closes over data and config."""
+class _Static(NamedTuple):
+    """The settings a compiled run depends on besides array shapes and dtypes (hashable)."""
+
+    optimizer: str
+    steps: int
+    batch_size: int | None
+    beta: float | None
+    eps: float | None
+    model: str
+    checkpoints: int | None
+
+
+def _static(config: TrainConfig) -> _Static:
+    return _Static(
+        config.optimizer,
+        int(config.steps),
+        None if config.batch_size is None else int(config.batch_size),
+        config.effective_beta,
+        config.eps,
+        config.model,
+        None if config.checkpoints is None else int(config.checkpoints),
+    )
+
+
+def _function_key(fn) -> Any:
+    """A function of a built-in architecture (defined in ``nqf.architectures``) by its module
+    and name, since a built-in architecture is determined by its options; any other
+    function by identity (the cache keeps it alive, so its id is not reused)."""
+    if fn is None:
+        return None
+    module, name = getattr(fn, "__module__", None) or "", getattr(fn, "__qualname__", None)
+    if name and module.startswith("nqf.architectures."):
+        return ("nqf", module, name)
+    return fn
+
+
+def _arch_key(arch: Architecture) -> Any:
+    """A hashable description of what the compiled run uses of ``arch`` (Architecture compares by identity)."""
+    template = jax.tree_util.tree_structure(arch.template), tuple(
+        (tuple(leaf.shape), str(leaf.dtype)) for leaf in jax.tree_util.tree_leaves(arch.template)
+    )
+    router = arch.router
+    key = (
+        arch.name,
+        arch.options,
+        tuple(arch.input_shape),
+        arch.outputs,
+        template,
+        _function_key(arch.unit),
+        _function_key(arch.closed_form),
+        None if router is None else (router.units, _function_key(router.gate_logit), _function_key(router.route)),
+    )
+    try:
+        hash(key)
+    except TypeError:  # unhashable options: fall back to the object itself
+        return ("identity", arch)
+    return key
+
+
+_CACHE_SIZE = 32
+_COMPILED: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (jitted function, checkpoint steps, block names)
+_TRACES = [0]
+
+
+def _trace_count() -> int:
+    """How often a cached run has been traced (each trace is followed by one compilation)."""
+    return _TRACES[0]
+
+
+def _clear_compiled() -> None:
+    """Forget every cached compiled run."""
+    _COMPILED.clear()
+
+
+def _cached(key: tuple, build: Callable[[], tuple]) -> tuple:
+    """``build()`` for a key not seen before (least recently used entries beyond _CACHE_SIZE are dropped)."""
+    entry = _COMPILED.get(key)
+    if entry is None:
+        entry = _COMPILED[key] = build()
+        while len(_COMPILED) > _CACHE_SIZE:
+            _COMPILED.popitem(last=False)
+    else:
+        _COMPILED.move_to_end(key)
+    return entry
+
+
+def _prepare(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
+    """Checked, converted run inputs: (structure S or samples X, Y, Q^T for the basis Q)."""
     X = jnp.asarray(X, dtype=dtype)
     N = X.shape[0]
     Y = _prepare_targets(Y, N, arch.outputs, dtype)
@@ -276,25 +388,34 @@ def _build_run(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
     Q = jnp.zeros((d, 0), dtype=dtype) if basis is None else jnp.asarray(basis, dtype=dtype)
     if Q.ndim != 2 or Q.shape[0] != d:
         raise NqfError(f"the mode basis must have shape (d={d}, m), got {tuple(Q.shape)}")
-    loss = loss_function(arch, X, Y, config.model)
-    opt = make_optimizer(config)
-    ckpts = checkpoint_steps(config.steps, config.checkpoints)
-    segments = jnp.asarray(np.diff(ckpts), dtype=jnp.int32)
-    ckpt_arr = jnp.asarray(ckpts)
+    inputs = structure(arch, X) if config.model == "quadratic" else X
+    # transposed here, not in the compiled run: the same dot as when Q was a folded constant
+    return inputs, Y, Q.T
+
+
+def _make_run(arch: Architecture, static: _Static):
+    """The pure run(inputs, Y, Qt, W0, batch_key, lr) -> (records, diverged_at, W); everything
+    that may vary between calls with the same static settings is an argument."""
+    ckpts = checkpoint_steps(static.steps, static.checkpoints)
+    segments = np.diff(ckpts).astype(np.int32)
     blocks = arch.blocks
-    minibatch = config.batch_size is not None and config.batch_size < N
 
-    def record(W):
-        proj = Q.T @ W
-        return (
-            loss(W),
-            jnp.sum(proj * proj, axis=1),
-            jnp.linalg.norm(W),
-            jnp.stack([jnp.linalg.norm(W[b.start : b.stop]) for b in blocks]),
-        )
+    def run(inputs, Y, Qt, W0, batch_key, lr):
+        N = Y.shape[0]
+        minibatch = static.batch_size is not None and static.batch_size < N
+        loss = _model_loss(arch, static.model, inputs, Y)
+        opt = _optimizer(static.optimizer, lr, static.beta, static.eps)
 
-    def run(W0, batch_key):
-        batches = minibatch_indices(batch_key, N, config.batch_size, config.steps) if minibatch else None
+        def record(W):
+            proj = Qt @ W
+            return (
+                loss(W),
+                jnp.sum(proj * proj, axis=1),
+                jnp.linalg.norm(W),
+                jnp.stack([jnp.linalg.norm(W[b.start : b.stop]) for b in blocks]),
+            )
+
+        batches = minibatch_indices(batch_key, N, static.batch_size, static.steps) if minibatch else None
         opt_state = opt.init(W0)
 
         def step(t, carry):
@@ -315,18 +436,64 @@ def _build_run(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
             return (t0 + length, W, state, div), record(W)
 
         carry0 = (jnp.asarray(0, jnp.int32), W0, opt_state, jnp.asarray(-1, jnp.int32))
-        (_, W, _, div), recs = jax.lax.scan(segment, carry0, segments)
+        (_, W, _, div), recs = jax.lax.scan(segment, carry0, jnp.asarray(segments))
         first = record(W0)
         recs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
         # a non-finite loss at the final state is divergence too (no later step saw it)
-        div = jnp.where((div < 0) & ~jnp.isfinite(recs[0][-1]), config.steps, div)
-        after = (div >= 0) & (ckpt_arr > div)
+        div = jnp.where((div < 0) & ~jnp.isfinite(recs[0][-1]), static.steps, div)
+        after = (div >= 0) & (jnp.asarray(ckpts) > div)
         recs = jax.tree_util.tree_map(
             lambda r: jnp.where(after.reshape((-1,) + (1,) * (r.ndim - 1)), jnp.nan, r), recs
         )
         return recs, div, W
 
     return run, ckpts, tuple(b.name for b in blocks)
+
+
+def _compiled_train(arch: Architecture, config: TrainConfig):
+    """(jitted run(inputs, Y, Qt, W0, batch_key, lr), checkpoint steps, block names), cached."""
+    static = _static(config)
+
+    def build():
+        run, ckpts, names = _make_run(arch, static)
+
+        def traced(inputs, Y, Qt, W0, batch_key, lr):
+            _TRACES[0] += 1
+            return run(inputs, Y, Qt, W0, batch_key, lr)
+
+        return jax.jit(traced), ckpts, names
+
+    return _cached(("train", _arch_key(arch), static), build)
+
+
+def _compiled_sweep(arch: Architecture, config: TrainConfig, dtype):
+    """(jitted swept(inputs, Y, Qt, sigma0s, seeds, lr), checkpoint steps, block names), cached."""
+    static, width = _static(config), int(config.width)
+
+    def build():
+        run, ckpts, names = _make_run(arch, static)
+
+        def traced(inputs, Y, Qt, sigma0s, seeds, lr):
+            _TRACES[0] += 1
+
+            def one(sigma0, seed):
+                init_key, batch_key = training_keys(seed)
+                return run(inputs, Y, Qt, init_weights(arch, init_key, width, sigma0, dtype), batch_key, lr)
+
+            return jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, None))(sigma0s, seeds)
+
+        return jax.jit(traced), ckpts, names
+
+    return _cached(("sweep", _arch_key(arch), static, width, np.dtype(dtype).name), build)
+
+
+def _build_run(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
+    """The pure run(W0, batch_key) -> records for these data and config (what ``train`` runs,
+    with the data and learning rate bound), its checkpoint steps and block names."""
+    inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
+    run, ckpts, names = _make_run(arch, _static(config))
+    lr = jnp.asarray(config.lr, dtype=dtype)
+    return (lambda W0, batch_key: run(inputs, Y, Qt, W0, batch_key, lr)), ckpts, names
 
 
 def _records(recs, W, names: tuple[str, ...]) -> dict:
@@ -364,8 +531,9 @@ def train(
     W0 = jnp.asarray(W0, dtype=dtype)
     if W0.shape != (arch.dim, config.width):
         raise NqfError(f"W0 must have shape (d={arch.dim}, n={config.width}), got {tuple(W0.shape)}")
-    run, ckpts, names = _build_run(arch, X, Y, config, basis, dtype)
-    recs, div, W = jax.jit(run)(W0, batch_key)
+    inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
+    run, ckpts, names = _compiled_train(arch, config)
+    recs, div, W = run(inputs, Y, Qt, W0, batch_key, jnp.asarray(config.lr, dtype=dtype))
     div = int(div)
     return TrainResult(config=config, steps=ckpts, diverged_at=None if div < 0 else div, **_records(recs, W, names))
 
@@ -395,14 +563,11 @@ def train_sweep(
     if not np.issubdtype(seeds.dtype, np.integer) or np.any(seeds < 0):
         raise NqfError("seeds must be integers >= 0")
     _check_scale(config, dtype, sigma0s)
-    run, ckpts, names = _build_run(arch, X, Y, config, basis, dtype)
-
-    def one(sigma0, seed):
-        init_key, batch_key = training_keys(seed)
-        return run(init_weights(arch, init_key, config.width, sigma0, dtype), batch_key)
-
-    swept = jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, None)))
-    recs, div, W = swept(jnp.asarray(sigma0s, dtype=dtype), jnp.asarray(seeds))
+    inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
+    swept, ckpts, names = _compiled_sweep(arch, config, dtype)
+    recs, div, W = swept(
+        inputs, Y, Qt, jnp.asarray(sigma0s, dtype=dtype), jnp.asarray(seeds), jnp.asarray(config.lr, dtype=dtype)
+    )
     return SweepResult(
         config=config,
         sigma0s=sigma0s,
