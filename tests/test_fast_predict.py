@@ -177,3 +177,46 @@ def test_lv_map_records_equal_every_step(optimizer):
     assert_allclose(occ, full[record], rtol=1e-10, atol=0)
     if optimizer == "gd":
         assert stats["extrapolated"] > 0
+
+
+@pytest.mark.parametrize("loss", ["squared", "cross_entropy"])
+def test_chunked_route_equals_the_whole_route(loss, monkeypatch):
+    """Rebuilding the structure chunk by chunk (data too large to hold) gives the same data
+    matrices and the same prediction as holding it whole."""
+    import nqf._moments as moments_module
+    from nqf._chunked import chunked_data_matrices
+    from nqf._data import checked_samples
+
+    X, Y = nqf.get_task("digits").generate(0)
+    X = np.asarray(X)[:300]
+    # squared loss on the task's targets, cross-entropy on its class labels
+    labels = np.asarray(Y)[:300] if loss == "squared" else np.argmax(np.asarray(Y)[:300], axis=1)
+    arch = nqf.get_architecture("mlp", inputs=X.shape[1], outputs=10, activation="tanh")
+    Xc, T, dtype = checked_samples(arch, X, labels, loss)
+    whole = data_matrices(arch, X, labels, loss=loss)
+    chunked = chunked_data_matrices(arch, Xc, T, loss, dtype, chunk=64)  # 300 = 4 x 64 + 44: padded
+    rng = np.random.default_rng(0)
+    W = 0.2 * rng.standard_normal((arch.dim, 3))
+    M = jnp.asarray(W @ W.T)
+    Q = jnp.asarray(np.linalg.qr(rng.standard_normal((arch.dim, 2)))[0])
+    for what, a, b in [
+        ("loss", whole.loss(M), chunked.loss(M)),
+        ("G", whole.gradient_matrix(M), chunked.gradient_matrix(M)),
+        ("C", whole.C, chunked.C),
+        ("K[M]", whole.K_apply(M), chunked.K_apply(M)),
+        ("K_kj", whole.mode_interactions(Q), chunked.mode_interactions(Q)),
+        ("c_k", whole.mode_growth(Q), chunked.mode_growth(Q)),
+        ("outputs", whole.outputs(M), chunked.outputs(M)),
+    ]:
+        a, b = np.asarray(a), np.asarray(b)
+        assert_allclose(b, a, rtol=0, atol=1e-12 * max(np.abs(a).max(), 1e-300), err_msg=what)
+    # the route chooses chunks when the whole structure would not fit
+    monkeypatch.setattr(moments_module, "MAX_HELD_STRUCTURE", 1000)
+    choice = choose_route(arch, 300, loss, route="samples")
+    assert choice.chunk is not None and "chunks" in choice.reason
+    cfg = nqf.PredictConfig(width=4, lr=0.02, steps=200, sigma0=1e-3, loss=loss, route="samples")
+    held = nqf.predict(arch, X, labels, cfg, data=whole)
+    streamed = nqf.predict(arch, X, labels, cfg)
+    assert "chunks" in streamed.route_reason
+    assert_allclose(streamed.flow.loss, held.flow.loss, rtol=1e-10)
+    np.testing.assert_array_equal(streamed.mflow_switch_steps, held.mflow_switch_steps)

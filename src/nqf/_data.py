@@ -248,6 +248,10 @@ def flow_data(
     choice = choose_route(arch, X.shape[0], loss, route=route, minibatches=minibatches, dtype=dtype)
     if choice.route == "moments":
         return moment_data_matrices(arch, X, targets, dtype), choice
+    if choice.chunk is not None:
+        from ._chunked import chunked_data_matrices
+
+        return chunked_data_matrices(arch, X, targets, loss, dtype, choice.chunk), choice
     return DataMatrices(structure(arch, jnp.asarray(X, dtype=dtype)), jnp.asarray(targets), loss), choice
 
 

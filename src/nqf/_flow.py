@@ -41,7 +41,7 @@ reduction H has the eigenvalue 4 K_kk m_k* = 4 c_k, i.e. lr < 1 / (2 c_k).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -51,6 +51,7 @@ import numpy as np
 
 from ._data import DataMatrices, PopulationDataMatrices
 from ._errors import NqfError
+from ._chunked import ChunkedDataMatrices
 from ._moments import MomentDataMatrices
 from ._sampling import minibatch_indices
 
@@ -71,8 +72,9 @@ class FlowResult:
         M: (R, d, d) M at the recorded steps, or None when not recorded.
         occupations: (R, m) m_k = q_k^T M q_k for the columns of the basis, or None.
         state: the optimizer state at the end, besides M (momentum: (P, Q)); else None.
-        stats: for the maps, {"stepped": steps computed one by one, "jumped": steps jumped,
-            "jumps": number of jumps} (``nqf._jumps``); else None.
+        stats: for the maps, (name, count) pairs: "stepped" (steps computed one by one),
+            "jumped" (steps jumped), "jumps", "tries" (``nqf._jumps``); else None. Static:
+            not an array of the pytree.
     """
 
     steps: jax.Array
@@ -81,14 +83,14 @@ class FlowResult:
     M: jax.Array | None = None
     occupations: jax.Array | None = None
     state: Any = None
-    stats: Any = None
+    stats: tuple[tuple[str, int], ...] | None = field(default=None, metadata=dict(static=True))
 
 
 # -- input checks -------------------------------------------------------------------
 
 
 def _check_data(data) -> None:
-    if not isinstance(data, (DataMatrices, PopulationDataMatrices, MomentDataMatrices)):
+    if not isinstance(data, (DataMatrices, PopulationDataMatrices, MomentDataMatrices, ChunkedDataMatrices)):
         raise NqfError(
             f"expected DataMatrices, MomentDataMatrices or PopulationDataMatrices, got {type(data).__name__}"
         )
@@ -312,7 +314,7 @@ def _run_map(
         M=Ms,
         occupations=occ,
         state=None if state_out is None else state_out(carry),
-        stats=stats,
+        stats=tuple((name, int(count)) for name, count in stats.items()),
     )
 
 
@@ -476,8 +478,8 @@ def sgd_map(
     ``minibatch_indices(key, N, batch_size, steps)`` (the sampling training uses), or
     given directly as ``indices`` (steps, batch_size). The recorded loss is the full-data loss.
     """
-    if not isinstance(data, DataMatrices):
-        raise NqfError("sgd_map needs sample data matrices (DataMatrices); a population has no minibatches")
+    if not isinstance(data, (DataMatrices, ChunkedDataMatrices)):
+        raise NqfError("sgd_map needs sample data matrices (DataMatrices): a population has no minibatches, nor have moments")
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
     if indices is None:
         if key is None:

@@ -40,6 +40,9 @@ from ._structure import BlockFactors, DenseStructure
 
 # S is p x p: the moments route is offered only while S stays this small (entries).
 MAX_MOMENT_ENTRIES = 2**24  # 128 MiB in float64
+# The per-sample route holds every sample's structure up to this many numbers (512 MiB in
+# float64); beyond, it rebuilds the structure chunk by chunk (``nqf._chunked``).
+MAX_HELD_STRUCTURE = 2**26
 # Samples per chunk when accumulating moments (the chunk's factors are the working memory).
 DEFAULT_CHUNK = 4096
 ROUTES = ("auto", "moments", "samples")
@@ -353,6 +356,8 @@ class RouteChoice:
         reason: one sentence for a reader.
         packed_size: p (entries of the coupled blocks), or None when unknown.
         moments_flops, samples_flops: the arithmetic of one step on each route (estimates).
+        chunk: for the per-sample route, the samples per chunk when every sample's structure
+            would not fit in memory (``nqf._chunked``); None when it is held whole.
     """
 
     route: str
@@ -360,6 +365,7 @@ class RouteChoice:
     packed_size: int | None = None
     moments_flops: float | None = None
     samples_flops: float | None = None
+    chunk: int | None = None
 
 
 def _term_shapes(arch: Architecture, dtype) -> list[tuple[int, int, int, int]] | None:
@@ -387,9 +393,11 @@ def choose_route(
     if shapes is None:
         d, K = arch.dim, arch.outputs
         p, per_sample = d * d, 2.0 * num_samples * K * d * d
+        held = K * d * d  # numbers of structure per sample
     else:
         p = sum(dl * dr for _, _, dl, dr in shapes)
         per_sample = 2.0 * num_samples * sum(K * R * (dl * dr + dr) for K, R, dl, dr in shapes)
+        held = sum(K * R * (dl + dr) for K, R, dl, dr in shapes)
     moments = 2.0 * p * p
     blockers = []
     if loss != "squared":
@@ -400,12 +408,20 @@ def choose_route(
         blockers.append(f"S would be {p} x {p}")
     if route == "moments" and blockers:
         raise NqfError(f"the moments route does not apply here: {'; '.join(blockers)}")
+    chunk = None
+    if num_samples * held > MAX_HELD_STRUCTURE:
+        chunk = max(16, (1 << 22) // max(held, 1))
+    chunked = "" if chunk is None else f", in chunks of {chunk} samples (all {num_samples} would need {num_samples * held:.2g} numbers)"
+
+    def samples(reason):
+        return RouteChoice("samples", reason + chunked, p, moments, per_sample, chunk)
+
     if route == "samples":
-        return RouteChoice("samples", "per-sample route (asked for)", p, moments, per_sample)
+        return samples("per-sample route (asked for)")
     if route == "moments":
         return RouteChoice("moments", f"moments route (asked for): S is {p} x {p}", p, moments, per_sample)
     if blockers:
-        return RouteChoice("samples", f"per-sample route: {'; '.join(blockers)}", p, moments, per_sample)
+        return samples(f"per-sample route: {'; '.join(blockers)}")
     if moments < per_sample:
         return RouteChoice(
             "moments",
@@ -413,9 +429,7 @@ def choose_route(
             f"{num_samples} samples",
             p, moments, per_sample,
         )
-    return RouteChoice(
-        "samples",
+    return samples(
         f"per-sample route: a step costs ~{per_sample:.2g} flops over {num_samples} samples against ~{moments:.2g} "
-        f"with S ({p} x {p})",
-        p, moments, per_sample,
+        f"with S ({p} x {p})"
     )
