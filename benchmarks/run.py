@@ -221,8 +221,9 @@ def lv_log_space(quick: bool, repeats: int) -> Outcome:
 def lv_many_modes(quick: bool, repeats: int) -> Outcome:
     """10^5 uncoupled modes, c_k = k^-alpha, K = I (diagonal: ``solve_lv``'s exact logistic
     path), m0 = 1e-12, solved on the default output grid up to just past the last
-    switch-on. Switched modes are counted from the solution at the horizon:
-    m_k(t_final) >= m_k*/2."""
+    switch-on: 1023 times x 10^5 modes = 1.0e8 closed-form evaluations (losses and excess
+    losses at every time; occupations not kept). Switched modes are counted from the
+    solution at the horizon: m_k(t_final) >= m_k*/2. Same size in quick and full runs."""
     modes, alpha, m0, lr = 10**5, 1.5, 1e-12, 0.05
     c = np.arange(1, modes + 1, dtype=np.float64) ** -alpha
     system = LotkaVolterra(c, np.ones(modes), m0=m0, lr=lr)
@@ -230,6 +231,7 @@ def lv_many_modes(quick: bool, repeats: int) -> Outcome:
     timing, sol = time_calls(lambda: solve_lv(system, horizon, save_occupations=False), repeats)
     half = np.log(0.5 * fixed_point(system))
     switched = int(np.count_nonzero(sol.log_occupation(horizon) >= half))
+    evaluations = modes * int(sol.ts.size)
     row = {
         "modes": modes,
         "alpha": alpha,
@@ -237,8 +239,10 @@ def lv_many_modes(quick: bool, repeats: int) -> Outcome:
         "horizon_steps": horizon,
         "output_times": int(sol.ts.size),
         "method": sol.method,
+        "evaluations": evaluations,
         "wall_s": timing.best,
         "first_call_s": timing.first,
+        "ns_per_evaluation": 1e9 * timing.best / evaluations,
         "switched": switched,
         "final_excess_loss": float(sol.excess_losses[-1]),
         "timing": timing.as_dict(),
@@ -246,8 +250,12 @@ def lv_many_modes(quick: bool, repeats: int) -> Outcome:
     return Outcome(
         params={"modes": modes, "alpha": alpha, "m0": m0, "lr": lr, "K": "identity (diagonal)"},
         rows=[row],
-        summary={"wall_s": timing.best, "switched": switched},
-        targets={"every mode switched by the horizon": switched == modes},
+        summary={"wall_s": timing.best, "first_call_s": timing.first, "switched": switched},
+        targets={
+            "every mode switched by the horizon": switched == modes,
+            "wall <= 0.5 s": timing.best <= 0.5,
+        },
+        notes=["before (per-time lax.map of the log-space form, 2026-12-02): wall 5.1 s warm, 10.5 s first call"],
     )
 
 
@@ -255,18 +263,21 @@ def sweep_vs_loop(quick: bool, repeats: int) -> Outcome:
     """``train_sweep`` over init scales x seeds (one compiled, doubly vmapped call) versus a
     Python loop of ``train`` over the same runs (tanh network, GD, staircase).
 
-    ``train`` builds and compiles a new closure on every call, so the public API offers no
-    way to reuse compilation in the loop; its time includes one compile per run. For
-    reference, a loop that compiles the run once (private ``_build_run``, as ``train`` does
-    internally) is timed too. Each is timed once, end to end, compilation included: that
-    is what a user of each route pays.
+    ``train`` reuses its compiled run for calls with equal shapes and static settings
+    (seed and sigma0 are traced arguments), so the loop compiles once, on its first call.
+    Both routes start from an empty run cache (``_clear_compiled``) and are timed once, end
+    to end, compilation included: that is what a user of each route pays. The number of
+    times the loop's run was traced comes from the cache's trace counter.
     """
+    from nqf._training import _clear_compiled, _trace_count
+
     task, arch, X, Y, Q = _staircase()
     scales, seeds_count = (8, 2) if quick else (32, 4)
     steps = 300
     config = TrainConfig(optimizer="gd", lr=0.05, steps=steps, width=32, dtype=DTYPE, model="network", checkpoints=64)
     sigma0s = np.geomspace(1e-1, 1e-6, scales)
     seeds = np.arange(seeds_count)
+    _clear_compiled()
 
     sweep_s, sweep_compile_s, sweep = timed_with_compile(
         lambda: train_sweep(arch, X, Y, config, sigma0s, seeds, basis=Q).loss
@@ -276,21 +287,11 @@ def sweep_vs_loop(quick: bool, repeats: int) -> Outcome:
         return [[train(arch, X, Y, replace(config, sigma0=float(s0), seed=int(sd)), basis=Q).loss for sd in seeds]
                 for s0 in sigma0s]
 
+    traces_before = _trace_count()
     loop_s, loop_compile_s, loop_losses = timed_with_compile(loop)
-
-    def loop_compiled_once():
-        run, _, _ = _build_run(arch, X, Y, config, Q, jnp.float64)
-        compiled = jax.jit(run)
-        out = []
-        for s0 in sigma0s:
-            for sd in seeds:
-                init_key, batch_key = training_keys(int(sd))
-                W0 = init_weights(arch, init_key, config.width, float(s0), jnp.float64)
-                out.append(compiled(W0, batch_key)[0][0])
-        return out
-
-    reuse_s, reuse_compile_s, _ = timed_with_compile(loop_compiled_once)
+    loop_traces = _trace_count() - traces_before
     agreement = float(np.nanmax(np.abs(np.asarray(loop_losses) - np.asarray(sweep))))
+    compile_ratio = loop_compile_s / sweep_compile_s
     runs = scales * seeds_count
     row = {
         "runs": runs,
@@ -298,26 +299,29 @@ def sweep_vs_loop(quick: bool, repeats: int) -> Outcome:
         "seeds": seeds_count,
         "steps": steps,
         "sweep_s": sweep_s,
-        "loop_train_s": loop_s,
-        "ratio_loop_over_sweep": loop_s / sweep_s,
         "sweep_compile_s": sweep_compile_s,
+        "sweep_run_s": sweep_s - sweep_compile_s,
+        "loop_train_s": loop_s,
         "loop_train_compile_s": loop_compile_s,
-        "loop_compiled_once_s": reuse_s,
-        "loop_compiled_once_compile_s": reuse_compile_s,
-        "ratio_compiled_once_over_sweep": reuse_s / sweep_s,
+        "loop_train_run_s": loop_s - loop_compile_s,
+        "loop_traces": loop_traces,
+        "ratio_loop_over_sweep": loop_s / sweep_s,
+        "ratio_loop_compile_over_sweep_compile": compile_ratio,
         "max_loss_diff_sweep_vs_loop": agreement,
     }
     return Outcome(
         params={"task": "staircase", "arch": "mlp (tanh)", "model": "network", "optimizer": "gd", "lr": 0.05,
                 "width": 32, "steps": steps, "checkpoints": 64, "sigma0s": sigma0s.tolist(), "seeds": seeds.tolist()},
         rows=[row],
-        summary={"ratio_loop_over_sweep": loop_s / sweep_s},
+        summary={"ratio_loop_over_sweep": loop_s / sweep_s, "ratio_loop_compile_over_sweep_compile": compile_ratio,
+                 "loop_traces": loop_traces},
         targets={
-            "sweep faster than the loop of train": loop_s > sweep_s,
+            "the loop of train compiles once (one trace; compile <= 1.5x one sweep compile)":
+                loop_traces == 1 and compile_ratio <= 1.5,
             "sweep equals the loop (max loss diff < 1e-10)": agreement < 1e-10,
         },
         notes=["wall times include compilation (one call each, no repeats); *_compile_s is the part JAX "
-               "reports as tracing + lowering + compiling (jax.monitoring)"],
+               "reports as tracing + lowering + compiling (jax.monitoring), *_run_s the rest"],
     )
 
 
@@ -335,9 +339,9 @@ COLUMNS = {
     "lv_log_space": ["case", "sigma0", "horizon_steps", "solver_steps", "accepted_steps", "step_ratio_1e-30_over_1e-3",
                      "wall_s", "first_call_s"],
     "lv_many_modes": ["modes", "alpha", "m0", "horizon_steps", "output_times", "method", "wall_s", "first_call_s",
-                      "switched"],
+                      "ns_per_evaluation", "switched"],
     "sweep_vs_loop": ["runs", "steps", "sweep_s", "sweep_compile_s", "loop_train_s", "loop_train_compile_s",
-                      "ratio_loop_over_sweep", "loop_compiled_once_s", "loop_compiled_once_compile_s",
+                      "loop_traces", "ratio_loop_over_sweep", "ratio_loop_compile_over_sweep_compile",
                       "max_loss_diff_sweep_vs_loop"],
 }
 
