@@ -313,11 +313,13 @@ def predict(
     config: PredictConfig,
     W0=None,
     data: DataMatrices | None = None,
+    route_choice: RouteChoice | None = None,
 ) -> Prediction:
     """Predict the training of ``arch`` on (X (N, *input_shape), Y (N, K)) under ``config``.
 
     W0 (d, n) overrides the random init (its columns are units, flattened in
-    ``arch.blocks`` order). ``data`` may pass precomputed data matrices of (X, Y).
+    ``arch.blocks`` order). ``data`` may pass precomputed data matrices of (X, Y) (then X
+    and Y are not used), with ``route_choice`` from ``nqf._data.flow_data`` to report it.
 
     Raises NqfError for bad inputs (shapes, non-finite values, width != experts for a
     mixture of experts) and for a learning rate above the linear-stability bound.
@@ -328,6 +330,8 @@ def predict(
         data, choice = flow_data(
             arch, X, Y, loss=config.loss, route=config.route, minibatches=config.optimizer == "sgd", dtype=dtype
         )
+    elif route_choice is not None:
+        choice = route_choice
     elif isinstance(data, MomentDataMatrices):
         choice = RouteChoice("moments", "moments route (data matrices given)")
     else:

@@ -121,6 +121,7 @@ def predict(
     start_jax()  # float64 and the compilation cache (the library never flips these)
     import numpy as np
 
+    from .._data import flow_data
     from .._predict import PredictConfig, predict as run_predict
     from ..architectures import architecture_options, get_architecture
 
@@ -153,7 +154,14 @@ def predict(
         route=route,
         stepping=stepping,
     )
-    prediction = run_predict(architecture, np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64), config, W0=W0)
+    # the data matrices first, then let go of X and Y: the prediction's compilations then
+    # happen without the samples in memory (the moments route keeps only S and u)
+    data_route = flow_data(
+        architecture, np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64), loss=loss, route=route,
+        minibatches=optimizer == "sgd", dtype=np.float64,
+    )
+    del arrays, X, Y
+    prediction = run_predict(architecture, None, None, config, W0=W0, data=data_route[0], route_choice=data_route[1])
     result = prediction.to_json()
     if as_json:
         print(json.dumps(result))
