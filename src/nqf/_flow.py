@@ -318,11 +318,6 @@ def _run_map(
     )
 
 
-@partial(jax.jit, static_argnames=("step",))
-def _advance(step, data, carry, hyper, t0, count):
-    return jax.lax.fori_loop(0, count, lambda i, c: step(data, hyper, c, t0 + i), carry)
-
-
 @partial(jax.jit, static_argnames=("record_M",))
 def _observe_factor(record_M, data, F, basis):
     return _observe(data, F, basis, record_M)

@@ -173,12 +173,7 @@ def try_jump(kind: str, data, hyper, carry, length: int):
     model = AffineModel(np.asarray(r, dtype=np.float64), np.asarray(J, dtype=np.float64))
     if not model.ok:
         return model, Gamma, False
-    idx = _triu(D)
-    landing = Gamma.copy()
-    x = model.displacement(np.array([length]))[:, 0]
-    U = np.zeros((D, D))
-    U[idx] = x
-    landing = landing + U + np.triu(U, 1).T
+    landing = states_in_jump(model, Gamma, np.array([length]))[0]
     true = np.asarray(_increment(kind, data, hyper, jnp.asarray(landing, dtype=dtype)), dtype=np.float64)
     expected = model.increment_at(length)
     mismatch = np.linalg.norm(true - expected)
