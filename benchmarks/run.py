@@ -22,12 +22,11 @@ import datetime as _dt
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import jax

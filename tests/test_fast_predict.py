@@ -3,7 +3,6 @@ stepping equals the step-by-step map, the Lanczos stability bound equals the den
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._lotka_volterra import LotkaVolterra
+from ._lotka_volterra import LotkaVolterra, _gd_log_occupations
 
 BLOCK = 4096
 # Largest change of a mode's per-step log-rate over a block that still counts as settled.
@@ -28,17 +28,10 @@ RATE_TOLERANCE = 1e-13
 
 
 @functools.partial(jax.jit, static_argnames=("length",))
-def _gd_block(c, K, lr, u0, length):
-    def step(u, _):
-        Km = K * jnp.exp(u) if K.ndim == 1 else K @ jnp.exp(u)
-        u_next = u + 2.0 * jnp.log(jnp.abs(1.0 + 2.0 * lr * (c - Km)))
-        return u_next, u_next
+def momentum_block(c, K, lr, beta, state, length):
+    """``length`` heavy-ball steps on a diagonal M from state (m, p, q): the (length, modes)
+    trajectories of m, p and q (``nqf._predict.momentum_occupations`` has the map)."""
 
-    return jax.lax.scan(step, u0, None, length=length)[1]
-
-
-@functools.partial(jax.jit, static_argnames=("length",))
-def _momentum_block(c, K, lr, beta, state, length):
     def step(state, _):
         m, p, q = state
         g = (K * m if K.ndim == 1 else K @ m) - c
@@ -79,11 +72,11 @@ def lv_map_records(
     while t < num_steps:
         length = min(BLOCK, num_steps - t)
         if optimizer == "gd":
-            us = np.asarray(_gd_block(c, K, lr, state, length))
+            us = np.asarray(_gd_log_occupations(c, K, lr, state, length))
             occ = np.exp(us)
             state = jnp.asarray(us[-1])
         else:
-            trajectory = _momentum_block(c, K, lr, jnp.asarray(beta), state, length)
+            trajectory = momentum_block(c, K, lr, jnp.asarray(beta), state, length)
             occ = np.asarray(trajectory[0])
             state = tuple(a[-1] for a in trajectory)
         steps = np.arange(t + 1, t + length + 1)

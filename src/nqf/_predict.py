@@ -19,11 +19,9 @@ m_k = q_k^T M q_k reaches half of the LV fixed-point occupation m_k*.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import asdict, dataclass, field
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -31,14 +29,13 @@ from ._architecture import Architecture, check_width, init_weights
 from ._data import DataMatrices, flow_data
 from ._errors import NqfError
 from ._flow import FlowResult, gd_map, momentum_map, sgd_map, square_factor, stable_lr_bound
-from ._lv_maps import lv_map_records
+from ._lv_maps import lv_map_records, momentum_block
 from ._moments import ROUTES, MomentDataMatrices, RouteChoice
 from ._lotka_volterra import (
     LotkaVolterra,
     fixed_point,
     logistic_switch_time,
     solve_lv,
-    suggested_horizon,
     switch_times,
 )
 from ._reduction import ModeBasis, mode_basis
@@ -278,24 +275,12 @@ def momentum_occupations(system: LotkaVolterra, beta: float, num_steps: int) -> 
     Returns (num_steps + 1, modes) occupations.
     """
     m0 = jnp.asarray(system.m0)
-    ms = _momentum_occupations(
-        jnp.asarray(system.c), jnp.asarray(system.K), jnp.asarray(system.lr), jnp.asarray(beta), m0, int(num_steps)
-    )
-    return np.concatenate([np.asarray(m0)[None], np.asarray(ms)], axis=0)
-
-
-@functools.partial(jax.jit, static_argnames=("num_steps",))
-def _momentum_occupations(c, K, lr, beta, m0, num_steps):
-    def step(state, _):
-        m, p, q = state
-        g = (K * m if K.ndim == 1 else K @ m) - c
-        R = 2.0 * m * g + beta * p
-        q_next = 4.0 * g * g * m + 4.0 * beta * g * p + beta**2 * q
-        m_next = m - 2.0 * lr * R + lr**2 * q_next
-        return (m_next, R - lr * q_next, q_next), m_next
-
     zero = jnp.zeros_like(m0)
-    return jax.lax.scan(step, (m0, zero, zero), None, length=num_steps)[1]
+    ms = momentum_block(
+        jnp.asarray(system.c), jnp.asarray(system.K), jnp.asarray(system.lr), jnp.asarray(beta), (m0, zero, zero),
+        int(num_steps),
+    )[0]
+    return np.concatenate([np.asarray(m0)[None], np.asarray(ms)], axis=0)
 
 
 def _record_steps(steps: int) -> np.ndarray:
