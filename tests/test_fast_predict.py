@@ -2,6 +2,10 @@
 stepping equals the step-by-step map, the Lanczos stability bound equals the dense one."""
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -219,3 +223,66 @@ def test_chunked_route_equals_the_whole_route(loss, monkeypatch):
     assert "chunks" in streamed.route_reason
     assert_allclose(streamed.flow.loss, held.flow.loss, rtol=1e-10)
     np.testing.assert_array_equal(streamed.mflow_switch_steps, held.mflow_switch_steps)
+
+
+_FLOW_SWITCH_SCRIPT = """
+import json, sys
+import jax
+jax.config.update("jax_enable_x64", True)
+from nqf._cache import enable_compilation_cache
+enable_compilation_cache(sys.argv[1])
+import numpy as np
+import nqf._lotka_volterra as lvm
+s = np.array([3.0, 2.0, 1.0, 0.5])
+c = np.concatenate([s / 2, -s / 2])
+K = np.block([[np.eye(4) / 4, -np.eye(4) / 4], [-np.eye(4) / 4, np.eye(4) / 4]]) + 0.01
+system = lvm.LotkaVolterra(c, K, np.full(8, 1e-12), 0.05, 7.125)
+out = lvm.flow_switch_times(system, 3000.0, lvm.fixed_point(system))
+print(json.dumps([None if np.isnan(v) else float(v) for v in out]))
+"""
+
+
+def _flow_switch_system():
+    import nqf._lotka_volterra as lvm
+
+    s = np.array([3.0, 2.0, 1.0, 0.5])
+    c = np.concatenate([s / 2, -s / 2])
+    K = np.block([[np.eye(4) / 4, -np.eye(4) / 4], [-np.eye(4) / 4, np.eye(4) / 4]]) + 0.01
+    return lvm.LotkaVolterra(c, K, np.full(8, 1e-12), 0.05, 7.125)
+
+
+def test_flow_switch_times_equal_the_solver_path():
+    """The one-program LV flow switch times equal ``switch_times(solve_lv(...))`` exactly."""
+    import nqf._lotka_volterra as lvm
+
+    system = _flow_switch_system()
+    reference = lvm.fixed_point(system)
+    expected = lvm.switch_times(lvm.solve_lv(system, 3000.0), reference=reference)
+    assert np.isfinite(expected[:4]).all()
+    np.testing.assert_array_equal(lvm.flow_switch_times(system, 3000.0, reference), expected)
+
+
+def test_flow_switch_times_through_a_stored_artifact(tmp_path):
+    """With the cache on (and EQX_ON_ERROR=nan, as the CLI sets it) the program is stored as a
+    jax.export artifact, a second process uses it, and a corrupt artifact only costs tracing."""
+    import nqf._lotka_volterra as lvm
+
+    system = _flow_switch_system()
+    expected = lvm.switch_times(lvm.solve_lv(system, 3000.0), reference=lvm.fixed_point(system))
+    env = dict(os.environ, EQX_ON_ERROR="nan")
+
+    def run():
+        done = subprocess.run(
+            [sys.executable, "-c", _FLOW_SWITCH_SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+        return np.array([np.nan if v is None else v for v in json.loads(done.stdout)])
+
+    assert_allclose(run(), expected, rtol=1e-12)
+    artifacts = list((tmp_path / "exported").glob("*.jaxexport"))
+    assert len(artifacts) == 1
+    assert_allclose(run(), expected, rtol=1e-12)
+    artifacts[0].write_bytes(b"not a program")
+    assert_allclose(run(), expected, rtol=1e-12)
+    assert artifacts[0].read_bytes() != b"not a program"  # traced again and stored afresh

@@ -897,3 +897,64 @@ def switch_times(x, *, reference=None, t_final=None) -> np.ndarray:
         roots = np.asarray(_bisect_crossings(sol._dense, jnp.asarray(lo), jnp.asarray(hi), targets))
         out[need] = roots[need]
     return out
+
+
+# ---------------------------------------------------------------- switch times of the flow, in one program
+
+
+def _flow_switch_core(c, K, lr, u0, t_final, thresholds, rtol, atol, newton_tol, *, max_steps):
+    """Switch-on times of the LV gradient flow (Kvaerno5 in u = ln m, as ``solve_lv``) and whether
+    the solve succeeded, as one pure-array program: the solve, the first accepted step past each
+    threshold, and the bisection in the dense output (as ``switch_times`` on an LVSolution)."""
+    solver = diffrax.Kvaerno5(root_finder=optx.Newton(rtol=newton_tol, atol=newton_tol))
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(_vector_field),
+        solver,
+        t0=0.0,
+        t1=t_final,
+        dt0=None,
+        y0=u0,
+        args=(c, K, lr),
+        saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(t0=True, steps=True)], dense=True),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=max_steps,
+        throw=False,
+    )
+    step_ts, step_us = sol.ts[0], sol.ys[0]
+    valid = jnp.arange(step_ts.shape[0]) < sol.stats["num_accepted_steps"] + 1
+    crossed = (step_us >= thresholds[None, :]) & valid[:, None]
+    first = jnp.argmax(crossed, axis=0)
+    reached = jnp.any(crossed, axis=0) & jnp.isfinite(thresholds)
+    need = reached & (first > 0)
+    lo = jnp.where(need, step_ts[jnp.maximum(first - 1, 0)], 0.0)
+    hi = jnp.where(need, step_ts[first], 0.0)
+    roots = _bisect_crossings(sol, lo, hi, jnp.where(need, thresholds, 0.0))
+    out = jnp.where(reached & (first == 0), 0.0, jnp.where(need, roots, jnp.nan))
+    return out, sol.result == diffrax.RESULTS.successful
+
+
+def flow_switch_times(system: LotkaVolterra, t_final: float, reference) -> np.ndarray:
+    """``switch_times(solve_lv(system, t_final), reference=reference)``, in one compiled program
+    that later processes reuse without tracing (``nqf._exported``) when K is not diagonal."""
+    from ._exported import call_exported
+
+    t_final = float(t_final)
+    if system.is_diagonal or not (math.isfinite(t_final) and t_final > 0):
+        return switch_times(solve_lv(system, t_final), reference=reference)
+    double = jnp.asarray(1.0).dtype == jnp.float64
+    tol = 1e-8 if double else 1e-5
+    reference = np.asarray(reference, dtype=np.float64)
+    positive = reference > 0
+    with np.errstate(divide="ignore"):
+        thresholds = np.where(positive, np.log(np.where(positive, 0.5 * reference, 1.0)), np.inf)
+    args = tuple(
+        jnp.asarray(a)
+        for a in (
+            system.c, system.dense_K, system.lr, np.log(system.m0), t_final, thresholds, tol, tol,
+            max(1e-2 * tol, 1e-14),
+        )
+    )
+    out, ok = call_exported(_flow_switch_core, *args, max_steps=4096)
+    if not bool(ok):
+        raise NqfError("solve_lv: the ODE solver failed; raise max_steps (now 4096) or loosen rtol/atol")
+    return np.asarray(out, dtype=np.float64)

@@ -34,9 +34,8 @@ from ._moments import ROUTES, MomentDataMatrices, RouteChoice
 from ._lotka_volterra import (
     LotkaVolterra,
     fixed_point,
+    flow_switch_times,
     logistic_switch_time,
-    solve_lv,
-    switch_times,
 )
 from ._reduction import ModeBasis, mode_basis
 from ._scaling import PowerLawFit, fit_power_law
@@ -403,7 +402,7 @@ def predict(
     lv_loss = lv.loss(lv_occ)
     mflow_switch = first_crossing(flow.steps, flow.occupations, thresholds)
     horizon = float(config.steps)
-    continuous = switch_times(solve_lv(lv, horizon), reference=m_star)[:g]
+    continuous = flow_switch_times(lv, horizon, m_star)[:g]
     with np.errstate(divide="ignore", invalid="ignore"):
         diag_k = np.diag(modes.interactions)[:g]
         closed = np.asarray(logistic_switch_time(lv.c[:g], diag_k, lv.m0[:g], config.lr), dtype=np.float64)
