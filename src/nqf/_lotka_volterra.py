@@ -34,13 +34,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
-from scipy.optimize import nnls
 
 from ._errors import NqfError
 
@@ -247,6 +244,8 @@ def _stable_equilibrium(c: np.ndarray, K: np.ndarray, subset: np.ndarray) -> np.
     nonnegative least squares (Lawson-Hanson active set) on K = B^T B, then polished on
     the support.
     """
+    from scipy.optimize import nnls  # imported here: scipy.optimize costs 0.2 s to import
+
     m = c.size
     out = np.zeros(m)
     idx = np.flatnonzero(subset)
@@ -507,6 +506,8 @@ def _vector_field(t, u, args):
 
 @eqx.filter_jit
 def _solve_log_ode(c, K, lr, u0, t_final, grid, solver, controller, max_steps):
+    import diffrax
+
     return diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
         solver,
@@ -580,6 +581,9 @@ def solve_lv(
     Returns:
         LVSolution with times, occupations, losses, excess losses and the solver step count.
     """
+    import diffrax
+    import optimistix as optx
+
     t_final = float(t_final)
     if not (math.isfinite(t_final) and t_final > 0):
         raise NqfError(f"solve_lv: t_final must be positive and finite, got {t_final}")
@@ -906,6 +910,9 @@ def _flow_switch_core(c, K, lr, u0, t_final, thresholds, rtol, atol, newton_tol,
     """Switch-on times of the LV gradient flow (Kvaerno5 in u = ln m, as ``solve_lv``) and whether
     the solve succeeded, as one pure-array program: the solve, the first accepted step past each
     threshold, and the bisection in the dense output (as ``switch_times`` on an LVSolution)."""
+    import diffrax  # imported here: a warm nqf predict calls the stored program instead
+    import optimistix as optx
+
     solver = diffrax.Kvaerno5(root_finder=optx.Newton(rtol=newton_tol, atol=newton_tol))
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
@@ -933,6 +940,9 @@ def _flow_switch_core(c, K, lr, u0, t_final, thresholds, rtol, atol, newton_tol,
     return out, sol.result == diffrax.RESULTS.successful
 
 
+_flow_switch_program = jax.jit(_flow_switch_core, static_argnames=("max_steps",))
+
+
 def flow_switch_times(system: LotkaVolterra, t_final: float, reference) -> np.ndarray:
     """``switch_times(solve_lv(system, t_final), reference=reference)``, in one compiled program
     that later processes reuse without tracing (``nqf._exported``) when K is not diagonal."""
@@ -954,7 +964,7 @@ def flow_switch_times(system: LotkaVolterra, t_final: float, reference) -> np.nd
             max(1e-2 * tol, 1e-14),
         )
     )
-    out, ok = call_exported(_flow_switch_core, *args, max_steps=4096)
+    out, ok = call_exported(_flow_switch_program, *args, max_steps=4096)
     if not bool(ok):
         raise NqfError("solve_lv: the ODE solver failed; raise max_steps (now 4096) or loosen rtol/atol")
     return np.asarray(out, dtype=np.float64)
