@@ -914,20 +914,10 @@ def _flow_switch_core(c, K, lr, u0, t_final, thresholds, rtol, atol, newton_tol,
     import optimistix as optx
 
     solver = diffrax.Kvaerno5(root_finder=optx.Newton(rtol=newton_tol, atol=newton_tol))
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_vector_field),
-        solver,
-        t0=0.0,
-        t1=t_final,
-        dt0=None,
-        y0=u0,
-        args=(c, K, lr),
-        saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(t0=True, steps=True)], dense=True),
-        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-        max_steps=max_steps,
-        throw=False,
-    )
-    step_ts, step_us = sol.ts[0], sol.ys[0]
+    controller = diffrax.PIDController(rtol=rtol, atol=atol)
+    # the output grid is only t_final: switch times need the accepted steps and the dense output
+    sol = _solve_log_ode(c, K, lr, u0, t_final, t_final[None], solver, controller, max_steps)
+    step_ts, step_us = sol.ts[1], sol.ys[1]
     valid = jnp.arange(step_ts.shape[0]) < sol.stats["num_accepted_steps"] + 1
     crossed = (step_us >= thresholds[None, :]) & valid[:, None]
     first = jnp.argmax(crossed, axis=0)
