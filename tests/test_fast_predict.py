@@ -178,8 +178,7 @@ def test_lv_map_records_equal_every_step(optimizer):
     full = gd_occupations(system, steps) if optimizer == "gd" else momentum_occupations(system, 0.9, steps)
     np.testing.assert_array_equal(switch, first_crossing(np.arange(steps + 1), full[:, :4], thresholds))
     assert_allclose(occ, full[record], rtol=1e-10, atol=0)
-    if optimizer == "gd":
-        assert stats["extrapolated"] > 0
+    assert stats["extrapolated"] > 0
 
 
 @pytest.mark.parametrize("loss", ["squared", "cross_entropy"])

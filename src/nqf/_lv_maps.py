@@ -7,7 +7,8 @@ decaying ones), so the rest of the horizon is u(t + j) = u(t) + j du exactly up 
 drift of du. :func:`lv_map_records` iterates the map in compiled blocks and, once du has
 stopped changing (to ``RATE_TOLERANCE`` per step over a whole block), extrapolates to the
 horizon. Heavy-ball momentum (``momentum_occupations``) can ring on its way down, so its
-map is always iterated to the horizon (in blocks, so memory stays bounded).
+state (m, p, q) is extrapolated instead with each mode's 3 x 3 map for the settled
+g = K m - c, once every mode is switched on and g has stopped changing.
 
 Switch-on steps are found exactly along the way: the first step with m_k >= threshold_k.
 """
@@ -90,6 +91,14 @@ def lv_map_records(
                 _extrapolate(out, record, switch, thresholds, us[-1], rates[-1], t, num_steps, g)
                 stats["extrapolated"] = num_steps - t
                 break
+        if optimizer == "momentum" and t < num_steps and not np.any(np.isnan(switch) & (thresholds > 0)):
+            Kd = np.asarray(K)
+            gs = (occ * Kd[None, :] if Kd.ndim == 1 else occ @ Kd.T) - np.asarray(c)[None, :]
+            if np.max(np.abs(gs - gs[-1])) <= RATE_TOLERANCE * max(1.0, float(np.max(np.abs(np.asarray(c))))):
+                last = np.stack([np.asarray(a[-1]) for a in trajectory], axis=1)  # (modes, 3): m, p, q
+                _extrapolate_momentum(out, record, last, gs[-1], float(lr), float(beta), t)
+                stats["extrapolated"] = num_steps - t
+                break
     return out, switch, stats
 
 
@@ -118,3 +127,34 @@ def _extrapolate(out, record, switch, thresholds, u, rate, t, num_steps, g) -> N
                 j = int(np.ceil((np.log(thresholds[k]) - u[k]) / rate[k]))
                 if t + j <= num_steps:
                     switch[k] = t + max(j, 1)
+
+
+def _momentum_matrices(g: np.ndarray, lr: float, beta: float) -> np.ndarray:
+    """Per mode, the heavy-ball map of (m, p, q) for a fixed g = (K m)_k - c_k: (modes, 3, 3).
+
+    From R = 2 g m + beta p, q+ = 4 g^2 m + 4 beta g p + beta^2 q, m+ = m - 2 lr R + lr^2 q+,
+    p+ = R - lr q+ (``nqf._predict.momentum_occupations``), all linear in (m, p, q) once g is fixed.
+    """
+    A = np.empty((g.size, 3, 3))
+    A[:, 0] = np.stack([1 - 4 * lr * g + 4 * lr**2 * g**2, -2 * lr * beta + 4 * lr**2 * beta * g,
+                        np.full_like(g, lr**2 * beta**2)], axis=1)
+    A[:, 1] = np.stack([2 * g - 4 * lr * g**2, beta - 4 * lr * beta * g, np.full_like(g, -lr * beta**2)], axis=1)
+    A[:, 2] = np.stack([4 * g**2, 4 * beta * g, np.full_like(g, beta**2)], axis=1)
+    return A
+
+
+def _extrapolate_momentum(out, record, state, g, lr, beta, t) -> None:
+    """(m, p, q)(t + j) = A^j (m, p, q)(t) per mode, g settled, for the records after t."""
+    squares = [_momentum_matrices(g, lr, beta)]
+    v, done = state, t
+    for n in np.flatnonzero(record > t):
+        j, k = int(record[n]) - done, 0
+        while j:
+            while len(squares) <= k:
+                squares.append(np.einsum("mij,mjk->mik", squares[-1], squares[-1]))
+            if j & 1:
+                v = np.einsum("mij,mj->mi", squares[k], v)
+            j >>= 1
+            k += 1
+        done = int(record[n])
+        out[n] = v[:, 0]
