@@ -36,6 +36,13 @@ largest first; occupations m_k = q_k^T M q_k = ||W^T q_k||^2):
   or, for Adam and Muon, in the optimizer's network run (first seed); the horizon if
   some mode never does.
 
+Validity: the unit must pass the expansion check (``nqf._expansion.theory_gate``, the
+one gate of ``predict`` and ``nqf structure``) unless ``allow_inapplicable``; the verdict
+is in ``Comparison.expansion`` and the JSON either way. A network run has diverged when
+its loss becomes non-finite or exceeds ``DIVERGENCE_FACTOR`` (100) times its initial loss
+(``nqf._training``); its seed is listed in ``diverged``, its records from that step on are
+NaN (so it has no switch-on steps there: null) and a note says so.
+
 Seeds: runs use seeds ``seed, seed + 1, ..., seed + seeds - 1`` for W0 and minibatches;
 every per-mode number is the mean over seeds (NaN when some seed never switched within
 the horizon) and per-seed values and spreads are kept.
@@ -54,10 +61,11 @@ from ._architecture import Architecture, check_width
 from ._closure import ClosureResult, closure_diagnostic
 from ._data import DataMatrices, data_matrices, flow_data
 from ._errors import NqfError
+from ._expansion import ExpansionReport, report_json, theory_gate
 from ._measure import switch_steps, switch_steps_own
 from ._predict import PREDICT_OPTIMIZERS, Prediction, PredictConfig, predict
 from ._precision import resolve_dtype
-from ._training import OPTIMIZERS, SweepResult, TrainConfig, train_sweep
+from ._training import DIVERGENCE_FACTOR, OPTIMIZERS, SweepResult, TrainConfig, train_sweep
 
 COMPARE_OPTIMIZERS = OPTIMIZERS
 # The M-flow each optimizer is compared with; Adam and Muon get the GD flow as a reference.
@@ -102,6 +110,8 @@ class CompareConfig:
         closure: run the closure diagnostic per optimizer.
         closure_fraction: the closure window ends when every mode has reached this
             fraction of its fixed-point occupation (module docstring).
+        allow_inapplicable: run even when the expansion check says the quadratic-form
+            theory does not apply to the unit (the verdict is reported either way).
     """
 
     width: int = 32
@@ -118,8 +128,11 @@ class CompareConfig:
     include_quadratic: bool = True
     closure: bool = True
     closure_fraction: float = 0.9
+    allow_inapplicable: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
+            raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
         opts = (self.optimizers,) if isinstance(self.optimizers, str) else tuple(self.optimizers)
         object.__setattr__(self, "optimizers", opts)
         if not opts:
@@ -257,6 +270,7 @@ class Comparison:
         closure: {optimizer: ClosureResult}; closure_until: {optimizer: step}.
         reference_only: optimizers without an M-flow of their own.
         notes: what a reader needs to know.
+        expansion: the expansion check's verdict on the unit.
     """
 
     task_name: str
@@ -282,6 +296,14 @@ class Comparison:
     closure_until: dict[str, int]
     reference_only: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    expansion: ExpansionReport | None = None
+
+    @property
+    def diverged(self) -> dict[str, list[int]]:
+        """{optimizer: seeds whose network run diverged (non-finite or > DIVERGENCE_FACTOR x initial loss)}."""
+        return {
+            opt: [int(s) for s, d in zip(self.seeds, sw.diverged_at[0]) if d >= 0] for opt, sw in self.network.items()
+        }
 
     @property
     def num_modes(self) -> int:
@@ -402,7 +424,10 @@ class Comparison:
             "task_options": _jsonable(self.task_options),
             "arch": self.arch.name,
             "arch_options": _jsonable(dict(self.arch.options)),
-            "config": _jsonable(asdict(self.config)),
+            "config": _jsonable(
+                {**asdict(self.config), "arch": self.arch.name, "arch_options": dict(self.arch.options)}
+            ),
+            "expansion": report_json(self.expansion),
             "seeds": [int(s) for s in self.seeds],
             "learning_rates": {opt: self.config.lr_for(opt) for opt in self.config.optimizers},
             "lv_applies": bool(p.lv_applies),
@@ -413,9 +438,8 @@ class Comparison:
             "closure_update_defect": {opt: _num(r.max_update_defect) for opt, r in self.closure.items()},
             "closure_until": dict(self.closure_until),
             "reference_only": list(self.reference_only),
-            "diverged": {
-                opt: [int(s) for s, d in zip(self.seeds, sw.diverged_at[0]) if d >= 0] for opt, sw in self.network.items()
-            },
+            "diverged": self.diverged,
+            "divergence_factor": DIVERGENCE_FACTOR,
             "notes": list(self.notes),
         }
 
@@ -463,6 +487,7 @@ def compare(task, arch: Architecture | None, config: CompareConfig) -> Compariso
         raise NqfError(f"compare needs a task (nqf.get_task), got {type(task).__name__}")
     arch = task.architecture() if arch is None else arch
     check_width(arch, config.width)
+    expansion = theory_gate(arch, config.allow_inapplicable)
     dtype = resolve_dtype(None)
     X, Y = task.generate(config.data_seed, dtype=dtype)
     # the full-batch flows read the data by the cheaper route; SGD needs the samples
@@ -489,6 +514,7 @@ def compare(task, arch: Architecture | None, config: CompareConfig) -> Compariso
                     beta=_DEFAULT_MOMENTUM if config.beta is None else float(config.beta),
                     batch_size=config.batch_size if flow == "sgd" else None,
                     seed=seed,
+                    allow_inapplicable=bool(config.allow_inapplicable),
                 ),
                 data=full_batch if flow != "sgd" else per_sample,
             )
@@ -561,9 +587,14 @@ def compare(task, arch: Architecture | None, config: CompareConfig) -> Compariso
                 for j in range(len(seeds))
             ]
         )
-        diverged = [int(s) for s, d in zip(seeds, sweep.diverged_at[0]) if d >= 0]
+        diverged = [(int(s), int(d)) for s, d in zip(seeds, sweep.diverged_at[0]) if d >= 0]
         if diverged:
-            notes.append(f"network ({opt}) diverged for seed(s) {', '.join(map(str, diverged))}: lower its learning rate")
+            listed = ", ".join(f"{s} (step {d})" for s, d in diverged)
+            notes.append(
+                f"network ({opt}, lr {config.lr_for(opt):g}) diverged for seed(s) {listed}: its loss became non-finite "
+                f"or exceeded {DIVERGENCE_FACTOR:g} x its initial loss; its records from there on are NaN, so modes not "
+                "switched on before are null, not switches; lower its learning rate"
+            )
 
     closure: dict[str, ClosureResult] = {}
     closure_until: dict[str, int] = {}
@@ -605,4 +636,5 @@ def compare(task, arch: Architecture | None, config: CompareConfig) -> Compariso
         closure_until=closure_until,
         reference_only=reference_only,
         notes=tuple(notes),
+        expansion=expansion,
     )

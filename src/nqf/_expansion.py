@@ -43,8 +43,15 @@ stops at eps = 3e-3 and the order is often not resolved (nan); the verdicts stil
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
+import os
+import tempfile
+from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -360,3 +367,153 @@ def label(arch: Architecture) -> str:
     """``name (option=value, ...)``, how messages name an architecture."""
     options = ", ".join(f"{k}={v}" for k, v in arch.options)
     return f"{arch.name} ({options})" if options else arch.name
+
+
+# -- one theory gate for predict, compare and structure ----------------------------------
+# The check costs 0.2-1 s (it compiles a probe of the unit), so its verdict is kept:
+# in-process per architecture description and dtype, and on disk beside JAX's compilation
+# cache (when that is on) for built-in architectures, keyed by their description and the
+# nqf version. Inputs are deterministic: key(0) seeds the draws (``expansion_check``).
+GATE_SEED = 0
+_GATE_FORMAT = 1  # bump when expansion_check's verdicts change within one nqf version
+_GATE_CACHE_SIZE = 128
+_GATE_MEMORY: OrderedDict = OrderedDict()
+_VERDICT_DIR = "nqf-expansion"  # a subdirectory of the compilation cache (JAX keeps only *-cache files there)
+
+
+def _gate_key(arch: Architecture, dtype) -> tuple:
+    from ._training import _arch_key  # the description the compiled training runs are keyed by
+
+    return (_arch_key(arch), np.dtype(dtype).name)
+
+
+def _is_builtin(key: tuple) -> bool:
+    """Whether an architecture description names only nqf's own functions (then it is stable across processes)."""
+    description = key[0]
+    if description[0] == "identity":
+        return False
+
+    def builtin(item) -> bool:
+        if callable(item) and not isinstance(item, type):
+            return False
+        if isinstance(item, tuple):
+            return all(builtin(v) for v in item)
+        return True
+
+    return builtin(description)
+
+
+def _verdict_folder() -> str | None:
+    """JAX's compilation cache directory when the cache is on (None otherwise)."""
+    return jax.config.jax_compilation_cache_dir or None
+
+
+def _verdict_path(key: tuple) -> Path | None:
+    """The file of a built-in architecture's verdict in the compilation cache's directory, or None."""
+    folder = _verdict_folder()
+    if not folder or not _is_builtin(key):
+        return None
+    from . import __version__
+
+    text = repr((_GATE_FORMAT, __version__, jax.__version__, GATE_SEED, key))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+    return Path(folder) / _VERDICT_DIR / f"{digest}.json"
+
+
+def _report_from_json(data: dict) -> ExpansionReport:
+    fields = {f.name for f in dataclasses.fields(ExpansionReport)}
+    if set(data) != fields:
+        raise ValueError("fields differ")
+    return ExpansionReport(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def _read_verdict(path: Path) -> ExpansionReport | None:
+    try:
+        return _report_from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):  # missing, unreadable, truncated, another format: a miss
+        return None
+
+
+def _write_verdict(path: Path, report: ExpansionReport) -> None:
+    """Write atomically (a temporary file renamed into place); failures only skip the cache."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=".verdict-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(dataclasses.asdict(report), handle)  # inf/nan as JSON's Infinity/NaN, read back by json
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass
+
+
+def cached_expansion_check(arch: Architecture) -> ExpansionReport:
+    """``expansion_check(arch, key=jax.random.key(GATE_SEED))`` in JAX's default float dtype, remembered.
+
+    In-process: per architecture description (name, options, shapes and unit functions:
+    built-in functions by name, a user's by identity) and dtype. On disk, when JAX's
+    compilation cache is on (``nqf.enable_compilation_cache``; the command line does it):
+    a small JSON file per built-in architecture under ``<cache>/nqf-expansion/``, named by
+    a hash of the description, the dtype, the nqf and JAX versions and the check's seed,
+    written atomically. A user's architecture is cached in-process only (its functions
+    have no stable name).
+    """
+    dtype = jnp.result_type(float)
+    key = _gate_key(arch, dtype)
+    report = _GATE_MEMORY.get(key)
+    if report is not None:
+        _GATE_MEMORY.move_to_end(key)
+        return report
+    path = _verdict_path(key)
+    report = None if path is None else _read_verdict(path)
+    if report is None:
+        report = expansion_check(arch, key=jax.random.key(GATE_SEED))
+        if path is not None:
+            _write_verdict(path, report)
+    _GATE_MEMORY[key] = report
+    while len(_GATE_MEMORY) > _GATE_CACHE_SIZE:
+        _GATE_MEMORY.popitem(last=False)
+    return report
+
+
+def _clear_gate_cache() -> None:
+    """Forget the in-process verdicts (tests)."""
+    _GATE_MEMORY.clear()
+
+
+def inapplicable_message(arch: Architecture, report: ExpansionReport) -> str:
+    """One line: the architecture, the check's reason and how to run anyway."""
+    return (
+        f"the theory does not apply to {label(arch)}: {report.reason}; "
+        "allow_inapplicable=True (nqf: --allow-inapplicable) runs anyway"
+    )
+
+
+def theory_gate(arch: Architecture, allow_inapplicable: bool = False) -> ExpansionReport:
+    """The one gate of ``predict`` and ``compare``: the (cached) expansion verdict of ``arch``.
+
+    Raises :class:`TheoryDoesNotApply` (one line, :func:`inapplicable_message`) when the
+    quadratic-form expansion does not hold and ``allow_inapplicable`` is false; returns
+    the report otherwise (callers put it in their output either way).
+    """
+    report = cached_expansion_check(arch)
+    if not report.applies and not allow_inapplicable:
+        raise TheoryDoesNotApply(inapplicable_message(arch, report))
+    return report
+
+
+def report_json(report: ExpansionReport | None) -> dict | None:
+    """The verdict as printed in ``predict``/``compare`` JSON: applies, kind, reason, remainder_order, dtype."""
+    if report is None:
+        return None
+    order = report.remainder_order
+    return {
+        "applies": bool(report.applies),
+        "kind": report.kind,
+        "reason": report.reason,
+        "remainder_order": float(order) if math.isfinite(order) else None,
+        "dtype": report.dtype,
+    }

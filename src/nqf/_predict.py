@@ -15,6 +15,28 @@ r"""Predict training without training: one call from (architecture, data, init, 
 
 Switch-on step of mode k (one convention everywhere): the first step at which
 m_k = q_k^T M q_k reaches half of the LV fixed-point occupation m_k*.
+
+Every prediction knows its own validity:
+
+- the theory gate: the unit must pass the expansion check of ``nqf structure``
+  (``nqf._expansion.theory_gate``, cached); otherwise :func:`predict` refuses, unless
+  ``allow_inapplicable`` (then the verdict is in the output and in a note);
+- the init must be resolvable in the working dtype: every growing mode's initial
+  occupation m_k(0) = |W0^T q_k|^2 (~ n sigma0^2) at least ``occupation_floor(dtype)``
+  = tiny / u (1.0e-292 in float64, 9.9e-32 in float32; ``nqf._precision``), else
+  :func:`predict` refuses with the numbers and the remedy. m_k(0) is computed from W0 in
+  log space, so an underflowing W0 W0^T is seen, never floored silently;
+- a mode with m_k(0) = 0 exactly (W0 = 0, or W0 orthogonal to q_k) never switches: NaN
+  in the M-flow, the LV map and ODE, the closed form and the singular limit alike;
+- the M-flow's rounding: while mode k is small, rounding of the O(1) components of the
+  leading modes (relative size u) seeds it. Mode k is *unresolved* by the M-flow when its
+  weight share r_k = min_t sqrt(m_k(t) / sum_j m_j(t)) before its switch-on (read from the
+  LV map, which runs in log occupations and has no such floor) falls below
+  ``MFLOW_RESOLUTION * u``, u the working dtype's unit roundoff; its M-flow switch step is
+  then NaN and a note names the mode. Measured on the staircase (GD, lr 0.05, n = 32,
+  mode 4 or 3, M-flow against the LV map, sigma0 1e-6 ... 1e-22): r >= 0.37 u agrees within
+  0.6% (float32 and float64); r = 0.21 u is 1.3% early, 0.13 u 3%, 0.02 u 10%, 0.003 u 15%
+  (float32), 0.008 u 6% (float64). The bound 0.25 u keeps the error below about 1%.
 """
 
 from __future__ import annotations
@@ -28,6 +50,8 @@ import numpy as np
 from ._architecture import Architecture, check_width, init_weights
 from ._data import DataMatrices, flow_data
 from ._errors import NqfError
+from ._expansion import ExpansionReport, label, report_json, theory_gate
+from ._precision import occupation_floor, underflow_remedy
 from ._flow import FlowResult, gd_map, momentum_map, sgd_map, square_factor, stable_lr_bound
 from ._lv_maps import lv_map_records, momentum_block
 from ._moments import ROUTES, MomentDataMatrices, RouteChoice
@@ -49,6 +73,9 @@ LV_DEFECT_TOLERANCE = 1e-6
 # Record every step up to this horizon; beyond it, log+linear checkpoints.
 _EVERY_STEP_LIMIT = 20000
 _MIN_MODES_FOR_POWER_LAW = 10
+# A mode whose weight share r_k (module docstring) falls below this many rounding units is
+# not resolved by the M-flow.
+MFLOW_RESOLUTION = 0.25
 
 
 @dataclass(frozen=True)
@@ -72,6 +99,8 @@ class PredictConfig:
             cheaper allowed one; ``Prediction.route`` says which and why).
         stepping: ``adaptive`` (jump the stretches where the map is linear to 1e-12, step
             through the switch-ons) or ``every`` (the step-by-step map, the reference).
+        allow_inapplicable: run even when the expansion check says the quadratic-form
+            theory does not apply to the unit (the verdict is reported either way).
     """
 
     width: int
@@ -86,8 +115,11 @@ class PredictConfig:
     check_lr: bool = True
     route: str = "auto"
     stepping: str = "adaptive"
+    allow_inapplicable: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
+            raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
         if self.optimizer not in PREDICT_OPTIMIZERS:
             raise NqfError(
                 f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {self.optimizer!r}"
@@ -135,6 +167,12 @@ class Prediction:
         route, route_reason: the data route of the M-flow (``moments`` or ``samples``) and why.
         flow_stats: how the M-flow got to the horizon: steps taken one by one and steps
             jumped (``stepping="adaptive"``), and the jumps made.
+        expansion: the expansion check's verdict on the unit (``nqf._expansion``).
+        arch_name, arch_options: the architecture, echoed in the JSON config.
+        initial_occupations: (m,) m_k(0) = |W0^T q_k|^2 as computed in log space (0: the
+            mode has no initial component and never switches; ``lv.m0`` floors it).
+        mflow_resolution: (g,) r_k / u, the weight share of each mode in rounding units
+            (module docstring); below MFLOW_RESOLUTION its M-flow switch step is NaN.
     """
 
     config: PredictConfig
@@ -160,6 +198,11 @@ class Prediction:
     route: str = "samples"
     route_reason: str = ""
     flow_stats: dict = field(default_factory=dict)
+    expansion: ExpansionReport | None = None
+    arch_name: str = ""
+    arch_options: tuple = ()
+    initial_occupations: np.ndarray | None = None
+    mflow_resolution: np.ndarray | None = None
 
     @property
     def num_growing(self) -> int:
@@ -174,12 +217,16 @@ class Prediction:
         """The stable JSON form printed by ``nqf predict --json``."""
         g = self.num_growing
         order = [int(k) for k in self.singular.activation_order]
+        m0 = self.lv.m0 if self.initial_occupations is None else self.initial_occupations
+        resolution = None if self.mflow_resolution is None else _floats(self.mflow_resolution)
         return {
-            "config": asdict(self.config),
+            "config": {**asdict(self.config), "arch": self.arch_name, "arch_options": _jsonable(dict(self.arch_options))},
+            "expansion": report_json(self.expansion),
             "mflow": {
                 "steps": _ints(self.flow.steps),
                 "loss": _floats(self.flow.loss),
                 "switch_steps": _floats(self.mflow_switch_steps),
+                "resolution": resolution,
             },
             "lv": {
                 "applies": bool(self.lv_applies),
@@ -188,7 +235,7 @@ class Prediction:
                 "growth": _floats(self.modes.growth[:g]),
                 "growth_rates": _floats(self.growth_rates),
                 "interactions": [_floats(row) for row in self.modes.interactions[:g, :g]],
-                "initial_occupations": _floats(self.lv.m0[:g]),
+                "initial_occupations": _floats(m0[:g]),
                 "fixed_point": _floats(2.0 * self.thresholds),
                 "switch_steps": _floats(self.lv_switch_steps),
                 "continuous_switch_steps": _floats(self.lv_continuous_switch_steps),
@@ -196,7 +243,7 @@ class Prediction:
                 "plateau_losses": _floats(self.lv_plateau_losses),
             },
             "singular_limit": {
-                "eps": float(self.singular.eps),
+                "eps": _floats([self.singular.eps])[0] if np.any(m0[:g] > 0) else None,  # no mode there: no eps
                 "step_times": _floats(self.singular.steps()),
                 "rescaled_times": _floats(self.singular.step_times),
                 "order": order,
@@ -227,6 +274,23 @@ def _floats(a) -> list:
     for v in np.asarray(a, dtype=np.float64).ravel():
         out.append(float(v) if math.isfinite(v) else None)
     return out
+
+
+def _jsonable(obj):
+    """Options as JSON: tuples become lists, numpy scalars plain numbers, non-finite floats None."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, (str, int)) or obj is None:
+        return obj
+    return repr(obj)
 
 
 def _int_tree(tree):
@@ -306,9 +370,12 @@ def predict(
     and Y are not used), with ``route_choice`` from ``nqf._data.flow_data`` to report it.
 
     Raises NqfError for bad inputs (shapes, non-finite values, width != experts for a
-    mixture of experts) and for a learning rate above the linear-stability bound.
+    mixture of experts), for a learning rate above the linear-stability bound, for an
+    init that underflows the working dtype, and (TheoryDoesNotApply) for a unit the
+    expansion check rejects unless ``config.allow_inapplicable`` (module docstring).
     """
     check_width(arch, config.width)
+    expansion = theory_gate(arch, config.allow_inapplicable)
     dtype = jnp.result_type(float)
     if data is None:
         data, choice = flow_data(
@@ -321,6 +388,12 @@ def predict(
     else:
         choice = RouteChoice("samples", "per-sample route (data matrices given)")
     notes: list[str] = []
+    if not expansion.applies:
+        notes.append(
+            f"the theory does not apply to {label(arch)}: {expansion.reason}; run anyway (allow_inapplicable): "
+            "every number here is the quadratic form's (autodiff's A(x) at w = 0), not the network's"
+        )
+    given_W0 = W0 is not None
     if W0 is None:
         W0 = init_weights(arch, training_keys(config.seed)[0], config.width, config.sigma0, dtype)
     else:
@@ -336,11 +409,27 @@ def predict(
     M0 = W0 @ W0.T
     factor = square_factor(W0=np.asarray(W0))
 
-    modes = mode_basis(data)
+    why = "" if expansion.applies else f" (the theory does not apply to {arch.name}: {expansion.reason})"
+    try:
+        modes = mode_basis(data)
+    except NqfError as err:  # e.g. A = 0 for relu (autodiff's relu''(0) = 0): say why it is meaningless
+        if expansion.applies:
+            raise
+        raise NqfError(f"{err}{why}") from None
     g = modes.num_growing
     if g == 0:
-        raise NqfError("no mode grows: C = E[y A(x)] has no positive eigenvalue for these data")
-    m0 = modes.occupations(M0)
+        raise NqfError(f"no mode grows: C = E[y A(x)] has no positive eigenvalue for these data{why}")
+    log_m0 = log_occupations(modes.basis, W0)
+    check_init_scale(log_m0[:g], dtype, config, given_W0)
+    never = np.isneginf(log_m0)  # no initial component along q_k: the mode stays at 0
+    if never[:g].any():
+        missing = ", ".join(str(k + 1) for k in np.flatnonzero(never[:g]))
+        which = "every growing mode" if never[:g].all() else f"mode(s) {missing}"
+        notes.append(
+            f"W0 has no component along {which} (m_k(0) = 0 exactly): such a mode never switches on, in every source"
+        )
+    # from W0 itself, not from M0 = W0 W0^T (whose rounding, ~u |M0|, would hide a tiny m_k(0))
+    m0 = np.exp(log_m0)
     loss0 = float(data.loss(jnp.zeros_like(M0)))
     lv = modes.lotka_volterra(m0, config.lr, loss0)
     m_star = fixed_point(lv)
@@ -393,20 +482,46 @@ def predict(
 
     flow_stats = dict(flow.stats or {})
     # the LV map at the M-flow's recorded steps; its switch-ons exact to the step
-    lv_occ, lv_switch, lv_stats = lv_map_records(
-        lv, config.steps, record, thresholds, optimizer="momentum" if config.optimizer == "momentum" else "gd",
-        beta=config.beta,
-    )
+    lv_optimizer = "momentum" if config.optimizer == "momentum" else "gd"
+    horizon = float(config.steps)
+    if not never.any():
+        lv_occ, lv_switch, lv_stats = lv_map_records(
+            lv, config.steps, record, thresholds, optimizer=lv_optimizer, beta=config.beta
+        )
+        continuous = flow_switch_times(lv, horizon, m_star)[:g]
+    else:  # the LV of the modes that are there; the others stay at m_k = 0
+        lv_occ, lv_switch, continuous = np.zeros((record.size, lv.num_modes)), np.full(g, np.nan), np.full(g, np.nan)
+        lv_stats = {"stepped": 0, "extrapolated": 0}
+        live = np.flatnonzero(~never)
+        live_g = live[live < g]
+        if live_g.size:
+            sub = _subsystem(lv, live)
+            occ, switch, lv_stats = lv_map_records(
+                sub, config.steps, record, thresholds[live_g], optimizer=lv_optimizer, beta=config.beta
+            )
+            lv_occ[:, live], lv_switch[live_g] = occ, switch
+            continuous[live_g] = flow_switch_times(sub, horizon, m_star[live])[: live_g.size]
     flow_stats["lv_map"] = lv_stats
     lv_steps = record
     lv_loss = lv.loss(lv_occ)
     mflow_switch = first_crossing(flow.steps, flow.occupations, thresholds)
-    horizon = float(config.steps)
-    continuous = flow_switch_times(lv, horizon, m_star)[:g]
+    resolution = mflow_resolution(record, lv_occ, lv_switch, g, dtype)
+    unresolved = np.flatnonzero((resolution < MFLOW_RESOLUTION) & ~never[:g])
+    if unresolved.size:
+        listed = ", ".join(f"{k + 1} (at {mflow_switch[k]:g})" for k in unresolved)
+        mflow_switch = mflow_switch.copy()
+        mflow_switch[unresolved] = np.nan
+        notes.append(
+            f"the M-flow cannot resolve mode(s) {listed}: before switching on, the mode's weight share "
+            f"sqrt(m_k / tr M) falls to {resolution[unresolved].min():.2g} u ({np.dtype(dtype).name} rounding unit u), "
+            f"below {MFLOW_RESOLUTION:g} u, so rounding of the leading modes seeds it and it switches early; its M-flow "
+            "switch step is left out (null); the LV map (log occupations) and the singular limit stand"
+        )
     with np.errstate(divide="ignore", invalid="ignore"):
         diag_k = np.diag(modes.interactions)[:g]
         closed = np.asarray(logistic_switch_time(lv.c[:g], diag_k, lv.m0[:g], config.lr), dtype=np.float64)
-    limit = singular_limit(lv)
+    closed[never[:g]] = np.nan
+    limit = singular_limit(lv, never=never)
     singular_switch = limit.switch_steps()[:g]
     plateau = np.full(g, np.nan)
     for step_index, mode in enumerate(limit.activation_order):
@@ -445,4 +560,91 @@ def predict(
         route=choice.route,
         route_reason=choice.reason,
         flow_stats=flow_stats,
+        expansion=expansion,
+        arch_name=arch.name,
+        arch_options=tuple(arch.options),
+        initial_occupations=np.exp(log_m0),
+        mflow_resolution=resolution,
     )
+
+
+def _subsystem(system: LotkaVolterra, idx: np.ndarray) -> LotkaVolterra:
+    """The LV system of the modes ``idx`` (sorted); exact when the others stay at m = 0."""
+    K = system.K[idx] if system.K.ndim == 1 else system.K[np.ix_(idx, idx)]
+    return LotkaVolterra(system.c[idx], K, system.m0[idx], system.lr, system.loss0)
+
+
+def log_occupations(basis, W0) -> np.ndarray:
+    """ln m_k(0) = ln |W0^T q_k|^2 for every column q_k of basis (d, m), without underflow: (m,).
+
+    Computed in float64 as 2 ln s + ln |(W0 / s)^T q_k|^2 with s = max |W0_ij|, so that
+    W0 W0^T may underflow (sigma0 = 1e-300) and m_k(0) is still known; -inf where the
+    component is exactly zero (W0 = 0, or W0 orthogonal to q_k).
+    """
+    W = np.asarray(W0, dtype=np.float64)
+    Q = np.asarray(basis, dtype=np.float64)
+    scale = float(np.max(np.abs(W))) if W.size else 0.0
+    if scale == 0.0:
+        return np.full(Q.shape[1], -np.inf)
+    proj = Q.T @ (W / scale)
+    with np.errstate(divide="ignore"):
+        return 2.0 * math.log(scale) + np.log(np.sum(proj * proj, axis=1))
+
+
+def _exp_text(log_value: float) -> str:
+    """e^log_value as 'a.bce-N', also far outside float64's range."""
+    exponent10 = log_value / math.log(10.0)
+    e = math.floor(exponent10)
+    return f"{10 ** (exponent10 - e):.2g}e{e:+d}".replace("e+", "e")
+
+
+def check_init_scale(log_m0, dtype, config: PredictConfig, given_W0: bool) -> None:
+    """Refuse an init whose smallest growing-mode occupation underflows ``dtype`` (module docstring).
+
+    log_m0: (g,) ln m_k(0) of the growing modes (-inf: exactly zero, allowed: never switches).
+    The floor is ``occupation_floor(dtype)`` = tiny / u. The message gives m_k(0), n sigma0^2,
+    the floor, and the smallest sigma0 that passes: sigma0 sqrt(floor / min_k m_k(0)) (m_k(0)
+    scales with sigma0^2 for a fixed draw).
+    """
+    log_m0 = np.asarray(log_m0, dtype=np.float64)
+    present = np.isfinite(log_m0)
+    if not present.any():
+        return
+    floor = occupation_floor(dtype)
+    k = int(np.flatnonzero(present)[np.argmin(log_m0[present])])
+    low = float(log_m0[k])
+    if low >= math.log(floor):
+        return
+    name = np.dtype(dtype).name
+    info = np.finfo(np.dtype(dtype))
+    factor = math.exp(0.5 * (math.log(floor) - low))
+    if given_W0:
+        subject = "the given W0"
+        remedy = underflow_remedy(dtype, None).replace("scale W0 up", f"scale W0 up by at least {factor:.2g}")
+    else:
+        s0 = float(config.sigma0)
+        n_s2 = _exp_text(math.log(config.width) + 2.0 * math.log(s0))
+        subject = f"sigma0 = {s0:g} (n sigma0^2 = {config.width} * {s0:g}^2 = {n_s2})"
+        remedy = underflow_remedy(dtype, s0 * factor)
+    raise NqfError(
+        f"{subject}: the initial occupation of mode {k + 1}, m_k(0) = |W0^T q_k|^2 = {_exp_text(low)}, underflows "
+        f"{name} (smallest normal {info.tiny:.2g}; the M-flow and the LV need m_k(0) >= tiny / u = {floor:.2g}); {remedy}"
+    )
+
+
+def mflow_resolution(steps, occupations, switch, g: int, dtype) -> np.ndarray:
+    """r_k / u for the g growing modes: r_k = min over t <= t_k of sqrt(m_k(t) / sum_j m_j(t)).
+
+    steps (R,), occupations (R, m) of the LV map (log occupations: no rounding floor),
+    switch (g,) the LV switch steps (NaN: the horizon), u the unit roundoff of ``dtype``.
+    """
+    steps = np.asarray(steps, dtype=np.float64)
+    occ = np.asarray(occupations, dtype=np.float64)
+    total = occ.sum(axis=1)
+    u = float(np.finfo(np.dtype(dtype)).eps)
+    switch = np.asarray(switch, dtype=np.float64)
+    until = np.where(np.isfinite(switch), switch, steps[-1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = occ[:, :g] / total[:, None]
+    share = np.where((steps[:, None] <= until[None, :]) & np.isfinite(share), share, np.inf)
+    return np.sqrt(share.min(axis=0)) / u

@@ -76,30 +76,38 @@ class SingularLimit:
         return self.switch_times * (self.eps if eps is None else float(eps))
 
 
-def singular_limit(system: LotkaVolterra, eps: float | None = None) -> SingularLimit:
+def singular_limit(system: LotkaVolterra, eps: float | None = None, never=None) -> SingularLimit:
     """The exact event-driven singular limit of ``system`` (see module docstring).
 
     Args:
         system: LotkaVolterra with symmetric positive semidefinite K (the theory's K).
-        eps: rescaling, default ``system.eps`` = -mean(ln m0). Modes start at
-            u_k = min(ln(m0_k) / eps, 0).
+        eps: rescaling, default ``system.eps`` = -mean(ln m0) over the modes not in
+            ``never``. Modes start at u_k = min(ln(m0_k) / eps, 0).
+        never: optional (m,) bool, modes whose initial occupation is exactly zero (they
+            stay at m_k = 0: u_k = -inf, never activated, never counted as suppressed).
     Returns:
         SingularLimit.
     Raises:
         NqfError: K not symmetric PSD, or the loss is unbounded below on the modes that
             activate (c outside the range of K there).
     """
-    eps = system.eps if eps is None else float(eps)
+    never = np.zeros(system.num_modes, dtype=bool) if never is None else np.asarray(never, dtype=bool)
+    if never.shape != (system.num_modes,):
+        raise NqfError(f"singular_limit: never must have shape ({system.num_modes},), got {never.shape}")
+    if eps is None:
+        live = ~never
+        eps = float(-np.mean(np.log(system.m0[live]))) if live.any() else system.eps
+    eps = float(eps)
     if not (np.isfinite(eps) and eps > 0):
         raise NqfError(f"singular_limit: eps must be positive (m0 < 1), got {eps}")
     if system.is_diagonal:
-        return _diagonal_limit(system, eps)
+        return _diagonal_limit(system, eps, never)
     _check_symmetric_psd(system.K, "singular_limit")
-    return _event_limit(system, eps)
+    return _event_limit(system, eps, never)
 
 
-def _diagonal_limit(system: LotkaVolterra, eps: float) -> SingularLimit:
-    """Uncoupled modes: mode k activates at s_k = -u_k(0) / r_k when c_k > 0."""
+def _diagonal_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> SingularLimit:
+    """Uncoupled modes: mode k activates at s_k = -u_k(0) / r_k when c_k > 0 (and m0_k > 0)."""
     c, k = system.c, system.diagonal
     rates = system.growth_rates
     if np.any(k < 0):
@@ -107,7 +115,7 @@ def _diagonal_limit(system: LotkaVolterra, eps: float) -> SingularLimit:
     if np.any((c > 0) & (k <= 0)):
         raise NqfError("singular_limit: a mode with c_k > 0 and K_kk = 0 grows without bound")
     u0 = np.minimum(np.log(system.m0) / eps, 0.0)
-    grows = c > 0
+    grows = (c > 0) & ~never
     act = np.full(c.size, np.nan)
     act[grows] = -u0[grows] / rates[grows]
     order = np.flatnonzero(grows)
@@ -132,7 +140,7 @@ def _diagonal_limit(system: LotkaVolterra, eps: float) -> SingularLimit:
     )
 
 
-def _event_limit(system: LotkaVolterra, eps: float) -> SingularLimit:
+def _event_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> SingularLimit:
     c, K, lr = system.c, system.K, system.lr
     m = c.size
     scale_v = 4.0 * lr * max(np.abs(c).max(), 1e-300)
@@ -141,6 +149,7 @@ def _event_limit(system: LotkaVolterra, eps: float) -> SingularLimit:
     tol_m = 1e-12
 
     u = np.minimum(np.log(system.m0) / eps, 0.0)
+    u[never] = -np.inf  # exactly zero: never arrives (v * dt stays finite)
     at_zero = u >= -tol_u
     u[at_zero] = 0.0
     s = 0.0
@@ -169,6 +178,8 @@ def _event_limit(system: LotkaVolterra, eps: float) -> SingularLimit:
             break
         dt_each = np.where(arriving_candidates, -u / np.where(arriving_candidates, v, 1.0), np.inf)
         dt = dt_each.min()
+        if not np.isfinite(dt):  # only modes at u = -inf could still grow: nothing more happens
+            break
         arriving = arriving_candidates & (dt_each <= dt * (1 + 1e-12) + 1e-15)
         u = np.where(moving, u + v * dt, u)
         u[arriving] = 0.0
@@ -200,7 +211,7 @@ def _event_limit(system: LotkaVolterra, eps: float) -> SingularLimit:
             if m_h[j] >= 0.5 * m_final[j]:
                 switch[j] = s_h
                 break
-    suppressed = tuple(int(j) for j in np.flatnonzero((c > 0) & (m_final == 0)))
+    suppressed = tuple(int(j) for j in np.flatnonzero((c > 0) & (m_final == 0) & ~never))
     return SingularLimit(
         eps=eps,
         step_times=_readonly(step_times),

@@ -35,8 +35,14 @@ including 0 and ``steps``. At each: the full-data loss, the occupations
 m_k = q_k^T M q_k = ||W^T q_k||^2 of the columns of a basis Q (d x m; the theory's
 modes, passed in), ||W||_F and the Frobenius norm of each parameter block.
 
-Divergence is never silent: a non-finite minibatch loss or gradient at step t freezes
-the state (a flag in the scan carry) and ``diverged_at = t``; records after t are NaN.
+Divergence is never silent. A run diverges at step t when the (minibatch) loss at the
+state after t updates is non-finite or above ``DIVERGENCE_FACTOR`` (100) times the
+full-data loss at W0 (when that is > 0), or its gradient is non-finite. The state is
+then frozen (a flag in the scan carry), ``diverged_at = t``, and the records from step t
+on are NaN, so a blown-up state never counts as a switch-on. 100 x L(W0): the squared
+loss of a stable run stays below L(W0) ~ L(0) apart from transients (GD on M decreases
+L; momentum and Adam overshoot by O(1) factors); Adam at lr 100 on the staircase reaches
+1e3 x L(W0) within a few steps.
 ``train_sweep`` vmaps the same compiled run over init scales sigma0 and seeds.
 
 Compiled runs are reused. ``train`` and ``train_sweep`` keep one jitted function per
@@ -66,12 +72,14 @@ import optax
 
 from ._architecture import Architecture, check_width, init_weights, network, structure
 from ._errors import NqfError
-from ._precision import resolve_dtype
+from ._precision import occupation_floor, resolve_dtype, underflow_remedy
 from ._sampling import minibatch_indices
 
 OPTIMIZERS = ("gd", "sgd", "momentum", "adam", "muon")
 MODELS = ("network", "quadratic")
 _DEFAULT_BETA = {"momentum": 0.9, "adam": 0.9, "muon": 0.95}
+# A run has diverged once its loss exceeds this multiple of the initial full-data loss.
+DIVERGENCE_FACTOR = 100.0
 
 
 @dataclass(frozen=True)
@@ -228,7 +236,8 @@ class TrainResult:
 
     loss: (R,); occupations: (R, m) for the basis columns (m = 0 without a basis);
     weight_norm: (R,) ||W||_F; block_norms: (R, B) per parameter block (``block_names``);
-    diverged_at: the step whose loss or gradient was first non-finite, or None;
+    diverged_at: the first step whose loss or gradient was non-finite or whose loss exceeded
+    DIVERGENCE_FACTOR x the initial loss, or None (records from it on are NaN);
     W_final: (d, n) the last (or frozen) weights.
     """
 
@@ -281,13 +290,17 @@ class SweepResult:
 
 
 def _check_scale(config: TrainConfig, dtype, sigma0s) -> None:
-    """M = W W^T ~ n sigma0^2 must stay above the dtype's smallest normal number."""
+    """M = W W^T ~ n sigma0^2 must be resolved: at least ``occupation_floor(dtype)`` = tiny / u."""
+    floor = occupation_floor(dtype)
     tiny = float(np.finfo(dtype).tiny)
     for s in np.atleast_1d(np.asarray(sigma0s, dtype=np.float64)):
-        if 0 < s and config.width * s * s < tiny * 1e4:
+        if 0 < s and math.log(config.width) + 2.0 * math.log(s) < math.log(floor):
+            smallest = math.sqrt(floor / config.width)
+            n_s2 = math.exp(math.log(config.width) + 2.0 * math.log(s))
             raise NqfError(
-                f"sigma0 = {s:g} underflows {np.dtype(dtype).name}: M ~ n sigma0^2 = {config.width * s * s:.3g} "
-                f"is near its smallest normal {tiny:.3g}; use dtype float64 or a larger sigma0"
+                f"sigma0 = {s:g} underflows {np.dtype(dtype).name}: M ~ n sigma0^2 = {config.width} * {s:g}^2 "
+                f"= {n_s2:.3g} is below tiny / u = {floor:.3g} (smallest normal {tiny:.3g}); "
+                f"{underflow_remedy(dtype, smallest)}"
             )
 
 
@@ -417,12 +430,15 @@ def _make_run(arch: Architecture, static: _Static):
 
         batches = minibatch_indices(batch_key, N, static.batch_size, static.steps) if minibatch else None
         opt_state = opt.init(W0)
+        first = record(W0)
+        loss0 = first[0]
+        limit = jnp.where(loss0 > 0, DIVERGENCE_FACTOR * loss0, jnp.inf)
 
         def step(t, carry):
             W, state, diverged_at = carry
             idx = batches[t] if minibatch else None
             value, grad = jax.value_and_grad(loss)(W, idx)
-            bad = ~(jnp.isfinite(value) & jnp.all(jnp.isfinite(grad)))
+            bad = ~(jnp.isfinite(value) & jnp.all(jnp.isfinite(grad)) & (value <= limit))
             diverged_at = jnp.where((diverged_at < 0) & bad, t, diverged_at)
             frozen = diverged_at >= 0
             updates, new_state = opt.update(grad, state, W)
@@ -437,11 +453,11 @@ def _make_run(arch: Architecture, static: _Static):
 
         carry0 = (jnp.asarray(0, jnp.int32), W0, opt_state, jnp.asarray(-1, jnp.int32))
         (_, W, _, div), recs = jax.lax.scan(segment, carry0, jnp.asarray(segments))
-        first = record(W0)
         recs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
-        # a non-finite loss at the final state is divergence too (no later step saw it)
-        div = jnp.where((div < 0) & ~jnp.isfinite(recs[0][-1]), static.steps, div)
-        after = (div >= 0) & (jnp.asarray(ckpts) > div)
+        # a non-finite or blown-up loss at the final state is divergence too (no later step saw it)
+        final_bad = ~(jnp.isfinite(recs[0][-1]) & (recs[0][-1] <= limit))
+        div = jnp.where((div < 0) & final_bad, static.steps, div)
+        after = (div >= 0) & (jnp.asarray(ckpts) >= div)
         recs = jax.tree_util.tree_map(
             lambda r: jnp.where(after.reshape((-1,) + (1,) * (r.ndim - 1)), jnp.nan, r), recs
         )
