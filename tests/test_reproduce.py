@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -199,6 +201,168 @@ def test_cli_reproduce_report_and_errors(tmp_path, monkeypatch, capsys):
     assert exit.value.code == 2 and err.count("\n") == 1 and "has no field 'nope'" in err
     with pytest.raises(SystemExit) as exit:
         main(["reproduce", "--only", "T1", "--set", "T1.fail_run=0", "--out", str(out)])
-    assert exit.value.code == 1 and "1 run(s) failed" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exit.value.code == 1 and "1 run(s) failed" in err
+    assert "failed: T1/r0: RuntimeError: toy run T1/r0 fails on purpose\n" in err  # the reason, on the terminal
     manifest = json.loads((out / "manifest.json").read_text())
     assert [e["name"] for e in manifest["experiments"]] == ["T1"] and manifest["mode"] == "quick"
+
+
+def _reproduce_into(results: list, out: Path, jobs: int, registry) -> None:
+    results.append(reproduce(out, jobs=jobs, experiments=registry))
+
+
+def _ended(markers: Path) -> list[str]:
+    if not markers.exists():
+        return []
+    return [line.split()[1] for line in markers.read_text().splitlines() if line.startswith("end ")]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_run_claimed_by_another_process_is_waited_for_not_recomputed(tmp_path, monkeypatch, jobs):
+    """Another process (here: the test) holds T1/r1's claim: reproduce does the other runs first,
+    then waits, and reads what the holder stored; a holder that stores nothing leaves it to us."""
+    markers = tmp_path / "markers"
+    monkeypatch.setenv("NQF_TOY_MARKERS", str(markers))
+    registry = make_registry()
+    for stores_it in (True, False):
+        out = tmp_path / f"out-{stores_it}"
+        store = ResultsStore(out)
+        spec = registry["T1"].run_specs(registry["T1"].config_type.quick())[1]
+        claim = store.claim("T1", store.key("T1", spec.name, spec.config))
+        results: list = []
+        thread = threading.Thread(target=_reproduce_into, args=(results, out, jobs, registry))
+        thread.start()
+        deadline = time.monotonic() + 120
+        while len(_ended(markers)) < 5:
+            assert time.monotonic() < deadline and thread.is_alive(), "the five free runs never finished"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert thread.is_alive() and "T1/r1" not in _started(markers)  # waiting for the claim
+        if stores_it:
+            store.put("T1", spec.name, spec.config, spec.compute(dict(spec.config)))
+        claim.release()
+        thread.join(120)
+        (outcome,) = results
+        assert outcome.failed == 0 and outcome.problems == ()
+        states = {(o.name, r.name): r.state for o in outcome.outcomes for r in o.runs}
+        assert states.pop(("T1", "r1")) == ("stored" if stores_it else "computed")
+        assert set(states.values()) == {"computed"}
+        started = _started(markers)
+        # once in all: by the "other process" (the test) that stored it, else by reproduce after the wait
+        assert sorted(started) == sorted(ALL_RUNS)
+        markers.unlink()
+
+
+def test_two_concurrent_reproduce_processes_compute_each_run_once(tmp_path):
+    out, markers = tmp_path / "out", tmp_path / "markers"
+    env = {**os.environ, "NQF_TOY_MARKERS": str(markers)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests._toy_experiments", str(out), "--sleep", "0.5", "--jobs", jobs],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for jobs in ("1", "2")
+    ]
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0 and "finished" in stdout, stderr[-2000:]
+    assert sorted(_started(markers)) == sorted(ALL_RUNS)  # each run computed once, by one of the two
+    store = ResultsStore(out)
+    assert len(list(store.scan())) == 6 and store.problems == []
+    assert not list(out.rglob(".*.lock"))
+
+
+def test_output_folder_is_checked_before_anything_is_computed(tmp_path, monkeypatch):
+    markers = tmp_path / "markers"
+    monkeypatch.setenv("NQF_TOY_MARKERS", str(markers))
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(NqfError, match="is a file, not a folder"):
+        reproduce(tmp_path / "a-file", experiments=make_registry())
+    with pytest.raises(NqfError, match="cannot be written"):
+        reproduce("/proc/nqf-test/out", experiments=make_registry())
+    (tmp_path / "runs-file").mkdir()
+    (tmp_path / "runs-file" / "runs").write_text("a file where the store goes")
+    with pytest.raises(NqfError, match="runs is a file"):
+        reproduce(tmp_path / "runs-file", experiments=make_registry())
+    with pytest.raises(NqfError, match="does not exist"):
+        rebuild_report(tmp_path / "missing", experiments=make_registry())
+    assert not markers.exists() and not (tmp_path / "missing").exists()
+    assert not (tmp_path / "runs-file" / "manifest.json").exists()
+
+    deep = tmp_path / "new" / "deeper" / "out"  # missing parents are made
+    assert reproduce(deep, only="T2", experiments=make_registry()).report == deep / "report.html"
+
+
+def test_read_only_output_folder_is_refused_before_anything_is_computed(tmp_path, monkeypatch):
+    (tmp_path / "probe").mkdir(mode=0o555)
+    if os.access(tmp_path / "probe", os.W_OK):
+        pytest.skip("this process (root) writes into read-only folders, so there is nothing to refuse")
+    markers = tmp_path / "markers"
+    monkeypatch.setenv("NQF_TOY_MARKERS", str(markers))
+    out = tmp_path / "out"
+    reproduce(out, only="T2", experiments=make_registry())
+    markers.unlink()
+    for folder in (out, tmp_path / "locked"):
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o555)
+    try:
+        with pytest.raises(NqfError, match="cannot be written"):
+            reproduce(tmp_path / "locked", experiments=make_registry())
+        with pytest.raises(NqfError, match="cannot be written"):
+            reproduce(tmp_path / "locked" / "sub", experiments=make_registry())
+        with pytest.raises(NqfError, match="cannot be written"):
+            rebuild_report(out, experiments=make_registry())
+    finally:
+        for folder in (out, tmp_path / "locked"):
+            folder.chmod(0o755)
+    assert not markers.exists() and not (tmp_path / "locked" / "sub").exists()
+
+
+def test_cli_refuses_bad_output_folders_in_one_line_before_computing(tmp_path):
+    markers = tmp_path / "markers"
+    (tmp_path / "file").write_text("x")
+    cases = [
+        (["reproduce", "--out", "/proc/nqf-test"], "error: output folder /proc/nqf-test cannot be written"),
+        (["reproduce", "--out", str(tmp_path / "file")], f"error: output folder {tmp_path / 'file'} is a file"),
+        (["report", "--out", str(tmp_path / "none")], f"error: {tmp_path / 'none' / 'manifest.json'} does not exist"),
+    ]
+    for args, expected in cases:
+        start = time.monotonic()
+        done = _cli(args, tmp_path, {"NQF_TOY_MARKERS": str(markers)})
+        assert done.returncode == 2 and done.stderr.startswith(expected) and done.stderr.count("\n") == 1, done.stderr
+        assert done.stdout == "" and time.monotonic() - start < 60
+    assert not markers.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_a_signal_swallowed_inside_a_gc_callback_is_delivered_again(tmp_path):
+    """Python runs signal handlers also inside ``__del__`` and gc callbacks (JAX has some), where the
+    raised KeyboardInterrupt is swallowed; the CLI's unraisable hook must deliver the signal again."""
+    code = """
+import os, signal, sys, time
+from nqf.cli.reproduce import _signals, _signals_as_interrupts
+
+class Victim:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside __del__
+        sum(range(100000))
+
+with _signals_as_interrupts():
+    try:
+        Victim()
+        time.sleep(20)
+        print("the signal was lost")
+    except KeyboardInterrupt:
+        print("interrupted by", _signals)
+print("handler restored:", signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, sys.unraisablehook is sys.__unraisablehook__)
+"""
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"interrupted by [{int(signal.SIGTERM)}]", "handler restored: True True"]
+    assert "Exception ignored" not in done.stderr and time.monotonic() - start < 15

@@ -1,10 +1,15 @@
-"""The results store: keys, atomic writes, and corrupt or foreign files reported, never raised."""
+"""The results store: keys, atomic writes, file modes, claims, and corrupt or foreign files reported, never raised."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -123,3 +128,74 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path):
     # A recompute overwrites the corrupt file with a sound one.
     store.put("E1", "truncated", CONFIG, good)
     assert ResultsStore(tmp_path).get("E1", "truncated", CONFIG) == good
+
+
+def _put_under_umask(root, umask: int) -> int:
+    """Mode of a record written by a fresh process whose umask is ``umask`` (read at import)."""
+    code = (
+        "import sys; from nqf._store import ResultsStore; s = ResultsStore(sys.argv[1]);"
+        "s.put('E1', 'gd', {'seed': 0}, {'value': 1.0});"
+        "print(oct(s.path('E1', s.key('E1', 'gd', {'seed': 0})).stat().st_mode & 0o777))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.umask(umask),
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip(), 8)
+
+
+def test_written_files_respect_the_umask(tmp_path):
+    assert _put_under_umask(tmp_path / "a", 0o022) == 0o644
+    assert _put_under_umask(tmp_path / "b", 0o077) == 0o600
+    assert _put_under_umask(tmp_path / "c", 0o002) == 0o664
+    assert not list((tmp_path / "a").rglob("*.tmp"))
+
+
+def test_a_claim_excludes_others_until_released_and_leaves_no_lock_file(tmp_path):
+    store = ResultsStore(tmp_path)
+    key = store.key("E1", "gd", CONFIG)
+    lock = store.path("E1", key).with_name(f".{key}.lock")
+    with store.claim("E1", key) as held:
+        assert lock.is_file() and held is not None
+        assert store.claim("E1", key) is None  # flock excludes a second open file, even in this process
+        assert store.claim("E1", store.key("E1", "adam", CONFIG)) is not None  # other runs are free
+    assert not lock.exists()
+    again = store.claim("E1", key)
+    assert again is not None
+    again.release()
+    again.release()  # idempotent
+    assert [doc for doc in store.scan()] == [] and store.problems == []  # lock files are not records
+
+
+def test_a_waiting_claim_gets_the_run_when_the_holder_releases_or_dies(tmp_path):
+    store = ResultsStore(tmp_path)
+    key = store.key("E1", "gd", CONFIG)
+    lock = store.path("E1", key).with_name(f".{key}.lock")
+    holder = store.claim("E1", key)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(store.claim("E1", key, wait=True)))
+    waiter.start()
+    time.sleep(0.3)
+    assert got == []  # still waiting
+    holder.release()  # unlinks the file the waiter has open: the waiter must lock the new one
+    waiter.join(10)
+    (claim,) = got
+    assert lock.is_file() and store.claim("E1", key) is None
+    claim.release()
+
+    # A holder killed by SIGKILL leaves its lock file, but not its lock.
+    code = (
+        "import os, signal, sys; from nqf._store import ResultsStore; s = ResultsStore(sys.argv[1]);"
+        "c = s.claim('E1', sys.argv[2]); print(c is not None, flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path), key], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL and done.stdout.strip() == "True"
+    assert lock.is_file()
+    claim = store.claim("E1", key)
+    assert claim is not None
+    claim.release()
+    assert not lock.exists()

@@ -6,6 +6,12 @@ worker processes, each storing its run atomically as soon as it finishes), summa
 each experiment into claims, draws its figures and writes ``out_dir/report.html``.
 Interrupting it loses at most the runs in flight; the next call resumes.
 
+Processes sharing ``out_dir`` share the work: a run is computed under the store's claim
+(an ``flock``, see :meth:`ResultsStore.claim`), and a run claimed by another process is
+put off until the rest is done, then waited for and read from the store (or computed
+here, if the other process failed or died). Worker processes die with the driver, even
+when it is SIGKILLed, and are stopped when it is interrupted (:class:`Interrupted`).
+
 ``rebuild_report`` redoes the last three steps from the store alone, using the
 experiments and configs that the last ``reproduce`` wrote to ``out_dir/manifest.json``.
 
@@ -15,10 +21,15 @@ The report side (matplotlib, HTML) is imported only when figures and report are 
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import importlib
 import json
 import multiprocessing
 import os
+import signal
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -75,6 +86,20 @@ class ReproduceOutcome:
 Progress = Callable[[ProgressEvent], None]
 
 
+class Interrupted(KeyboardInterrupt):
+    """``reproduce`` was stopped by a KeyboardInterrupt (Ctrl-C, or a signal handler raising it).
+
+    Its workers are stopped; the store keeps ``stored`` of the ``total`` planned runs, and
+    calling ``reproduce`` again with the same arguments computes only the others.
+    """
+
+    def __init__(self, out_dir: Path, stored: int, total: int):
+        super().__init__(f"interrupted: {stored} of {total} runs are stored in {out_dir}")
+        self.out_dir = out_dir
+        self.stored = stored
+        self.total = total
+
+
 def _registry(experiments: Mapping[str, Experiment] | None) -> Mapping[str, Experiment]:
     if experiments is not None:
         return experiments
@@ -124,12 +149,85 @@ def _error_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
-def _compute_and_store(root: str, version: str, experiment: str, spec: RunSpec) -> tuple[dict, float]:
-    """Compute one run and store it (in whichever process runs this); the record and the seconds it took."""
-    start = time.perf_counter()
-    record = spec.compute(dict(spec.config))
-    stored = ResultsStore(root, version).put(experiment, spec.name, spec.config, record)
-    return stored, time.perf_counter() - start
+def _compute_and_store(
+    root: str, version: str, experiment: str, spec: RunSpec, force: bool, wait: bool
+) -> tuple[str, dict | None, float]:
+    """Compute one run under the store's claim and store it, in whichever process runs this.
+
+    Returns ``(state, record, seconds)``: "computed"; "stored" when, once claimed, the run
+    is found in the store (another process stored it since the plan was made; with
+    ``force`` only after waiting for that process); or "busy" (record None) when another
+    process holds the claim and ``wait`` is false.
+    """
+    store = ResultsStore(root, version)
+    claim = store.claim(experiment, store.key(experiment, spec.name, spec.config), wait=wait)
+    if claim is None:
+        return "busy", None, 0.0
+    with claim:
+        if wait or not force:
+            record = store.get(experiment, spec.name, spec.config)
+            if record is not None:
+                return "stored", record, 0.0
+        start = time.perf_counter()
+        record = spec.compute(dict(spec.config))
+        stored = store.put(experiment, spec.name, spec.config, record)
+        return "computed", stored, time.perf_counter() - start
+
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _worker_init(parent: int) -> None:
+    """Initializer of the pool's workers: leave Ctrl-C to the driver, and die with it.
+
+    On Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` has the kernel kill the worker when the
+    driver dies, however it dies; elsewhere (or if prctl fails) a daemon thread polls the
+    parent pid. A driver that died before this ran is caught by the first ``getppid``.
+    Once no worker is left, the multiprocessing resource tracker sees its pipe close and exits.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent:
+        os._exit(1)
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent,), name="nqf-parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit the worker as soon as its parent is gone (the fallback of :func:`_worker_init`)."""
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(1)
+
+
+def _stop_pool(executor: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Stop the workers now (runs in flight are lost, their claims freed by the kernel) and wait for them.
+
+    SIGTERM first, SIGKILL for any worker still there after 5 s. ``ProcessPoolExecutor``
+    has no public way to stop busy workers before Python 3.14 (``terminate_workers``),
+    hence its ``_processes`` table.
+    """
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    for stop in ("terminate", "kill"):
+        for process in processes:
+            try:
+                if process.is_alive():
+                    getattr(process, stop)()
+            except (OSError, ValueError):  # already gone or closed
+                pass
+        deadline = time.monotonic() + 5
+        for process in processes:
+            try:
+                process.join(max(0.0, deadline - time.monotonic()))
+            except (AssertionError, ValueError):
+                pass
+    executor.shutdown(wait=True, cancel_futures=True)
 
 
 class _Plan:
@@ -185,16 +283,18 @@ class _Plan:
         }
 
 
-def _execute(plan: _Plan, store: ResultsStore, jobs: int, progress: Progress) -> None:
-    """Compute the missing runs; each is stored as soon as it finishes."""
+def _execute(plan: _Plan, store: ResultsStore, jobs: int, progress: Progress, force: bool) -> None:
+    """Compute the missing runs; each is stored as soon as it finishes.
+
+    First pass: every run not claimed by another process. Second pass: the runs that
+    were, now waiting for their claims; most are then found in the store.
+    """
     todo = plan.todo()
 
-    def finished(experiment: str, spec: RunSpec, record: dict | None, error: str, seconds: float) -> None:
+    def finished(experiment: str, spec: RunSpec, state: str, record: dict | None, error: str, seconds: float) -> None:
         if record is not None:
             plan.records[(experiment, spec.name)] = record
-            plan.states[(experiment, spec.name)] = ("computed", "")
-        else:
-            plan.states[(experiment, spec.name)] = ("failed", error)
+        plan.states[(experiment, spec.name)] = (state, error)
         progress(
             ProgressEvent(
                 experiment,
@@ -203,43 +303,65 @@ def _execute(plan: _Plan, store: ResultsStore, jobs: int, progress: Progress) ->
                 total=len(plan.specs[experiment]),
                 stored=plan.count(experiment, "stored"),
                 run=spec.name,
-                failed=record is None,
+                failed=state == "failed",
                 seconds=seconds,
             )
         )
 
+    root, version = str(store.root), store.version
     if jobs <= 1 or len(todo) <= 1:
-        for experiment, spec in todo:
-            start = time.perf_counter()
-            try:
-                record, seconds = _compute_and_store(str(store.root), store.version, experiment, spec)
-            except Exception as err:  # a failing run must not stop the others; it is reported
-                finished(experiment, spec, None, _error_line(err), time.perf_counter() - start)
-            else:
-                finished(experiment, spec, record, "", seconds)
+        for wait in (False, True):
+            busy = []
+            for experiment, spec in todo:
+                start = time.perf_counter()
+                try:
+                    state, record, seconds = _compute_and_store(root, version, experiment, spec, force, wait)
+                except Exception as err:  # a failing run must not stop the others; it is reported
+                    finished(experiment, spec, "failed", None, _error_line(err), time.perf_counter() - start)
+                    continue
+                if state == "busy":
+                    busy.append((experiment, spec))
+                else:
+                    finished(experiment, spec, state, record, "", seconds)
+            todo = busy
         return
 
     # Spawned (not forked) workers: JAX is multithreaded and must not be forked.
     context = multiprocessing.get_context("spawn")
-    executor = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+    executor = concurrent.futures.ProcessPoolExecutor(
+        max_workers=jobs, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),)
+    )
     try:
-        futures = {
-            executor.submit(_compute_and_store, str(store.root), store.version, experiment, spec): (experiment, spec)
-            for experiment, spec in todo
-        }
-        for future in concurrent.futures.as_completed(futures):
-            experiment, spec = futures[future]
-            try:
-                record, seconds = future.result()
-            except concurrent.futures.process.BrokenProcessPool:
-                # A worker was killed (out of memory?); this and every unfinished run fail, the report is still written.
-                finished(experiment, spec, None, "a worker process died (killed or out of memory)", 0.0)
-            except Exception as err:
-                finished(experiment, spec, None, _error_line(err), 0.0)
-            else:
-                finished(experiment, spec, record, "", seconds)
+        for wait in (False, True):
+            futures = {}
+            for experiment, spec in todo:
+                try:
+                    future = executor.submit(_compute_and_store, root, version, experiment, spec, force, wait)
+                except concurrent.futures.process.BrokenProcessPool:  # broken in the first pass
+                    finished(experiment, spec, "failed", None, "a worker process died (killed or out of memory)", 0.0)
+                else:
+                    futures[future] = (experiment, spec)
+            busy = []
+            for future in concurrent.futures.as_completed(futures):
+                experiment, spec = futures[future]
+                try:
+                    state, record, seconds = future.result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    # A worker was killed (out of memory?); this and every unfinished run fail,
+                    # the report is still written.
+                    finished(experiment, spec, "failed", None, "a worker process died (killed or out of memory)", 0.0)
+                except Exception as err:
+                    finished(experiment, spec, "failed", None, _error_line(err), 0.0)
+                else:
+                    if state == "busy":
+                        busy.append((experiment, spec))
+                    else:
+                        finished(experiment, spec, state, record, "", seconds)
+            todo = busy
+            if not todo:
+                break
     except BaseException:
-        executor.shutdown(wait=False, cancel_futures=True)
+        _stop_pool(executor)
         raise
     executor.shutdown(wait=True)
 
@@ -353,23 +475,74 @@ def reproduce(
     selected = select_experiments(registry, only)
     configs = _configs(registry, selected, mode, config_file, overrides)
     out = Path(out_dir)
-    store = ResultsStore(out)
+    check_output_folder(out, create=True)
+    store = ResultsStore(out, recompute=True)
     plan = _Plan(selected, configs, store, force)
-    manifest = json.dumps(plan.manifest(mode, store.version), indent=1, sort_keys=True)
-    atomic_write_bytes(out / MANIFEST_NAME, manifest.encode("utf-8"))
-    for exp in selected:
-        progress(
-            ProgressEvent(
-                exp.name,
-                "plan",
-                done=plan.count(exp.name, "stored"),
-                total=len(plan.specs[exp.name]),
-                stored=plan.count(exp.name, "stored"),
+    try:
+        manifest = json.dumps(plan.manifest(mode, store.version), indent=1, sort_keys=True)
+        atomic_write_bytes(out / MANIFEST_NAME, manifest.encode("utf-8"))
+        for exp in selected:
+            progress(
+                ProgressEvent(
+                    exp.name,
+                    "plan",
+                    done=plan.count(exp.name, "stored"),
+                    total=len(plan.specs[exp.name]),
+                    stored=plan.count(exp.name, "stored"),
+                )
             )
+        _execute(plan, store, int(jobs), progress, force)
+        computed = sum(1 for state, _ in plan.states.values() if state == "computed")
+        return _finish(out, selected, plan, store, mode, progress, computed)
+    except KeyboardInterrupt:
+        # Count from the files, not the plan: a worker may have stored a run the driver never heard of.
+        fresh = ResultsStore(out, store.version)
+        stored = sum(
+            1
+            for exp in selected
+            for spec in plan.specs[exp.name]
+            if fresh.get(exp.name, spec.name, spec.config) is not None
         )
-    _execute(plan, store, int(jobs), progress)
-    computed = sum(1 for state, _ in plan.states.values() if state == "computed")
-    return _finish(out, selected, plan, store, mode, progress, computed)
+        raise Interrupted(out, stored, len(plan.keys)) from None
+
+
+def check_output_folder(out: Path, create: bool) -> None:
+    """NqfError unless ``out`` is a folder this process can write in (made here if ``create``).
+
+    Checked before anything is computed or drawn, by writing and removing a probe file in
+    ``out`` and in its ``runs`` and ``figures`` folders where they exist: permission bits
+    alone do not tell (root, read-only mounts, /proc). On failure, folders made here are
+    removed again, so a refused ``out`` leaves nothing behind.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NqfError(f"output folder {out} is a file, not a folder")
+    made: list[Path] = []
+    try:
+        if not out.exists():
+            if not create:
+                raise NqfError(f"output folder {out} does not exist")
+            for folder in reversed([out, *out.parents]):
+                if not folder.exists():
+                    folder.mkdir()
+                    made.append(folder)
+        for folder in (out, out / "runs", out / FIGURE_DIR):
+            if folder.exists() and not folder.is_dir():
+                raise NqfError(f"{folder} is a file; the output folder needs a folder there")
+            if folder.is_dir():
+                fd, probe = tempfile.mkstemp(dir=folder, prefix=".nqf-probe-")
+                os.close(fd)
+                os.unlink(probe)
+    except (OSError, NqfError) as err:
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        if isinstance(err, NqfError):
+            raise
+        reason = err.strerror or type(err).__name__
+        raise NqfError(f"output folder {out} cannot be written ({reason}: {err.filename or out})") from None
 
 
 def read_manifest(out_dir: str | os.PathLike) -> dict:
@@ -402,6 +575,7 @@ def rebuild_report(
     registry = _registry(experiments)
     manifest = read_manifest(out_dir)
     out = Path(out_dir)
+    check_output_folder(out, create=False)
     store = ResultsStore(out)
     selected, configs, problems = [], {}, []
     for entry in manifest["experiments"]:

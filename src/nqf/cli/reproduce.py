@@ -1,9 +1,19 @@
-"""``nqf reproduce`` (run the suite, resuming from the store) and ``nqf report`` (rebuild the report)."""
+"""``nqf reproduce`` (run the suite, resuming from the store) and ``nqf report`` (rebuild the report).
+
+``reproduce`` turns SIGINT and SIGTERM into one line saying what the store keeps and how
+to resume, with exit status 130 or 143 (128 + the signal), and no traceback.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -71,7 +81,56 @@ def _print_summary(outcome: ReproduceOutcome) -> None:
         typer.echo(f"{result.name:<4} {result.title}: {len(states)} runs ({runs}); {len(statuses)} claims: {counts}")
     for line in outcome.problems:
         typer.echo(f"problem: {line}")
+    for result in outcome.outcomes:
+        for run in result.runs:
+            if run.state == "failed":
+                typer.echo(f"failed: {result.name}/{run.name}: {run.error}", err=True)
     typer.echo(f"report: {outcome.report}")
+
+
+_signals: list[int] = []  # the signals that stopped `reproduce`, recorded by _on_signal
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    """Raise SIGINT or SIGTERM as KeyboardInterrupt (recording which), ignoring any further
+    ones, so that the workers' shutdown and the message are not cut short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _signals.append(signum)
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _signals_as_interrupts() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt (see :func:`_on_signal`) inside the block.
+
+    Python runs a signal handler wherever the main thread is, also inside a garbage-collection
+    callback or a ``__del__`` (JAX has such callbacks), where an exception is swallowed with an
+    "Exception ignored" message. The ``sys.unraisablehook`` installed here catches that case and
+    delivers the signal again a moment later, from outside, so a signal is never lost.
+    """
+    _signals.clear()
+    if threading.current_thread() is not threading.main_thread():  # Python handles signals there only
+        yield
+        return
+    previous_hook = sys.unraisablehook
+
+    def redeliver(unraisable: Any) -> None:
+        if _signals and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, _on_signal)
+            threading.Timer(0.05, os.kill, (os.getpid(), _signals.pop())).start()
+            return
+        previous_hook(unraisable)
+
+    previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+    sys.unraisablehook = redeliver
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous_hook
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @app.command("reproduce")
@@ -90,22 +149,29 @@ def reproduce_command(
     # No compilation cache here (start_jax is not called): the results store already resumes
     # finished runs, spawned workers would not share the cache, and the experiments keep
     # equinox's default runtime checks; they choose their own precision.
-    from .._reproduce import reproduce
-
     bars = _Bars(Console(stderr=True))
-    try:
-        outcome = reproduce(
-            out,
-            mode="quick" if quick else "full",
-            only=only,
-            jobs=jobs,
-            force=force,
-            config_file=config,
-            overrides=set_values or (),
-            progress=bars,
-        )
-    finally:
-        bars.stop()
+    with _signals_as_interrupts():
+        try:
+            from .._reproduce import reproduce
+
+            try:
+                outcome = reproduce(
+                    out,
+                    mode="quick" if quick else "full",
+                    only=only,
+                    jobs=jobs,
+                    force=force,
+                    config_file=config,
+                    overrides=set_values or (),
+                    progress=bars,
+                )
+            finally:
+                bars.stop()
+        except KeyboardInterrupt as err:  # nqf._reproduce.Interrupted once the runs are planned
+            stored, total = getattr(err, "stored", None), getattr(err, "total", None)
+            kept = f"{stored} of {total} runs are stored in {out}" if total is not None else "nothing was computed"
+            typer.echo(f"interrupted: {kept}; run the same command again to resume", err=True)
+            raise typer.Exit(128 + (_signals[-1] if _signals else signal.SIGINT)) from None
     _print_summary(outcome)
     if outcome.failed:
         typer.echo(f"error: {outcome.failed} run(s) failed; see the report's 'Failed runs'", err=True)

@@ -39,6 +39,12 @@ def load_config_file(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
         raise NqfError(f"config file {os.fspath(path)!r} does not exist") from None
     except tomllib.TOMLDecodeError as err:
         raise NqfError(f"config file {os.fspath(path)!r} is not valid TOML: {err}") from None
+    except UnicodeDecodeError:
+        raise NqfError(f"config file {os.fspath(path)!r} is not UTF-8 text (TOML)") from None
+    except IsADirectoryError:
+        raise NqfError(f"config file {os.fspath(path)!r} is a folder, not a TOML file") from None
+    except OSError as err:
+        raise NqfError(f"config file {os.fspath(path)!r} cannot be read: {err.strerror or err}") from None
     for name, table in data.items():
         if not isinstance(table, dict):
             raise NqfError(f"config file {os.fspath(path)!r}: top-level {name!r} must be a section like [E1]")
