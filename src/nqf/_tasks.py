@@ -694,41 +694,27 @@ class Npz(Task):
             raise NqfError("task npz: option path (the .npz file with arrays X and Y) is required")
 
     def load(self) -> tuple[np.ndarray, np.ndarray]:
-        """X, Y as float64 NumPy arrays (Y always 2-D), validated."""
+        """X, Y as float64 NumPy arrays (Y always 2-D), validated (``nqf._data.read_npz``).
+
+        Entries must be real (integers, booleans or floats), finite and at most
+        ``MAX_ABS_ENTRY`` (1e30) in magnitude; the messages name the file and the array.
+        """
+        from ._data import check_sample_arrays, read_npz
+
         path = str(self.path)
-        if not os.path.isfile(path):
-            raise NqfError(f"task npz: file {path} not found")
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                keys = set(data.files)
-                missing = [k for k in ("X", "Y") if k not in keys]
-                if missing:
-                    raise NqfError(
-                        f"task npz: {path} has no array {' or '.join(missing)} (it has: {', '.join(sorted(keys)) or 'none'})"
-                    )
-                X, Y = data["X"], data["Y"]
-        except NqfError:
-            raise
-        except Exception as exc:  # zip/pickle/format errors from np.load
-            raise NqfError(f"task npz: cannot read {path} as .npz ({type(exc).__name__}: {exc})") from None
-        for label, arr in (("X", X), ("Y", Y)):
-            if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool) or np.iscomplexobj(arr):
-                raise NqfError(f"task npz: {label} in {path} must be real numbers, got dtype {arr.dtype}")
-            if arr.ndim < 1 or arr.shape[0] == 0:
-                raise NqfError(f"task npz: {label} in {path} must have samples along its first axis, got shape {arr.shape}")
+        arrays = read_npz(path, ("X", "Y"), owner="task npz: ")
+        X, Y = arrays["X"], arrays["Y"]
+        where = f"task npz: {path}"
+        check_sample_arrays(where, X, Y)
         X, Y = X.astype(np.float64), Y.astype(np.float64)
         if Y.ndim == 1:
             Y = Y[:, None]
         if X.ndim < 2:
-            raise NqfError(f"task npz: X in {path} must be (N, *input_shape), got shape {X.shape}")
+            raise NqfError(f"{where}: X must be (N, *input_shape), got shape {X.shape}")
         if Y.ndim != 2:
-            raise NqfError(f"task npz: Y in {path} must be (N,) or (N, K), got shape {Y.shape}")
-        if X.shape[0] != Y.shape[0]:
-            raise NqfError(f"task npz: X has {X.shape[0]} samples but Y has {Y.shape[0]} in {path}")
-        for label, arr in (("X", X), ("Y", Y)):
-            bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
-            if bad:
-                raise NqfError(f"task npz: {label} in {path} has {bad} non-finite values")
+            raise NqfError(f"{where}: Y must be (N,) or (N, K), got shape {Y.shape}")
+        if min(X.shape[1:]) == 0 or Y.shape[1] == 0:
+            raise NqfError(f"{where}: X {X.shape} and Y {Y.shape} must have at least one number per sample")
         return X, Y
 
     def _draw(self, rng):

@@ -15,6 +15,7 @@ string. ``reproduce`` does not use the cache (its results store resumes runs ins
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -119,23 +120,124 @@ from . import compare as _compare  # noqa: E402,F401
 from . import reproduce as _reproduce  # noqa: E402,F401
 
 
+# Warnings of these categories from numerical code are noise for a CLI user: bad input is
+# reported as an error of its own, and results carry their own flags (diverged runs, notes)
+_NUMERICAL_WARNINGS = (RuntimeWarning, FloatingPointError)
+
+
+def _numerical(message: warnings.WarningMessage) -> bool:
+    np = sys.modules.get("numpy")  # a ComplexWarning can only come from a loaded numpy
+    complex_warning = getattr(getattr(np, "exceptions", np), "ComplexWarning", RuntimeWarning)
+    return issubclass(message.category, _NUMERICAL_WARNINGS + (complex_warning,))
+
+
+def _show_kept(caught: list[warnings.WarningMessage]) -> None:
+    """After a successful command: show each distinct non-numerical warning once, as Python would."""
+    seen = set()
+    for message in caught:
+        key = (message.category, str(message.message))
+        if key in seen or _numerical(message):
+            continue
+        seen.add(key)
+        warnings.showwarning(message.message, message.category, message.filename, message.lineno)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: runs the app, turning NqfError into one line and exit 2."""
+    """Console-script entry point: runs the app, turning NqfError into one line and exit 2.
+
+    Warnings raised during the command are held back: dropped when the command ends in an
+    error (the error line says what went wrong), else shown once each after the command,
+    except numerical ones (RuntimeWarning such as overflow, ComplexWarning), which never
+    reach the user. Ctrl-C (SIGINT) prints ``interrupted: ...`` and exits 130, no traceback:
+    outputs are written at the end (atomically), so nothing was written.
+    """
+    interrupted: list[bool] = []
+    previous = _watch_interrupt(interrupted)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            try:
+                code = _run(argv)
+            except KeyboardInterrupt:
+                interrupted.append(True)
+                code = 130
+            except SystemExit as stop:
+                code = stop.code
+            failed = code not in (0, None)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if interrupted and code == 130:
+        print("interrupted: nothing was written", file=sys.stderr)
+    if not failed:
+        _show_kept(caught)
+    if code not in (0, None):
+        sys.exit(code)
+
+
+# options that may be given more than once (typer list options)
+_REPEATABLE = frozenset({"--set"})
+
+
+def _repeated_option(argv: list[str]) -> str | None:
+    """The first ``--name`` given twice (click would silently keep the last one)."""
+    seen: set[str] = set()
+    for token in argv:
+        if token == "--":
+            break
+        if token.startswith("--"):
+            name = token.split("=", 1)[0]
+            if name in seen and name not in _REPEATABLE:
+                return name
+            seen.add(name)
+    return None
+
+
+def _watch_interrupt(interrupted: list[bool]):
+    """Note Ctrl-C in ``interrupted`` (typer turns KeyboardInterrupt into a bare exit 130 when not
+    standalone); returns the previous handler, or None when the handler was left alone (another
+    thread, or a handler someone else installed)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:
+        return None
+
+    def on_interrupt(signum, frame):
+        interrupted.append(True)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    return previous
+
+
+def _run(argv: list[str] | None) -> int | None:
+    repeated = _repeated_option(list(sys.argv[1:] if argv is None else argv))
+    if repeated is not None:
+        print(f"error: option {repeated} given twice", file=sys.stderr)
+        return 2
     try:
         # without standalone mode a raised typer.Exit comes back as the return value
         code = app(args=argv, standalone_mode=False)
     except NqfError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        print(f"error: {_one_line(err)}", file=sys.stderr)
+        return 2
     except typer.Exit as err:
-        sys.exit(err.exit_code)
-    except typer.Abort:
+        return err.exit_code
+    except typer.Abort:  # click turns EOF at a prompt into Abort
         print("aborted", file=sys.stderr)
-        sys.exit(130)
+        return 130
     except typer.TyperException as err:  # click usage errors (typer vendors click as typer._click)
         message = err.format_message().strip()
         if message:  # empty for a bare `nqf`: rich has already printed the help
-            print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
+            print(f"error: {_one_line(message)}", file=sys.stderr)
+        return 2
     if isinstance(code, int) and not isinstance(code, bool) and code != 0:
-        sys.exit(code)
+        return code
+    return None
+
+
+def _one_line(message) -> str:
+    """The message on one line (the CLI's errors are single lines)."""
+    return " ".join(str(message).split())

@@ -14,7 +14,8 @@ from .._errors import NqfError
 
 
 def convert_value(owner: str, option: str, raw: str, default: Any) -> Any:
-    """``raw`` converted to the type of ``default`` (bool, int, float, tuple of floats, else str)."""
+    """``raw`` converted to the type of ``default`` (bool, int, float, tuple of floats, None: a number
+    if it reads as one, else str)."""
     flag = "--" + option.replace("_", "-")
     if isinstance(default, bool):
         lowered = raw.lower()
@@ -33,6 +34,13 @@ def convert_value(owner: str, option: str, raw: str, default: Any) -> Any:
             return float(raw)
         except ValueError:
             raise NqfError(f"{owner}: option {flag} takes a number, got {raw!r}") from None
+    if default is None:  # an optional number (e.g. digits --samples): an int, else a float, else text
+        for kind in (int, float):
+            try:
+                return kind(raw)
+            except ValueError:
+                pass
+        return raw
     if isinstance(default, tuple):
         try:
             return tuple(float(v) for v in raw.split(",") if v.strip())

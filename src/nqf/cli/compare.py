@@ -16,12 +16,17 @@ batch). Seeds ``S .. S+K-1`` set W0 and the minibatches; numbers are means over 
 
 What is compared and how (thresholds, plateau losses, closure window): ``nqf._compare``.
 Bad input (unknown task, optimizer or option, bad numbers, width != experts for a
-mixture of experts, an unstable learning rate) prints one ``error:`` line, exit 2.
+mixture of experts, an unstable learning rate, a seed outside [0, 2^32), an unwritable
+--plot, a run that would not fit in memory, a unit the theory does not apply to without
+``--allow-inapplicable``) prints one ``error:`` line, exit 2, before any training. A run
+estimated to take longer than ~10 s says so on stderr first. The figure is written
+atomically (a temporary file in the same folder, renamed).
 Float64: enabled when the command starts (the library never does this).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -35,6 +40,7 @@ from rich.table import Table
 from .._errors import NqfError
 from . import app, start_jax
 from ._options import parse_factory_options
+from ._validate import MAX_STEPS, check_compare, check_output_path, check_seed
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -115,6 +121,14 @@ def compare_command(
     beta: Annotated[float, typer.Option("--beta", help="Heavy-ball momentum (optimizer momentum).")] = 0.9,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
+    allow_inapplicable: Annotated[
+        bool,
+        typer.Option(
+            "--allow-inapplicable",
+            help="Compare even for units the quadratic-form expansion does not apply to (relu, abs, ...); "
+            "without it such units are an error.",
+        ),
+    ] = False,
 ) -> None:
     """Train the network (each optimizer), the quadratic model and the theory side by side."""
     if plot is not None and plot.suffix.lower() not in (".png", ".pdf"):
@@ -122,38 +136,66 @@ def compare_command(
     for name, value in (("--width", width), ("--steps", steps), ("--seeds", seeds)):
         if value < 1:
             raise NqfError(f"{name} must be a positive integer, got {value}")
+    if steps > MAX_STEPS:
+        raise NqfError(f"--steps must be at most {MAX_STEPS} (steps are counted in 32-bit integers), got {steps}")
+    check_seed("--seed", seed, count=seeds)
+    check_seed("--data-seed", data_seed)
+    if plot is not None:
+        check_output_path("--plot", plot)  # before any compute: a bad path must not cost the run
     chosen = parse_optimizers(optimizers)
     start_jax()  # float64 and the compilation cache (the CLI is an application; the library never does this)
     from .._compare import CompareConfig, compare
 
     overrides = {"sgd": lr_sgd, "momentum": lr_momentum, "adam": lr_adam, "muon": lr_muon}
     rates = tuple((opt, value) for opt, value in overrides.items() if value is not None)
-    config = CompareConfig(
-        width=width,
-        sigma0=sigma0,
-        lr=lr,
-        steps=steps,
-        optimizers=chosen,
-        learning_rates=rates,
-        beta=beta,
-        batch_size=batch,
-        seeds=seeds,
-        seed=seed,
-        data_seed=data_seed,
-    )
+    config_args = {
+        "allow_inapplicable": allow_inapplicable,
+        "width": width,
+        "sigma0": sigma0,
+        "lr": lr,
+        "steps": steps,
+        "optimizers": chosen,
+        "learning_rates": rates,
+        "beta": beta,
+        "batch_size": batch,
+        "seeds": seeds,
+        "seed": seed,
+        "data_seed": data_seed,
+    }
+    config = CompareConfig(**config_args)
     the_task, architecture = resolve_task_and_arch(task, arch, list(ctx.args))
+    check_compare(the_task, architecture, width, steps, seeds, chosen)
     comparison = compare(the_task, architecture, config)
     result = comparison.to_json()
     if plot is not None:
-        from ..report.compare_plot import plot_comparison
-
-        plot_comparison(comparison, plot)
+        write_plot(comparison, plot)
     if as_json:
         print(json.dumps(result, allow_nan=False))
         return
     print_comparison(result, Console())
     if plot is not None:
         Console().print(f"figure: {plot}")
+
+
+def write_plot(comparison, plot: Path) -> None:
+    """The figure, written atomically: to a temporary file in the same folder, then renamed."""
+    import os
+    import tempfile
+
+    from ..report.compare_plot import plot_comparison
+
+    fd, tmp = tempfile.mkstemp(dir=plot.parent if str(plot.parent) else ".", prefix=f".{plot.stem}-", suffix=plot.suffix)
+    os.close(fd)
+    try:
+        plot_comparison(comparison, tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a figure is an ordinary file
+        os.replace(tmp, plot)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def print_comparison(result: dict, console: Console) -> None:

@@ -4,18 +4,22 @@
                 (--sigma0 S | --init W0.npz) --lr ETA --steps T
                 [--optimizer gd|sgd|momentum] [--batch B] [--beta B] [--seed S] [--json]
 
-FILE.npz holds arrays X (N, *input_shape) and Y (N, K) (or (N,) for one output);
+FILE.npz holds arrays X (N, *input_shape) and Y (N, K) (or (N,) for one output, or
+integer class labels (N,) in [0, K), one-hot encoded, e.g. with --loss cross_entropy);
+entries real, finite and at most 1e30 in magnitude (``nqf._data.MAX_ABS_ENTRY``);
 W0.npz holds W (d x n, units as columns, each flattened in the order that
 ``nqf structure ARCH`` lists as parameter blocks). Architecture options are given as
 ``--name value`` (see ``nqf structure --list``). Bad files, shape mismatches,
-non-finite values and an unstable learning rate print one ``error:`` line, exit 2.
+non-finite values, an unstable learning rate, a seed outside [0, 2^32), a run that would
+not fit in memory (``nqf.cli._validate``) and a unit the theory does not apply to (unless
+``--allow-inapplicable``) print one ``error:`` line, exit 2. A run estimated to take
+longer than ~10 s says so on stderr first.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -26,6 +30,7 @@ from rich.table import Table
 from .._errors import NqfError
 from . import app, start_jax
 from ._options import parse_factory_options
+from ._validate import MAX_STEPS, check_predict, check_seed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,29 +41,11 @@ _OPTIMIZERS = ("gd", "sgd", "momentum")
 
 
 def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Arrays ``names`` from an .npz file, with one-line errors for every way it can be bad."""
-    import numpy as np
+    """Arrays ``names`` from an .npz file, with one-line errors for every way it can be bad
+    (``nqf._data.read_npz``: kind of file, missing arrays, dtypes, non-finite or huge entries)."""
+    from .._data import read_npz
 
-    if not path.exists():
-        raise NqfError(f"{path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            missing = [n for n in names if n not in archive.files]
-            if missing:
-                raise NqfError(
-                    f"{path}: missing array(s) {', '.join(missing)} (found: {', '.join(archive.files) or 'none'})"
-                )
-            arrays = {n: np.asarray(archive[n]) for n in names}
-    except NqfError:
-        raise
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        raise NqfError(f"{path}: not a readable .npz file ({err})") from None
-    for n, a in arrays.items():
-        if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
-            raise NqfError(f"{path}: array {n} is not numeric (dtype {a.dtype})")
-        if np.issubdtype(a.dtype, np.floating) and not np.all(np.isfinite(a)):
-            raise NqfError(f"{path}: array {n} contains non-finite values")
-    return arrays
+    return read_npz(path, names)
 
 
 def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str, batch, beta: float) -> None:
@@ -69,6 +56,10 @@ def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str,
         raise NqfError(f"width must be a positive integer, got {width!r}")
     if steps < 1:
         raise NqfError(f"steps must be a positive integer, got {steps!r}")
+    if steps > MAX_STEPS:
+        raise NqfError(f"steps must be at most {MAX_STEPS} (steps are counted in 32-bit integers), got {steps}")
+    if batch is not None and batch < 1:
+        raise NqfError(f"batch size must be a positive integer, got {batch!r}")
     if not (math.isfinite(lr) and lr > 0):
         raise NqfError(f"learning rate must be a positive finite number, got {lr!r}")
     if sigma0 is not None and not (math.isfinite(sigma0) and sigma0 > 0):
@@ -108,6 +99,14 @@ def predict(
     stepping: Annotated[
         str, typer.Option("--stepping", help="adaptive (jump linear stretches) or every (step by step).")
     ] = "adaptive",
+    allow_inapplicable: Annotated[
+        bool,
+        typer.Option(
+            "--allow-inapplicable",
+            help="Predict even for units the quadratic-form expansion does not apply to (relu, abs, ...); "
+            "without it such units are an error.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON.")] = False,
 ) -> None:
     """Predict training (M-flow, Lotka-Volterra, vanishing-init steps) from data, without training."""
@@ -115,25 +114,36 @@ def predict(
         raise NqfError(f"unknown data route {route!r}; choose one of auto, moments, samples")
     if stepping not in ("adaptive", "every"):
         raise NqfError(f"unknown stepping {stepping!r}; choose one of adaptive, every")
+    if loss not in ("squared", "cross_entropy"):
+        raise NqfError(f"unknown loss {loss!r}; choose one of squared, cross_entropy")
     _check_numbers(width=width, lr=lr, steps=steps, sigma0=sigma0, optimizer=optimizer, batch=batch, beta=beta)
+    check_seed("--seed", seed)
     if (sigma0 is None) == (init is None):
         raise NqfError("give exactly one of --sigma0 S or --init W0.npz")
     start_jax()  # float64 and the compilation cache (the library never flips these)
     import numpy as np
 
-    from .._data import flow_data
-    from .._predict import PredictConfig, predict as run_predict
+    from .._data import check_sample_arrays, checked_samples, flow_data
+    from .._predict import PredictConfig
+    from .._predict import predict as run_predict
     from ..architectures import architecture_options, get_architecture
 
     options = parse_factory_options(list(ctx.args), {arch: architecture_options(arch)})[arch]
     architecture = get_architecture(arch, **options)
     arrays = load_npz(data, ("X", "Y"))
     X, Y = arrays["X"], arrays["Y"]
-    if X.ndim < 1 or X.shape[1:] != tuple(architecture.input_shape):
+    check_sample_arrays(str(data), X, Y)
+    if X.shape[1:] != tuple(architecture.input_shape):
         shape = ", ".join(map(str, architecture.input_shape))
         raise NqfError(f"{data}: X has shape {X.shape}, but {arch} with these options takes inputs (N, {shape})")
-    if Y.shape[0] != X.shape[0]:
-        raise NqfError(f"{data}: X has {X.shape[0]} samples but Y has {Y.shape[0]}")
+    if batch is not None and batch > X.shape[0]:
+        raise NqfError(f"--batch {batch} is larger than the {X.shape[0]} samples in {data}")
+    # every check of the data (shapes, labels, losses) before any memory or compute
+    X, Y_checked, _ = checked_samples(architecture, X, Y, loss=loss, dtype=np.float64)
+    check_predict(
+        architecture, X.shape[0], width, steps, loss, route, minibatches=optimizer == "sgd",
+        adaptive=stepping == "adaptive" and optimizer != "sgd",
+    )
     W0 = None
     if init is not None:
         W0 = load_npz(init, ("W",))["W"]
@@ -141,26 +151,30 @@ def predict(
             raise NqfError(f"{init}: W must have shape (d={architecture.dim}, n), got {W0.shape}")
         if W0.shape[1] != width:
             raise NqfError(f"{init}: W has {W0.shape[1]} units (columns) but --width is {width}")
-    config = PredictConfig(
-        width=width,
-        lr=lr,
-        steps=steps,
-        sigma0=sigma0 if sigma0 is not None else 1.0,
-        optimizer=optimizer,
-        beta=beta,
-        batch_size=batch,
-        seed=seed,
-        loss=loss,
-        route=route,
-        stepping=stepping,
-    )
+        W0 = np.asarray(W0, dtype=np.float64)
+    config_args = {
+        "allow_inapplicable": allow_inapplicable,
+        "width": width,
+        "lr": lr,
+        "steps": steps,
+        "sigma0": sigma0 if sigma0 is not None else 1.0,
+        "optimizer": optimizer,
+        "beta": beta,
+        "batch_size": batch,
+        "seed": seed,
+        "loss": loss,
+        "route": route,
+        "stepping": stepping,
+    }
+    config = PredictConfig(**config_args)
+    Y = Y_checked
     # the data matrices first, then let go of X and Y: the prediction's compilations then
     # happen without the samples in memory (the moments route keeps only S and u)
     data_route = flow_data(
-        architecture, np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64), loss=loss, route=route,
+        architecture, np.asarray(X, dtype=np.float64), Y, loss=loss, route=route,
         minibatches=optimizer == "sgd", dtype=np.float64,
     )
-    del arrays, X, Y
+    del arrays, X, Y, Y_checked
     prediction = run_predict(architecture, None, None, config, W0=W0, data=data_route[0], route_choice=data_route[1])
     result = prediction.to_json()
     if as_json:

@@ -9,7 +9,8 @@ the architecture is an option of its factory, dashes mapped to underscores and t
 value converted to the type of the factory's default.
 
 Exit status 2, one ``error: ...`` line on stderr: unknown architecture, unknown option,
-bad option value, or an architecture for which the theory does not apply. With
+bad option value, a seed outside [0, 2^32), sizes whose A(x) would not fit in memory
+(``nqf.cli._validate``), or an architecture for which the theory does not apply. With
 ``--json`` the last case still prints the JSON object (``expansion.applies`` false)
 on stdout before exiting with status 2.
 
@@ -33,6 +34,7 @@ from rich.table import Table
 from .._errors import NqfError
 from . import app, start_jax
 from ._options import parse_factory_options
+from ._validate import check_seed, check_structure
 
 if TYPE_CHECKING:
     import numpy as np
@@ -192,6 +194,7 @@ def structure_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sample input and the expansion check.")] = 0,
 ) -> None:
     """The structure matrix A(x) of an architecture: coupled blocks, closed form, expansion verdict."""
+    check_seed("--seed", seed)
     start_jax()  # float64 (application-level choice; see the module docstring) and the compilation cache
     from .._expansion import raise_unless_applies
     from ..architectures import get_architecture
@@ -210,6 +213,7 @@ def structure_command(
         raise NqfError("give an architecture name (nqf structure --list shows them)")
     options = parse_options(architecture, list(ctx.args))
     arch = get_architecture(architecture, **options)
+    check_structure(arch)
     summary, A, report = structure_summary(arch, seed=seed)
     if as_json:
         typer.echo(json.dumps(summary, allow_nan=False))
