@@ -524,7 +524,10 @@ def check_output_folder(out: Path, create: bool) -> None:
                 raise NqfError(f"output folder {out} does not exist")
             for folder in reversed([out, *out.parents]):
                 if not folder.exists():
-                    folder.mkdir()
+                    try:
+                        folder.mkdir()
+                    except FileExistsError:  # a concurrent run on the same --out made it first
+                        continue
                     made.append(folder)
         for folder in (out, out / "runs", out / FIGURE_DIR):
             if folder.exists() and not folder.is_dir():
