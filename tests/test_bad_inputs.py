@@ -102,6 +102,69 @@ def make_inputs(folder: Path) -> None:
     (folder / "file").write_text("a regular file\n")
     (folder / "config.toml").write_text("[E1]\nsigma0 = 'abc'\n")
     (folder / "bad.toml").write_text("this is not toml\n")
+    (folder / "unit.py").write_text(UNIT_FILE)  # for --unit FILE.py:FUNCTION
+    (folder / "unit_raises.py").write_text("raise ImportError('a module this unit needs is missing')\n")
+    # measured loss curves (--overlay)
+    (folder / "curve_columns.csv").write_text("epoch,value\n0,1\n10,0.5\n")
+    (folder / "curve_text.csv").write_text("step,loss\n0,1\n10,abc\n")
+    (folder / "curve_nan.csv").write_text("step,loss\n0,1\n10,nan\n")
+    (folder / "curve_decreasing.csv").write_text("step,loss\n0,1\n10,0.5\n5,0.2\n")
+    (folder / "curve_negative.csv").write_text("step,loss\n-1,1\n10,0.5\n")
+    (folder / "curve_empty.csv").write_text("")
+    np.save(folder / "curve_shape.npy", np.zeros((4, 3)))
+    (folder / "curve_nan.json").write_text('{"step": [0, 1], "loss": [1, NaN]}')
+    (folder / "curve_keys.json").write_text('{"steps": [0, 1], "loss": [1, 2]}')
+
+
+UNIT_FILE = """
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+
+class Perceptron(eqx.Module):
+    a: jax.Array
+    v: jax.Array
+
+    def __call__(self, x):
+        return self.a * jnp.tanh(jnp.dot(self.v, x))
+
+
+class Relu(Perceptron):
+    def __call__(self, x):
+        return self.a * jax.nn.relu(jnp.dot(self.v, x))
+
+
+class Static(eqx.Module):
+    count: int = 3
+
+    def __call__(self, x):
+        return x
+
+
+def perceptron(input_shape, outputs):
+    return Perceptron(jnp.zeros(outputs), jnp.zeros(input_shape[0]))
+
+
+def relu(input_shape, outputs):
+    return Relu(jnp.zeros(outputs), jnp.zeros(input_shape[0]))
+
+
+def fixed10():
+    return Perceptron(jnp.zeros(4), jnp.zeros(10)), (10,), 4
+
+
+def broken():
+    raise ValueError("no weights today")
+
+
+def number():
+    return 42
+
+
+def no_arrays():
+    return Static(), (8,), 4
+"""
 
 
 # -- the cases -----------------------------------------------------------------------------
@@ -292,6 +355,29 @@ case("structure-stray", STRUCTURE + ["extra"])
 case("structure-stray-dash", STRUCTURE + ["-x"])
 case("structure-bool-option", STRUCTURE + ["--inputs", "true"])
 case("unknown-command", ["train"])
+
+# --unit FILE.py:FUNCTION (ok.npz has 8 inputs and 4 outputs)
+UNIT = "{D}/unit.py:"
+for label, spec in [
+    ("missing-file", "{D}/missing.py:perceptron"), ("not-py", "{D}/text.txt:perceptron"),
+    ("no-function", "{D}/unit.py"),
+    ("function-missing", UNIT + "absent"), ("import-raises", "{D}/unit_raises.py:perceptron"),
+    ("function-raises", UNIT + "broken"), ("returns-int", UNIT + "number"), ("no-arrays", UNIT + "no_arrays"),
+    ("no-shapes", UNIT + "perceptron"), ("empty", ""),
+]:
+    case(f"structure-unit-{label}", ["structure", "--unit", spec])
+case("structure-unit-and-arch", ["structure", "mlp", "--unit", UNIT + "perceptron"])
+case("structure-unit-relu", ["structure", "--unit", UNIT + "relu", "--inputs", "8", "--outputs", "4"])
+case("predict-unit-and-arch", PREDICT + ["--unit", UNIT + "perceptron"])
+case("predict-unit-inputs-10-data-8", with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "fixed10"])
+case("predict-unit-inputs-option-disagrees",
+     with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "perceptron", "--inputs", "10"])
+case("predict-unit-relu", with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "relu"])
+case("predict-unit-function-raises", with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "broken"])
+case("predict-neither-arch-nor-unit", with_option(PREDICT, "--arch", None))
+case("compare-npz-unit-inputs-10-data-8", NPZ + ["--unit", UNIT + "fixed10"])
+case("compare-unit-and-arch", COMPARE + ["--arch", "mlp", "--unit", UNIT + "perceptron"])
+case("compare-unit-unknown-option", COMPARE + ["--unit", UNIT + "perceptron", "--depth", "2"])
 case("unknown-root-option", ["--fast", "structure", "mlp"])
 
 # output paths
@@ -302,6 +388,22 @@ for label, path in [
     ("dev-null", "/dev/null"), ("existing-folder-png", "{C}/made.png"), ("sys", "/sys/x.pdf"),
 ]:
     case(f"compare-plot-{label}", PLOT + ["--plot", path])
+
+# measured loss curves (--overlay), table folders (--csv) and predict --plot
+BAD_CURVES = ["curve_columns.csv", "curve_text.csv", "curve_nan.csv", "curve_decreasing.csv", "curve_negative.csv",
+              "curve_empty.csv", "curve_shape.npy", "curve_nan.json", "curve_keys.json", "missing.csv", "folder.npz",
+              "ok.npz", "text.txt"]
+for name in BAD_CURVES:
+    case(f"predict-overlay-{name}", PREDICT + ["--overlay", "{D}/" + name])
+for name in ["curve_decreasing.csv", "curve_nan.json", "missing.csv"]:
+    case(f"compare-overlay-{name}", COMPARE + ["--overlay", "{D}/" + name])
+for label, path in [("proc", "/proc/x"), ("file", "{D}/file"), ("under-file", "{D}/file/x"),
+                    ("missing-parent", "{C}/missing/x"), ("sys", "/sys/x")]:
+    case(f"predict-csv-{label}", PREDICT + ["--csv", path])
+    case(f"compare-csv-{label}", COMPARE + ["--csv", path])
+for label, path in [("proc", "/proc/x.png"), ("missing-folder", "{C}/missing/x.png"), ("folder", "{C}"),
+                    ("suffix-txt", "{C}/x.txt"), ("under-file", "{D}/file/x.pdf")]:
+    case(f"predict-plot-{label}", PREDICT + ["--plot", path])
 
 # reproduce and report (their --out and options)
 for label, args in [
@@ -337,7 +439,7 @@ SCRIPT_CASES = XLA_SIZES + [
     "structure-seed-1180591620717411303424", "compare-plot-proc", "compare-plot-missing-folder",
     "compare-npz-x_scaled_1e300.npz", "predict-data-x_nan.npz", "predict-lr-nan", "compare-optimizers-foo",
     "predict-inapplicable-relu", "compare-task-foo", "structure-repeated-option", "predict-repeated-width",
-    "reproduce-out-proc", "predict-init-w_nan.npz",
+    "reproduce-out-proc", "predict-init-w_nan.npz", "structure-unit-function-raises", "predict-unit-inputs-10-data-8",
 ]
 assert set(SCRIPT_CASES) <= set(CASES)
 

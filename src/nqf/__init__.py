@@ -55,10 +55,12 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "._reduction": ("ModeBasis", "mode_basis"),
     "._predict": ("PredictConfig", "Prediction", "momentum_occupations", "predict"),
     "._compare": ("CompareConfig", "Comparison", "compare"),
+    "._departure": ("Departure", "corrected_switch_steps", "departure"),
     "._store": ("ResultsStore",),
     "._verdict": ("Claim", "Tolerance", "Verdict", "judge"),
     "._reproduce": ("reproduce", "rebuild_report"),
     "._cache": ("enable_compilation_cache",),
+    "._modules": ("from_equinox", "from_flax"),
 }
 _ORIGIN: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -196,7 +198,13 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
         predict as predict,
     )
     from ._compare import CompareConfig as CompareConfig, Comparison as Comparison, compare as compare
+    from ._departure import (
+        Departure as Departure,
+        corrected_switch_steps as corrected_switch_steps,
+        departure as departure,
+    )
     from ._store import ResultsStore as ResultsStore
     from ._verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
     from ._reproduce import reproduce as reproduce, rebuild_report as rebuild_report
     from ._cache import enable_compilation_cache as enable_compilation_cache
+    from ._modules import from_equinox as from_equinox, from_flax as from_flax

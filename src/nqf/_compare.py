@@ -359,8 +359,35 @@ class Comparison:
         curves.append({"source": "LV", "detail": "gd", "optimizer": "gd", "steps": p.lv_steps, "loss": np.asarray(p.lv_loss)})
         return curves
 
+    def all_loss_curves(self) -> list[dict[str, Any]]:
+        """Every loss curve of every seed at its recorded steps (what ``to_json()["curves"]`` holds).
+
+        Returns [{"source", "optimizer", "steps": (R,), "seeds": (S,), "loss": (S, R)}, ...]:
+        source ``network`` per optimizer, ``quadratic`` (the quadratic model, GD), and ``mflow``
+        and ``lv`` (the Lotka-Volterra map's loss) per flow of ``config.flows`` (the LV map of
+        the SGD flow is its full-batch mean). The seeds of a source share its record steps.
+        """
+        seeds = np.asarray(self.seeds)
+        out: list[dict[str, Any]] = []
+        for opt, sweep in self.network.items():
+            out.append({"source": "network", "optimizer": opt, "steps": np.asarray(sweep.steps), "seeds": seeds,
+                        "loss": np.asarray(sweep.loss[0])})
+        if self.quadratic is not None:
+            out.append({"source": "quadratic", "optimizer": "gd", "steps": np.asarray(self.quadratic.steps),
+                        "seeds": seeds, "loss": np.asarray(self.quadratic.loss[0])})
+        for flow, preds in self.predictions.items():
+            out.append({"source": "mflow", "optimizer": flow, "steps": np.asarray(preds[0].flow.steps), "seeds": seeds,
+                        "loss": np.stack([np.asarray(p.flow.loss) for p in preds])})
+        for flow, preds in self.predictions.items():
+            out.append({"source": "lv", "optimizer": flow, "steps": np.asarray(preds[0].lv_steps), "seeds": seeds,
+                        "loss": np.stack([np.asarray(p.lv_loss) for p in preds])})
+        return out
+
     def to_json(self) -> dict:
-        """The stable JSON form printed by ``nqf compare --json`` (null: never switched / not available)."""
+        """The stable JSON form printed by ``nqf compare --json`` (null: never switched / not available).
+
+        ``curves`` holds every loss curve of every seed at the recorded steps (``all_loss_curves``).
+        """
         errors = self.relative_errors()
         g = self.num_modes
         mean = lambda a: np.asarray(a, dtype=np.float64).mean(axis=0)  # noqa: E731 (NaN if any seed is NaN)
@@ -441,7 +468,21 @@ class Comparison:
             "diverged": self.diverged,
             "divergence_factor": DIVERGENCE_FACTOR,
             "notes": list(self.notes),
+            # {source: {optimizer: {"steps", "seeds", "loss": one list per seed}}} (all_loss_curves)
+            "curves": _curves_json(self.all_loss_curves()),
         }
+
+
+def _curves_json(curves: list[dict[str, Any]]) -> dict:
+    """``all_loss_curves()`` nested as {source: {optimizer: {"steps", "seeds", "loss"}}}; null: not finite."""
+    out: dict[str, dict] = {}
+    for entry in curves:
+        out.setdefault(entry["source"], {})[entry["optimizer"]] = {
+            "steps": [round(float(t)) for t in np.asarray(entry["steps"]).ravel()],
+            "seeds": [int(s) for s in entry["seeds"]],
+            "loss": [_floats(row) for row in np.asarray(entry["loss"], dtype=np.float64)],
+        }
+    return out
 
 
 def _num(v) -> float | None:

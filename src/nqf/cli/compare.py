@@ -1,13 +1,15 @@
 """``nqf compare``: train the real network side by side with the theory's predictions.
 
-    nqf compare --task TASK [task options] [--arch ARCH] [arch options]
+    nqf compare --task TASK [task options] [--arch ARCH [arch options] | --unit FILE.py:FUNCTION]
                 --width N --sigma0 S --lr ETA --steps T
                 [--optimizers gd,sgd,momentum,adam,muon] [--lr-adam ETA] [--lr-muon ETA] ...
                 [--seeds K] [--seed S] [--data-seed D] [--batch B] [--beta B]
-                [--json] [--plot FILE.png|FILE.pdf]
+                [--json] [--plot FILE.png|FILE.pdf] [--csv DIR] [--overlay CURVE]
 
 The architecture defaults to the task's natural one with the task's options for it
-(``--arch`` with another name starts from that architecture's own defaults). Every
+(``--arch`` with another name starts from that architecture's own defaults);
+``--unit FILE.py:FUNCTION`` takes your own unit instead (``nqf.cli._unit``), its input
+shape and outputs by default the task's (for ``--task npz`` its file's X and Y). Every
 other ``--name value`` is an option of the task or the architecture (``nqf structure
 --list``); an option both accept (e.g. ``--inputs``) goes to both. One ``--lr`` serves
 every optimizer unless ``--lr-OPT`` overrides it for one. ``--beta`` is the heavy-ball
@@ -17,10 +19,12 @@ batch). Seeds ``S .. S+K-1`` set W0 and the minibatches; numbers are means over 
 What is compared and how (thresholds, plateau losses, closure window): ``nqf._compare``.
 Bad input (unknown task, optimizer or option, bad numbers, width != experts for a
 mixture of experts, an unstable learning rate, a seed outside [0, 2^32), an unwritable
---plot, a run that would not fit in memory, a unit the theory does not apply to without
+--plot or --csv folder, a bad --overlay curve (``nqf._curves``), a run that would not fit in memory, a unit the theory does not apply to without
 ``--allow-inapplicable``) prints one ``error:`` line, exit 2, before any training. A run
 estimated to take longer than ~10 s says so on stderr first. The figure is written
-atomically (a temporary file in the same folder, renamed).
+atomically (a temporary file in the same folder, renamed), as are the tables of --csv
+(``nqf.report.curve_tables``). --overlay compares a measured loss curve with the M-flow
+of the first optimizer listed, first seed, by switch-on steps read from the loss.
 Float64: enabled when the command starts (the library never does this).
 """
 
@@ -40,6 +44,7 @@ from rich.table import Table
 from .._errors import NqfError
 from . import app, start_jax
 from ._options import parse_factory_options
+from ._unit import UNIT_HELP, parse_unit_spec, resolve_task_and_unit
 from ._validate import MAX_STEPS, check_compare, check_output_path, check_seed
 
 
@@ -105,6 +110,7 @@ def compare_command(
     lr: Annotated[float, typer.Option("--lr", help="Learning rate of every optimizer (see --lr-OPT).")],
     steps: Annotated[int, typer.Option("--steps", help="Horizon in optimizer steps.")],
     arch: Annotated[str | None, typer.Option("--arch", help="Architecture (default: the task's natural one).")] = None,
+    unit: Annotated[str | None, typer.Option("--unit", help=UNIT_HELP)] = None,
     optimizers: Annotated[
         str, typer.Option("--optimizers", help="Comma-separated: gd, sgd, momentum, adam, muon.")
     ] = "gd",
@@ -121,6 +127,13 @@ def compare_command(
     beta: Annotated[float, typer.Option("--beta", help="Heavy-ball momentum (optimizer momentum).")] = 0.9,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
+    csv_dir: Annotated[
+        Path | None, typer.Option("--csv", help="Write every loss curve and switch-on step as tidy CSV tables into DIR.")
+    ] = None,
+    overlay: Annotated[
+        Path | None,
+        typer.Option("--overlay", help="A measured loss curve (CSV step,loss; NPY (T, 2); JSON) to compare and draw."),
+    ] = None,
     allow_inapplicable: Annotated[
         bool,
         typer.Option(
@@ -142,7 +155,14 @@ def compare_command(
     check_seed("--data-seed", data_seed)
     if plot is not None:
         check_output_path("--plot", plot)  # before any compute: a bad path must not cost the run
+    from ._outputs import check_outputs, finish_comparison, print_outputs
+
+    measured = check_outputs(None, csv_dir, overlay)  # the table folder and the measured curve, before compute
     chosen = parse_optimizers(optimizers)
+    if unit is not None:
+        if arch is not None:
+            raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION, not both")
+        parse_unit_spec(unit)  # a bad FILE.py:FUNCTION fails before JAX starts
     start_jax()  # float64 and the compilation cache (the CLI is an application; the library never does this)
     from .._compare import CompareConfig, compare
 
@@ -163,21 +183,24 @@ def compare_command(
         "data_seed": data_seed,
     }
     config = CompareConfig(**config_args)
-    the_task, architecture = resolve_task_and_arch(task, arch, list(ctx.args))
+    if unit is not None:
+        the_task, architecture = resolve_task_and_unit(task, unit, list(ctx.args))
+    else:
+        the_task, architecture = resolve_task_and_arch(task, arch, list(ctx.args))
     check_compare(the_task, architecture, width, steps, seeds, chosen)
     comparison = compare(the_task, architecture, config)
     result = comparison.to_json()
+    matched = finish_comparison(comparison, result, csv_dir, measured)  # the overlay block; the tables
     if plot is not None:
-        write_plot(comparison, plot)
+        write_plot(comparison, plot, matched)
     if as_json:
         print(json.dumps(result, allow_nan=False))
         return
     print_comparison(result, Console())
-    if plot is not None:
-        Console().print(f"figure: {plot}")
+    print_outputs(Console(), result, plot, csv_dir)
 
 
-def write_plot(comparison, plot: Path) -> None:
+def write_plot(comparison, plot: Path, overlay=None) -> None:
     """The figure, written atomically: to a temporary file in the same folder, then renamed."""
     import os
     import tempfile
@@ -187,7 +210,7 @@ def write_plot(comparison, plot: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=plot.parent if str(plot.parent) else ".", prefix=f".{plot.stem}-", suffix=plot.suffix)
     os.close(fd)
     try:
-        plot_comparison(comparison, tmp)
+        plot_comparison(comparison, tmp, overlay=overlay)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a figure is an ordinary file

@@ -1,19 +1,28 @@
 """``nqf predict``: predict the loss curve and switch-on steps from data, without training.
 
-    nqf predict --data FILE.npz --arch ARCH [arch options] --width N
+    nqf predict --data FILE.npz (--arch ARCH [arch options] | --unit FILE.py:FUNCTION) --width N
                 (--sigma0 S | --init W0.npz) --lr ETA --steps T
                 [--optimizer gd|sgd|momentum] [--batch B] [--beta B] [--seed S] [--json]
+                [--plot FILE.png|FILE.pdf] [--csv DIR] [--overlay CURVE]
 
 FILE.npz holds arrays X (N, *input_shape) and Y (N, K) (or (N,) for one output, or
 integer class labels (N,) in [0, K), one-hot encoded, e.g. with --loss cross_entropy);
 entries real, finite and at most 1e30 in magnitude (``nqf._data.MAX_ABS_ENTRY``);
 W0.npz holds W (d x n, units as columns, each flattened in the order that
 ``nqf structure ARCH`` lists as parameter blocks). Architecture options are given as
-``--name value`` (see ``nqf structure --list``). Bad files, shape mismatches,
+``--name value`` (see ``nqf structure --list``). ``--unit FILE.py:FUNCTION`` takes your own unit
+instead of ``--arch`` (``nqf.cli._unit``); its input shape and outputs default to X's and
+Y's. Bad files, shape mismatches,
 non-finite values, an unstable learning rate, a seed outside [0, 2^32), a run that would
-not fit in memory (``nqf.cli._validate``) and a unit the theory does not apply to (unless
+not fit in memory (``nqf.cli._validate``), an unwritable --plot or --csv folder, a bad
+--overlay curve (``nqf._curves``) and a unit the theory does not apply to (unless
 ``--allow-inapplicable``) print one ``error:`` line, exit 2. A run estimated to take
 longer than ~10 s says so on stderr first.
+
+--plot draws the loss curves and switch-on steps (``nqf.report.predict_plot``); --csv DIR
+writes curves.csv and modes.csv, tidy tables (``nqf.report.curve_tables``); --overlay CURVE
+reads a measured loss curve and compares its switch-on steps, read from the loss, with the
+M-flow's (``nqf._curves``). Files are written at the end, each atomically.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from rich.table import Table
 from .._errors import NqfError
 from . import app, start_jax
 from ._options import parse_factory_options
+from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_for_data
 from ._validate import MAX_STEPS, check_predict, check_seed
 
 if TYPE_CHECKING:
@@ -82,10 +92,11 @@ def _fmt(value) -> str:
 def predict(
     ctx: typer.Context,
     data: Annotated[Path, typer.Option("--data", help="FILE.npz with arrays X (samples first) and Y.")],
-    arch: Annotated[str, typer.Option("--arch", help="Architecture name (nqf structure --list).")],
     width: Annotated[int, typer.Option("--width", help="Number of units n.")],
     lr: Annotated[float, typer.Option("--lr", help="Learning rate.")],
     steps: Annotated[int, typer.Option("--steps", help="Horizon in optimizer steps.")],
+    arch: Annotated[str | None, typer.Option("--arch", help="Architecture name (nqf structure --list).")] = None,
+    unit: Annotated[str | None, typer.Option("--unit", help=UNIT_HELP)] = None,
     sigma0: Annotated[float | None, typer.Option("--sigma0", help="Init scale: W0 ~ N(0, sigma0^2).")] = None,
     init: Annotated[Path | None, typer.Option("--init", help="W0.npz with array W (d x n).")] = None,
     optimizer: Annotated[str, typer.Option("--optimizer", help="gd, sgd or momentum.")] = "gd",
@@ -108,6 +119,14 @@ def predict(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON.")] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
+    csv_dir: Annotated[
+        Path | None, typer.Option("--csv", help="Write the curves and switch-on steps as tidy CSV tables into DIR.")
+    ] = None,
+    overlay: Annotated[
+        Path | None,
+        typer.Option("--overlay", help="A measured loss curve (CSV step,loss; NPY (T, 2); JSON) to compare and draw."),
+    ] = None,
 ) -> None:
     """Predict training (M-flow, Lotka-Volterra, vanishing-init steps) from data, without training."""
     if route not in ("auto", "moments", "samples"):
@@ -120,6 +139,13 @@ def predict(
     check_seed("--seed", seed)
     if (sigma0 is None) == (init is None):
         raise NqfError("give exactly one of --sigma0 S or --init W0.npz")
+    if (arch is None) == (unit is None):
+        raise NqfError(f"give --arch NAME or --unit FILE.py:FUNCTION{'' if arch is None else ', not both'}")
+    if unit is not None:
+        parse_unit_spec(unit)  # a bad FILE.py:FUNCTION fails before JAX starts
+    from ._outputs import check_outputs, finish_prediction, print_outputs
+
+    measured = check_outputs(plot, csv_dir, overlay)  # before any compute: a bad path or curve costs nothing
     start_jax()  # float64 and the compilation cache (the library never flips these)
     import numpy as np
 
@@ -128,11 +154,17 @@ def predict(
     from .._predict import predict as run_predict
     from ..architectures import architecture_options, get_architecture
 
-    options = parse_factory_options(list(ctx.args), {arch: architecture_options(arch)})[arch]
-    architecture = get_architecture(arch, **options)
+    if unit is None:
+        options = parse_factory_options(list(ctx.args), {arch: architecture_options(arch)})[arch]
+        architecture = get_architecture(arch, **options)
+    else:
+        unit_options = parse_unit_options(list(ctx.args))
     arrays = load_npz(data, ("X", "Y"))
     X, Y = arrays["X"], arrays["Y"]
     check_sample_arrays(str(data), X, Y)
+    if unit is not None:  # shapes from the data unless --inputs / --outputs say otherwise
+        architecture = unit_for_data(unit, unit_options, X, Y, loss, str(data))
+        arch = architecture.name
     if X.shape[1:] != tuple(architecture.input_shape):
         shape = ", ".join(map(str, architecture.input_shape))
         raise NqfError(f"{data}: X has shape {X.shape}, but {arch} with these options takes inputs (N, {shape})")
@@ -177,6 +209,7 @@ def predict(
     del arrays, X, Y, Y_checked
     prediction = run_predict(architecture, None, None, config, W0=W0, data=data_route[0], route_choice=data_route[1])
     result = prediction.to_json()
+    finish_prediction(prediction, result, plot, csv_dir, measured)  # the overlay block; figure and tables
     if as_json:
         print(json.dumps(result))
         return
@@ -217,3 +250,4 @@ def predict(
     )
     for note in result["notes"]:
         console.print(f"note: {note}")
+    print_outputs(console, result, plot, csv_dir)

@@ -1,4 +1,5 @@
-"""``nqf structure ARCH [--OPTION VALUE ...] [--json] [--seed S]`` and ``nqf structure --list``.
+"""``nqf structure ARCH [--OPTION VALUE ...] [--json] [--seed S]``, ``nqf structure --list`` and
+``nqf structure --unit FILE.py:FUNCTION [--inputs D] [--outputs K]`` (your own unit, ``nqf.cli._unit``).
 
 Shows which parameter blocks of the structure matrix A(x) couple (autodiff at a sample
 input x ~ N(0, I)), the closed form where one is known (and how far it is from
@@ -34,6 +35,7 @@ from rich.table import Table
 from .._errors import NqfError
 from . import app, start_jax
 from ._options import parse_factory_options
+from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_architecture
 from ._validate import check_seed, check_structure
 
 if TYPE_CHECKING:
@@ -192,9 +194,19 @@ def structure_command(
     list_: Annotated[bool, typer.Option("--list", help="List the architectures with their options.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sample input and the expansion check.")] = 0,
+    unit: Annotated[
+        str | None, typer.Option("--unit", help=UNIT_HELP + " Here the shapes come from --inputs / --outputs.")
+    ] = None,
 ) -> None:
     """The structure matrix A(x) of an architecture: coupled blocks, closed form, expansion verdict."""
     check_seed("--seed", seed)
+    unit_args: list[str] = []
+    if unit is not None:
+        # click hands the first left-over token (e.g. the ``--inputs`` of ``--inputs 4``) to ARCH
+        unit_args = ([] if architecture is None else [architecture]) + list(ctx.args)
+        if list_ or (unit_args and not unit_args[0].startswith("--")):
+            raise NqfError("give an architecture name (or --list) or --unit FILE.py:FUNCTION, not both")
+        parse_unit_spec(unit)  # a bad FILE.py:FUNCTION fails before JAX starts
     start_jax()  # float64 (application-level choice; see the module docstring) and the compilation cache
     from .._expansion import raise_unless_applies
     from ..architectures import get_architecture
@@ -209,10 +221,13 @@ def structure_command(
         else:
             _print_list(entries, console)
         return
-    if architecture is None:
-        raise NqfError("give an architecture name (nqf structure --list shows them)")
-    options = parse_options(architecture, list(ctx.args))
-    arch = get_architecture(architecture, **options)
+    if unit is not None:
+        arch = unit_architecture(unit, parse_unit_options(unit_args))
+    elif architecture is None:
+        raise NqfError("give an architecture name (nqf structure --list shows them) or --unit FILE.py:FUNCTION")
+    else:
+        options = parse_options(architecture, list(ctx.args))
+        arch = get_architecture(architecture, **options)
     check_structure(arch)
     summary, A, report = structure_summary(arch, seed=seed)
     if as_json:

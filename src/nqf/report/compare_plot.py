@@ -32,8 +32,12 @@ def _positive_steps(steps, loss):
     return steps[keep], loss[keep]
 
 
-def plot_comparison(comparison: Comparison, path) -> Path:
-    """Write the comparison figure to ``path`` (PNG, or PDF when it ends in .pdf); returns the path."""
+def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
+    """Write the comparison figure to ``path`` (PNG, or PDF when it ends in .pdf); returns the path.
+
+    ``overlay``: an ``nqf._curves.OverlayComparison``, drawn as a measured curve (solid black) with
+    its switch-on steps and the M-flow's by the loss convention as markers.
+    """
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in ("png", "pdf"):
@@ -67,6 +71,11 @@ def plot_comparison(comparison: Comparison, path) -> Path:
         positive = loss[loss > 0]
         if entry["source"] == "network" and positive.size:
             lowest_network = min(lowest_network, float(positive.min()))
+
+    if overlay is not None:
+        from .predict_plot import draw_overlay
+
+        lowest_network = min(lowest_network, draw_overlay(ax, overlay))
 
     # predicted switch-on steps: one LineCollection per flow (a single legend entry each)
     for flow, preds in comparison.predictions.items():
@@ -121,7 +130,7 @@ def plot_comparison(comparison: Comparison, path) -> Path:
     predicted = predicted[np.isfinite(predicted)]
     first = float(predicted.min()) if predicted.size else 0.0
     left = 10.0 ** np.floor(np.log10(0.3 * first)) if first > 3 else 1.0
-    ax.set_xlim(left, cfg.steps)
+    ax.set_xlim(left, cfg.steps if overlay is None else max(cfg.steps, float(overlay.curve.steps[-1])))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, framealpha=0.9, borderaxespad=0.0)
     _check(fig, path.stem)
     buffer = io.BytesIO()

@@ -1,0 +1,167 @@
+"""Curves out and in for ``nqf predict`` and ``nqf compare``: ``--plot``, ``--csv DIR``, ``--overlay CURVE``.
+
+Checked before any compute (:func:`check_outputs`): the figure's path (a .png or .pdf
+file in a writable folder, ``_validate.check_output_path``), the table folder (an
+existing writable folder, or a new one whose parent is a writable folder; nothing is
+created until the end) and the measured curve, read in full (``nqf._curves``). Written
+at the end, each file atomically (a temporary file in the same folder, renamed).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from .._errors import NqfError
+from ._validate import check_output_path
+
+TABLE_FILES = ("curves.csv", "modes.csv")
+
+
+def check_output_folder(option: str, folder: Path, names: tuple[str, ...] = TABLE_FILES) -> Path:
+    """NqfError unless the files ``names`` can be written in ``folder``; creates nothing.
+
+    An existing ``folder`` must be a writable folder whose ``names`` can be replaced; a
+    new one needs a writable parent folder (it is made when the tables are written).
+    """
+    if folder.exists():
+        if not folder.is_dir():
+            raise NqfError(f"{option} {folder} exists and is not a folder")
+        for name in names:
+            check_output_path(option, folder / name)
+    else:
+        parent = folder.parent if str(folder.parent) else Path(".")
+        if not parent.is_dir():
+            raise NqfError(f"{option} {folder}: folder {parent} does not exist")
+        check_output_path(option, folder)  # the parent's permissions, read-only mounts, root
+    return folder
+
+
+def check_outputs(plot: Path | None, csv_dir: Path | None, overlay: Path | None):
+    """The checks of ``--plot``, ``--csv`` and ``--overlay``; returns the measured curve (or None)."""
+    if plot is not None:
+        if plot.suffix.lower() not in (".png", ".pdf"):
+            raise NqfError(f"--plot must name a .png or .pdf file, got {plot}")
+        check_output_path("--plot", plot)
+    if csv_dir is not None:
+        check_output_folder("--csv", csv_dir)
+    if overlay is None:
+        return None
+    from .._curves import read_loss_curve
+
+    try:
+        return read_loss_curve(overlay)
+    except NqfError as err:
+        raise NqfError(f"--overlay {err}") from None
+
+
+def write_tables(csv_dir: Path, tables: dict) -> None:
+    """Each table as ``csv_dir/<name>``, atomically."""
+    from .._store import atomic_write_bytes
+    from ..report.curve_tables import table_bytes
+
+    for name, (columns, rows) in tables.items():
+        atomic_write_bytes(csv_dir / name, table_bytes(columns, rows))
+
+
+def _fmt(value, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and abs(value) >= 1 and value == round(value):
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"
+
+
+def _step(value) -> str:
+    """A switch-on step: whole steps as integers, interpolated ones to a tenth of a step."""
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if float(value) == round(float(value)) else f"{value:.1f}"
+
+
+def print_overlay(console, overlay: dict) -> None:
+    """The overlay block of the JSON as a short table."""
+    from rich import box
+    from rich.table import Table
+
+    console.print(
+        f"measured curve {overlay['file']} ({overlay['records']} records) against the {overlay['against']}:",
+        highlight=False,
+    )
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("mode", "loss level", "measured", "predicted", "error"):
+        table.add_column(column, justify="right")
+    for k, level in enumerate(overlay["levels"]):
+        error = overlay["relative_error"][k]
+        table.add_row(
+            str(k + 1),
+            _fmt(level),
+            _step(overlay["switch_steps"][k]),
+            _step(overlay["predicted_switch_steps_by_loss"][k]),
+            "-" if error is None else f"{100 * error:+.1f}%",
+        )
+    console.print(table)
+    console.print(
+        "  switch-on here: the first step at which the loss falls to the midpoint between the predicted plateaus "
+        "before and after the mode (vanishing-init limit), for both curves; error: (measured - predicted) / predicted",
+        highlight=False,
+    )
+
+
+def finish_prediction(prediction, result: dict, plot: Path | None, csv_dir: Path | None, measured) -> None:
+    """``nqf predict``'s outputs: the overlay block in ``result``, then the figure and the tables."""
+    matched = None
+    if measured is not None:
+        from .._curves import compare_overlay
+
+        cfg = prediction.config
+        matched = compare_overlay(measured, prediction, f"M-flow ({cfg.optimizer}), seed {cfg.seed}")
+        result["overlay"] = matched.to_json()
+    if plot is not None:
+        from ..report.predict_plot import plot_prediction
+
+        plot_prediction(prediction, plot, overlay=matched)
+    if csv_dir is not None:
+        from ..report.curve_tables import prediction_tables
+
+        write_tables(csv_dir, prediction_tables(prediction, matched))
+
+
+def finish_comparison(comparison, result: dict, csv_dir: Path | None, measured):
+    """``nqf compare``'s overlay block (in ``result``) and tables; returns the OverlayComparison (or None).
+
+    The measured curve is compared with the M-flow of the first optimizer listed (the GD
+    M-flow for Adam and Muon, a reference), first seed.
+    """
+    matched = None
+    seed = int(comparison.seeds[0])
+    first = comparison.config.optimizers[0]
+    from .._compare import FLOW_OF
+
+    flow = FLOW_OF[first]
+    if measured is not None:
+        from .._curves import compare_overlay
+
+        against = f"M-flow ({flow}), seed {seed}"
+        if first in comparison.reference_only:
+            against += f", a reference for {first} (no M-flow of its own)"
+        matched = compare_overlay(measured, comparison.predictions[flow][0], against)
+        result["overlay"] = matched.to_json()
+    if csv_dir is not None:
+        from ..report.curve_tables import comparison_tables
+
+        write_tables(csv_dir, comparison_tables(comparison, matched, overlay_flow=flow, overlay_seed=seed))
+    return matched
+
+
+def print_outputs(console, result: dict, plot: Path | None, csv_dir: Path | None) -> None:
+    """After the text output: the overlay table and where the figure and tables went."""
+    if "overlay" in result:
+        print_overlay(console, result["overlay"])
+    if plot is not None:
+        console.print(f"figure: {plot}", highlight=False)
+    if csv_dir is not None:
+        console.print(f"tables: {', '.join(os.fspath(csv_dir / name) for name in TABLE_FILES)}", highlight=False)

@@ -1,0 +1,263 @@
+"""``--unit FILE.py:FUNCTION``: a user's own unit on the command line (structure, predict, compare).
+
+The file is run as a fresh module (its own name, no bytecode written next to it) and
+FUNCTION is called. It returns one of
+
+- an :class:`nqf.Architecture` (e.g. from ``nqf.from_equinox``, or built by hand);
+- an Equinox or Flax module (``nqf.from_equinox`` / ``nqf.from_flax`` make it the unit),
+  its input shape and outputs taken from the data (or ``--inputs`` / ``--outputs``);
+- a tuple ``(module, input_shape, outputs)``.
+
+FUNCTION takes no arguments, or the keyword arguments ``input_shape`` (a tuple of
+ints) and ``outputs`` (an int), given the values the command knows: ``--inputs D``
+(or ``D1,D2,...``) and ``--outputs K`` if given, else the data's (predict: X's shape
+after the samples and Y's columns, the largest integer label + 1 for labels (N,);
+compare: the task's, for ``--task npz`` its file's). A unit whose shapes disagree
+with the data's is an error. Every failure is one ``error:`` line and exit 2: a
+missing file, not a .py file, no ``:FUNCTION`` part, no such function, an exception
+while running the file or the function (its type and message), a result of another
+kind, a module without floating-point arrays.
+
+Outputs name the unit ``FILE.py:FUNCTION`` (the file's name, without its folder; a
+returned Architecture keeps its own name). The file's folder is not added to
+``sys.path``; the file runs with the command's working directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import itertools
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._errors import NqfError
+from ._options import parse_factory_options
+
+UNIT_HELP = (
+    "Your own unit instead of --arch: FILE.py:FUNCTION, where FUNCTION returns an nqf.Architecture, an Equinox or "
+    "Flax module, or (module, input_shape, outputs); it may take keyword arguments input_shape and outputs "
+    "(from --inputs D[,D2..] / --outputs K, else from the data)."
+)
+OPTIONS = {"inputs": None, "outputs": None}  # the options of a --unit (shapes; None: a number or text)
+_LABEL = "--unit"
+_COUNTER = itertools.count()
+_SHAPE_PARAMETERS = ("input_shape", "outputs")
+
+
+def parse_unit_spec(spec: str) -> tuple[Path, str]:
+    """``FILE.py:FUNCTION`` -> (path, function name); checks the file exists. NqfError when not."""
+    if ":" not in spec:
+        raise NqfError(f"--unit takes FILE.py:FUNCTION, got {spec!r} (no :FUNCTION part)")
+    text, function = spec.rsplit(":", 1)
+    if not function.isidentifier():
+        raise NqfError(f"--unit {spec}: {function!r} is not a function name (FILE.py:FUNCTION)")
+    path = Path(text)
+    if path.suffix != ".py":
+        raise NqfError(f"--unit {spec}: {text!r} is not a .py file")
+    if not path.exists():
+        raise NqfError(f"--unit {spec}: {path} does not exist")
+    if not path.is_file():
+        raise NqfError(f"--unit {spec}: {path} is not a file")
+    return path, function
+
+
+def _error(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def load_function(spec: str):
+    """Run FILE.py as a new module and return its FUNCTION."""
+    path, function = parse_unit_spec(spec)
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    name = f"_nqf_unit_{digest}_{next(_COUNTER)}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise NqfError(f"--unit {spec}: {path} cannot be loaded as Python")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # dataclasses (equinox modules) look their module up here
+    dont_write = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True  # nothing written next to the user's file
+    try:
+        module_spec.loader.exec_module(module)
+    except (Exception, SystemExit) as err:
+        sys.modules.pop(name, None)
+        raise NqfError(f"--unit {spec}: running {path} raised {_error(err)}") from None
+    finally:
+        sys.dont_write_bytecode = dont_write
+    fn = getattr(module, function, None)
+    if fn is None:
+        raise NqfError(f"--unit {spec}: {path} has no function {function!r}")
+    if not callable(fn):
+        raise NqfError(f"--unit {spec}: {function} in {path} is a {type(fn).__name__}, not a function")
+    return fn
+
+
+def _call(spec: str, fn, input_shape, outputs):
+    """fn(), or fn(input_shape=..., outputs=...) for the keyword arguments it declares."""
+    known = {"input_shape": input_shape, "outputs": outputs}
+    kwargs = {}
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        parameters = ()
+    for p in parameters:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if p.name in _SHAPE_PARAMETERS and p.kind != p.POSITIONAL_ONLY:
+            if known[p.name] is not None:
+                kwargs[p.name] = known[p.name]
+            elif p.default is p.empty:
+                flag = "--inputs" if p.name == "input_shape" else "--outputs"
+                raise NqfError(f"--unit {spec}: the function takes {p.name}, which is not known here; give {flag}")
+        elif p.default is p.empty:
+            raise NqfError(
+                f"--unit {spec}: the function takes an argument {p.name!r}; a unit function takes none, "
+                "or the keyword arguments input_shape and outputs"
+            )
+    try:
+        return fn(**kwargs)
+    except (Exception, SystemExit) as err:
+        raise NqfError(f"--unit {spec}: the function raised {_error(err)}") from None
+
+
+def _architecture(spec: str, result: Any, input_shape, outputs):
+    from .._architecture import Architecture
+    from .._modules import framework_of, from_module
+
+    path, function = spec.rsplit(":", 1)
+    name = f"{Path(path).name}:{function}"  # never a built-in's name (``mlp`` has closed forms keyed by name)
+    if isinstance(result, Architecture):
+        return result
+    if isinstance(result, tuple) and len(result) == 3 and framework_of(result[0]) is not None:
+        return from_module(result[0], result[1], result[2], name=name)
+    if framework_of(result) is not None:
+        if input_shape is None or outputs is None:
+            missing = "--inputs" if input_shape is None else "--outputs"
+            raise NqfError(
+                f"--unit {spec}: the function returned a module without its shapes; give {missing}, "
+                "or return (module, input_shape, outputs)"
+            )
+        return from_module(result, input_shape, outputs, name=name)
+    kind = type(result).__name__ if not isinstance(result, tuple) else f"a tuple of {len(result)}"
+    raise NqfError(
+        f"--unit {spec}: the function returned {kind}; expected an nqf.Architecture, an Equinox or Flax module, "
+        "or (module, input_shape, outputs)"
+    )
+
+
+def _shape_option(value: Any) -> tuple[int, ...] | None:
+    """``--inputs`` as a shape: 8 -> (8,), "4,3" -> (4, 3)."""
+    if value is None:
+        return None
+    parts = str(value).split(",")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        shape = ()
+    if not shape or any(s < 1 for s in shape):
+        raise NqfError(f"--unit: option --inputs takes a positive integer or a shape D1,D2,..., got {value!r}")
+    return shape
+
+
+def _outputs_option(value: Any) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or value < 1:
+        raise NqfError(f"--unit: option --outputs takes a positive integer, got {value!r}")
+    return value
+
+
+def _merge(spec: str, given, inferred, what: str, source: str):
+    if given is not None and inferred is not None and given != inferred:
+        raise NqfError(f"--unit {spec}: --{what} {_show(given)} disagrees with {source}, which has {_show(inferred)}")
+    return given if given is not None else inferred
+
+
+def _show(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def unit_architecture(spec: str, options: dict[str, Any], data: tuple | None = None, source: str = "the data"):
+    """The Architecture of ``--unit spec``.
+
+    options: the parsed ``--inputs`` / ``--outputs`` (values or None); data: (input_shape,
+    outputs) the command infers from its data, or None (``nqf structure``); source names
+    the data in messages. NqfError (one line) for every failure (module docstring).
+    """
+    input_shape, outputs = _shape_option(options.get("inputs")), _outputs_option(options.get("outputs"))
+    if data is not None:
+        input_shape = _merge(spec, input_shape, tuple(data[0]), "inputs", source)
+        outputs = _merge(spec, outputs, None if data[1] is None else int(data[1]), "outputs", source)
+    fn = load_function(spec)
+    arch = _architecture(spec, _call(spec, fn, input_shape, outputs), input_shape, outputs)
+    if input_shape is not None and tuple(arch.input_shape) != input_shape:
+        raise NqfError(
+            f"--unit {spec}: the unit takes inputs of shape {tuple(arch.input_shape)}, but {_where(data, source)} "
+            f"has inputs of shape {input_shape}"
+        )
+    if outputs is not None and arch.outputs != outputs:
+        raise NqfError(
+            f"--unit {spec}: the unit has {arch.outputs} outputs, but {_where(data, source)} has {outputs}"
+        )
+    return arch
+
+
+def _where(data, source: str) -> str:
+    return source if data is not None else "the command line"
+
+
+def parse_unit_options(args: list[str]) -> dict[str, Any]:
+    """``--inputs`` / ``--outputs`` from the extra arguments of a command run with --unit."""
+    return parse_factory_options(args, {_LABEL: OPTIONS})[_LABEL]
+
+
+def data_shapes(X, Y, loss: str = "squared") -> tuple[tuple[int, ...], int]:
+    """(input_shape, outputs) of data X (N, ...), Y (N,) or (N, K): integer labels (N,) give the
+    largest label + 1 outputs (one-hot classes), other Y (N,) one output."""
+    import numpy as np
+
+    Y = np.asarray(Y)
+    if Y.ndim >= 2:
+        outputs = int(Y.shape[1])
+    elif (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.bool_)) and Y.size:
+        outputs = max(int(Y.max()) + 1, 2 if loss == "cross_entropy" else 1)
+    else:
+        outputs = 1
+    return tuple(int(s) for s in np.shape(X)[1:]), outputs
+
+
+def resolve_task_and_unit(task_name: str, spec: str, args: list[str]):
+    """compare: the Task and the ``--unit`` Architecture, extra options split between them
+    (``--inputs`` goes to both when the task has it too)."""
+    from .._tasks import get_task, task_options
+
+    task_label = f"task {task_name}"
+    parsed = parse_factory_options(args, {task_label: task_options(task_name), _LABEL: OPTIONS})
+    task = get_task(task_name, **parsed[task_label])
+    if task.name == "npz":
+        X, Y = task.load()
+        data, source = data_shapes(X, Y), f"task npz {task.path}"
+    else:
+        natural = task.architecture()
+        data, source = (tuple(natural.input_shape), natural.outputs), f"task {task_name}"
+    return task, unit_architecture(spec, parsed[_LABEL], data, source)
+
+
+def unit_for_data(spec: str, options: dict[str, Any], X, Y, loss: str, source: str):
+    """predict: the ``--unit`` Architecture for data X, Y read from ``source``.
+
+    Shapes default to the data's (:func:`data_shapes`); for integer labels (N,) an explicit
+    ``--outputs`` wins (labels only bound K from below; the data checks then apply).
+    """
+    import numpy as np
+
+    input_shape, outputs = data_shapes(X, Y, loss)
+    Y = np.asarray(Y)
+    labels = Y.ndim == 1 and (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.bool_))
+    if labels and options.get("outputs") is not None:
+        outputs = None
+    return unit_architecture(spec, options, (input_shape, outputs), f"the data {source}")

@@ -1,0 +1,149 @@
+"""The figure of ``nqf predict --plot``: the predicted loss curves on one log-log axis.
+
+The M-flow loss (dotted), the Lotka-Volterra map's loss (dash-dot) and the vanishing-init
+limit's staircase (its plateau losses, stepping down at its step times), with the
+switch-on steps of each source as vertical lines in the source's colour and line style
+(M-flow, LV map, singular limit), the plateau losses as thin horizontal lines, and,
+when given, a measured loss curve (solid black) with its switch-on steps and the
+M-flow's by the loss convention (``nqf._curves``) as markers on the curves. Colours and
+line styles: ``nqf.report._style``. A leaf: the numerical core never imports this.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+
+from .._curves import OverlayComparison
+from .._errors import NqfError
+from .._predict import Prediction
+from .._store import atomic_write_bytes
+from ._style import PALETTE, SOURCES, _check, axis_label, curve, new_figure, setup_axes
+
+_MFLOW, _LV, _LIMIT, _MEASURED = 0, 1, 2, 6  # PALETTE indices: blue, orange, green, black
+
+
+def _positive(steps, loss):
+    """Records on a log-log axis: step > 0, finite positive loss."""
+    steps = np.asarray(steps, dtype=np.float64)
+    loss = np.asarray(loss, dtype=np.float64)
+    keep = (steps > 0) & np.isfinite(loss) & (loss > 0)
+    return steps[keep], loss[keep]
+
+
+def _limit_staircase(prediction: Prediction, horizon: float):
+    """(x, y) of the singular limit's loss: L(0), then each plateau from its step time on."""
+    limit = prediction.singular
+    times = np.asarray(limit.steps(), dtype=np.float64)
+    plateaus = np.asarray(limit.plateau_losses, dtype=np.float64)
+    keep = np.isfinite(times) & (times > 0) & (times < horizon)
+    x = np.concatenate([[1.0], times[keep], [horizon]])
+    y = np.concatenate([[float(limit.initial_loss)], plateaus[keep], plateaus[keep][-1:] if keep.any() else [limit.initial_loss]])
+    return x, y
+
+
+def draw_overlay(ax, overlay: OverlayComparison) -> float:
+    """Draw a measured curve (solid black) and the switch-on steps of it and of the M-flow by the
+    loss convention (filled circles, open squares, at the mode's loss level); returns its lowest
+    positive loss (inf if none)."""
+    x, y = _positive(overlay.curve.steps, overlay.curve.loss)
+    ax.plot(x, y, color=PALETTE[_MEASURED], linestyle=SOURCES["data"][0], linewidth=1.4,
+            label=f"measured ({Path(overlay.curve.path).name})", zorder=4)
+    levels = np.asarray(overlay.levels, dtype=np.float64)
+    for steps, marker, colour, name, fill in (
+        (overlay.switch_steps, "o", _MEASURED, "measured", PALETTE[_MEASURED]),
+        (overlay.predicted_switch_steps, "s", _MFLOW, "M-flow", "none"),
+    ):
+        t = np.asarray(steps, dtype=np.float64)
+        keep = np.isfinite(t) & (t > 0) & np.isfinite(levels) & (levels > 0)
+        if keep.any():
+            ax.scatter(t[keep], levels[keep], marker=marker, s=30, facecolors=fill, edgecolors=PALETTE[colour],
+                       zorder=5, label=f"switch-on by the loss midpoint ({name})")
+    return float(y.min()) if y.size else np.inf
+
+
+def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | None = None) -> Path:
+    """Write the prediction's figure to ``path`` (PNG, or PDF when it ends in .pdf), atomically; returns it."""
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("png", "pdf"):
+        raise NqfError(f"plot file must end in .png or .pdf, got {path.name!r}")
+    cfg = prediction.config
+    horizon = float(cfg.steps)
+    if overlay is not None:
+        horizon = max(horizon, float(overlay.curve.steps[-1]))
+    fig, ax = new_figure(size=(10.0, 5.0))
+    lv_detail = "map" if prediction.lv_applies else "map, approximate"
+    curves = [
+        ("M-flow", _MFLOW, cfg.optimizer, prediction.flow.steps, prediction.flow.loss),
+        ("LV", _LV, lv_detail, prediction.lv_steps, prediction.lv_loss),
+    ]
+    highest, lowest = 0.0, np.inf
+    for source, colour, detail, steps, loss in curves:
+        x, y = _positive(steps, loss)
+        style = curve(source, colour, detail)
+        style["zorder"] = 3
+        ax.plot(x, y, **style)
+        if y.size:
+            highest, lowest = max(highest, float(y.max())), min(lowest, float(y.min()))
+    x, y = _limit_staircase(prediction, horizon)
+    ax.plot(x, y, drawstyle="steps-post", **curve("limit", _LIMIT, "vanishing init"))
+
+    plateaus = np.asarray(prediction.lv_plateau_losses, dtype=np.float64)
+    plateaus = plateaus[np.isfinite(plateaus) & (plateaus > 0)]
+    if plateaus.size:
+        ax.hlines(
+            plateaus, 0, 1, transform=ax.get_yaxis_transform(), colors="0.55", linestyles="-", linewidth=0.6,
+            alpha=0.7, label="plateau losses (vanishing-init limit)", zorder=1,
+        )
+
+    # switch-on steps (the occupation convention: m_k reaches m_k*/2), one collection per source
+    for source, colour, name, switch in (
+        ("M-flow", _MFLOW, "M-flow", prediction.mflow_switch_steps),
+        ("LV", _LV, "LV map", prediction.lv_switch_steps),
+        ("limit", _LIMIT, "vanishing-init limit", prediction.singular_switch_steps),
+    ):
+        t = np.asarray(switch, dtype=np.float64)
+        t = t[np.isfinite(t) & (t > 0) & (t <= horizon)]
+        if t.size == 0:
+            continue
+        ax.vlines(
+            t, 0, 1, transform=ax.get_xaxis_transform(), colors=PALETTE[colour], linestyles=SOURCES[source][0],
+            linewidth=1.0, alpha=0.8, label=f"switch-on steps ({name})",
+        )
+    for k, t in enumerate(np.asarray(prediction.mflow_switch_steps, dtype=np.float64)):
+        if np.isfinite(t) and 0 < t <= horizon:
+            ax.text(t, 1.0, f" {k + 1}", transform=ax.get_xaxis_transform(), va="bottom", ha="center", fontsize=8,
+                    color=PALETTE[_MFLOW])
+
+    if overlay is not None:
+        lowest = min(lowest, draw_overlay(ax, overlay))
+        highest = max(highest, float(np.max(overlay.curve.loss, initial=0.0)))
+
+    title = f"{prediction.arch_name}: n = {cfg.width}, {cfg.optimizer}, lr = {cfg.lr:g}, {cfg.steps} steps, seed {cfg.seed}"
+    setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
+    ax.set_title(title, fontsize=9, pad=14)
+    # y: down to a decade below the smallest nonzero plateau, so the staircase fills the axes
+    # rather than the final decay towards a zero loss (of the prediction or the measured curve)
+    resolved = plateaus[plateaus > 1e-12]
+    if resolved.size:
+        lowest = float(resolved.min())
+    if highest > 0 and np.isfinite(lowest):
+        top = 2.0 * highest
+        ax.set_ylim(max(lowest / 10, top * 1e-12), top)
+    first = np.asarray(prediction.mflow_switch_steps, dtype=np.float64)
+    first = first[np.isfinite(first)]
+    start = float(first.min()) if first.size else 0.0
+    left = 10.0 ** np.floor(np.log10(0.3 * start)) if start > 3 else 1.0
+    ax.set_xlim(left, horizon)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, framealpha=0.9, borderaxespad=0.0)
+    _check(fig, path.stem)
+    buffer = io.BytesIO()
+    if fmt == "png":
+        fig.savefig(buffer, format="png", dpi=150, metadata={"Software": None})
+    else:
+        fig.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Creator": None, "Producer": None})
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
