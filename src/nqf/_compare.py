@@ -112,6 +112,9 @@ class CompareConfig:
             fraction of its fixed-point occupation (module docstring).
         allow_inapplicable: run even when the expansion check says the quadratic-form
             theory does not apply to the unit (the verdict is reported either way).
+        departure: also predict where the network leaves the quadratic model, per flow
+            and seed, without training (``PredictConfig.departure``, ``nqf._departure``):
+            the relative gap along the predicted path and the corrected switch-on steps.
     """
 
     width: int = 32
@@ -129,10 +132,13 @@ class CompareConfig:
     closure: bool = True
     closure_fraction: float = 0.9
     allow_inapplicable: bool = False
+    departure: bool = False
 
     def __post_init__(self):
         if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
             raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
+        if not isinstance(self.departure, (bool, np.bool_)):
+            raise NqfError(f"departure must be True or False, got {self.departure!r}")
         opts = (self.optimizers,) if isinstance(self.optimizers, str) else tuple(self.optimizers)
         object.__setattr__(self, "optimizers", opts)
         if not opts:
@@ -470,6 +476,10 @@ class Comparison:
             "notes": list(self.notes),
             # {source: {optimizer: {"steps", "seeds", "loss": one list per seed}}} (all_loss_curves)
             "curves": _curves_json(self.all_loss_curves()),
+            # per flow, one block per seed (null unless config.departure)
+            "departure": None
+            if not self.config.departure
+            else {flow: [p.departure.to_json() for p in preds] for flow, preds in self.predictions.items()},
         }
 
 
@@ -556,6 +566,7 @@ def compare(task, arch: Architecture | None, config: CompareConfig) -> Compariso
                     batch_size=config.batch_size if flow == "sgd" else None,
                     seed=seed,
                     allow_inapplicable=bool(config.allow_inapplicable),
+                    departure=bool(config.departure),
                 ),
                 data=full_batch if flow != "sgd" else per_sample,
             )

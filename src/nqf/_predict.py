@@ -42,7 +42,8 @@ Every prediction knows its own validity:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -101,6 +102,9 @@ class PredictConfig:
             through the switch-ons) or ``every`` (the step-by-step map, the reference).
         allow_inapplicable: run even when the expansion check says the quadratic-form
             theory does not apply to the unit (the verdict is reported either way).
+        departure: also evaluate the network along the predicted path and correct the
+            switch-on steps by the network's plateau states (``nqf._departure``; off by default:
+            it steps the map one step at a time and runs the network).
     """
 
     width: int
@@ -116,10 +120,13 @@ class PredictConfig:
     route: str = "auto"
     stepping: str = "adaptive"
     allow_inapplicable: bool = False
+    departure: bool = False
 
     def __post_init__(self):
         if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
             raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
+        if not isinstance(self.departure, (bool, np.bool_)):
+            raise NqfError(f"departure must be True or False, got {self.departure!r}")
         if self.optimizer not in PREDICT_OPTIMIZERS:
             raise NqfError(
                 f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {self.optimizer!r}"
@@ -173,6 +180,8 @@ class Prediction:
             mode has no initial component and never switches; ``lv.m0`` floors it).
         mflow_resolution: (g,) r_k / u, the weight share of each mode in rounding units
             (module docstring); below MFLOW_RESOLUTION its M-flow switch step is NaN.
+        departure: the network along the predicted path and the corrected switch-on steps
+            (``nqf._departure.Departure``) when ``config.departure``, else None.
     """
 
     config: PredictConfig
@@ -203,6 +212,7 @@ class Prediction:
     arch_options: tuple = ()
     initial_occupations: np.ndarray | None = None
     mflow_resolution: np.ndarray | None = None
+    departure: Any = None
 
     @property
     def num_growing(self) -> int:
@@ -265,6 +275,7 @@ class Prediction:
             "route_reason": self.route_reason,
             "flow_stats": _int_tree(self.flow_stats),
             "notes": list(self.notes),
+            "departure": None if self.departure is None else self.departure.to_json(),
         }
 
 
@@ -536,7 +547,7 @@ def predict(
         except NqfError as err:
             notes.append(f"power-law fit not possible: {err}")
 
-    return Prediction(
+    prediction = Prediction(
         config=config,
         modes=modes,
         lv_applies=lv_applies,
@@ -566,6 +577,14 @@ def predict(
         initial_occupations=np.exp(log_m0),
         mflow_resolution=resolution,
     )
+    if config.departure:
+        from ._departure import departure
+
+        if X is None or Y is None:
+            raise NqfError("departure needs the samples X, Y (the network is evaluated on them)")
+        found = departure(arch, X, Y, prediction, W0=W0, data=data)
+        prediction = replace(prediction, departure=found, notes=prediction.notes + found.notes)
+    return prediction
 
 
 def _subsystem(system: LotkaVolterra, idx: np.ndarray) -> LotkaVolterra:

@@ -134,6 +134,14 @@ def compare_command(
         Path | None,
         typer.Option("--overlay", help="A measured loss curve (CSV step,loss; NPY (T, 2); JSON) to compare and draw."),
     ] = None,
+    departure: Annotated[
+        bool,
+        typer.Option(
+            "--departure",
+            help="Also predict, without training, where the network leaves the quadratic model: the relative gap "
+            "along each predicted path and network-corrected switch-on steps, next to the trained network's.",
+        ),
+    ] = False,
     allow_inapplicable: Annotated[
         bool,
         typer.Option(
@@ -170,6 +178,7 @@ def compare_command(
     rates = tuple((opt, value) for opt, value in overrides.items() if value is not None)
     config_args = {
         "allow_inapplicable": allow_inapplicable,
+        "departure": departure,
         "width": width,
         "sigma0": sigma0,
         "lr": lr,
@@ -197,7 +206,23 @@ def compare_command(
         print(json.dumps(result, allow_nan=False))
         return
     print_comparison(result, Console())
+    if result["departure"] is not None:
+        print_departures(comparison, result, Console())
     print_outputs(Console(), result, plot, csv_dir)
+
+
+def print_departures(comparison, result: dict, console: Console) -> None:
+    """Per optimizer with an M-flow of its own: the first seed's departure block beside the trained network."""
+    from ._outputs import print_departure
+
+    first = int(comparison.seeds[0])
+    for opt in result["config"]["optimizers"]:
+        if opt not in result["departure"]:
+            continue
+        console.print(f"[bold]{opt}[/bold], seed {first}:", highlight=False)
+        mflow = [None if v != v else float(v) for v in comparison.predictions[opt][0].mflow_switch_steps]
+        network = [row["measured"]["network"][opt] for row in result["modes"]]
+        print_departure(console, result["departure"][opt][0], mflow, network)
 
 
 def write_plot(comparison, plot: Path, overlay=None) -> None:

@@ -118,6 +118,15 @@ def predict(
             "without it such units are an error.",
         ),
     ] = False,
+    departure: Annotated[
+        bool,
+        typer.Option(
+            "--departure",
+            help="Also predict where the network leaves the quadratic model, without training: the relative gap "
+            "of the network along the predicted path, and network-corrected switch-on steps (docs/departure.md; "
+            "seconds more).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON.")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
     csv_dir: Annotated[
@@ -143,7 +152,7 @@ def predict(
         raise NqfError(f"give --arch NAME or --unit FILE.py:FUNCTION{'' if arch is None else ', not both'}")
     if unit is not None:
         parse_unit_spec(unit)  # a bad FILE.py:FUNCTION fails before JAX starts
-    from ._outputs import check_outputs, finish_prediction, print_outputs
+    from ._outputs import check_outputs, finish_prediction, print_departure, print_outputs
 
     measured = check_outputs(plot, csv_dir, overlay)  # before any compute: a bad path or curve costs nothing
     start_jax()  # float64 and the compilation cache (the library never flips these)
@@ -186,6 +195,7 @@ def predict(
         W0 = np.asarray(W0, dtype=np.float64)
     config_args = {
         "allow_inapplicable": allow_inapplicable,
+        "departure": departure,
         "width": width,
         "lr": lr,
         "steps": steps,
@@ -206,8 +216,13 @@ def predict(
         architecture, np.asarray(X, dtype=np.float64), Y, loss=loss, route=route,
         minibatches=optimizer == "sgd", dtype=np.float64,
     )
+    # the departure evaluates the network on the samples; otherwise they are let go
+    samples = (np.asarray(X, dtype=np.float64), Y) if departure else (None, None)
     del arrays, X, Y, Y_checked
-    prediction = run_predict(architecture, None, None, config, W0=W0, data=data_route[0], route_choice=data_route[1])
+    prediction = run_predict(
+        architecture, *samples, config, W0=W0, data=data_route[0], route_choice=data_route[1]
+    )
+    del samples
     result = prediction.to_json()
     finish_prediction(prediction, result, plot, csv_dir, measured)  # the overlay block; figure and tables
     if as_json:
@@ -248,6 +263,8 @@ def predict(
         f"M-flow: {result['route_reason']}; {stats.get('stepped', steps)} steps stepped, "
         f"{stats.get('jumped', 0)} jumped ({stats.get('jumps', 0)} jumps)"
     )
+    if result["departure"] is not None:
+        print_departure(console, result["departure"], result["mflow"]["switch_steps"])
     for note in result["notes"]:
         console.print(f"note: {note}")
     print_outputs(console, result, plot, csv_dir)

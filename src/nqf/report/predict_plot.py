@@ -138,7 +138,12 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
     start = float(first.min()) if first.size else 0.0
     left = 10.0 ** np.floor(np.log10(0.3 * start)) if start > 3 else 1.0
     ax.set_xlim(left, horizon)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, framealpha=0.9, borderaxespad=0.0)
+    handles, labels = ax.get_legend_handles_labels()
+    if prediction.departure is not None:
+        handles, labels = _draw_departure(ax, prediction, horizon, handles, labels)
+    beside = 1.09 if prediction.departure is not None else 1.01  # clear of the right-hand axis's labels
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(beside, 1.0), fontsize=7, framealpha=0.9,
+              borderaxespad=0.0)
     _check(fig, path.stem)
     buffer = io.BytesIO()
     if fmt == "png":
@@ -147,3 +152,28 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
         fig.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Creator": None, "Producer": None})
     atomic_write_bytes(path, buffer.getvalue())
     return path
+
+
+def _draw_departure(ax, prediction: Prediction, horizon: float, handles: list, labels: list):
+    """The network-vs-quadratic-model gap on a right-hand axis (percent), and the corrected switch-on steps."""
+    found = prediction.departure
+    steps = np.asarray(found.steps, dtype=np.float64)
+    gap = 100.0 * np.asarray(found.relative_gap, dtype=np.float64)
+    keep = (steps > 0) & np.isfinite(gap)
+    right = ax.twinx()
+    (line,) = right.plot(steps[keep], gap[keep], color="0.35", linewidth=1.0, linestyle="--",
+                         label="network vs quadratic model, output gap (%, right axis)")
+    right.set_ylabel("network vs quadratic model (%)", fontsize=8)
+    right.set_xlabel(ax.get_xlabel())  # twinx hides this x axis; the label keeps the figure check honest
+    right.set_ylim(0.0, max(5.0, 1.15 * float(gap[keep].max(initial=0.0))))
+    right.tick_params(labelsize=7)
+    handles, labels = [*handles, line], [*labels, line.get_label()]
+    corrected = (found.corrected_switch_steps or {}).get("linearised")
+    if corrected is not None:
+        t = np.asarray(corrected, dtype=np.float64)
+        t = t[np.isfinite(t) & (t > 0) & (t <= horizon)]
+        if t.size:
+            marks = ax.vlines(t, 0, 1, transform=ax.get_xaxis_transform(), colors="0.2", linestyles=":",
+                              linewidth=1.4, label="switch-on steps (network-corrected)")
+            handles, labels = [*handles, marks], [*labels, marks.get_label()]
+    return handles, labels
