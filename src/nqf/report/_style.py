@@ -131,23 +131,34 @@ def _check(fig: Figure, stem: str) -> None:
                 raise NqfError(f"figure {stem!r}: an axes with several curves has no legend")
 
 
+# reproducible bytes: no software or date stamps
+_SAVE_OPTIONS = {
+    "png": {"dpi": 150, "metadata": {"Software": None}},
+    "pdf": {"metadata": {"CreationDate": None, "Creator": None, "Producer": None}},
+}
+
+
+def write_figure(fig: Figure, path: str | Path) -> Path:
+    """Check ``fig`` and write it to ``path`` (PNG at 150 dpi, or PDF by the suffix), atomically."""
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in _SAVE_OPTIONS:
+        raise NqfError(f"plot file must end in .png or .pdf, got {path.name!r}")
+    _check(fig, path.stem)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, **_SAVE_OPTIONS[fmt])
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
+
+
 def save_figure(fig: Figure, figure_dir: str | Path, stem: str, caption: str) -> SavedFigure:
     """Check ``fig`` and write ``figure_dir/stem.png`` (150 dpi) and ``.pdf`` atomically."""
     if not caption:
         raise NqfError(f"figure {stem!r} needs a caption")
-    _check(fig, stem)
     figure_dir = Path(figure_dir)
-    paths = {}
-    for fmt, options in (
-        ("png", {"dpi": 150, "metadata": {"Software": None}}),
-        ("pdf", {"metadata": {"CreationDate": None, "Creator": None, "Producer": None}}),
-    ):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, **options)
-        path = figure_dir / f"{stem}.{fmt}"
-        atomic_write_bytes(path, buffer.getvalue())
-        paths[fmt] = path
-    return SavedFigure(png=paths["png"], pdf=paths["pdf"], caption=caption)
+    png = write_figure(fig, figure_dir / f"{stem}.png")
+    pdf = write_figure(fig, figure_dir / f"{stem}.pdf")
+    return SavedFigure(png=png, pdf=pdf, caption=caption)
 
 
 def check_saved(figures: Sequence[Any], stem_prefix: str) -> tuple[SavedFigure, ...]:

@@ -9,15 +9,13 @@ M-flow when compared) as vertical lines. Colour = optimizer, line style = source
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
 
 from .._compare import Comparison
 from .._errors import NqfError
-from .._store import atomic_write_bytes
-from ._style import PALETTE, _check, axis_label, curve, new_figure, setup_axes
+from ._style import PALETTE, axis_label, curve, new_figure, setup_axes, write_figure
 
 # One colour per optimizer, fixed so that figures of different runs agree.
 _COLOUR_INDEX = {"gd": 0, "sgd": 1, "momentum": 2, "adam": 3, "muon": 4}
@@ -132,11 +130,4 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     left = 10.0 ** np.floor(np.log10(0.3 * first)) if first > 3 else 1.0
     ax.set_xlim(left, cfg.steps if overlay is None else max(cfg.steps, float(overlay.curve.steps[-1])))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, framealpha=0.9, borderaxespad=0.0)
-    _check(fig, path.stem)
-    buffer = io.BytesIO()
-    if fmt == "png":
-        fig.savefig(buffer, format="png", dpi=150, metadata={"Software": None})
-    else:
-        fig.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Creator": None, "Producer": None})
-    atomic_write_bytes(path, buffer.getvalue())
-    return path
+    return write_figure(fig, path)

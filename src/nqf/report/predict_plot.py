@@ -11,7 +11,6 @@ line styles: ``nqf.report._style``. A leaf: the numerical core never imports thi
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +18,7 @@ import numpy as np
 from .._curves import OverlayComparison
 from .._errors import NqfError
 from .._predict import Prediction
-from .._store import atomic_write_bytes
-from ._style import PALETTE, SOURCES, _check, axis_label, curve, new_figure, setup_axes
+from ._style import PALETTE, SOURCES, axis_label, curve, new_figure, setup_axes, write_figure
 
 _MFLOW, _LV, _LIMIT, _MEASURED = 0, 1, 2, 6  # PALETTE indices: blue, orange, green, black
 
@@ -144,14 +142,7 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
     beside = 1.09 if prediction.departure is not None else 1.01  # clear of the right-hand axis's labels
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(beside, 1.0), fontsize=7, framealpha=0.9,
               borderaxespad=0.0)
-    _check(fig, path.stem)
-    buffer = io.BytesIO()
-    if fmt == "png":
-        fig.savefig(buffer, format="png", dpi=150, metadata={"Software": None})
-    else:
-        fig.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Creator": None, "Producer": None})
-    atomic_write_bytes(path, buffer.getvalue())
-    return path
+    return write_figure(fig, path)
 
 
 def _draw_departure(ax, prediction: Prediction, horizon: float, handles: list, labels: list):
