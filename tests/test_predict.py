@@ -171,6 +171,8 @@ def test_cli_predict_json_and_errors(tmp_path, staircase):
     # the library gives the same numbers
     p = predict(arch, X, Y, PredictConfig(width=8, lr=0.05, steps=300), W0=W)
     assert_allclose(result["mflow"]["loss"], np.asarray(p.flow.loss), rtol=1e-12)
+    assert result["lv"]["steps"] == [int(t) for t in p.lv_steps]
+    assert_allclose(result["lv"]["loss"], np.asarray(p.lv_loss), rtol=1e-12)
 
     bad = tmp_path / "bad.npz"
     np.savez(bad, X=np.where(np.arange(X.size).reshape(X.shape) == 3, np.nan, X), Y=Y)

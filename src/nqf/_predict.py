@@ -239,6 +239,8 @@ class Prediction:
                 "resolution": resolution,
             },
             "lv": {
+                "steps": _ints(self.lv_steps),  # the LV map's loss curve at the recorded steps
+                "loss": _floats(self.lv_loss),
                 "applies": bool(self.lv_applies),
                 "defect": float(self.defect),
                 "init_defect": float(self.init_defect),
