@@ -113,7 +113,7 @@ def test_damaged_record_is_reported_once_and_recomputed(tmp_path, damage):
     assert damaged.get("E1", "gd", CONFIG) is None
     assert list(damaged.scan()) == []
     (line,) = damaged.problems  # one line, however often the file is read
-    assert line.startswith(f"runs/E1/{path.name}: ") and message in line and line.endswith("; recomputed"), line
+    assert line.startswith(f"runs/E1/{path.name}: ") and message in line and line.endswith("; to be recomputed"), line
     assert "\n" not in line
 
     damaged.put("E1", "gd", CONFIG, RECORD)  # the recomputation overwrites the damaged file
@@ -164,7 +164,7 @@ def test_reproduce_reports_and_recomputes_a_tampered_record(tmp_path):
     second = _cli(["reproduce", "--only", "T1", "--out", str(out)], markers)
     assert second.returncode == 0, second.stderr
     problems = [line for line in second.stdout.splitlines() if line.startswith("problem:")]
-    message = "checksum does not match the contents (edited or corrupt); recomputed"
+    message = "checksum does not match the contents (edited or corrupt); to be recomputed"
     assert problems == [f"problem: runs/T1/{victim.name}: {message}"]
     assert "T1   toy sum: 3 runs (2 stored, 1 computed); 3 claims: 2 confirmed, 1 not applicable" in second.stdout
     assert markers.read_text().split() == ["start", "T1/r1", "end", "T1/r1"]

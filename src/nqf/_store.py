@@ -231,8 +231,9 @@ class ResultsStore:
 
     ``problems`` collects one line per corrupt or foreign file met while reading
     (each file once); readers skip such files, they never raise. Each line ends with
-    ``skipped``, or with ``recomputed`` for a file met by :meth:`get` when ``recompute``
-    is true (the caller computes absent runs afresh, as ``reproduce`` does).
+    ``skipped``, or with ``to be recomputed`` for a file met by :meth:`get` when
+    ``recompute`` is true (the caller computes absent runs afresh, as ``reproduce`` does; a
+    recompute that then fails is reported by the caller as a failed run).
     """
 
     def __init__(self, root: str | os.PathLike, version: str | None = None, recompute: bool = False):
@@ -300,7 +301,7 @@ class ResultsStore:
         """The stored record of this run, or None when absent, corrupt or foreign (then reported)."""
         key = self.key(experiment, run, config)
         path = self.path(experiment, key)
-        action = "recomputed" if self.recompute else "skipped"
+        action = "to be recomputed" if self.recompute else "skipped"
         document = self._read(path, experiment, action)
         if document is None:
             return None
