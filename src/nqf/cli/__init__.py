@@ -168,6 +168,13 @@ def main(argv: list[str] | None = None) -> None:
             signal.signal(signal.SIGINT, previous)
     if interrupted and code == 130:
         print("interrupted: nothing was written", file=sys.stderr)
+        if argv is None:  # the console script: nothing is left to clean up
+            # JAX's threads may still be compiling or computing; interpreter shutdown under
+            # them can crash (seen: SIGSEGV, exit -11, after Ctrl-C in `nqf compare`), so
+            # leave without it
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
     if not failed:
         _show_kept(caught)
     if code not in (0, None):

@@ -30,7 +30,6 @@ Float64: enabled when the command starts (the library never does this).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from pathlib import Path
@@ -45,7 +44,7 @@ from .._errors import NqfError
 from . import app, start_jax
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_spec, resolve_task_and_unit
-from ._validate import MAX_STEPS, check_compare, check_output_path, check_seed
+from ._validate import MAX_STEPS, check_compare, check_seed
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -152,8 +151,6 @@ def compare_command(
     ] = False,
 ) -> None:
     """Train the network (each optimizer), the quadratic model and the theory side by side."""
-    if plot is not None and plot.suffix.lower() not in (".png", ".pdf"):
-        raise NqfError(f"--plot must name a .png or .pdf file, got {plot}")
     for name, value in (("--width", width), ("--steps", steps), ("--seeds", seeds)):
         if value < 1:
             raise NqfError(f"{name} must be a positive integer, got {value}")
@@ -161,11 +158,10 @@ def compare_command(
         raise NqfError(f"--steps must be at most {MAX_STEPS} (steps are counted in 32-bit integers), got {steps}")
     check_seed("--seed", seed, count=seeds)
     check_seed("--data-seed", data_seed)
-    if plot is not None:
-        check_output_path("--plot", plot)  # before any compute: a bad path must not cost the run
     from ._outputs import check_outputs, finish_comparison, print_outputs
 
-    measured = check_outputs(None, csv_dir, overlay)  # the table folder and the measured curve, before compute
+    # the figure's path, the table folder and the measured curve, before any compute
+    measured = check_outputs(plot, csv_dir, overlay)
     chosen = parse_optimizers(optimizers)
     if unit is not None:
         if arch is not None:
@@ -226,24 +222,10 @@ def print_departures(comparison, result: dict, console: Console) -> None:
 
 
 def write_plot(comparison, plot: Path, overlay=None) -> None:
-    """The figure, written atomically: to a temporary file in the same folder, then renamed."""
-    import os
-    import tempfile
-
+    """The figure (``report.compare_plot``, which writes it atomically under the umask)."""
     from ..report.compare_plot import plot_comparison
 
-    fd, tmp = tempfile.mkstemp(dir=plot.parent if str(plot.parent) else ".", prefix=f".{plot.stem}-", suffix=plot.suffix)
-    os.close(fd)
-    try:
-        plot_comparison(comparison, tmp, overlay=overlay)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a figure is an ordinary file
-        os.replace(tmp, plot)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    plot_comparison(comparison, plot, overlay=overlay)
 
 
 def print_comparison(result: dict, console: Console) -> None:
