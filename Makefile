@@ -1,16 +1,30 @@
 # Two commands are the contract: `make test` and `make demo`.
-# Both create .venv from pyproject.toml when it is missing (a fresh machine has only python3).
+# Both create .venv when it is missing (a fresh machine has only python3) and install into it
+# exactly the versions pinned in uv.lock: the project (editable) with every extra
+# (test, flax, ray, slurm, parquet, check). The install reruns when pyproject.toml or uv.lock changes.
+#   make lock         refresh uv.lock after editing pyproject.toml (keeps the other pins)
+#   make lock-upgrade move every pin to the newest release that pyproject.toml allows
+#   make check        ruff lint, ruff format --check, mypy on src/
+#   make test-latest  the suite on the newest allowed releases, in build/venv-latest (not run by CI)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.9
+UV := $(BIN)/uv
+VENV_LATEST := build/venv-latest
+# uv: the project environment is .venv; never download a Python (python3 is the interpreter).
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+export UV_PYTHON_DOWNLOADS := never
+export UV_NO_PROGRESS := 1
 
-.PHONY: test demo bench venv clean
+.PHONY: test demo bench venv check lock lock-upgrade test-latest clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
+	# --locked: fail, rather than install stale pins, when uv.lock does not match pyproject.toml
+	$(UV) sync --locked --all-extras --python $(BIN)/python
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -18,11 +32,39 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# All three run; the target fails if any of them found something.
+check: $(STAMP)
+	@rc=0; \
+	echo '+ ruff check src tests'; $(BIN)/ruff check src tests || rc=1; \
+	echo '+ ruff format --check src tests'; $(BIN)/ruff format --check src tests || rc=1; \
+	echo '+ mypy (src/nqf, config in pyproject.toml)'; $(BIN)/mypy || rc=1; \
+	exit $$rc
+
 demo: $(STAMP)
 	$(BIN)/nqf reproduce --quick --out results
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
+# uv itself comes from the package index through pip (its config: PyPI and the local mirrors).
+$(UV):
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
+
+lock: $(UV)
+	$(UV) lock
+
+lock-upgrade: $(UV)
+	$(UV) lock --upgrade
+
+# Newest releases allowed by pyproject.toml, ignoring uv.lock; a separate venv, so .venv stays locked.
+test-latest: $(UV)
+	rm -rf $(VENV_LATEST)
+	$(PYTHON) -m venv $(VENV_LATEST)
+	$(UV) pip install --python $(VENV_LATEST)/bin/python --upgrade --resolution highest \
+	    -e '.[test,flax,ray,slurm,parquet]'
+	$(UV) pip list --python $(VENV_LATEST)/bin/python
+	$(VENV_LATEST)/bin/python -m pytest -q
+
 clean:
-	rm -rf $(VENV) results
+	rm -rf $(VENV) $(VENV_LATEST) results

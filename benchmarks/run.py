@@ -37,19 +37,13 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from nqf._architecture import init_weights  # noqa: E402
-from nqf._data import data_matrices  # noqa: E402
-from nqf._flow import gd_map  # noqa: E402
-from nqf._lotka_volterra import (  # noqa: E402
-    LotkaVolterra,
-    fixed_point,
-    logistic_switch_time,
-    solve_lv,
-    suggested_horizon,
-    switch_times,
-)
-from nqf._tasks import get_task  # noqa: E402
-from nqf._training import (  # noqa: E402
+from nqf.architectures.architecture import init_weights  # noqa: E402
+from nqf.theory.data_matrices import data_matrices  # noqa: E402
+from nqf.theory.flow import gd_map  # noqa: E402
+from nqf.theory.lotka_volterra import LotkaVolterra, fixed_point, logistic_switch_time
+from nqf.theory.lv_solve import solve_lv, suggested_horizon, switch_times
+from nqf.training.tasks import get_task  # noqa: E402
+from nqf.training.runs import (  # noqa: E402
     TrainConfig,
     _build_run,
     checkpoint_steps,
@@ -268,7 +262,7 @@ def sweep_vs_loop(quick: bool, repeats: int) -> Outcome:
     to end, compilation included: that is what a user of each route pays. The number of
     times the loop's run was traced comes from the cache's trace counter.
     """
-    from nqf._training import _clear_compiled, _trace_count
+    from nqf.training.runs import _clear_compiled, _trace_count
 
     task, arch, X, Y, Q = _staircase()
     scales, seeds_count = (8, 2) if quick else (32, 4)

@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from nqf._errors import NqfError
+from nqf.core.errors import NqfError
 from nqf.experiments import Claim, Experiment, ExperimentResult, RunSpec, Tolerance
 
 
@@ -160,7 +160,7 @@ def register() -> None:
 
 
 if __name__ == "__main__":
-    from nqf._reproduce import reproduce
+    from nqf.scans.reproduce import reproduce
 
     out = sys.argv[1]
     args = dict(zip(sys.argv[2::2], sys.argv[3::2]))

@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pytest
 
-from nqf._store import to_jsonable
+from nqf.store.results import to_jsonable
 from nqf.experiments.e5_architectures import (
     SWITCH_TOLERANCE,
     ArchitecturesConfig,

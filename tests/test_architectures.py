@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf._architecture import (
+from nqf.architectures.architecture import (
     Architecture,
     closed_form_structure,
     init_weights,
@@ -26,8 +26,8 @@ from nqf._architecture import (
     structure,
     structure_matrix,
 )
-from nqf._errors import NqfError
-from nqf._structure import BlockFactors, DenseStructure
+from nqf.core.errors import NqfError
+from nqf.architectures.structure import BlockFactors, DenseStructure
 from nqf.architectures import ARCHITECTURES, get_architecture
 from tests.conftest import assert_allclose
 

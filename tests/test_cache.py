@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf._cache import cache_dir, enable_compilation_cache, prune_unreadable_entries
+from nqf.core.cache import cache_dir, enable_compilation_cache, prune_unreadable_entries
 
 NQF = Path(sys.executable).parent / "nqf"
 PREDICT = ("--arch", "mlp", "--width", "8", "--sigma0", "1e-6", "--lr", "0.05", "--steps", "60", "--json")
@@ -316,7 +316,7 @@ for name in nqf.__all__:
     getattr(nqf, name)
 import nqf.architectures
 assert nqf.mlp is nqf.architectures.mlp and callable(nqf.mlp)
-assert nqf._flow.gd_map is nqf.gd_map and nqf.experiments.E1.name == "E1"
+assert nqf.theory.flow.gd_map is nqf.gd_map and nqf.experiments.E1.name == "E1"
 try:
     nqf.no_such_name
 except AttributeError:

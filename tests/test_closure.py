@@ -4,10 +4,10 @@ import jax
 import numpy as np
 import pytest
 
-from nqf._closure import closure_diagnostic, random_orthogonal
-from nqf._errors import NqfError
-from nqf._tasks import get_task
-from nqf._training import TrainConfig
+from nqf.training.closure import closure_diagnostic, random_orthogonal
+from nqf.core.errors import NqfError
+from nqf.training.tasks import get_task
+from nqf.training.runs import TrainConfig
 from tests.conftest import assert_allclose
 
 STAIRCASE = get_task("staircase")

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nqf._compare import CompareConfig, compare, measured_plateau_losses
-from nqf._errors import NqfError
-from nqf._tasks import get_task
+from nqf.comparison.compare import CompareConfig, compare, measured_plateau_losses
+from nqf.core.errors import NqfError
+from nqf.training.tasks import get_task
 from tests.conftest import assert_allclose
 
 NQF = Path(sys.executable).parent / "nqf"

@@ -1,4 +1,4 @@
-"""Curves out and in: the measured-curve reader (``nqf._curves``), switch-on steps read from a
+"""Curves out and in: the measured-curve reader (``nqf.comparison.curves``), switch-on steps read from a
 loss, and ``--plot``, ``--csv`` and ``--overlay`` of ``nqf predict`` and ``nqf compare`` through
 the console script."""
 
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf._curves import loss_switch_steps, midpoint_levels, read_loss_curve
-from nqf._errors import NqfError
+from nqf.comparison.curves import loss_switch_steps, midpoint_levels, read_loss_curve
+from nqf.core.errors import NqfError
 from tests.conftest import assert_allclose
 
 NQF = Path(sys.executable).parent / "nqf"
@@ -185,8 +185,8 @@ def test_switch_steps_of_a_staircase_loss():
 
 def test_overlay_of_the_predicted_curve_itself(tmp_path):
     """compare_overlay on the M-flow's own loss curve: zero error; shifted by 25 steps: error 25 / t_k."""
-    from nqf._curves import LossCurve, compare_overlay, prediction_levels
-    from nqf._predict import PredictConfig, predict
+    from nqf.comparison.curves import LossCurve, compare_overlay, prediction_levels
+    from nqf.theory.predict import PredictConfig, predict
 
     X, Y = nqf.get_task("staircase").generate(0)
     p = predict(nqf.get_architecture("mlp"), X, Y, PredictConfig(width=32, lr=0.05, steps=600, sigma0=1e-6))

@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nqf._architecture import structure
-from nqf._data import DataMatrices, data_matrices, population_data_matrices
-from nqf._errors import NqfError
-from nqf._structure import BlockFactors
+from nqf.architectures.architecture import structure
+from nqf.theory.data_matrices import DataMatrices, data_matrices, population_data_matrices
+from nqf.core.errors import NqfError
+from nqf.architectures.structure import BlockFactors
 from nqf.architectures import ARCHITECTURES, architecture_options, get_architecture
 
 SMALL = {"inputs": 3, "outputs": 2, "tokens": 3, "dim": 3, "key_dim": 2, "value_dim": 2, "context": 3,

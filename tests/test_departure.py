@@ -1,4 +1,4 @@
-"""The network along the quadratic model's predicted path (nqf._departure): P(t) W0, the gap, corrected steps."""
+"""The network along the quadratic model's predicted path (nqf.theory.departure): P(t) W0, the gap, corrected steps."""
 
 import json
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from nqf import PredictConfig, gd_map, get_task, mlp, mlp_fixed, momentum_map, predict
-from nqf._architecture import init_weights
-from nqf._data import data_matrices
-from nqf._departure import departure, path_weights, propagators
-from nqf._flow import square_factor
-from nqf._training import training_keys
+from nqf.architectures.architecture import init_weights
+from nqf.theory.data_matrices import data_matrices
+from nqf.theory.departure import departure, path_weights, propagators
+from nqf.theory.flow import square_factor
+from nqf.training.runs import training_keys
 
 from .conftest import assert_allclose
 

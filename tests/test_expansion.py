@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from nqf import ARCHITECTURES, Architecture, TheoryDoesNotApply, get_architecture
-from nqf._expansion import ExpansionReport, expansion_check, require_expansion
+from nqf.architectures.expansion import ExpansionReport, expansion_check, require_expansion
 from tests.conftest import assert_allclose
 
 ORDER_TOLERANCE = 0.05  # fitted log-log slopes over eps = 1e-1 ... 1e-4 in float64

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nqf._errors import NqfError
-from nqf._reproduce import reproduce
-from nqf._verdict import CONFIRMED, NOT_APPLICABLE
+from nqf.core.errors import NqfError
+from nqf.scans.reproduce import reproduce
+from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE
 from nqf.experiments import EXPERIMENTS
 from nqf.experiments.e6_optimizers import OptimizersConfig, _setup, _task_dict
 from tests.conftest import assert_allclose

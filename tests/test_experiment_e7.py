@@ -14,8 +14,8 @@ import json
 import numpy as np
 import pytest
 
-from nqf._errors import NqfError
-from nqf._store import to_jsonable
+from nqf.core.errors import NqfError
+from nqf.store.results import to_jsonable
 from nqf.experiments import EXPERIMENTS
 from nqf.experiments.e7_digits import E7, DigitsConfig, relative_loss_gap
 from nqf.report._style import check_saved
@@ -77,7 +77,7 @@ def test_claims(result):
 def test_growth_is_half_the_singular_values_of_the_cross_moment(result):
     import jax
 
-    from nqf._tasks import get_task
+    from nqf.training.tasks import get_task
 
     with jax.enable_x64(True):
         X, Y = get_task("digits", samples=TINY.samples).generate(TINY.data_seed, "float64")

@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from nqf._errors import NqfError
-from nqf._store import to_jsonable
+from nqf.core.errors import NqfError
+from nqf.store.results import to_jsonable
 from nqf.experiments import EXPERIMENTS
 from nqf.experiments.e1_staircase import E1, StaircaseConfig, plateau_losses
 from nqf.experiments.e2_init_sweep import E2, InitSweepConfig, fit_mode

@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from nqf._errors import NqfError
-from nqf._store import to_jsonable
-from nqf._verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
+from nqf.core.errors import NqfError
+from nqf.store.results import to_jsonable
+from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
 from nqf.experiments import EXPERIMENTS
 from nqf.experiments.e3_singular_limit import E3, limit_paths, step_function
 from nqf.experiments.e4_power_law import E4

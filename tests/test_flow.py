@@ -14,11 +14,11 @@ import numpy as np
 import optax
 import pytest
 
-from nqf._architecture import structure
-from nqf._data import data_matrices
-from nqf._errors import NqfError
-from nqf._flow import FlowResult, continuous_flow, gd_map, momentum_map, sgd_map, stable_lr_bound
-from nqf._sampling import minibatch_indices
+from nqf.architectures.architecture import structure
+from nqf.theory.data_matrices import data_matrices
+from nqf.core.errors import NqfError
+from nqf.theory.flow import FlowResult, continuous_flow, gd_map, momentum_map, sgd_map, stable_lr_bound
+from nqf.core.sampling import minibatch_indices
 from nqf.architectures import ARCHITECTURES, architecture_options, get_architecture
 
 SMALL = {
@@ -273,7 +273,7 @@ def test_stable_lr_bound_whitened_two_layer_network():
 def test_maps_accept_population_data_matrices():
     """The population closed form drives the same maps; samples whose empirical covariance
     equals Sigma exactly have the same data matrices, hence the same trajectories."""
-    from nqf._data import population_data_matrices
+    from nqf.theory.data_matrices import population_data_matrices
 
     D, K, N = 3, 2, 40
     arch = get_architecture("mlp", inputs=D, outputs=K)

@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nqf._errors import NqfError
-from nqf._lotka_volterra import (
+from nqf.core.errors import NqfError
+from nqf.theory.lotka_volterra import (
     LotkaVolterra,
     equilibrium,
     excess_loss,
@@ -21,13 +21,12 @@ from nqf._lotka_volterra import (
     gd_occupations,
     logistic_occupation,
     logistic_switch_time,
-    solve_lv,
     staircase_switch_time,
     switch_slope_continuous,
     switch_slope_gd,
     switch_slope_momentum,
-    switch_times,
 )
+from nqf.theory.lv_solve import solve_lv, switch_times
 from tests.conftest import assert_allclose
 
 LR = 0.05

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf._architecture import closed_form_structure, network, structure_matrix
-from nqf._predict import PredictConfig, predict
+from nqf.architectures.architecture import closed_form_structure, network, structure_matrix
+from nqf.theory.predict import PredictConfig, predict
 from tests.conftest import assert_allclose
 
 D, K = 4, 3  # inputs, outputs of the small staircase

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nqf._errors import NqfError
-from nqf._verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim, Tolerance, judge
+from nqf.core.errors import NqfError
+from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim, Tolerance, judge
 from nqf.experiments import Experiment, ExperimentResult, build_config, load_config_file, parse_overrides
 from nqf.experiments._base import ExperimentOutcome, RunStatus
 from nqf.report import axis_label, build_report, curve, new_figure, save_figure, setup_axes

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from nqf._errors import NqfError
-from nqf._reproduce import rebuild_report, reproduce
-from nqf._store import ResultsStore
+from nqf.core.errors import NqfError
+from nqf.scans.reproduce import rebuild_report, reproduce
+from nqf.store.results import ResultsStore
 from tests._toy_experiments import make_registry
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,9 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from nqf._errors import NqfError
-from nqf._lotka_volterra import LotkaVolterra, solve_lv, switch_times
-from nqf._scaling import (
+from nqf.core.errors import NqfError
+from nqf.theory.lotka_volterra import LotkaVolterra
+from nqf.theory.lv_solve import solve_lv, switch_times
+from nqf.theory.scaling import (
     finite_init_exponent,
     fit_power_law,
     local_exponent,

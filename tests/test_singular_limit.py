@@ -6,16 +6,10 @@ ODE solves use 4 modes and the default grid (one compilation for the file).
 import numpy as np
 import pytest
 
-from nqf._errors import NqfError
-from nqf._lotka_volterra import (
-    LotkaVolterra,
-    fixed_point,
-    logistic_switch_time,
-    solve_lv,
-    suggested_horizon,
-    switch_times,
-)
-from nqf._singular_limit import plateau_losses, singular_limit
+from nqf.core.errors import NqfError
+from nqf.theory.lotka_volterra import LotkaVolterra, fixed_point, logistic_switch_time
+from nqf.theory.lv_solve import solve_lv, suggested_horizon, switch_times
+from nqf.theory.singular_limit import plateau_losses, singular_limit
 from tests.conftest import assert_allclose
 
 LR = 0.05

@@ -14,8 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from nqf._errors import NqfError
-from nqf._store import ResultsStore, package_version, run_key, to_jsonable
+from nqf.core.errors import NqfError
+from nqf.store.results import ResultsStore, package_version, run_key, to_jsonable
 
 CONFIG = {"sigma0": 1e-6, "steps": 300, "seed": 0, "widths": (4, 8)}
 
@@ -133,7 +133,7 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path):
 def _put_under_umask(root, umask: int) -> int:
     """Mode of a record written by a fresh process whose umask is ``umask`` (read at import)."""
     code = (
-        "import sys; from nqf._store import ResultsStore; s = ResultsStore(sys.argv[1]);"
+        "import sys; from nqf.store.results import ResultsStore; s = ResultsStore(sys.argv[1]);"
         "s.put('E1', 'gd', {'seed': 0}, {'value': 1.0});"
         "print(oct(s.path('E1', s.key('E1', 'gd', {'seed': 0})).stat().st_mode & 0o777))"
     )
@@ -189,7 +189,7 @@ def test_a_waiting_claim_gets_the_run_when_the_holder_releases_or_dies(tmp_path)
 
     # A holder killed by SIGKILL leaves its lock file, but not its lock.
     code = (
-        "import os, signal, sys; from nqf._store import ResultsStore; s = ResultsStore(sys.argv[1]);"
+        "import os, signal, sys; from nqf.store.results import ResultsStore; s = ResultsStore(sys.argv[1]);"
         "c = s.claim('E1', sys.argv[2]); print(c is not None, flush=True); os.kill(os.getpid(), signal.SIGKILL)"
     )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path), key], capture_output=True, text=True, timeout=120)

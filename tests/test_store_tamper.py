@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nqf._store import FORMAT_VERSION, ResultsStore
+from nqf.store.results import FORMAT_VERSION, ResultsStore
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = {"sigma0": 1e-6, "steps": 300, "seed": 0}

@@ -4,9 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from nqf._architecture import structure
-from nqf._errors import NqfError
-from nqf._tasks import TASKS, get_task, task_options
+from nqf.architectures.architecture import structure
+from nqf.core.errors import NqfError
+from nqf.training.tasks import TASKS, get_task, task_options
 from tests.conftest import assert_allclose
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from nqf._architecture import structure
-from nqf._errors import NqfError
-from nqf._measure import (
+from nqf.architectures.architecture import structure
+from nqf.core.errors import NqfError
+from nqf.core.measure import (
     fit_switch_slope,
     gd_escape_slope,
     half_fixed_point,
@@ -23,9 +23,9 @@ from nqf._measure import (
     switch_steps,
     switch_steps_own,
 )
-from nqf._sampling import minibatch_indices
-from nqf._tasks import get_task
-from nqf._training import TrainConfig, checkpoint_steps, train, train_sweep, training_keys
+from nqf.core.sampling import minibatch_indices
+from nqf.training.tasks import get_task
+from nqf.training.runs import TrainConfig, checkpoint_steps, train, train_sweep, training_keys
 from tests.conftest import assert_allclose
 
 STAIRCASE = get_task("staircase")
@@ -67,7 +67,7 @@ def test_gd_on_quadratic_model_equals_the_m_map():
 
 
 def result_init(config):
-    from nqf._architecture import init_weights
+    from nqf.architectures.architecture import init_weights
 
     return init_weights(ARCH, training_keys(config.seed)[0], config.width, config.sigma0, np.float64)
 

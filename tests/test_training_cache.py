@@ -8,11 +8,11 @@ import numpy as np
 import optax
 import pytest
 
-from nqf._architecture import Architecture, init_weights
-from nqf._sampling import minibatch_indices
-from nqf._tasks import get_task
+from nqf.architectures.architecture import Architecture, init_weights
+from nqf.core.sampling import minibatch_indices
+from nqf.training.tasks import get_task
 from nqf.architectures import get_architecture
-from nqf._training import (
+from nqf.training.runs import (
     TrainConfig,
     _build_run,
     _clear_compiled,

@@ -3,7 +3,7 @@ zero init, the M-flow's rounding floor and divergence of the trained networks.
 
 Tolerances: switch steps of "never" are NaN exactly (no tolerance); the smallest sigma0
 the underflow message suggests must pass and sigma0 / 1.1 below it must be refused; the
-M-flow of a resolved mode agrees with the LV map to 1% (module ``nqf._predict``).
+M-flow of a resolved mode agrees with the LV map to 1% (module ``nqf.theory.predict``).
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import nqf._expansion as expansion
-from nqf._architecture import Architecture
-from nqf._compare import CompareConfig, compare
-from nqf._errors import NqfError, TheoryDoesNotApply
-from nqf._expansion import GATE_SEED, cached_expansion_check, expansion_check, theory_gate
-from nqf._lotka_volterra import LotkaVolterra
-from nqf._predict import MFLOW_RESOLUTION, PredictConfig, predict
-from nqf._singular_limit import singular_limit
-from nqf._tasks import get_task
-from nqf._training import DIVERGENCE_FACTOR, TrainConfig, train
+import nqf.architectures.expansion as expansion
+from nqf.architectures.architecture import Architecture
+from nqf.comparison.compare import CompareConfig, compare
+from nqf.core.errors import NqfError, TheoryDoesNotApply
+from nqf.architectures.expansion import GATE_SEED, cached_expansion_check, expansion_check, theory_gate
+from nqf.theory.lotka_volterra import LotkaVolterra
+from nqf.theory.predict import MFLOW_RESOLUTION, PredictConfig, predict
+from nqf.theory.singular_limit import singular_limit
+from nqf.training.tasks import get_task
+from nqf.training.runs import DIVERGENCE_FACTOR, TrainConfig, train
 from nqf.architectures import get_architecture
 
 TASK = get_task("staircase")
@@ -214,10 +214,10 @@ _FLOAT32_SCRIPT = textwrap.dedent(
     """
     import json, jax
     assert not jax.config.jax_enable_x64
-    from nqf._errors import NqfError
-    from nqf._predict import PredictConfig, predict
-    from nqf._tasks import get_task
-    from nqf._training import TrainConfig, train
+    from nqf.core.errors import NqfError
+    from nqf.theory.predict import PredictConfig, predict
+    from nqf.training.tasks import get_task
+    from nqf.training.runs import TrainConfig, train
     task = get_task("staircase")
     X, Y = task.generate(0)
     arch = task.architecture()

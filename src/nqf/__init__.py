@@ -16,51 +16,51 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from nqf.core.version import __version__ as __version__
 
 # public name -> the module that defines it (relative to this package)
 _MODULES: dict[str, tuple[str, ...]] = {
-    "._architecture": (
+    ".architectures.architecture": (
         "Architecture", "Block", "ClosedTerm", "Router", "closed_form_structure", "describe_blocks",
         "init_weights", "network", "order_parameter", "quadratic_model", "structure", "structure_matrix",
     ),
-    "._activations": ("ACTIVATIONS",),
-    "._errors": ("NqfError", "TheoryDoesNotApply"),
-    "._structure": ("BlockFactors", "BlockTerm", "DenseStructure"),
+    ".architectures.activations": ("ACTIVATIONS",),
+    ".core.errors": ("NqfError", "TheoryDoesNotApply"),
+    ".architectures.structure": ("BlockFactors", "BlockTerm", "DenseStructure"),
     ".architectures": (
         "ARCHITECTURES", "architecture_options", "attention", "conv1d", "conv2d", "get_architecture",
         "linear_attention", "mlp", "mlp_fixed", "moe",
     ),
-    "._expansion": ("ExpansionReport", "expansion_check", "require_expansion"),
-    "._tasks": ("TASKS", "Task", "get_task", "task_options"),
-    "._training": (
+    ".architectures.expansion": ("ExpansionReport", "expansion_check", "require_expansion"),
+    ".training.tasks": ("TASKS", "Task", "get_task", "task_options"),
+    ".training.runs": (
         "OPTIMIZERS", "SweepResult", "TrainConfig", "TrainResult", "checkpoint_steps", "make_optimizer",
         "train", "train_sweep",
     ),
-    "._measure": ("SlopeFit", "fit_switch_slope", "loss_crossings", "switch_steps", "switch_steps_own"),
-    "._closure": ("ClosureResult", "closure_diagnostic"),
-    "._sampling": ("minibatch_indices",),
-    "._data": ("DataMatrices", "PopulationDataMatrices", "data_matrices", "population_data_matrices"),
-    "._flow": (
+    ".core.measure": ("SlopeFit", "fit_switch_slope", "loss_crossings", "switch_steps", "switch_steps_own"),
+    ".training.closure": ("ClosureResult", "closure_diagnostic"),
+    ".core.sampling": ("minibatch_indices",),
+    ".theory.data_matrices": ("DataMatrices", "PopulationDataMatrices", "data_matrices", "population_data_matrices"),
+    ".theory.flow": (
         "FlowResult", "LearningRateBound", "continuous_flow", "gd_map", "momentum_map", "sgd_map",
         "stable_lr_bound",
     ),
-    "._lotka_volterra": (
-        "LotkaVolterra", "LVSolution", "equilibrium", "fixed_point", "gd_occupations", "logistic_occupation",
-        "logistic_switch_time", "solve_lv", "switch_slope_continuous", "switch_slope_gd",
-        "switch_slope_momentum", "switch_times",
+    ".theory.lotka_volterra": (
+        "LotkaVolterra", "equilibrium", "fixed_point", "gd_occupations", "logistic_occupation",
+        "logistic_switch_time", "switch_slope_continuous", "switch_slope_gd", "switch_slope_momentum",
     ),
-    "._singular_limit": ("SingularLimit", "plateau_losses", "singular_limit"),
-    "._scaling": ("PowerLawFit", "finite_init_exponent", "fit_power_law", "local_exponent", "predicted_exponent"),
-    "._reduction": ("ModeBasis", "mode_basis"),
-    "._predict": ("PredictConfig", "Prediction", "momentum_occupations", "predict"),
-    "._compare": ("CompareConfig", "Comparison", "compare"),
-    "._departure": ("Departure", "corrected_switch_steps", "departure"),
-    "._store": ("ResultsStore",),
-    "._verdict": ("Claim", "Tolerance", "Verdict", "judge"),
-    "._reproduce": ("reproduce", "rebuild_report"),
-    "._cache": ("enable_compilation_cache",),
-    "._modules": ("from_equinox", "from_flax"),
+    ".theory.lv_solve": ("LVSolution", "solve_lv", "switch_times"),
+    ".theory.singular_limit": ("SingularLimit", "plateau_losses", "singular_limit"),
+    ".theory.scaling": ("PowerLawFit", "finite_init_exponent", "fit_power_law", "local_exponent", "predicted_exponent"),
+    ".theory.modes": ("ModeBasis", "mode_basis"),
+    ".theory.predict": ("PredictConfig", "Prediction", "momentum_occupations", "predict"),
+    ".comparison.compare": ("CompareConfig", "Comparison", "compare"),
+    ".theory.departure": ("Departure", "corrected_switch_steps", "departure"),
+    ".store.results": ("ResultsStore",),
+    ".store.verdict": ("Claim", "Tolerance", "Verdict", "judge"),
+    ".scans.reproduce": ("reproduce", "rebuild_report"),
+    ".core.cache": ("enable_compilation_cache",),
+    ".architectures.modules": ("from_equinox", "from_flax"),
 }
 _ORIGIN: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -73,7 +73,7 @@ def __getattr__(name: str) -> Any:
     if module is not None:
         value = getattr(importlib.import_module(module, __name__), name)
     elif _is_submodule(name):
-        value = importlib.import_module(f"{__name__}.{name}")  # nqf._flow, nqf.experiments, ...
+        value = importlib.import_module(f"{__name__}.{name}")  # nqf.theory.flow, nqf.experiments, ...
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # later lookups skip __getattr__
@@ -94,7 +94,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the eager form, for type checkers and editors
-    from ._architecture import (
+    from nqf.architectures.architecture import (
         Architecture as Architecture,
         Block as Block,
         ClosedTerm as ClosedTerm,
@@ -108,9 +108,9 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
         structure as structure,
         structure_matrix as structure_matrix,
     )
-    from ._activations import ACTIVATIONS as ACTIVATIONS
-    from ._errors import NqfError as NqfError, TheoryDoesNotApply as TheoryDoesNotApply
-    from ._structure import BlockFactors as BlockFactors, BlockTerm as BlockTerm, DenseStructure as DenseStructure
+    from nqf.architectures.activations import ACTIVATIONS as ACTIVATIONS
+    from nqf.core.errors import NqfError as NqfError, TheoryDoesNotApply as TheoryDoesNotApply
+    from nqf.architectures.structure import BlockFactors as BlockFactors, BlockTerm as BlockTerm, DenseStructure as DenseStructure
     from .architectures import (
         ARCHITECTURES as ARCHITECTURES,
         architecture_options as architecture_options,
@@ -123,18 +123,18 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
         mlp_fixed as mlp_fixed,
         moe as moe,
     )
-    from ._expansion import (
+    from nqf.architectures.expansion import (
         ExpansionReport as ExpansionReport,
         expansion_check as expansion_check,
         require_expansion as require_expansion,
     )
-    from ._tasks import (
+    from nqf.training.tasks import (
         TASKS as TASKS,
         Task as Task,
         get_task as get_task,
         task_options as task_options,
     )
-    from ._training import (
+    from nqf.training.runs import (
         OPTIMIZERS as OPTIMIZERS,
         SweepResult as SweepResult,
         TrainConfig as TrainConfig,
@@ -144,22 +144,22 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
         train as train,
         train_sweep as train_sweep,
     )
-    from ._measure import (
+    from nqf.core.measure import (
         SlopeFit as SlopeFit,
         fit_switch_slope as fit_switch_slope,
         loss_crossings as loss_crossings,
         switch_steps as switch_steps,
         switch_steps_own as switch_steps_own,
     )
-    from ._closure import ClosureResult as ClosureResult, closure_diagnostic as closure_diagnostic
-    from ._sampling import minibatch_indices as minibatch_indices
-    from ._data import (
+    from nqf.training.closure import ClosureResult as ClosureResult, closure_diagnostic as closure_diagnostic
+    from nqf.core.sampling import minibatch_indices as minibatch_indices
+    from nqf.theory.data_matrices import (
         DataMatrices as DataMatrices,
         PopulationDataMatrices as PopulationDataMatrices,
         data_matrices as data_matrices,
         population_data_matrices as population_data_matrices,
     )
-    from ._flow import (
+    from nqf.theory.flow import (
         FlowResult as FlowResult,
         LearningRateBound as LearningRateBound,
         continuous_flow as continuous_flow,
@@ -168,43 +168,45 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
         sgd_map as sgd_map,
         stable_lr_bound as stable_lr_bound,
     )
-    from ._lotka_volterra import (
+    from nqf.theory.lotka_volterra import (
         LotkaVolterra as LotkaVolterra,
-        LVSolution as LVSolution,
         equilibrium as equilibrium,
         fixed_point as fixed_point,
         gd_occupations as gd_occupations,
         logistic_occupation as logistic_occupation,
         logistic_switch_time as logistic_switch_time,
-        solve_lv as solve_lv,
         switch_slope_continuous as switch_slope_continuous,
         switch_slope_gd as switch_slope_gd,
         switch_slope_momentum as switch_slope_momentum,
+    )
+    from nqf.theory.lv_solve import (
+        LVSolution as LVSolution,
+        solve_lv as solve_lv,
         switch_times as switch_times,
     )
-    from ._singular_limit import SingularLimit as SingularLimit, plateau_losses as plateau_losses, singular_limit as singular_limit
-    from ._scaling import (
+    from nqf.theory.singular_limit import SingularLimit as SingularLimit, plateau_losses as plateau_losses, singular_limit as singular_limit
+    from nqf.theory.scaling import (
         PowerLawFit as PowerLawFit,
         finite_init_exponent as finite_init_exponent,
         fit_power_law as fit_power_law,
         local_exponent as local_exponent,
         predicted_exponent as predicted_exponent,
     )
-    from ._reduction import ModeBasis as ModeBasis, mode_basis as mode_basis
-    from ._predict import (
+    from nqf.theory.modes import ModeBasis as ModeBasis, mode_basis as mode_basis
+    from nqf.theory.predict import (
         PredictConfig as PredictConfig,
         Prediction as Prediction,
         momentum_occupations as momentum_occupations,
         predict as predict,
     )
-    from ._compare import CompareConfig as CompareConfig, Comparison as Comparison, compare as compare
-    from ._departure import (
+    from nqf.comparison.compare import CompareConfig as CompareConfig, Comparison as Comparison, compare as compare
+    from nqf.theory.departure import (
         Departure as Departure,
         corrected_switch_steps as corrected_switch_steps,
         departure as departure,
     )
-    from ._store import ResultsStore as ResultsStore
-    from ._verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
-    from ._reproduce import reproduce as reproduce, rebuild_report as rebuild_report
-    from ._cache import enable_compilation_cache as enable_compilation_cache
-    from ._modules import from_equinox as from_equinox, from_flax as from_flax
+    from nqf.store.results import ResultsStore as ResultsStore
+    from nqf.store.verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
+    from nqf.scans.reproduce import reproduce as reproduce, rebuild_report as rebuild_report
+    from nqf.core.cache import enable_compilation_cache as enable_compilation_cache
+    from nqf.architectures.modules import from_equinox as from_equinox, from_flax as from_flax

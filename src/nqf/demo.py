@@ -13,7 +13,7 @@ import jax
 from rich.console import Console
 
 from .architectures import ARCHITECTURES, get_architecture
-from ._expansion import expansion_check, label
+from nqf.architectures.expansion import expansion_check, label
 from .cli.structure import print_summary, structure_summary
 
 # units the theory must reject, one per reason (THEORY.md section 1)

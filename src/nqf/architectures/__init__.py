@@ -11,8 +11,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from .._architecture import Architecture
-from .._errors import NqfError
+from nqf.architectures.architecture import Architecture
+from nqf.core.errors import NqfError
 from .attention import attention as attention
 from .conv import conv1d as conv1d, conv2d as conv2d
 from .linear_attention import linear_attention as linear_attention

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 
 
 def positive_int(architecture: str, option: str, value) -> int:

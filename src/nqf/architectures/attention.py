@@ -31,7 +31,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from .._architecture import Architecture, ClosedTerm
+from nqf.architectures.architecture import Architecture, ClosedTerm
 from ._options import one_of, positive_int
 
 READOUTS = ("last", "pool")

@@ -30,9 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._activations import activation_derivatives, get_activation
-from .._architecture import Architecture, ClosedTerm
-from .._errors import NqfError
+from nqf.architectures.activations import activation_derivatives, get_activation
+from nqf.architectures.architecture import Architecture, ClosedTerm
+from nqf.core.errors import NqfError
 from ._options import one_of, positive_int
 
 PADDINGS = ("circular", "valid")

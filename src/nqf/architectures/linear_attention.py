@@ -23,7 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._architecture import Architecture, ClosedTerm
+from nqf.architectures.architecture import Architecture, ClosedTerm
 from ._options import positive_int
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._activations import activation_derivatives, get_activation
-from .._architecture import Architecture, ClosedTerm
+from nqf.architectures.activations import activation_derivatives, get_activation
+from nqf.architectures.architecture import Architecture, ClosedTerm
 from ._options import positive_int
 
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._activations import activation_derivatives, get_activation
-from .._architecture import Architecture, ClosedTerm, Router
-from .._errors import NqfError
+from nqf.architectures.activations import activation_derivatives, get_activation
+from nqf.architectures.architecture import Architecture, ClosedTerm, Router
+from nqf.core.errors import NqfError
 from ._options import one_of, positive_int
 
 ROUTINGS = ("softmax", "topk")

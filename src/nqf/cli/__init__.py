@@ -8,7 +8,7 @@ Startup is kept light: the command modules import the library (and with it numpy
 JAX) inside the command functions, after the arguments are parsed, so ``nqf --help``,
 ``nqf CMD --help`` and usage errors never load JAX. ``structure``, ``predict`` and
 ``compare`` call :func:`start_jax` first: float64, and JAX's persistent compilation cache
-(``nqf._cache``) unless ``--no-cache`` is given or ``NQF_CACHE_DIR`` is set to an empty
+(``nqf.core.cache``) unless ``--no-cache`` is given or ``NQF_CACHE_DIR`` is set to an empty
 string. ``reproduce`` does not use the cache (its results store resumes runs instead).
 """
 
@@ -23,7 +23,7 @@ from typing import Annotated
 
 import typer
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 
 _CACHE_HELP = (
     "structure, predict and compare keep their compiled programs on disk, so repeated runs skip "
@@ -71,7 +71,7 @@ def start_jax() -> None:
     entry the cache's unreadable entries are removed, so that this run stores them afresh.
     """
     if _settings["cache"] and _settings["cache_dir"] is None:
-        from .._cache import CACHE_WARNING, enable_compilation_cache
+        from nqf.core.cache import CACHE_WARNING, enable_compilation_cache
 
         path = enable_compilation_cache()
         if path is not None:
@@ -108,7 +108,7 @@ def _prune_once() -> None:
     path = _settings["cache_dir"]
     if not _settings["pruned"] and isinstance(path, Path):
         _settings["pruned"] = True
-        from .._cache import prune_unreadable_entries
+        from nqf.core.cache import prune_unreadable_entries
 
         prune_unreadable_entries(path)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 
 
 def convert_value(owner: str, option: str, raw: str, default: Any) -> Any:

@@ -3,7 +3,7 @@
 Checked before any compute (:func:`check_outputs`): the figure's path (a .png or .pdf
 file in a writable folder, ``_validate.check_output_path``), the table folder (an
 existing writable folder, or a new one whose parent is a writable folder; nothing is
-created until the end) and the measured curve, read in full (``nqf._curves``). Written
+created until the end) and the measured curve, read in full (``nqf.comparison.curves``). Written
 at the end, each file atomically (a temporary file in the same folder, renamed).
 """
 
@@ -13,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 from ._validate import check_output_path
 
 TABLE_FILES = ("curves.csv", "modes.csv")
@@ -48,7 +48,7 @@ def check_outputs(plot: Path | None, csv_dir: Path | None, overlay: Path | None)
         check_output_folder("--csv", csv_dir)
     if overlay is None:
         return None
-    from .._curves import read_loss_curve
+    from nqf.comparison.curves import read_loss_curve
 
     try:
         return read_loss_curve(overlay)
@@ -58,7 +58,7 @@ def check_outputs(plot: Path | None, csv_dir: Path | None, overlay: Path | None)
 
 def write_tables(csv_dir: Path, tables: dict) -> None:
     """Each table as ``csv_dir/<name>``, atomically."""
-    from .._store import atomic_write_bytes
+    from nqf.store.results import atomic_write_bytes
     from ..report.curve_tables import table_bytes
 
     for name, (columns, rows) in tables.items():
@@ -115,7 +115,7 @@ def finish_prediction(prediction, result: dict, plot: Path | None, csv_dir: Path
     """``nqf predict``'s outputs: the overlay block in ``result``, then the figure and the tables."""
     matched = None
     if measured is not None:
-        from .._curves import compare_overlay
+        from nqf.comparison.curves import compare_overlay
 
         cfg = prediction.config
         matched = compare_overlay(measured, prediction, f"M-flow ({cfg.optimizer}), seed {cfg.seed}")
@@ -139,11 +139,11 @@ def finish_comparison(comparison, result: dict, csv_dir: Path | None, measured):
     matched = None
     seed = int(comparison.seeds[0])
     first = comparison.config.optimizers[0]
-    from .._compare import FLOW_OF
+    from nqf.comparison.compare import FLOW_OF
 
     flow = FLOW_OF[first]
     if measured is not None:
-        from .._curves import compare_overlay
+        from nqf.comparison.curves import compare_overlay
 
         against = f"M-flow ({flow}), seed {seed}"
         if first in comparison.reference_only:

@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 from ._options import parse_factory_options
 
 UNIT_HELP = (
@@ -125,8 +125,8 @@ def _call(spec: str, fn, input_shape, outputs):
 
 
 def _architecture(spec: str, result: Any, input_shape, outputs):
-    from .._architecture import Architecture
-    from .._modules import framework_of, from_module
+    from nqf.architectures.architecture import Architecture
+    from nqf.architectures.modules import framework_of, from_module
 
     path, function = spec.rsplit(":", 1)
     name = f"{Path(path).name}:{function}"  # never a built-in's name (``mlp`` has closed forms keyed by name)
@@ -233,7 +233,7 @@ def data_shapes(X, Y, loss: str = "squared") -> tuple[tuple[int, ...], int]:
 def resolve_task_and_unit(task_name: str, spec: str, args: list[str]):
     """compare: the Task and the ``--unit`` Architecture, extra options split between them
     (``--inputs`` goes to both when the task has it too)."""
-    from .._tasks import get_task, task_options
+    from nqf.training.tasks import get_task, task_options
 
     task_label = f"task {task_name}"
     parsed = parse_factory_options(args, {task_label: task_options(task_name), _LABEL: OPTIONS})

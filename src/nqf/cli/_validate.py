@@ -34,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 
 # Seeds are 32-bit unsigned integers (JAX and NumPy generators take them all; larger
 # Python ints overflow JAX's int64 key conversion)
@@ -145,7 +145,7 @@ def structure_bytes(arch) -> float:
 
 
 def _held_per_sample(arch) -> int:
-    from .._moments import _term_shapes
+    from nqf.theory.moments import _term_shapes
 
     shapes = _term_shapes(arch, "float64")
     if shapes is None:
@@ -155,7 +155,7 @@ def _held_per_sample(arch) -> int:
 
 def flow_cost(arch, samples: int, loss: str = "squared", route: str = "auto", minibatches: bool = False):
     """(bytes, flops a step) of the M-flow on ``samples`` samples (module docstring)."""
-    from .._moments import MAX_HELD_STRUCTURE, choose_route
+    from nqf.theory.moments import MAX_HELD_STRUCTURE, choose_route
 
     d = arch.dim
     try:

@@ -16,10 +16,10 @@ every optimizer unless ``--lr-OPT`` overrides it for one. ``--beta`` is the heav
 momentum of ``momentum``; ``--batch`` the minibatch of ``sgd`` (the others are full
 batch). Seeds ``S .. S+K-1`` set W0 and the minibatches; numbers are means over them.
 
-What is compared and how (thresholds, plateau losses, closure window): ``nqf._compare``.
+What is compared and how (thresholds, plateau losses, closure window): ``nqf.comparison.compare``.
 Bad input (unknown task, optimizer or option, bad numbers, width != experts for a
 mixture of experts, an unstable learning rate, a seed outside [0, 2^32), an unwritable
---plot or --csv folder, a bad --overlay curve (``nqf._curves``), a run that would not fit in memory, a unit the theory does not apply to without
+--plot or --csv folder, a bad --overlay curve (``nqf.comparison.curves``), a run that would not fit in memory, a unit the theory does not apply to without
 ``--allow-inapplicable``) prints one ``error:`` line, exit 2, before any training. A run
 estimated to take longer than ~10 s says so on stderr first. The figure is written
 atomically (a temporary file in the same folder, renamed), as are the tables of --csv
@@ -40,7 +40,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 from . import app, start_jax
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_spec, resolve_task_and_unit
@@ -78,7 +78,7 @@ def resolve_task_and_arch(task_name: str, arch_name: str | None, args: list[str]
     Without ``--arch`` (or with the task's natural architecture) the architecture starts from
     the task's natural options; an option both accept goes to both.
     """
-    from .._tasks import get_task, task_options
+    from nqf.training.tasks import get_task, task_options
     from ..architectures import architecture_options, get_architecture
 
     task_label = f"task {task_name}"
@@ -168,7 +168,7 @@ def compare_command(
             raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION, not both")
         parse_unit_spec(unit)  # a bad FILE.py:FUNCTION fails before JAX starts
     start_jax()  # float64 and the compilation cache (the CLI is an application; the library never does this)
-    from .._compare import CompareConfig, compare
+    from nqf.comparison.compare import CompareConfig, compare
 
     overrides = {"sgd": lr_sgd, "momentum": lr_momentum, "adam": lr_adam, "muon": lr_muon}
     rates = tuple((opt, value) for opt, value in overrides.items() if value is not None)

@@ -7,7 +7,7 @@
 
 FILE.npz holds arrays X (N, *input_shape) and Y (N, K) (or (N,) for one output, or
 integer class labels (N,) in [0, K), one-hot encoded, e.g. with --loss cross_entropy);
-entries real, finite and at most 1e30 in magnitude (``nqf._data.MAX_ABS_ENTRY``);
+entries real, finite and at most 1e30 in magnitude (``nqf.theory.data_matrices.MAX_ABS_ENTRY``);
 W0.npz holds W (d x n, units as columns, each flattened in the order that
 ``nqf structure ARCH`` lists as parameter blocks). Architecture options are given as
 ``--name value`` (see ``nqf structure --list``). ``--unit FILE.py:FUNCTION`` takes your own unit
@@ -15,14 +15,14 @@ instead of ``--arch`` (``nqf.cli._unit``); its input shape and outputs default t
 Y's. Bad files, shape mismatches,
 non-finite values, an unstable learning rate, a seed outside [0, 2^32), a run that would
 not fit in memory (``nqf.cli._validate``), an unwritable --plot or --csv folder, a bad
---overlay curve (``nqf._curves``) and a unit the theory does not apply to (unless
+--overlay curve (``nqf.comparison.curves``) and a unit the theory does not apply to (unless
 ``--allow-inapplicable``) print one ``error:`` line, exit 2. A run estimated to take
 longer than ~10 s says so on stderr first.
 
 --plot draws the loss curves and switch-on steps (``nqf.report.predict_plot``); --csv DIR
 writes curves.csv and modes.csv, tidy tables (``nqf.report.curve_tables``); --overlay CURVE
 reads a measured loss curve and compares its switch-on steps, read from the loss, with the
-M-flow's (``nqf._curves``). Files are written at the end, each atomically.
+M-flow's (``nqf.comparison.curves``). Files are written at the end, each atomically.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 from . import app, start_jax
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_for_data
@@ -52,8 +52,8 @@ _OPTIMIZERS = ("gd", "sgd", "momentum")
 
 def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Arrays ``names`` from an .npz file, with one-line errors for every way it can be bad
-    (``nqf._data.read_npz``: kind of file, missing arrays, dtypes, non-finite or huge entries)."""
-    from .._data import read_npz
+    (``nqf.theory.data_matrices.read_npz``: kind of file, missing arrays, dtypes, non-finite or huge entries)."""
+    from nqf.theory.data_matrices import read_npz
 
     return read_npz(path, names)
 
@@ -158,9 +158,9 @@ def predict(
     start_jax()  # float64 and the compilation cache (the library never flips these)
     import numpy as np
 
-    from .._data import check_sample_arrays, checked_samples, flow_data
-    from .._predict import PredictConfig
-    from .._predict import predict as run_predict
+    from nqf.theory.data_matrices import check_sample_arrays, checked_samples, flow_data
+    from nqf.theory.predict import PredictConfig
+    from nqf.theory.predict import predict as run_predict
     from ..architectures import architecture_options, get_architecture
 
     if unit is None:

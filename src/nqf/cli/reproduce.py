@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from . import app
 
 if TYPE_CHECKING:  # the library is imported inside the commands, after parsing
-    from .._reproduce import ProgressEvent, ReproduceOutcome
+    from nqf.scans.reproduce import ProgressEvent, ReproduceOutcome
 
 
 class _Bars:
@@ -69,7 +69,7 @@ def _progress_bars(console: Console) -> Progress:
 
 
 def _print_summary(outcome: ReproduceOutcome) -> None:
-    from .._verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
+    from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
 
     for result in outcome.outcomes:
         statuses = [claim.verdict.status for claim, _ in result.rows()]
@@ -152,7 +152,7 @@ def reproduce_command(
     bars = _Bars(Console(stderr=True))
     with _signals_as_interrupts():
         try:
-            from .._reproduce import reproduce
+            from nqf.scans.reproduce import reproduce
 
             try:
                 outcome = reproduce(
@@ -167,7 +167,7 @@ def reproduce_command(
                 )
             finally:
                 bars.stop()
-        except KeyboardInterrupt as err:  # nqf._reproduce.Interrupted once the runs are planned
+        except KeyboardInterrupt as err:  # nqf.scans.reproduce.Interrupted once the runs are planned
             stored, total = getattr(err, "stored", None), getattr(err, "total", None)
             kept = f"{stored} of {total} runs are stored in {out}" if total is not None else "nothing was computed"
             typer.echo(f"interrupted: {kept}; run the same command again to resume", err=True)
@@ -185,6 +185,6 @@ def report_command(
     ),
 ) -> None:
     """Rebuild report.html and the figures from the store, computing nothing."""
-    from .._reproduce import rebuild_report
+    from nqf.scans.reproduce import rebuild_report
 
     _print_summary(rebuild_report(out))

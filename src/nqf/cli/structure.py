@@ -32,7 +32,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 from . import app, start_jax
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_architecture
@@ -41,8 +41,8 @@ from ._validate import check_seed, check_structure
 if TYPE_CHECKING:
     import numpy as np
 
-    from .._architecture import Architecture
-    from .._expansion import ExpansionReport
+    from nqf.architectures.architecture import Architecture
+    from nqf.architectures.expansion import ExpansionReport
 
 _SMALL_BLOCK = 64  # blocks with at most this many entries (per output) are printed in full
 
@@ -85,8 +85,8 @@ def structure_summary(arch: Architecture, seed: int = 0) -> tuple[dict, np.ndarr
     import jax.numpy as jnp
     import numpy as np
 
-    from .._architecture import closed_form_structure, describe_blocks, structure_matrix
-    from .._expansion import expansion_check
+    from nqf.architectures.architecture import closed_form_structure, describe_blocks, structure_matrix
+    from nqf.architectures.expansion import expansion_check
 
     report = expansion_check(arch, key=jax.random.key(seed))
     dtype = jnp.result_type(float)
@@ -118,7 +118,7 @@ def print_summary(summary: dict, A: np.ndarray, arch: Architecture, console: Con
     """The human-readable form of :func:`structure_summary`."""
     import numpy as np
 
-    from .._expansion import label
+    from nqf.architectures.expansion import label
 
     blocks = {b.name: b for b in arch.blocks}
     console.print(
@@ -208,7 +208,7 @@ def structure_command(
             raise NqfError("give an architecture name (or --list) or --unit FILE.py:FUNCTION, not both")
         parse_unit_spec(unit)  # a bad FILE.py:FUNCTION fails before JAX starts
     start_jax()  # float64 (application-level choice; see the module docstring) and the compilation cache
-    from .._expansion import raise_unless_applies
+    from nqf.architectures.expansion import raise_unless_applies
     from ..architectures import get_architecture
 
     console = Console(soft_wrap=True)

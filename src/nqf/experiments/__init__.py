@@ -7,7 +7,7 @@ core; the figures of each experiment live on the report side (``nqf.report``).
 
 from __future__ import annotations
 
-from .._verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
+from nqf.store.verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
 from ._base import (
     Experiment as Experiment,
     ExperimentResult as ExperimentResult,

@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import NqfError
-from .._verdict import Claim, Tolerance
+from nqf.core.errors import NqfError
+from nqf.store.verdict import Claim, Tolerance
 
 Record = dict[str, Any]
 
@@ -155,7 +155,7 @@ class ExperimentOutcome:
     def rows(self) -> tuple[tuple[Claim, bool], ...]:
         """Table rows as (claim, is_placeholder); an incomplete experiment gets one placeholder row.
 
-        The placeholder has no numbers, so :func:`nqf._verdict.judge` calls it
+        The placeholder has no numbers, so :func:`nqf.store.verdict.judge` calls it
         "not applicable" with the reason below.
         """
         if self.result is not None and not self.error:

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import NqfError
-from .._verdict import Claim, Tolerance
+from nqf.core.errors import NqfError
+from nqf.store.verdict import Claim, Tolerance
 
 # -- config checks ---------------------------------------------------------------------
 
@@ -67,7 +67,7 @@ def percent(values) -> str:
 
 def gd_train_config(run: dict[str, Any]):
     """Plain full-batch GD in float64 with the run's lr, steps, seed, sigma0, width and model."""
-    from .._training import TrainConfig
+    from nqf.training.runs import TrainConfig
 
     return TrainConfig(
         optimizer="gd",
@@ -125,7 +125,7 @@ def predict_summary(pred: dict[str, Any]) -> dict[str, Any]:
 
 def model_summary(record: dict[str, Any], thresholds: np.ndarray) -> dict[str, Any]:
     """A training record (steps, loss, occupations (T, m), diverged_at) with its switch-on steps at ``thresholds``."""
-    from .._measure import switch_steps
+    from nqf.core.measure import switch_steps
 
     steps, occ, loss = as_array(record["steps"]), as_array(record["occupations"]), as_array(record["loss"])
     return {

@@ -25,7 +25,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 
 _MODES = ("quick", "full")
 
@@ -175,7 +175,7 @@ def build_config(
 
 def config_to_dict(config: Any) -> dict[str, Any]:
     """The config's fields as JSON-able data (tuples become lists)."""
-    from .._store import to_jsonable
+    from nqf.store.results import to_jsonable
 
     return to_jsonable({f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init})
 

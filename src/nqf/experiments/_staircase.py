@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import NqfError
+from nqf.core.errors import NqfError
 
 
 def task_dict(inputs: int, outputs: int, singular_values, samples: int, data_seed: int) -> dict[str, Any]:
@@ -68,9 +68,9 @@ def setup(task: dict[str, Any]) -> StaircaseSetup:
     c_k = q_k^T C q_k with C = E[y A(x)] = contract(Y); K from the structured
     representation (``quad``), never an N x d x d stack.
     """
-    from .._architecture import structure
-    from .._lotka_volterra import LotkaVolterra, fixed_point
-    from .._tasks import get_task
+    from nqf.architectures.architecture import structure
+    from nqf.theory.lotka_volterra import LotkaVolterra, fixed_point
+    from nqf.training.tasks import get_task
 
     staircase = get_task(
         "staircase",

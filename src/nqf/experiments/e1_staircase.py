@@ -52,8 +52,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._errors import NqfError
-from .._verdict import Claim, Tolerance
+from nqf.core.errors import NqfError
+from nqf.store.verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
 from ._common import (
     as_array,
@@ -118,7 +118,7 @@ class StaircaseConfig:
 
 def predict_run(run: dict[str, Any]) -> dict[str, Any]:
     """``predict`` for GD: M-flow and LV loss curves, occupations and every switch-on step."""
-    from .._predict import PredictConfig, predict
+    from nqf.theory.predict import PredictConfig, predict
 
     with jax.enable_x64(True):
         s = setup(run["task"])
@@ -136,7 +136,7 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def train_run(run: dict[str, Any]) -> dict[str, Any]:
     """GD on the tanh network or its quadratic model: loss and mode occupations at every step."""
-    from .._training import train
+    from nqf.training.runs import train
 
     with jax.enable_x64(True):
         s = setup(run["task"])
@@ -192,7 +192,7 @@ def plateau_losses(loss, switch) -> np.ndarray:
 
 def _seed_summary(records: dict[str, dict], data_seed: int) -> dict[str, Any]:
     """Switch-on steps (both conventions), plateaus and curves of one data seed."""
-    from .._measure import switch_steps_own
+    from nqf.core.measure import switch_steps_own
 
     pred = records[f"predict-d{data_seed}"]
     out: dict[str, Any] = {

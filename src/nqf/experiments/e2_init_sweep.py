@@ -54,8 +54,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._errors import NqfError
-from .._verdict import Claim, Tolerance
+from nqf.core.errors import NqfError
+from nqf.store.verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
 from ._common import as_array, check_gd_run, check_seeds, check_sigma0s, fmt_fit, switch_fit_problem
 from ._staircase import basis_overlap, check_staircase, setup, task_dict
@@ -105,8 +105,8 @@ class InitSweepConfig:
 
 def sweep_run(run: dict[str, Any]) -> dict[str, Any]:
     """GD on one model for every (sigma0, seed) in one compiled call: switch-on steps (S, seeds, m)."""
-    from .._measure import switch_steps
-    from .._training import TrainConfig, train_sweep
+    from nqf.core.measure import switch_steps
+    from nqf.training.runs import TrainConfig, train_sweep
 
     with jax.enable_x64(True):
         s = setup(run["task"])
@@ -126,7 +126,7 @@ def sweep_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def predict_run(run: dict[str, Any]) -> dict[str, Any]:
     """``predict`` (GD) at every (sigma0, seed): the theory's switch-on steps, each (S, seeds, m)."""
-    from .._predict import PredictConfig, predict
+    from nqf.theory.predict import PredictConfig, predict
 
     with jax.enable_x64(True):
         s = setup(run["task"])
@@ -204,7 +204,7 @@ def fit_mode(sigma0s, steps, what: str) -> ModeFit:
     Resolved when the mode switched on at every scale and seed, later than step 1 (a
     switch at step 0 or 1 says the init was already near the threshold).
     """
-    from .._measure import fit_switch_slope
+    from nqf.core.measure import fit_switch_slope
 
     sigma0s = np.asarray(sigma0s, dtype=np.float64)
     steps = np.asarray(steps, dtype=np.float64).reshape(sigma0s.size, -1)
@@ -220,7 +220,7 @@ def fit_mode(sigma0s, steps, what: str) -> ModeFit:
 
 
 def summarise(config: InitSweepConfig, records: dict[str, dict]) -> ExperimentResult:
-    from .._lotka_volterra import switch_slope_continuous, switch_slope_gd
+    from nqf.theory.lotka_volterra import switch_slope_continuous, switch_slope_gd
 
     sigma0s = np.asarray(config.sigma0s, dtype=np.float64)
     x = np.log(1.0 / sigma0s)

@@ -3,7 +3,7 @@ onto the step function of the vanishing-init limit (THEORY.md section 3).
 
 With eps = ln(1/m0), m0 = n sigma0^2 the initial occupation of every mode, and
 u_k = ln(m_k) / eps, the Lotka-Volterra flow dm_k/dt = 4 lr m_k (c_k - (K m)_k) becomes
-piecewise linear in s = t / eps as eps -> infinity (``nqf._singular_limit``): inactive
+piecewise linear in s = t / eps as eps -> infinity (``nqf.theory.singular_limit``): inactive
 modes climb at speed 4 lr (c_k - sum_{j active} K_kj m_j*), a mode switches on when u_k
 reaches 0, active modes sit at the stable equilibrium of the active set. That gives
 exact step times, order and plateau losses, and a finite init misses the step times by
@@ -73,8 +73,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._errors import NqfError
-from .._verdict import Claim, Tolerance
+from nqf.core.errors import NqfError
+from nqf.store.verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
 from ._common import as_array
 from ._staircase import check_staircase, setup, task_dict
@@ -190,7 +190,7 @@ def limit_paths(c, K, lr: float, events, s_grid) -> np.ndarray:
     4 lr (c_k - sum_{j at 0} K_kj m_j*), m* the equilibrium of the modes at u = 0 with
     m* > 0 (the events name them: "on" adds a mode, "off" removes it).
     """
-    from .._lotka_volterra import equilibrium
+    from nqf.theory.lotka_volterra import equilibrium
 
     c = np.asarray(c, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)
@@ -224,7 +224,7 @@ def step_function(step_times, plateau_losses, loss0: float, s_grid) -> np.ndarra
 
 
 def _competition_system(eps: float, lr: float):
-    from .._lotka_volterra import LotkaVolterra
+    from nqf.theory.lotka_volterra import LotkaVolterra
 
     return LotkaVolterra(
         c=np.array(COMPETITION_C), K=np.array(COMPETITION_K), m0=math.exp(-eps), lr=lr, loss0=COMPETITION_LOSS0
@@ -254,9 +254,10 @@ def _level_crossings(sol, mode: int, level: float, grid: np.ndarray, iterations:
 
 def lv_staircase_run(run: dict[str, Any]) -> dict[str, Any]:
     """The staircase's LV flow (solve_lv) and exact GD map (gd_occupations) at every sigma0."""
-    from .._lotka_volterra import LotkaVolterra, gd_occupations, solve_lv, switch_times
-    from .._measure import switch_steps
-    from .._singular_limit import singular_limit
+    from nqf.theory.lotka_volterra import LotkaVolterra, gd_occupations
+    from nqf.theory.lv_solve import solve_lv, switch_times
+    from nqf.core.measure import switch_steps
+    from nqf.theory.singular_limit import singular_limit
 
     with jax.enable_x64(True):
         s = setup(run["task"])
@@ -301,8 +302,8 @@ def lv_staircase_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def quadratic_gd_run(run: dict[str, Any]) -> dict[str, Any]:
     """The staircase's quadratic model trained by GD at every sigma0 (one compiled sweep)."""
-    from .._measure import switch_steps
-    from .._training import TrainConfig, train_sweep
+    from nqf.core.measure import switch_steps
+    from nqf.training.runs import TrainConfig, train_sweep
 
     with jax.enable_x64(True):
         s = setup(run["task"])
@@ -337,8 +338,8 @@ def quadratic_gd_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def competition_run(run: dict[str, Any]) -> dict[str, Any]:
     """The competing LV (module docstring) solved at every eps: event times, u_k(s), loss(s)."""
-    from .._lotka_volterra import solve_lv, switch_times
-    from .._singular_limit import singular_limit
+    from nqf.theory.lv_solve import solve_lv, switch_times
+    from nqf.theory.singular_limit import singular_limit
 
     with jax.enable_x64(True):
         lr, points = run["lr"], run["curve_points"]
@@ -428,7 +429,7 @@ def summarise(config: SingularLimitConfig, records: dict[str, dict]) -> Experime
     }
 
     # competition: every limit event (on of each mode that switches on, off of the pushed-out mode)
-    from .._singular_limit import singular_limit
+    from nqf.theory.singular_limit import singular_limit
 
     comp_eps = as_array(comp["eps"])
     comp_limit = singular_limit(_competition_system(float(comp_eps[0]), config.lr))

@@ -57,8 +57,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._errors import NqfError
-from .._verdict import Claim, Tolerance
+from nqf.core.errors import NqfError
+from nqf.store.verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
 from ._common import as_array, gd_train_config
 
@@ -138,8 +138,8 @@ class PowerLawConfig:
 
 def lv_run(run: dict[str, Any]) -> dict[str, Any]:
     """Many uncoupled LV modes c_k = k^-alpha, K = 1: exact excess loss on log-spaced times."""
-    from .._lotka_volterra import solve_lv, switch_times
-    from .._scaling import power_law_system
+    from nqf.theory.lv_solve import solve_lv, switch_times
+    from nqf.theory.scaling import power_law_system
 
     with jax.enable_x64(True):
         alpha = run["alpha"]
@@ -161,7 +161,7 @@ def lv_run(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _powerlaw_task(run: dict[str, Any]):
-    from .._tasks import get_task
+    from nqf.training.tasks import get_task
 
     modes = run["modes"]
     return get_task(
@@ -177,8 +177,9 @@ def _powerlaw_task(run: dict[str, Any]):
 
 def own_spectrum_run(run: dict[str, Any]) -> dict[str, Any]:
     """The LV system of the trained task's own spectrum: exact GD map (and the flow) at every step."""
-    from .._lotka_volterra import LotkaVolterra, gd_occupations, solve_lv
-    from .._measure import switch_steps
+    from nqf.theory.lotka_volterra import LotkaVolterra, gd_occupations
+    from nqf.theory.lv_solve import solve_lv
+    from nqf.core.measure import switch_steps
 
     with jax.enable_x64(True):
         task = _powerlaw_task(run)
@@ -202,8 +203,8 @@ def own_spectrum_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def trained_run(run: dict[str, Any]) -> dict[str, Any]:
     """The powerlaw task learned by GD (network or quadratic model), loss and switch steps at every step."""
-    from .._measure import switch_steps
-    from .._training import train
+    from nqf.core.measure import switch_steps
+    from nqf.training.runs import train
 
     with jax.enable_x64(True):
         task = _powerlaw_task(run)
@@ -220,7 +221,7 @@ def trained_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def train_steps(c: PowerLawConfig) -> int:
     """Training length: 1.6 x the flow switch time of the last window mode (GD is <= 7% slower)."""
-    from .._lotka_volterra import logistic_switch_time
+    from nqf.theory.lotka_volterra import logistic_switch_time
 
     k = c.train_window_modes[1]
     s_k = c.train_scale * k ** (-c.train_alpha)
@@ -280,7 +281,7 @@ def _fit_dict(fit) -> dict[str, Any]:
 
 def _corrected_curve(alpha: float, eps: float, k_star: np.ndarray) -> np.ndarray:
     """beta / (1 - 1/(eps - alpha ln k*)) where the gap exceeds 1, NaN elsewhere."""
-    from .._scaling import predicted_exponent
+    from nqf.theory.scaling import predicted_exponent
 
     gap = eps - alpha * np.log(k_star)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -288,7 +289,7 @@ def _corrected_curve(alpha: float, eps: float, k_star: np.ndarray) -> np.ndarray
 
 
 def summarise(config: PowerLawConfig, records: dict[str, dict]) -> ExperimentResult:
-    from .._scaling import finite_init_exponent, fit_power_law, local_exponent, predicted_exponent
+    from nqf.theory.scaling import finite_init_exponent, fit_power_law, local_exponent, predicted_exponent
 
     claims: list[Claim] = []
     lv_data = []

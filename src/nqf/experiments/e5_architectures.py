@@ -32,7 +32,7 @@ equal c_k (relative gap below 1e-6): the first step at which the group's total
 occupation sum_k q_k^T M q_k reaches half its total LV fixed-point occupation, the same
 threshold for network, quadratic model and M-flow (THEORY.md section 5). A group is a
 single mode wherever c_k is simple, and then this is ``compare``'s own switch step.
-Plateau loss after group k: ``nqf._compare.measured_plateau_losses`` (the loss at the
+Plateau loss after group k: ``nqf.comparison.compare.measured_plateau_losses`` (the loss at the
 log-time midpoint sqrt(t_k t_next) of the source's own switch steps).
 
 **Claims** (tolerances stated in advance, module constants, not config fields):
@@ -69,7 +69,7 @@ compiling ``predict``'s solvers and the training loops once per case): quick 67 
 (83 s CPU) at load ~1 on 2 cores, 107 s wall at load ~4-5 shared with other jobs; full
 117 s wall (145 s CPU, 1.7 GB peak memory, alongside another run). The dense lr-stability
 Hessian of linear attention (d = 30, 900 directions, all vmapped at once) took 3.9 GB at
-4000 prompts (so about 18 GB at 20000) until ``nqf._flow._hessian_of_w`` switched to
+4000 prompts (so about 18 GB at 20000) until ``nqf.theory.flow._hessian_of_w`` switched to
 batched Hessian-vector products (0.65 GB).
 """
 
@@ -82,8 +82,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._errors import NqfError
-from .._verdict import Claim, Tolerance
+from nqf.core.errors import NqfError
+from nqf.store.verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
 from ._common import percent
 
@@ -282,7 +282,7 @@ def group_switch_steps(steps, occupations, thresholds, groups) -> np.ndarray:
 
     occupations: (R, g) per mode at ``steps`` (R,); thresholds: (g,) m_k*/2.
     """
-    from .._measure import switch_steps
+    from nqf.core.measure import switch_steps
 
     occ = np.asarray(occupations, dtype=np.float64)
     thr = np.asarray(thresholds, dtype=np.float64)
@@ -306,7 +306,7 @@ def _frequency_groups(arch, basis: np.ndarray, length: int) -> tuple[np.ndarray,
 
 def _autodiff_structure(arch, x) -> np.ndarray:
     """A(x) (K, d, d) by the generic route, compiled (eager Hessians of a whole unit are slow)."""
-    from .._architecture import structure_matrix
+    from nqf.architectures.architecture import structure_matrix
 
     return np.asarray(jax.jit(lambda sample: structure_matrix(arch, sample))(x))
 
@@ -335,8 +335,8 @@ def _structure_extras(case: str, arch, A: np.ndarray, x) -> dict[str, Any]:
 
 def case_run(run: dict[str, Any]) -> dict[str, Any]:
     """One case: ``compare`` (GD) plus the grouped switch steps, plateaus, block norms and A(x) of a sample."""
-    from .._compare import CompareConfig, compare, measured_plateau_losses
-    from .._tasks import get_task
+    from nqf.comparison.compare import CompareConfig, compare, measured_plateau_losses
+    from nqf.training.tasks import get_task
     from ..architectures import get_architecture
 
     case = run["case"]

@@ -38,7 +38,7 @@ the network).
 Learning rates: eta = 0.05 for GD, SGD and momentum (beta = 0.9), Adam 1e-3 (optax
 defaults b1 = 0.9, b2 = 0.999, eps = 1e-8), Muon 0.01 (optax.contrib.muon, beta 0.95,
 Nesterov, eps 1e-8, W declared one d x n matrix; at lr 0.01 optax's momentum
-normalisation delays switch-ons by at most a step, see ``nqf._training``).
+normalisation delays switch-ons by at most a step, see ``nqf.training.runs``).
 
 Float64: the compute functions run under ``jax.enable_x64(True)`` (a scoped context, not
 a global switch): closure defects of 1e-14 and sigma0 down to 1e-12 need it.
@@ -58,8 +58,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._errors import NqfError
-from .._verdict import Claim, Tolerance
+from nqf.core.errors import NqfError
+from nqf.store.verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
 from ._common import as_array, check_sigma0s, fmt_fit, switch_fit_problem
 from ._staircase import setup, task_dict
@@ -162,7 +162,7 @@ def _setup(task: dict[str, Any]):
 
 
 def _train_config(run: dict[str, Any], **extra):
-    from .._training import TrainConfig
+    from nqf.training.runs import TrainConfig
 
     return TrainConfig(
         optimizer=run["optimizer"],
@@ -179,8 +179,8 @@ def _train_config(run: dict[str, Any], **extra):
 
 def sweep_run(run: dict[str, Any]) -> dict[str, Any]:
     """One optimizer and model, every (sigma0, seed): switch-on steps of each mode (one compiled call)."""
-    from .._measure import half_fixed_point, switch_steps
-    from .._training import train_sweep
+    from nqf.core.measure import half_fixed_point, switch_steps
+    from nqf.training.runs import train_sweep
 
     with jax.enable_x64(True):
         arch, X, Y, Q, c, K, m_star, closed_c = _setup(run["task"])
@@ -202,7 +202,7 @@ def sweep_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def closure_run(run: dict[str, Any]) -> dict[str, Any]:
     """W0 versus W0 O for one optimizer: per-step M defect and update defect."""
-    from .._closure import closure_diagnostic
+    from nqf.training.closure import closure_diagnostic
 
     with jax.enable_x64(True):
         arch, X, Y, *_ = _setup(run["task"])
@@ -246,7 +246,7 @@ def _fit_mode(sigma0s: np.ndarray, steps: np.ndarray, what: str) -> _Fit:
     Resolved when the mode switched on at every scale and seed, later than step 1 (a
     switch at step 0 or 1 says the init was already near the threshold).
     """
-    from .._measure import fit_switch_slope
+    from nqf.core.measure import fit_switch_slope
 
     finite = np.isfinite(steps)
     problem = switch_fit_problem(sigma0s, steps, what)
@@ -257,7 +257,7 @@ def _fit_mode(sigma0s: np.ndarray, steps: np.ndarray, what: str) -> _Fit:
 
 
 def _predictions(c: np.ndarray, config: OptimizersConfig) -> dict[str, np.ndarray]:
-    from .._lotka_volterra import switch_slope_gd, switch_slope_momentum
+    from nqf.theory.lotka_volterra import switch_slope_gd, switch_slope_momentum
 
     return {
         "gd": switch_slope_gd(c, config.lr),

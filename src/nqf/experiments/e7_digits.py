@@ -60,8 +60,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._errors import NqfError
-from .._verdict import Claim, Tolerance
+from nqf.core.errors import NqfError
+from nqf.store.verdict import Claim, Tolerance
 from ._base import Experiment, ExperimentResult, RunSpec
 from . import _common
 from ._common import (
@@ -123,8 +123,8 @@ class DigitsConfig:
 
 def _setup(task: dict[str, Any]):
     """Digits data, the mlp and the data matrices (call under float64): (arch, X (N, 64), Y (N, 10), data)."""
-    from .._data import data_matrices
-    from .._tasks import get_task
+    from nqf.theory.data_matrices import data_matrices
+    from nqf.training.tasks import get_task
 
     digits = get_task("digits", samples=task["samples"])
     arch = digits.architecture()
@@ -134,7 +134,7 @@ def _setup(task: dict[str, Any]):
 
 def predict_run(run: dict[str, Any]) -> dict[str, Any]:
     """``predict`` for GD, plus the data's spectra: what the theory says about these digits."""
-    from .._predict import PredictConfig, predict
+    from nqf.theory.predict import PredictConfig, predict
 
     with jax.enable_x64(True):
         arch, X, Y, data = _setup(run["task"])
@@ -157,8 +157,8 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def train_run(run: dict[str, Any]) -> dict[str, Any]:
     """GD on the tanh network or its quadratic model: loss and mode occupations at every step."""
-    from .._reduction import mode_basis
-    from .._training import train
+    from nqf.theory.modes import mode_basis
+    from nqf.training.runs import train
 
     with jax.enable_x64(True):
         arch, X, Y, data = _setup(run["task"])
@@ -213,7 +213,7 @@ def _seed_summary(records: dict[str, dict], seed: int) -> dict[str, Any]:
 
 
 def summarise(config: DigitsConfig, records: dict[str, dict]) -> ExperimentResult:
-    from .._predict import LV_DEFECT_TOLERANCE
+    from nqf.theory.predict import LV_DEFECT_TOLERANCE
 
     seeds = {s: _seed_summary(records, s) for s in config.seeds}
     s0 = config.seeds[0]

@@ -15,8 +15,8 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .._store import atomic_write_bytes
-from .._verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim
+from nqf.store.results import atomic_write_bytes
+from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim
 from ..experiments._base import ExperimentOutcome
 from ._style import OKABE_ITO, SavedFigure
 

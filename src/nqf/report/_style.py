@@ -22,8 +22,8 @@ from typing import Any
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .._errors import NqfError
-from .._store import atomic_write_bytes
+from nqf.core.errors import NqfError
+from nqf.store.results import atomic_write_bytes
 
 OKABE_ITO: dict[str, str] = {
     "black": "#000000",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._compare import Comparison
-from .._errors import NqfError
+from nqf.comparison.compare import Comparison
+from nqf.core.errors import NqfError
 from ._style import PALETTE, axis_label, curve, new_figure, setup_axes, write_figure
 
 # One colour per optimizer, fixed so that figures of different runs agree.
@@ -33,7 +33,7 @@ def _positive_steps(steps, loss):
 def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     """Write the comparison figure to ``path`` (PNG, or PDF when it ends in .pdf); returns the path.
 
-    ``overlay``: an ``nqf._curves.OverlayComparison``, drawn as a measured curve (solid black) with
+    ``overlay``: an ``nqf.comparison.curves.OverlayComparison``, drawn as a measured curve (solid black) with
     its switch-on steps and the M-flow's by the loss convention as markers.
     """
     path = Path(path)

@@ -12,10 +12,10 @@ Two long-format tables (one observation a row), CSV with a header row:
     ``lv_flow`` (the LV ODE), ``closed_form`` (the logistic closed form), ``singular_limit``.
     Convention of the switch-on step: ``occupation`` (m_k first reaches m_k*/2, the
     theory's threshold), ``own_occupation`` (half of the run's own final occupation) or
-    ``loss`` (the loss falls to the midpoint between the predicted plateaus, ``nqf._curves``:
+    ``loss`` (the loss falls to the midpoint between the predicted plateaus, ``nqf.comparison.curves``:
     the overlay and the M-flow it is compared with). plateau_loss: the loss on the plateau
     after the switch, the source's curve read at the log-midpoint to the next switch
-    (``nqf._compare.measured_plateau_losses``), or the singular limit's equilibrium loss.
+    (``nqf.comparison.compare.measured_plateau_losses``), or the singular limit's equilibrium loss.
 
 Empty cells: not available, or not finite (never switched within the horizon, diverged).
 Modes are numbered from 1 in the order of growth (largest first). A leaf: the numerical
@@ -79,7 +79,7 @@ def _mode_rows(source, optimizer, seed, convention, switch, plateau=None) -> lis
 
 def prediction_mode_rows(prediction, optimizer: str, seed) -> list[tuple]:
     """The switch-on steps (occupation convention) and plateau losses of every source of a Prediction."""
-    from .._compare import measured_plateau_losses
+    from nqf.comparison.compare import measured_plateau_losses
 
     p = prediction
     horizon = float(p.config.steps)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
-from .._lotka_volterra import switch_slope_gd, switch_slope_momentum
+from nqf.theory.lotka_volterra import switch_slope_gd, switch_slope_momentum
 from ._panels import BLACK as _BLACK
 from ._panels import labelled_errorbar
 from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes

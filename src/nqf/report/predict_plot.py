@@ -5,7 +5,7 @@ limit's staircase (its plateau losses, stepping down at its step times), with th
 switch-on steps of each source as vertical lines in the source's colour and line style
 (M-flow, LV map, singular limit), the plateau losses as thin horizontal lines, and,
 when given, a measured loss curve (solid black) with its switch-on steps and the
-M-flow's by the loss convention (``nqf._curves``) as markers on the curves. Colours and
+M-flow's by the loss convention (``nqf.comparison.curves``) as markers on the curves. Colours and
 line styles: ``nqf.report._style``. A leaf: the numerical core never imports this.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._curves import OverlayComparison
-from .._errors import NqfError
-from .._predict import Prediction
+from nqf.comparison.curves import OverlayComparison
+from nqf.core.errors import NqfError
+from nqf.theory.predict import Prediction
 from ._style import PALETTE, SOURCES, axis_label, curve, new_figure, setup_axes, write_figure
 
 _MFLOW, _LV, _LIMIT, _MEASURED = 0, 1, 2, 6  # PALETTE indices: blue, orange, green, black

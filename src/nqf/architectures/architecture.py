@@ -1,0 +1,309 @@
+r"""Architectures as unit functions, and the quadratic form they reduce to.
+
+An architecture is one unit function ``phi(w, x) -> R^K`` plus the unit's parameter
+template (a PyTree). The layer is the sum over n interchangeable units,
+
+    f(x; W) = sum_{i=1..n} phi(w_i, x),      W = [w_1 ... w_n] in R^{d x n},
+
+where each column w_i is the unit's parameter PyTree flattened in template leaf order
+(``Architecture.blocks`` lists the order). A mixture of experts additionally routes
+with a gate across units: f = sum_i g_i(x) phi(w_i, x), g = route(gate logits); at
+w = 0 the softmax gate is uniform (g_i = 1/n).
+
+Near w = 0 the layer is the quadratic form (THEORY.md section 1)
+
+    f_c(x; W) ~= Tr[W W^T A_c(x)] = <M, A_c(x)>,   A_c(x) = (1/2) Hessian_w (g0 phi_c)(0, x),
+
+with M = W W^T. ``structure_matrix`` computes A by autodiff (the generic route, any
+unit function); built-in architectures also carry a hand-derived closed form in
+low-rank block-factor form (``closed_form``) that downstream code uses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nqf.core.errors import NqfError
+from nqf.architectures.structure import BlockFactors, BlockTerm, DenseStructure, Structure
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class ClosedTerm:
+    """One block coupling of a closed-form A(x) for a single input x.
+
+    A_c(x) gets 1/2 sum_r (E_L^T left[c, r] right[c, r]^T E_R + transpose), with
+    left: (K, R, d_L) on template leaf ``left_block`` and right: (K, R, d_R) on
+    ``right_block``. When left_block == right_block the term is a diagonal block.
+    """
+
+    left_block: str = field(metadata=dict(static=True))
+    right_block: str = field(metadata=dict(static=True))
+    left: jax.Array = None
+    right: jax.Array = None
+
+
+@dataclass(frozen=True)
+class Router:
+    """A gate across units: f = sum_i route(logits)_i phi(w_i, x), logits_i = gate_logit(w_i, x).
+
+    ``units`` is the number of units (experts) the gate is defined over; ``route`` maps
+    the (n,) logits to (n,) nonnegative weights.
+    """
+
+    units: int
+    gate_logit: Callable[[Any, jax.Array], jax.Array]
+    route: Callable[[jax.Array], jax.Array]
+
+
+class Block(NamedTuple):
+    """A parameter leaf of the unit: its name, shape and [start, stop) in the flat vector."""
+
+    name: str
+    shape: tuple[int, ...]
+    start: int
+    stop: int
+
+
+def _leaf_name(path) -> str:
+    parts = []
+    for key in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(key, attr):
+                parts.append(str(getattr(key, attr)))
+                break
+    return ".".join(parts) if parts else "w"
+
+
+@dataclass(frozen=True, eq=False)
+class Architecture:
+    """A unit function, its parameter template, and what is known about its structure.
+
+    Attributes:
+        name: registry name (``mlp``, ``attention``, ...) or a user's label.
+        unit: ``phi(w, x) -> (K,)`` for one unit's parameter PyTree ``w`` and one input ``x``.
+        template: PyTree of arrays / ``jax.ShapeDtypeStruct`` giving the unit's parameter shapes.
+        input_shape: shape of one input x.
+        outputs: K, the number of outputs.
+        options: the constructor options, for display and for hashing configurations.
+        router: optional gate across units (mixture of experts).
+        closed_form: optional ``x -> tuple[ClosedTerm, ...]``, the hand-derived A(x).
+        closed_form_text: ``((block pair, formula), ...)`` describing that closed form.
+        description: one line for ``nqf structure --list``.
+    """
+
+    name: str
+    unit: Callable[[Any, jax.Array], jax.Array]
+    template: Any
+    input_shape: tuple[int, ...]
+    outputs: int
+    options: tuple[tuple[str, Any], ...] = ()
+    router: Router | None = None
+    closed_form: Callable[[jax.Array], tuple[ClosedTerm, ...]] | None = None
+    closed_form_text: tuple[tuple[str, str], ...] = ()
+    description: str = ""
+
+    def __post_init__(self):
+        leaves = jax.tree_util.tree_leaves(self.template)
+        if not leaves:
+            raise NqfError(f"architecture {self.name!r}: the parameter template has no leaves")
+        for leaf in leaves:
+            if not hasattr(leaf, "shape"):
+                raise NqfError(
+                    f"architecture {self.name!r}: template leaves must be arrays or jax.ShapeDtypeStruct, got {type(leaf).__name__}"
+                )
+        if self.outputs < 1:
+            raise NqfError(f"architecture {self.name!r}: outputs must be >= 1")
+
+    # -- parameter layout -------------------------------------------------------------
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        """The unit's parameter leaves in flattening order (the documented W layout)."""
+        leaves, _ = jax.tree_util.tree_flatten_with_path(self.template)
+        out, start = [], 0
+        for path, leaf in leaves:
+            size = int(math.prod(leaf.shape))
+            out.append(Block(_leaf_name(path), tuple(leaf.shape), start, start + size))
+            start += size
+        return tuple(out)
+
+    @property
+    def dim(self) -> int:
+        """d, the number of parameters of one unit."""
+        return self.blocks[-1].stop
+
+    def block(self, name: str) -> Block:
+        for b in self.blocks:
+            if b.name == name:
+                return b
+        raise NqfError(f"architecture {self.name!r} has no parameter block {name!r}")
+
+    def unravel(self, w: jax.Array) -> Any:
+        """Flat (d,) vector -> the unit's parameter PyTree (template order)."""
+        treedef = jax.tree_util.tree_structure(self.template)
+        leaves = [w[b.start : b.stop].reshape(b.shape) for b in self.blocks]
+        return jax.tree_util.tree_unflatten(treedef, leaves)
+
+    def ravel(self, params: Any) -> jax.Array:
+        """The unit's parameter PyTree -> flat (d,) vector (template order)."""
+        leaves = jax.tree_util.tree_leaves(params)
+        return jnp.concatenate([jnp.ravel(leaf) for leaf in leaves])
+
+    def option(self, key: str, default: Any = None) -> Any:
+        return dict(self.options).get(key, default)
+
+    # -- the unit seen by the quadratic form ---------------------------------------------
+    def zero_gate_weight(self) -> float:
+        """g0, the gate weight of one unit at W = 0 (1 without a router)."""
+        if self.router is None:
+            return 1.0
+        # evaluated eagerly even while tracing (jit/vmap of structure_matrix): g0 is a constant
+        with jax.ensure_compile_time_eval():
+            weights = self.router.route(jnp.zeros((self.router.units,)))
+            return float(weights[0])
+
+    def effective_unit(self, w: jax.Array, x: jax.Array) -> jax.Array:
+        """g0 * phi(w, x) for a flat w: the unit's contribution at leading order, (K,)."""
+        out = self.unit(self.unravel(w), x)
+        return self.zero_gate_weight() * jnp.reshape(out, (self.outputs,))
+
+
+def check_width(arch: Architecture, n: int) -> None:
+    if arch.router is not None and n != arch.router.units:
+        raise NqfError(
+            f"{arch.name}: the gate is defined over {arch.router.units} experts, so the width must be {arch.router.units} (got {n})"
+        )
+
+
+def network(arch: Architecture, W: jax.Array, x: jax.Array) -> jax.Array:
+    """The full layer f(x; W) = sum_i g_i phi(w_i, x). W: (d, n), x: input_shape; returns (K,)."""
+    if W.ndim != 2 or W.shape[0] != arch.dim:
+        raise NqfError(f"{arch.name}: W must have shape (d={arch.dim}, n), got {tuple(W.shape)}")
+    check_width(arch, W.shape[1])
+    params = jax.vmap(arch.unravel, in_axes=1)(W)
+    values = jax.vmap(arch.unit, in_axes=(0, None))(params, x).reshape(W.shape[1], arch.outputs)
+    if arch.router is None:
+        return values.sum(axis=0)
+    logits = jax.vmap(arch.router.gate_logit, in_axes=(0, None))(params, x).reshape(W.shape[1])
+    return arch.router.route(logits) @ values
+
+
+def order_parameter(W: jax.Array) -> jax.Array:
+    """M = W W^T, (d, d); invariant under W -> W O for orthogonal O."""
+    return W @ W.T
+
+
+def init_weights(arch: Architecture, key: jax.Array, n: int, sigma0: float, dtype=None) -> jax.Array:
+    """W0 with i.i.d. N(0, sigma0^2) entries, shape (d, n); E[M(0)] = n sigma0^2 I."""
+    check_width(arch, n)
+    dtype = dtype or jnp.result_type(float)
+    return sigma0 * jax.random.normal(key, (arch.dim, n), dtype=dtype)
+
+
+def structure_matrix(arch: Architecture, x: jax.Array) -> jax.Array:
+    """A(x) by the generic route: (1/2) Hessian of g0 phi at w = 0. Returns (K, d, d)."""
+    x = jnp.asarray(x)
+    zero = jnp.zeros((arch.dim,), dtype=jnp.result_type(x.dtype, float))
+    return 0.5 * jax.hessian(arch.effective_unit)(zero, x)
+
+
+def closed_form_structure(arch: Architecture, x: jax.Array) -> jax.Array:
+    """A(x) from the architecture's hand-derived closed form, (K, d, d)."""
+    if arch.closed_form is None:
+        raise NqfError(f"{arch.name}: no closed form is known; use structure_matrix (autodiff)")
+    return structure(arch, jnp.asarray(x)[None], method="closed").dense()[0]
+
+
+def _closed_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
+    per_sample = jax.vmap(arch.closed_form)(X)
+    terms = []
+    for term in per_sample:
+        lb, rb = arch.block(term.left_block), arch.block(term.right_block)
+        terms.append(BlockTerm(term.left, term.right, (lb.start, lb.stop), (rb.start, rb.stop)))
+    return BlockFactors(tuple(terms), arch.dim)
+
+
+def structure(arch: Architecture, X: jax.Array, method: str = "auto", batch_size: int = 256) -> Structure:
+    """Structure matrices of the samples X: (N, *input_shape), in structured form.
+
+    method: ``closed`` (block factors from the closed form), ``autodiff`` (dense
+    Hessians, built in batches of ``batch_size``), or ``auto`` (closed when known).
+    """
+    X = jnp.asarray(X)
+    if X.shape[1:] != tuple(arch.input_shape):
+        raise NqfError(
+            f"{arch.name}: inputs must have shape (N, {', '.join(map(str, arch.input_shape))}), got {tuple(X.shape)}"
+        )
+    if method == "auto":
+        method = "closed" if arch.closed_form is not None else "autodiff"
+    if method == "closed":
+        if arch.closed_form is None:
+            raise NqfError(f"{arch.name}: no closed form is known; use method='autodiff'")
+        return _closed_terms(arch, X)
+    if method == "autodiff":
+        mats = jax.lax.map(lambda x: structure_matrix(arch, x), X, batch_size=min(batch_size, X.shape[0]))
+        return DenseStructure(mats)
+    raise NqfError(f"unknown structure method {method!r}; choose auto, closed or autodiff")
+
+
+def quadratic_model(arch: Architecture, M: jax.Array, x: jax.Array) -> jax.Array:
+    """The quadratic model f_c(x) = <M, A_c(x)> for one input; M: (d, d) (use M = W W^T). Returns (K,)."""
+    return structure(arch, jnp.asarray(x)[None]).forms(M)[0]
+
+
+def describe_blocks(arch: Architecture, A: jax.Array | np.ndarray, atol: float = 0.0) -> list[dict]:
+    """Which parameter blocks of A (K x d x d) couple, with the Frobenius norm of each pair.
+
+    Returns a list of {"rows", "cols", "norm"} for pairs (rows <= cols in block order)
+    whose norm exceeds atol, in block order.
+    """
+    A = np.asarray(A)
+    out = []
+    blocks = arch.blocks
+    for i, bi in enumerate(blocks):
+        for bj in blocks[i:]:
+            norm = float(np.linalg.norm(A[:, bi.start : bi.stop, bj.start : bj.stop]))
+            if bi is bj or norm > atol:
+                out.append({"rows": bi.name, "cols": bj.name, "norm": norm})
+    return [b for b in out if b["norm"] > atol]
+
+def _function_key(fn) -> Any:
+    """A function of a built-in architecture (defined in ``nqf.architectures``) by its module
+    and name, since a built-in architecture is determined by its options; any other
+    function by identity (the cache keeps it alive, so its id is not reused)."""
+    if fn is None:
+        return None
+    module, name = getattr(fn, "__module__", None) or "", getattr(fn, "__qualname__", None)
+    if name and module.startswith("nqf.architectures."):
+        return ("nqf", module, name)
+    return fn
+
+
+def arch_key(arch: Architecture) -> Any:
+    """A hashable description of what the compiled run uses of ``arch`` (Architecture compares by identity)."""
+    template = jax.tree_util.tree_structure(arch.template), tuple(
+        (tuple(leaf.shape), str(leaf.dtype)) for leaf in jax.tree_util.tree_leaves(arch.template)
+    )
+    router = arch.router
+    key = (
+        arch.name,
+        arch.options,
+        tuple(arch.input_shape),
+        arch.outputs,
+        template,
+        _function_key(arch.unit),
+        _function_key(arch.closed_form),
+        None if router is None else (router.units, _function_key(router.gate_logit), _function_key(router.route)),
+    )
+    try:
+        hash(key)
+    except TypeError:  # unhashable options: fall back to the object itself
+        return ("identity", arch)
+    return key

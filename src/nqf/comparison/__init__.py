@@ -1,0 +1,2 @@
+"""Stage 4, theory beside training: ``compare`` runs both on one task and measures where they
+agree; ``curves`` reads users' own loss curves in for the same measurement."""

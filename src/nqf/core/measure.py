@@ -1,0 +1,159 @@
+r"""Measurements on recorded trajectories: switch-on steps, loss crossings, slopes versus init scale.
+
+A mode's switch-on step is the first step at which its occupation m_k = q_k^T M q_k
+reaches a threshold: by convention half of the theory's fixed-point occupation, one
+threshold for every model (THEORY.md section 5); :func:`own_thresholds` gives half of a
+run's own final occupation instead, for comparison.
+
+Resolution: where consecutive records are one step apart the answer is exact, the
+first recorded step t with m(t) >= threshold (an integer). Where the crossing falls
+between records further apart, the step is linearly interpolated in m between the two
+records around it (a fractional step; the occupation's growth is exponential, so this
+is an estimate good to a fraction of the gap). Never reached: NaN. Non-finite records
+(a diverged run) never count as reaching.
+
+All functions take records with any leading axes (seeds, init scales) and the record
+steps as the last-but-one (occupations) or last (loss) axis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from nqf.core.errors import NqfError
+
+
+def _first_crossing(steps: np.ndarray, values: np.ndarray, threshold: np.ndarray, upward: bool) -> np.ndarray:
+    """First step where values (..., R) reach threshold (...,); NaN if never. See the module docstring."""
+    steps = np.asarray(steps, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    threshold = np.broadcast_to(np.asarray(threshold, dtype=np.float64), values.shape[:-1])
+    if values.shape[-1] != steps.shape[0]:
+        raise NqfError(f"records have {values.shape[-1]} entries but there are {steps.shape[0]} record steps")
+    finite = np.isfinite(values)
+    reached = finite & ((values >= threshold[..., None]) if upward else (values <= threshold[..., None]))
+    any_reached = reached.any(axis=-1)
+    i = np.argmax(reached, axis=-1)
+    out = np.full(values.shape[:-1], np.nan)
+    for idx in zip(*np.nonzero(any_reached)) if values.ndim > 1 else ([()] if any_reached else []):
+        k = int(i[idx])
+        if k == 0 or steps[k] - steps[k - 1] <= 1 or not finite[idx + (k - 1,)]:
+            out[idx] = steps[k]
+            continue
+        v0, v1 = values[idx + (k - 1,)], values[idx + (k,)]
+        frac = (threshold[idx] - v0) / (v1 - v0)
+        out[idx] = steps[k - 1] + frac * (steps[k] - steps[k - 1])
+    return out
+
+
+def switch_steps(steps, occupations, thresholds) -> np.ndarray:
+    """Switch-on step of each mode: first step with occupations[..., t, k] >= thresholds[k].
+
+    steps: (R,) record steps; occupations: (..., R, m); thresholds: (m,) or (..., m).
+    Returns (..., m) floats (NaN: never reached).
+    """
+    occ = np.asarray(occupations, dtype=np.float64)
+    if occ.ndim < 2:
+        raise NqfError(f"occupations must be (..., R, m), got shape {occ.shape}")
+    thr = np.asarray(thresholds, dtype=np.float64)
+    return _first_crossing(steps, np.moveaxis(occ, -1, -2), thr, upward=True)
+
+
+def half_fixed_point(fixed_point_occupations) -> np.ndarray:
+    """The convention's thresholds: half of the theory's fixed-point occupations m_k*."""
+    return 0.5 * np.asarray(fixed_point_occupations, dtype=np.float64)
+
+
+def own_thresholds(occupations, fraction: float = 0.5) -> np.ndarray:
+    """``fraction`` of each run's own final occupation (the last finite record), (..., m)."""
+    occ = np.asarray(occupations, dtype=np.float64)
+    finite_rows = np.all(np.isfinite(occ), axis=-1)  # (..., R)
+    last = occ.shape[-2] - 1 - np.argmax(finite_rows[..., ::-1], axis=-1)
+    final = np.take_along_axis(occ, last[..., None, None], axis=-2)[..., 0, :]
+    final = np.where(finite_rows.any(axis=-1)[..., None], final, np.nan)
+    return fraction * final
+
+
+def switch_steps_own(steps, occupations, fraction: float = 0.5) -> np.ndarray:
+    """Switch-on steps timed at ``fraction`` of each run's own final occupation."""
+    return switch_steps(steps, occupations, own_thresholds(occupations, fraction))
+
+
+def plateau_levels(plateau_losses) -> np.ndarray:
+    """Loss levels between consecutive plateaus: the arithmetic midpoints (L_j + L_{j+1}) / 2."""
+    p = np.asarray(plateau_losses, dtype=np.float64)
+    if p.ndim != 1 or p.size < 2:
+        raise NqfError("plateau losses must be a 1-D sequence of at least two levels")
+    return 0.5 * (p[:-1] + p[1:])
+
+
+def loss_crossings(steps, loss, levels) -> np.ndarray:
+    """First step at which loss[..., t] <= each level (interpolated as in the module docstring).
+
+    steps: (R,); loss: (..., R); levels: (L,). Returns (..., L), NaN where never reached.
+    """
+    loss = np.asarray(loss, dtype=np.float64)
+    levels = np.asarray(levels, dtype=np.float64)
+    stacked = np.broadcast_to(loss[..., None, :], loss.shape[:-1] + (levels.size, loss.shape[-1]))
+    return _first_crossing(steps, stacked, levels, upward=False)
+
+
+@dataclass(frozen=True)
+class SlopeFit:
+    """Least-squares line step = intercept + slope * ln(1/sigma0) with standard errors.
+
+    stderr = sqrt(s^2 / sum (x - xbar)^2), s^2 = residual sum of squares / (points - 2);
+    NaN with fewer than three points.
+    """
+
+    slope: float
+    stderr: float
+    intercept: float
+    intercept_stderr: float
+    points: int
+
+
+def fit_switch_slope(sigma0s, steps) -> SlopeFit:
+    """Slope of switch-on step versus ln(1/sigma0).
+
+    sigma0s: (S,); steps: (S,) or (S, seeds) (several seeds per scale); NaN entries are
+    left out.
+    """
+    sigma0s = np.asarray(sigma0s, dtype=np.float64)
+    steps = np.asarray(steps, dtype=np.float64)
+    if steps.shape[0] != sigma0s.shape[0]:
+        raise NqfError(f"need one row of switch steps per sigma0: {sigma0s.shape[0]} scales, {steps.shape[0]} rows")
+    if np.any(sigma0s <= 0):
+        raise NqfError("sigma0 values must be positive to take ln(1/sigma0)")
+    x = np.broadcast_to(np.log(1.0 / sigma0s).reshape((-1,) + (1,) * (steps.ndim - 1)), steps.shape)
+    keep = np.isfinite(steps)
+    x, y = x[keep], steps[keep]
+    n = x.size
+    if n < 2 or np.ptp(x) == 0:
+        raise NqfError("fitting a slope needs switch steps at two or more distinct init scales")
+    xm, ym = x.mean(), y.mean()
+    sxx = np.sum((x - xm) ** 2)
+    slope = np.sum((x - xm) * (y - ym)) / sxx
+    intercept = ym - slope * xm
+    if n > 2:
+        s2 = np.sum((y - intercept - slope * x) ** 2) / (n - 2)
+        se = math.sqrt(s2 / sxx)
+        se_int = math.sqrt(s2 * (1.0 / n + xm**2 / sxx))
+    else:
+        se = se_int = math.nan
+    return SlopeFit(float(slope), float(se), float(intercept), float(se_int), int(n))
+
+
+def gd_escape_slope(lr: float, growth: float, beta: float = 0.0) -> float:
+    """Predicted switch-step shift per unit ln(1/sigma0) near M = 0 (THEORY.md section 2).
+
+    Plain GD (beta = 0): 1 / ln(1 + 2 lr c). Heavy-ball momentum beta: 1 / ln z with z the
+    larger root of z^2 - (1 + beta + 2 lr c) z + beta = 0 (the weight grows by z per step,
+    the occupation by z^2, and sigma0 enters M squared).
+    """
+    b = 1.0 + beta + 2.0 * lr * growth
+    z = 0.5 * (b + math.sqrt(b * b - 4.0 * beta))
+    return 1.0 / math.log(z)

@@ -1,0 +1,392 @@
+"""The results store: one JSON file per finished run, keyed by a hash of everything that determines it.
+
+Layout under the results directory ``root``::
+
+    root/runs/<experiment>/<key>.json
+
+``key`` is the SHA-256 of the canonical JSON (sorted keys, no whitespace) of
+``{"experiment", "run", "config", "nqf_version"}``; the run's config holds its seed,
+so seed, config and package version all change the key. Each file is
+
+    {"format": "nqf-run", "format_version": 2, "experiment", "run", "key",
+     "nqf_version", "config", "record", "checksum"}
+
+``checksum`` is ``"sha256:"`` + the SHA-256 of the canonical JSON of every other field,
+so an edit anywhere in the file (the record body included: a number changed, a value
+set to NaN, the record emptied) is detected on every read.
+
+Writes are atomic: the file is written to a hidden temporary file in the same folder,
+flushed and fsynced, given the permissions the umask allows (as ``open`` would), then
+``os.replace``-d onto its name, so a reader sees either no file or a whole one, and a
+crash leaves at most a stray ``.<key>.*.tmp`` that readers ignore. Reading never raises:
+a file that is unreadable, not valid JSON, lacks the header, does not hash to its name,
+fails its checksum or has an older format is *reported* (:attr:`ResultsStore.problems`,
+one line each) and treated as absent, so the run is recomputed and the file overwritten.
+
+Processes sharing a store share the work through :meth:`ResultsStore.claim`: an
+exclusive ``flock`` on ``runs/<experiment>/.<key>.lock`` held while a run is computed.
+The kernel releases it when its holder dies, even by SIGKILL, so no claim goes stale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nqf.core.errors import NqfError
+
+FORMAT = "nqf-run"
+FORMAT_VERSION = 2
+_KEY = re.compile(r"^[0-9a-f]{64}$")
+_FALLBACK_VERSION = "0.1.0"
+_CHECKSUM_PREFIX = "sha256:"
+
+
+def _read_umask() -> int:
+    """The process umask. It can only be read by setting it, so this is done once, at import,
+    before nqf starts threads or workers (which would otherwise race on the brief zero mask)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_read_umask()
+
+
+def package_version() -> str:
+    """The installed nqf version (read from the package metadata, not from ``nqf/__init__``)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return version("nqf")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return _FALLBACK_VERSION
+
+
+def to_jsonable(value: Any, where: str = "value") -> Any:
+    """``value`` as plain JSON data: dicts with str keys, lists, str, bool, int, float, None.
+
+    numpy / JAX arrays become nested lists, numpy scalars Python numbers, tuples lists and
+    dataclasses dicts. Anything else raises NqfError naming ``where``.
+    """
+    if value is None or isinstance(value, (bool, str, int, float)):
+        return value
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise NqfError(f"{where} has a non-string key {k!r}; JSON records need string keys")
+            out[k] = to_jsonable(v, f"{where}[{k!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, where)
+    if isinstance(value, np.generic):
+        return value.item()
+    if hasattr(value, "__array__"):  # numpy and JAX arrays
+        array = np.asarray(value)
+        if array.dtype.kind in "biuf":
+            return array.tolist()
+    raise NqfError(f"{where} of type {type(value).__name__} cannot be stored as JSON")
+
+
+def _canonical(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=True)
+    except ValueError:
+        raise NqfError("a run config must not contain NaN or infinity") from None
+
+
+def checksum(document: Mapping[str, Any]) -> str:
+    """``"sha256:<hex>"`` of the canonical JSON of ``document`` without its ``checksum`` field.
+
+    NaN and infinities are allowed (records may hold them) and serialise as JSON's usual
+    ``NaN`` / ``Infinity`` tokens; Python floats round-trip exactly, so a document read
+    back hashes as it was written.
+    """
+    body = {name: value for name, value in document.items() if name != "checksum"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True, ensure_ascii=True)
+    return _CHECKSUM_PREFIX + hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def run_key(experiment: str, run: str, config: Mapping[str, Any], version: str) -> str:
+    """SHA-256 (hex) of the canonical JSON of {experiment, run, config, nqf_version}."""
+    payload = {"experiment": experiment, "run": run, "config": to_jsonable(config, "run config"), "nqf_version": version}
+    return hashlib.sha256(_canonical(payload).encode("ascii")).hexdigest()
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise NqfError(f"{kind} name {name!r} must be letters, digits, '_', '.', '-' (not starting with '.')")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename.
+
+    The file gets mode ``0o666 & ~umask``, as a plain ``open`` would give it (``mkstemp``
+    alone makes it 0600).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), _FILE_MODE)
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable; not every filesystem allows fsync on a folder
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+class Claim:
+    """An exclusive ``flock`` on one run's lock file, held while the run is computed.
+
+    Taken with :meth:`ResultsStore.claim`; released by :meth:`release` (or by leaving the
+    ``with`` block, or by the holder's death). The holder removes the lock file before
+    releasing it, so the store keeps no lock files behind, except those of killed holders,
+    which are harmless: the next claimant locks and then removes them.
+    """
+
+    def __init__(self, path: Path, fd: int):
+        self.path = path
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        os.close(self._fd)  # closing the only descriptor releases the flock
+        self._fd = None
+
+    def __enter__(self) -> Claim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _lock(path: Path, wait: bool) -> Claim | None:
+    """Lock ``path`` (created if absent); None if another process holds it and ``wait`` is false.
+
+    A holder unlinks the file before releasing it, so a lock taken on a descriptor whose
+    file is no longer at ``path`` guards nothing: then the file is opened afresh.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            raise
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            current = os.stat(path)
+        except FileNotFoundError:
+            current = None
+        held = os.fstat(fd)
+        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            return Claim(path, fd)
+        os.close(fd)
+
+
+class ResultsStore:
+    """Finished runs under ``root``; see the module docstring for layout and guarantees.
+
+    ``problems`` collects one line per corrupt or foreign file met while reading
+    (each file once); readers skip such files, they never raise. Each line ends with
+    ``skipped``, or with ``to be recomputed`` for a file met by :meth:`get` when
+    ``recompute`` is true (the caller computes absent runs afresh, as ``reproduce`` does; a
+    recompute that then fails is reported by the caller as a failed run).
+    """
+
+    def __init__(self, root: str | os.PathLike, version: str | None = None, recompute: bool = False):
+        self.root = Path(root)
+        self.version = package_version() if version is None else version
+        self.recompute = recompute
+        self._problems: dict[str, str] = {}
+
+    @property
+    def problems(self) -> list[str]:
+        return list(self._problems.values())
+
+    def _problem(self, path: Path, message: str, action: str = "skipped") -> None:
+        rel = path.relative_to(self.root) if path.is_relative_to(self.root) else path
+        self._problems.setdefault(str(rel), f"{rel}: {message}; {action}")
+
+    def key(self, experiment: str, run: str, config: Mapping[str, Any]) -> str:
+        """The run's key under this store's package version."""
+        return run_key(experiment, run, config, self.version)
+
+    def path(self, experiment: str, key: str) -> Path:
+        _check_name("experiment", experiment)
+        if not _KEY.match(key):
+            raise NqfError(f"not a run key: {key!r}")
+        return self.root / "runs" / experiment / f"{key}.json"
+
+    def claim(self, experiment: str, key: str, wait: bool = False) -> Claim | None:
+        """Claim the run ``key`` for computing it: a held :class:`Claim`, or None when another
+        process holds it (only with ``wait=False``; ``wait=True`` blocks until it is free).
+
+        Whoever holds the claim should look in the store again before computing: the
+        previous holder may have stored the run in the meantime.
+        """
+        path = self.path(experiment, key)
+        return _lock(path.with_name(f".{key}.lock"), wait)
+
+    def put(self, experiment: str, run: str, config: Mapping[str, Any], record: Mapping[str, Any]) -> dict:
+        """Store a finished run atomically; returns the record as it will be read back."""
+        _check_name("experiment", experiment)
+        _check_name("run", run)
+        if not isinstance(record, Mapping):
+            raise NqfError(f"run {experiment}/{run} returned {type(record).__name__}; a record must be a dict")
+        config = to_jsonable(config, f"config of {experiment}/{run}")
+        key = run_key(experiment, run, config, self.version)
+        document = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "experiment": experiment,
+            "run": run,
+            "key": key,
+            "nqf_version": self.version,
+            "config": config,
+            "record": to_jsonable(record, f"record of {experiment}/{run}"),
+        }
+        document["checksum"] = checksum(document)
+        text = json.dumps(document, sort_keys=True, indent=1, allow_nan=True)
+        path = self.path(experiment, key)
+        if path.is_dir() and not path.is_symlink():  # a folder where the record goes (damage): a file cannot replace it
+            shutil.rmtree(path)
+        atomic_write_bytes(path, text.encode("utf-8"))
+        # Hand back exactly what a later `get` returns, so fresh and resumed runs summarise alike.
+        return json.loads(text)["record"]
+
+    def get(self, experiment: str, run: str, config: Mapping[str, Any]) -> dict | None:
+        """The stored record of this run, or None when absent, corrupt or foreign (then reported)."""
+        key = self.key(experiment, run, config)
+        path = self.path(experiment, key)
+        action = "to be recomputed" if self.recompute else "skipped"
+        document = self._read(path, experiment, action)
+        if document is None:
+            return None
+        if document["run"] != run:
+            self._problem(path, f"holds run {document['run']!r}, expected {run!r}", action)
+            return None
+        return document["record"]
+
+    def _read(self, path: Path, experiment: str, action: str = "skipped") -> dict | None:
+        """Read and validate one run file; None (and a problem line ending in ``action``) unless it is sound."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except IsADirectoryError:
+            self._problem(path, "a folder stands where the record should be", action)
+            return None
+        except (OSError, UnicodeDecodeError) as err:
+            self._problem(path, f"unreadable ({type(err).__name__})", action)
+            return None
+        try:
+            document = json.loads(text)
+        except ValueError as err:
+            self._problem(path, f"not valid JSON ({err.msg} at line {err.lineno})", action)
+            return None
+        message = self._header_problem(document, path, experiment)
+        if message:
+            self._problem(path, message, action)
+            return None
+        return document
+
+    @staticmethod
+    def _header_problem(document: Any, path: Path, experiment: str) -> str:
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            return "not an nqf run record (foreign file)"
+        if document.get("format_version") != FORMAT_VERSION:
+            return f"record format version {document.get('format_version')!r} (stale), this nqf reads {FORMAT_VERSION}"
+        fields = {
+            "experiment": str,
+            "run": str,
+            "key": str,
+            "nqf_version": str,
+            "config": dict,
+            "record": dict,
+            "checksum": str,
+        }
+        for name, kind in fields.items():
+            if not isinstance(document.get(name), kind):
+                return f"header field {name!r} missing or not a {kind.__name__}"
+        if document["experiment"] != experiment:
+            return f"holds experiment {document['experiment']!r} in the folder of {experiment!r}"
+        if document["key"] != path.stem:
+            return "header key does not match the file name"
+        try:
+            expected = run_key(experiment, document["run"], document["config"], document["nqf_version"])
+        except NqfError as err:
+            return f"config cannot be hashed ({err})"
+        if expected != path.stem:
+            return "header does not hash to the file name (edited or corrupt)"
+        if document["checksum"] != checksum(document):
+            return "checksum does not match the contents (edited or corrupt)"
+        return ""
+
+    def scan(self) -> Iterator[dict]:
+        """Every sound record in the store (documents with header); reports everything else.
+
+        Leftover temporary files of interrupted writes (hidden ``.*.tmp``) and lock files
+        (hidden ``.*.lock``) are ignored.
+        """
+        runs = self.root / "runs"
+        if not runs.is_dir():
+            return
+        for entry in sorted(runs.iterdir()):
+            if entry.name.startswith("."):
+                continue
+            if not entry.is_dir():
+                self._problem(entry, "foreign file in the store")
+                continue
+            for path in sorted(entry.iterdir()):
+                if path.name.startswith(".") and path.name.endswith((".tmp", ".lock")):
+                    continue
+                if not (path.suffix == ".json" and _KEY.match(path.stem)):
+                    self._problem(path, "foreign file in the store")
+                    continue
+                document = self._read(path, entry.name)
+                if document is not None:
+                    yield document
+

@@ -1,0 +1,186 @@
+r"""Claims, tolerances and the one function that turns them into verdicts.
+
+A claim pairs a number the theory predicts with the number an experiment measured and
+a tolerance stated in advance. Its verdict is *computed* (:func:`judge`), never
+written by hand:
+
+* ``"confirmed"``: both numbers exist and ``measured`` lies within the tolerance of
+  ``predicted``;
+* ``"not confirmed"``: both numbers exist and it does not (or one of them is NaN/inf);
+* ``"not applicable"``: a number is missing (``None``), with the reason, e.g. the
+  theory gives no prediction for this architecture, or the mode never switched on.
+
+Tolerance kinds, with p = predicted and m = measured (THEORY.md section 5: tolerances
+are stated in numbers):
+
+=============  ==========================================  =====================
+kind           confirmed when                              ``value``
+=============  ==========================================  =====================
+relative       |m - p| <= value * |p|                      float >= 0
+absolute       |m - p| <= value                            float >= 0
+interval       lo <= m - p <= hi                           (lo, hi), lo <= hi
+at_least       m >= p - value                              float >= 0 (slack)
+at_most        m <= p + value                              float >= 0 (slack)
+=============  ==========================================  =====================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from nqf.core.errors import NqfError
+
+CONFIRMED = "confirmed"
+NOT_CONFIRMED = "not confirmed"
+NOT_APPLICABLE = "not applicable"
+
+ToleranceKind = Literal["relative", "absolute", "interval", "at_least", "at_most"]
+TOLERANCE_KINDS: tuple[str, ...] = ("relative", "absolute", "interval", "at_least", "at_most")
+
+
+def _number(value: float) -> str:
+    """Four significant digits, the precision every number in the report is shown at."""
+    return f"{value:.4g}"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far ``measured`` may be from ``predicted``; see the module docstring for the kinds."""
+
+    kind: ToleranceKind
+    value: float | tuple[float, float] = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in TOLERANCE_KINDS:
+            raise NqfError(f"unknown tolerance kind {self.kind!r}; choose one of {', '.join(TOLERANCE_KINDS)}")
+        if self.kind == "interval":
+            try:
+                lo, hi = (float(v) for v in self.value)  # type: ignore[union-attr]
+            except (TypeError, ValueError):
+                raise NqfError(f"an interval tolerance needs (lo, hi), got {self.value!r}") from None
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+                raise NqfError(f"an interval tolerance needs finite lo <= hi, got ({lo}, {hi})")
+            object.__setattr__(self, "value", (lo, hi))
+        else:
+            if isinstance(self.value, (tuple, list)):
+                raise NqfError(f"a {self.kind} tolerance takes one number, got {self.value!r}")
+            value = float(self.value)
+            if not (math.isfinite(value) and value >= 0):
+                raise NqfError(f"a {self.kind} tolerance must be a finite number >= 0, got {self.value!r}")
+            object.__setattr__(self, "value", value)
+
+    def describe(self) -> str:
+        """The tolerance as it is printed in the report's table."""
+        if self.kind == "relative":
+            if self.value >= 1e-4:
+                return f"±{self.value * 100:.3g}% of predicted"
+            return f"±{self.value:.3g}·|predicted|"
+        if self.kind == "absolute":
+            return f"±{_number(self.value)}"
+        if self.kind == "interval":
+            lo, hi = self.value
+            return f"measured − predicted in [{_number(lo)}, {_number(hi)}]"
+        if self.kind == "at_least":
+            return "measured ≥ predicted" + (f" − {_number(self.value)}" if self.value else "")
+        return "measured ≤ predicted" + (f" + {_number(self.value)}" if self.value else "")
+
+    def check(self, predicted: float, measured: float) -> tuple[bool, str]:
+        """Whether finite ``measured`` is within tolerance of finite ``predicted``, and why."""
+        p, m = float(predicted), float(measured)
+        diff = m - p
+        if self.kind == "relative":
+            bound = self.value * abs(p)
+            ok = abs(diff) <= bound
+            share = f" (relative {abs(diff) / abs(p):.3g})" if p != 0 else ""
+            return ok, (
+                f"|measured − predicted| = {_number(abs(diff))}{share} "
+                f"{'≤' if ok else '>'} {self.value:.3g}·|predicted| = {_number(bound)}"
+            )
+        if self.kind == "absolute":
+            ok = abs(diff) <= self.value
+            return ok, f"|measured − predicted| = {_number(abs(diff))} {'≤' if ok else '>'} {_number(self.value)}"
+        if self.kind == "interval":
+            lo, hi = self.value
+            ok = lo <= diff <= hi
+            where = "inside" if ok else "outside"
+            return ok, f"measured − predicted = {_number(diff)}, {where} [{_number(lo)}, {_number(hi)}]"
+        if self.kind == "at_least":
+            bound = p - self.value
+            ok = m >= bound
+            return ok, f"measured = {_number(m)} {'≥' if ok else '<'} {_number(bound)}"
+        bound = p + self.value
+        ok = m <= bound
+        return ok, f"measured = {_number(m)} {'≤' if ok else '>'} {_number(bound)}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``status`` is one of "confirmed", "not confirmed", "not applicable"; ``reason`` says why."""
+
+    status: Literal["confirmed", "not confirmed", "not applicable"]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of the report's table: what the theory predicts and what was measured.
+
+    ``predicted`` / ``measured`` are plain numbers (``None`` when missing; then
+    ``why_missing`` says why, e.g. "the LV reduction needs a shared eigenbasis").
+    ``why_missing`` may only be given when a number is missing, so a claim with both
+    numbers is always judged by its tolerance. ``unit`` is appended to the numbers.
+    The verdict is the property :attr:`verdict`, computed by :func:`judge`.
+    """
+
+    claim: str
+    measured_what: str
+    predicted: float | None
+    measured: float | None
+    tolerance: Tolerance
+    unit: str = ""
+    why_missing: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.claim or not self.measured_what:
+            raise NqfError("a claim needs a non-empty statement and a description of what was measured")
+        if not isinstance(self.tolerance, Tolerance):
+            raise NqfError(f"a claim's tolerance must be a Tolerance, got {type(self.tolerance).__name__}")
+        for name in ("predicted", "measured"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                if isinstance(value, (bool, str)):
+                    raise TypeError
+                number = float(value)
+            except (TypeError, ValueError):
+                raise NqfError(f"a claim's {name} value must be a number or None, got {value!r}") from None
+            object.__setattr__(self, name, number)
+        if self.why_missing and self.predicted is not None and self.measured is not None:
+            raise NqfError(
+                f"claim {self.claim!r} has both numbers, so its verdict comes from the tolerance; "
+                "why_missing is only for a missing prediction or measurement"
+            )
+
+    @property
+    def verdict(self) -> Verdict:
+        return judge(self)
+
+
+def judge(claim: Claim) -> Verdict:
+    """The verdict of a claim: the only place a verdict is decided."""
+    if claim.predicted is None or claim.measured is None:
+        if claim.why_missing:
+            reason = claim.why_missing
+        elif claim.predicted is None:
+            reason = "the theory gives no prediction here"
+        else:
+            reason = "nothing was measured"
+        return Verdict(NOT_APPLICABLE, reason)
+    bad = [name for name in ("predicted", "measured") if not math.isfinite(getattr(claim, name))]
+    if bad:
+        return Verdict(NOT_CONFIRMED, f"{' and '.join(bad)} value is not finite")
+    ok, reason = claim.tolerance.check(claim.predicted, claim.measured)
+    return Verdict(CONFIRMED if ok else NOT_CONFIRMED, reason)

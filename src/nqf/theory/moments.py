@@ -1,0 +1,435 @@
+r"""The moments route: the data matrices of a squared loss as sufficient statistics, no N per step.
+
+Every structured A_c(x) couples parameter blocks through terms (``nqf.architectures.structure``):
+on the pair of blocks (L, R) of term t, A_c(x) carries Z_t,c(x)/2 = (1/2) sum_r l_cr r_cr^T
+(d_L x d_R) and its transpose. So the quadratic model is linear in the packed block entries
+m = (vec M_LR over terms) in R^p, p = sum_t d_L d_R, with per-sample features
+z_c(x) = (vec Z_t,c(x) over terms):
+
+    f_c(x) = <M, A_c(x)> = z_c(x) . m.
+
+For the squared loss l = (1/2) |f - y|^2 everything the M-flow needs is then
+
+    S = E[sum_c z_c z_c^T]  (p, p),   u = E[sum_c y_c z_c]  (p,),   L0 = (1/2) E|y|^2,
+    C = unpack(u),   K[M] = unpack(S m),   G(M) = unpack(S m - u),
+    L(M) = L_res + (1/2) (m - m_hat)^T S (m - m_hat),   S m_hat = u,   L_res = L(m_hat),
+
+where unpack puts U_t/2 on block (L, R) and its transpose on (R, L). Writing the loss
+and G through delta = m - m_hat keeps them accurate near the optimum (no cancellation of
+L0 against u . m). A step costs O(p^2 + d^2 r) (r the factor's columns) and no sample.
+S is built once in chunks of samples, O(N K p^2) in general; when a term's left
+factors l_cr do not depend on x (the readout e_c of a perceptron, the identity of
+linear attention) only the second moments of the right factors are accumulated,
+O(N K R^2 d_R^2). Memory: the chunk's factors, S and u; never all samples' factors.
+
+:func:`choose_route` compares the two routes' arithmetic per step and picks one.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nqf.architectures.architecture import Architecture, structure
+from nqf.core.errors import NqfError
+from nqf.architectures.structure import BlockFactors, DenseStructure
+
+# S is p x p: the moments route is offered only while S stays this small (entries).
+MAX_MOMENT_ENTRIES = 2**24  # 128 MiB in float64
+# The per-sample route holds every sample's structure up to this many numbers (512 MiB in
+# float64); beyond, it rebuilds the structure chunk by chunk (``nqf.theory.chunked``).
+MAX_HELD_STRUCTURE = 2**26
+# Samples per chunk when accumulating moments (the chunk's factors are the working memory).
+DEFAULT_CHUNK = 4096
+ROUTES = ("auto", "moments", "samples")
+
+
+@dataclass(frozen=True)
+class TermLayout:
+    """Where term t's packed entries live: block slices and its offset in m."""
+
+    left: tuple[int, int]
+    right: tuple[int, int]
+    offset: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.left[1] - self.left[0], self.right[1] - self.right[0])
+
+    @property
+    def size(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class MomentDataMatrices:
+    """Squared-loss data matrices from moments (module docstring); the interface of ``DataMatrices``
+    for everything the M-flow, the mode basis and the stability check use (no minibatches).
+
+    Attributes:
+        second: S (p, p).  cross: u (p,).  optimum: m_hat (p,) with S m_hat = u.
+        residual: L_res, the loss at m_hat (>= 0).  target_energy: L0 = (1/2) E|y|^2.
+        layout: the terms' block slices (static).  dim: d.  outputs: K.  samples: N.
+    """
+
+    second: jax.Array
+    cross: jax.Array
+    optimum: jax.Array
+    residual: jax.Array
+    target_energy: jax.Array
+    layout: tuple[TermLayout, ...] = field(metadata=dict(static=True))
+    dim: int = field(metadata=dict(static=True))
+    outputs: int = field(metadata=dict(static=True))
+    samples: int = field(metadata=dict(static=True))
+    loss_type: str = field(default="squared", metadata=dict(static=True))
+
+    @property
+    def outputs_count(self) -> int:
+        return self.outputs
+
+    @property
+    def num_samples(self) -> int:
+        return self.samples
+
+    @property
+    def dtype(self):
+        return self.second.dtype
+
+    @property
+    def size(self) -> int:
+        """p, the number of packed block entries."""
+        return int(self.second.shape[0])
+
+    def pack(self, M: jax.Array) -> jax.Array:
+        """m = (vec M[L, R] over terms), (p,)."""
+        return jnp.concatenate([M[t.left[0] : t.left[1], t.right[0] : t.right[1]].ravel() for t in self.layout])
+
+    def unpack(self, v: jax.Array) -> jax.Array:
+        """sum_t (V_t/2 on block (L, R) + V_t^T/2 on (R, L)), (d, d) symmetric."""
+        out = jnp.zeros((self.dim, self.dim), dtype=v.dtype)
+        for t in self.layout:
+            V = 0.5 * v[t.offset : t.offset + t.size].reshape(t.shape)
+            out = out.at[t.left[0] : t.left[1], t.right[0] : t.right[1]].add(V)
+            out = out.at[t.right[0] : t.right[1], t.left[0] : t.left[1]].add(V.T)
+        return out
+
+    def _delta(self, M: jax.Array) -> jax.Array:
+        return self.pack(M) - self.optimum
+
+    def loss(self, M: jax.Array) -> jax.Array:
+        """L(M) = L_res + (1/2) delta^T S delta, delta = m - m_hat."""
+        delta = self._delta(M)
+        return self.residual + 0.5 * delta @ (self.second @ delta)
+
+    def gradient_matrix(self, M: jax.Array) -> jax.Array:
+        """G(M) = K[M] - C = unpack(S delta)."""
+        return self.unpack(self.second @ self._delta(M))
+
+    def loss_and_gradient(self, M: jax.Array) -> tuple[jax.Array, jax.Array]:
+        delta = self._delta(M)
+        Sd = self.second @ delta
+        return self.residual + 0.5 * delta @ Sd, self.unpack(Sd)
+
+    @property
+    def C(self) -> jax.Array:
+        """C = E[sum_c y_c A_c(x)] = unpack(u), (d, d)."""
+        return self.unpack(self.cross)
+
+    def K_apply(self, M: jax.Array) -> jax.Array:
+        """K[M] = unpack(S pack(M)), (d, d)."""
+        return self.unpack(self.second @ self.pack(M))
+
+    def _packed_projectors(self, Q: jax.Array) -> jax.Array:
+        """pack(q_k q_k^T) for the columns of Q (d, m): (m, p)."""
+        parts = [
+            jnp.einsum("im,jm->mij", Q[t.left[0] : t.left[1]], Q[t.right[0] : t.right[1]]).reshape(Q.shape[1], -1)
+            for t in self.layout
+        ]
+        return jnp.concatenate(parts, axis=1)
+
+    def mode_interactions(self, Q: jax.Array) -> jax.Array:
+        """K_kj = pack(P_k)^T S pack(P_j), (m, m)."""
+        Z = self._packed_projectors(jnp.atleast_2d(jnp.asarray(Q).T).T)
+        return Z @ self.second @ Z.T
+
+    def mode_growth(self, Q: jax.Array) -> jax.Array:
+        """c_k = pack(P_k) . u, (m,)."""
+        return self._packed_projectors(jnp.atleast_2d(jnp.asarray(Q).T).T) @ self.cross
+
+
+# -- building the moments ----------------------------------------------------------------
+
+
+def _layout_of(s) -> tuple[TermLayout, ...]:
+    if isinstance(s, DenseStructure):
+        return (TermLayout((0, s.dim), (0, s.dim), 0),)
+    out, offset = [], 0
+    for t in s.terms:
+        lay = TermLayout(tuple(t.left_slice), tuple(t.right_slice), offset)
+        out.append(lay)
+        offset += lay.size
+    return tuple(out)
+
+
+def _features(s) -> jax.Array:
+    """z_c(x_n) for a chunk: (B, K, p)."""
+    if isinstance(s, DenseStructure):
+        B, K, d, _ = s.matrices.shape
+        return s.matrices.reshape(B, K, d * d)
+    parts = [
+        jnp.einsum("bkri,bkrj->bkij", t.left, t.right).reshape(t.left.shape[0], t.left.shape[1], -1) for t in s.terms
+    ]
+    return jnp.concatenate(parts, axis=2)
+
+
+def _forms_packed(s, m: jax.Array) -> jax.Array:
+    """z_c(x_n) . m for a chunk, (B, K), without building the (B, K, p) features."""
+    if isinstance(s, DenseStructure):
+        d = s.dim
+        return jnp.einsum("bkij,ij->bk", s.matrices, m.reshape(d, d))
+    out, offset = 0.0, 0
+    for t in s.terms:
+        dl, dr = t.left.shape[-1], t.right.shape[-1]
+        block = m[offset : offset + dl * dr].reshape(dl, dr)
+        out = out + jnp.einsum("bkrj,bkrj->bk", jnp.einsum("bkri,ij->bkrj", t.left, block), t.right)
+        offset += dl * dr
+    return out
+
+
+def _chunk_size(layout, outputs: int, ranks: int, requested: int) -> int:
+    """Samples per chunk so that a chunk's features (B K p, or B K R (d_L + d_R)) stay near 2^22 numbers."""
+    p = sum(t.size for t in layout)
+    per_sample = outputs * max(p, ranks * max(sum(t.shape) for t in layout))
+    return max(16, min(int(requested), (1 << 22) // max(per_sample, 1)))
+
+
+def _shared_lefts(s) -> tuple[tuple[jax.Array, ...], jax.Array] | None:
+    """(the terms' left factors of the first sample (K, R, d_L), whether every sample has them), or
+    None for a dense structure."""
+    if not isinstance(s, BlockFactors):
+        return None
+    lefts = tuple(t.left[0] for t in s.terms)
+    same = jnp.all(jnp.stack([jnp.all(t.left == t.left[:1]) for t in s.terms]))
+    return lefts, same
+
+
+@functools.lru_cache(maxsize=16)
+def _chunk_functions(arch: Architecture):
+    """Jitted per-chunk statistics of one architecture (cached per Architecture object).
+
+    Each takes a chunk X (B, *input_shape), targets Y (B, K) and weights w (B,) (0 for the
+    padding of the last chunk), so every chunk has one shape and compiles once.
+    """
+
+    def lefts(X):
+        return _shared_lefts(structure(arch, X))
+
+    def shared(X, Y, w):
+        s = structure(arch, X)
+        rights = [t.right * w[:, None, None, None] for t in s.terms]
+        cross = tuple(jnp.einsum("bk,bkrj->krj", Y, r) for r in rights)
+        pairs = tuple(
+            tuple(jnp.einsum("bkri,bksj->krsij", rights[i], s.terms[j].right) for j in range(i + 1))
+            for i in range(len(rights))
+        )
+        return pairs, cross, _shared_lefts(s)
+
+    def general(X, Y, w):
+        Z = _features(structure(arch, X)) * w[:, None, None]
+        return jnp.einsum("bkp,bkq->pq", Z, Z), jnp.einsum("bk,bkp->p", Y, Z)
+
+    def residual(X, Y, w, m_hat):
+        F = _forms_packed(structure(arch, X), m_hat)
+        return 0.5 * jnp.sum(w[:, None] * (F - Y) ** 2)
+
+    return jax.jit(lefts), jax.jit(shared), jax.jit(general), jax.jit(residual)
+
+
+def _chunks(X, Y, chunk: int, dtype):
+    """(X chunk, Y chunk, weights) of equal shapes; the last chunk padded with its first row, weight 0."""
+    N = X.shape[0]
+    for start in range(0, N, chunk):
+        stop = min(start + chunk, N)
+        Xc, Yc = np.asarray(X[start:stop]), np.asarray(Y[start:stop])
+        w = np.ones(stop - start)
+        if stop - start < chunk:
+            pad = chunk - (stop - start)
+            Xc = np.concatenate([Xc, np.repeat(Xc[:1], pad, axis=0)])
+            Yc = np.concatenate([Yc, np.repeat(Yc[:1], pad, axis=0)])
+            w = np.concatenate([w, np.zeros(pad)])
+        yield jnp.asarray(Xc, dtype=dtype), jnp.asarray(Yc, dtype=dtype), jnp.asarray(w, dtype=dtype)
+
+
+def moment_data_matrices(
+    arch: Architecture, X: np.ndarray, targets: np.ndarray, dtype, chunk: int = DEFAULT_CHUNK
+) -> MomentDataMatrices:
+    """Moments of checked samples X (N, *input_shape) and targets (N, K) (see ``data_matrices``).
+
+    Works through the samples ``chunk`` at a time: only one chunk's structure is ever held.
+    """
+    N = X.shape[0]
+    shape = jax.eval_shape(lambda x: structure(arch, x), jax.ShapeDtypeStruct((1, *X.shape[1:]), dtype))
+    layout = _layout_of(shape)
+    ranks = 1 if isinstance(shape, DenseStructure) else max(t.left.shape[2] for t in shape.terms)
+    chunk = max(1, min(_chunk_size(layout, arch.outputs, ranks, chunk), N))
+    p = sum(t.size for t in layout)
+    if p * p > MAX_MOMENT_ENTRIES:
+        raise NqfError(f"{arch.name}: the moments route needs a {p} x {p} matrix; use the per-sample route")
+    lefts_fn, shared_fn, general_fn, residual_fn = _chunk_functions(arch)
+    Y = np.asarray(targets)
+    energy = 0.5 * float(np.sum(np.square(Y, dtype=np.float64))) / N
+    first = lefts_fn(jnp.asarray(X[:chunk], dtype=dtype))
+    S = u = None
+    if first is not None and bool(first[1]):
+        lefts, pairs, cross = first[0], None, None
+        for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
+            p_c, c_c, (l_c, same) = shared_fn(Xc, Yc, w)
+            if not (bool(same) and all(bool(jnp.all(a == b)) for a, b in zip(l_c, lefts))):
+                pairs = None  # a left factor depends on the sample after all: general features
+                break
+            pairs = p_c if pairs is None else jax.tree_util.tree_map(jnp.add, pairs, p_c)
+            cross = c_c if cross is None else jax.tree_util.tree_map(jnp.add, cross, c_c)
+        if pairs is not None:
+            S, u = _assemble_shared(layout, lefts, pairs, cross, p, dtype)
+    if S is None:
+        S = jnp.zeros((p, p), dtype=dtype)
+        u = jnp.zeros((p,), dtype=dtype)
+        for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
+            S_c, u_c = general_fn(Xc, Yc, w)
+            S, u = S + S_c, u + u_c
+    return _finish(X, Y, dtype, chunk, layout, S / N, u / N, energy, residual_fn, arch)
+
+
+def _assemble_shared(layout, lefts, pairs, cross_parts, p, dtype):
+    """S and u (not yet divided by N) from shared left factors and right-factor moments."""
+    S = jnp.zeros((p, p), dtype=dtype)
+    u = jnp.zeros((p,), dtype=dtype)
+    for i, ti in enumerate(layout):
+        u = u.at[ti.offset : ti.offset + ti.size].set(jnp.einsum("kri,krj->ij", lefts[i], cross_parts[i]).ravel())
+        for j in range(i + 1):
+            tj = layout[j]
+            # S[(a, b), (c, e)] = sum_{k, r, s} l_i[k, r, a] l_j[k, s, c] E[r_i[k, r, b] r_j[k, s, e]]
+            block = jnp.einsum("kra,ksc,krsbe->abce", lefts[i], lefts[j], pairs[i][j]).reshape(ti.size, tj.size)
+            S = S.at[ti.offset : ti.offset + ti.size, tj.offset : tj.offset + tj.size].set(block)
+            if j != i:
+                S = S.at[tj.offset : tj.offset + tj.size, ti.offset : ti.offset + ti.size].set(block.T)
+    return S, u
+
+
+def _finish(X, Y, dtype, chunk, layout, S, u, energy, residual_fn, arch) -> MomentDataMatrices:
+    """m_hat = S^+ u and the exact residual loss at it (one more pass over the samples)."""
+    S = 0.5 * (S + S.T)
+    values, vectors = np.linalg.eigh(np.asarray(S, dtype=np.float64))
+    keep = values > 1e-14 * max(float(values[-1]), 1e-300)
+    coef = (vectors[:, keep].T @ np.asarray(u, dtype=np.float64)) / values[keep]
+    m_hat = jnp.asarray(vectors[:, keep] @ coef, dtype=dtype)
+    # L_res = (1/2) E|y - z . m_hat|^2 per sample: exact even when the data are realisable (L_res ~ 0)
+    total = sum(float(residual_fn(Xc, Yc, w, m_hat)) for Xc, Yc, w in _chunks(X, Y, chunk, dtype))
+    N = X.shape[0]
+    return MomentDataMatrices(
+        second=jnp.asarray(S, dtype=dtype),
+        cross=jnp.asarray(u, dtype=dtype),
+        optimum=m_hat,
+        residual=jnp.asarray(total / N, dtype=dtype),
+        target_energy=jnp.asarray(energy, dtype=dtype),
+        layout=layout,
+        dim=arch.dim,
+        outputs=arch.outputs,
+        samples=N,
+    )
+
+
+# -- choosing the route ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RouteChoice:
+    """Which data route the M-flow uses and why.
+
+    Attributes:
+        route: ``moments`` or ``samples``.
+        reason: one sentence for a reader.
+        packed_size: p (entries of the coupled blocks), or None when unknown.
+        moments_flops, samples_flops: the arithmetic of one step on each route (estimates).
+        chunk: for the per-sample route, the samples per chunk when every sample's structure
+            would not fit in memory (``nqf.theory.chunked``); None when it is held whole.
+    """
+
+    route: str
+    reason: str
+    packed_size: int | None = None
+    moments_flops: float | None = None
+    samples_flops: float | None = None
+    chunk: int | None = None
+
+
+def _term_shapes(arch: Architecture, dtype) -> list[tuple[int, int, int, int]] | None:
+    """(K, R, d_L, d_R) per closed-form term, without evaluating on data; None for autodiff units."""
+    if arch.closed_form is None:
+        return None
+    x = jax.ShapeDtypeStruct(tuple(arch.input_shape), dtype)
+    terms = jax.eval_shape(arch.closed_form, x)
+    return [(t.left.shape[0], t.left.shape[1], t.left.shape[2], t.right.shape[2]) for t in terms]
+
+
+def choose_route(
+    arch: Architecture, num_samples: int, loss: str, route: str = "auto", minibatches: bool = False, dtype=None
+) -> RouteChoice:
+    """Pick the data route of the M-flow: ``moments`` when it is allowed and its step is cheaper.
+
+    Per step the per-sample route costs about 2 N sum_t K R (d_L d_R + d_R) flops (forms and
+    contraction), the moments route 2 p^2 (one product with S); the moments route needs the
+    squared loss, full batches and p^2 <= MAX_MOMENT_ENTRIES.
+    """
+    if route not in ROUTES:
+        raise NqfError(f"unknown data route {route!r}; choose one of {', '.join(ROUTES)}")
+    dtype = dtype or jnp.result_type(float)
+    shapes = _term_shapes(arch, dtype)
+    if shapes is None:
+        d, K = arch.dim, arch.outputs
+        p, per_sample = d * d, 2.0 * num_samples * K * d * d
+        held = K * d * d  # numbers of structure per sample
+    else:
+        p = sum(dl * dr for _, _, dl, dr in shapes)
+        per_sample = 2.0 * num_samples * sum(K * R * (dl * dr + dr) for K, R, dl, dr in shapes)
+        held = sum(K * R * (dl + dr) for K, R, dl, dr in shapes)
+    moments = 2.0 * p * p
+    blockers = []
+    if loss != "squared":
+        blockers.append(f"the {loss} loss is not quadratic in M")
+    if minibatches:
+        blockers.append("SGD needs the samples of each minibatch")
+    if p * p > MAX_MOMENT_ENTRIES:
+        blockers.append(f"S would be {p} x {p}")
+    if route == "moments" and blockers:
+        raise NqfError(f"the moments route does not apply here: {'; '.join(blockers)}")
+    chunk = None
+    if num_samples * held > MAX_HELD_STRUCTURE:
+        chunk = max(16, (1 << 22) // max(held, 1))
+    chunked = "" if chunk is None else f", in chunks of {chunk} samples (all {num_samples} would need {num_samples * held:.2g} numbers)"
+
+    def samples(reason):
+        return RouteChoice("samples", reason + chunked, p, moments, per_sample, chunk)
+
+    if route == "samples":
+        return samples("per-sample route (asked for)")
+    if route == "moments":
+        return RouteChoice("moments", f"moments route (asked for): S is {p} x {p}", p, moments, per_sample)
+    if blockers:
+        return samples(f"per-sample route: {'; '.join(blockers)}")
+    if moments < per_sample:
+        return RouteChoice(
+            "moments",
+            f"moments route: a step costs ~{moments:.2g} flops with S ({p} x {p}) against ~{per_sample:.2g} over "
+            f"{num_samples} samples",
+            p, moments, per_sample,
+        )
+    return samples(
+        f"per-sample route: a step costs ~{per_sample:.2g} flops over {num_samples} samples against ~{moments:.2g} "
+        f"with S ({p} x {p})"
+    )

@@ -1,0 +1,555 @@
+r"""Training the full network or its quadratic model, with optax optimizers, in one jitted scan.
+
+Both models minimise the squared loss
+
+    L(W) = (1/2) mean_n sum_c (f_c(x_n; W) - y_nc)^2,
+
+with f = ``network(arch, W, x)`` (vmapped over samples; model ``"network"``) or
+f = ``structure(arch, X).forms(W W^T)`` (model ``"quadratic"``, THEORY.md section 1).
+Gradients come from autodiff in both cases (for the quadratic model autodiff gives
+2 G(M) W, G = contract(f - y); tests compare with the explicit M-map).
+
+Optimizers (``TrainConfig.optimizer``), all from optax, acting on W (d x n) as one array:
+
+- ``gd``: ``optax.sgd(lr)``, full batch: W <- W - lr grad L.
+- ``sgd``: the same on minibatches of ``batch_size`` samples; step t uses row t of
+  ``minibatch_indices(batch_key, N, batch_size, steps)`` (``nqf.core.sampling``) with
+  ``batch_key = training_keys(seed)[1]``, so an SGD map on M can replay the batches.
+- ``momentum``: heavy ball ``optax.sgd(lr, momentum=beta)`` (v <- g + beta v, W <- W - lr v).
+- ``adam``: ``optax.adam(lr, b1=beta)`` (b2 = 0.999).
+- ``muon``: ``optax.contrib.muon(lr, beta=beta)`` with W declared a matrix
+  (``MuonDimensionNumbers(reduction_axis=0, output_axis=1)``): the whole d x n W is
+  orthogonalised by Newton-Schulz (never the Adam fallback optax uses for non-2-D
+  leaves). Muon's update is equivariant under W -> W O. optax normalises the momentum
+  by (||mu||_F + eps) before Newton-Schulz, so while ||mu|| << eps (tiny sigma0) the
+  update is proportional to the momentum rather than orthogonalised (fast exponential
+  growth instead of linear); measured on the staircase at lr 0.01 this delays the
+  switch-ons by at most one step down to sigma0 = 1e-20. ``eps`` can lower it.
+
+``beta`` defaults to each optimizer's usual value (momentum 0.9, Adam b1 0.9, Muon 0.95);
+``eps`` (Adam, Muon) to optax's 1e-8. Any optimizer but ``gd`` may take ``batch_size``.
+
+Records (``TrainResult``) are taken at checkpoint steps t (the state after t updates):
+every step by default, or about ``checkpoints`` log-spaced plus linear steps, always
+including 0 and ``steps``. At each: the full-data loss, the occupations
+m_k = q_k^T M q_k = ||W^T q_k||^2 of the columns of a basis Q (d x m; the theory's
+modes, passed in), ||W||_F and the Frobenius norm of each parameter block.
+
+Divergence is never silent. A run diverges at step t when the (minibatch) loss at the
+state after t updates is non-finite or above ``DIVERGENCE_FACTOR`` (100) times the
+full-data loss at W0 (when that is > 0), or its gradient is non-finite. The state is
+then frozen (a flag in the scan carry), ``diverged_at = t``, and the records from step t
+on are NaN, so a blown-up state never counts as a switch-on. 100 x L(W0): the squared
+loss of a stable run stays below L(W0) ~ L(0) apart from transients (GD on M decreases
+L; momentum and Adam overshoot by O(1) factors); Adam at lr 100 on the staircase reaches
+1e3 x L(W0) within a few steps.
+``train_sweep`` vmaps the same compiled run over init scales sigma0 and seeds.
+
+Compiled runs are reused. ``train`` and ``train_sweep`` keep one jitted function per
+(architecture, static settings) in a small module-level cache; data X, Y, the basis, W0,
+the batch key and the learning rate are its traced arguments (``train_sweep``: sigma0s
+and seeds instead of W0 and the key), so calls that differ only in seed, sigma0, lr, W0
+or data values, with equal shapes and dtypes, run the same executable without compiling
+again. The static settings are optimizer, steps, batch_size, beta, eps, model and
+checkpoints (and, for sweeps, width and dtype). An architecture is keyed by a
+description, not its identity: name, options, input shape, outputs, parameter template
+and its functions, where the functions of built-in architectures count by name (a
+built-in architecture is determined by its options) and any other function by identity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from nqf.architectures.architecture import Architecture, arch_key, check_width, init_weights, network, structure
+from nqf.core.errors import NqfError
+from nqf.core.precision import occupation_floor, resolve_dtype, underflow_remedy
+from nqf.core.sampling import minibatch_indices, training_keys
+
+OPTIMIZERS = ("gd", "sgd", "momentum", "adam", "muon")
+MODELS = ("network", "quadratic")
+_DEFAULT_BETA = {"momentum": 0.9, "adam": 0.9, "muon": 0.95}
+# A run has diverged once its loss exceeds this multiple of the initial full-data loss.
+DIVERGENCE_FACTOR = 100.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a training run (besides architecture, data and basis).
+
+    Attributes:
+        optimizer: one of ``gd``, ``sgd``, ``momentum``, ``adam``, ``muon``.
+        lr: learning rate eta.
+        steps: number of updates.
+        batch_size: minibatch size (required for ``sgd``; None = full batch).
+        beta: momentum / Adam b1 / Muon beta (None: the optimizer's default).
+        eps: Adam's / Muon's epsilon (None: optax's default 1e-8).
+        seed: init and minibatch key, see :func:`training_keys`.
+        sigma0: init scale, W0_ij ~ N(0, sigma0^2).
+        width: n, the number of units.
+        dtype: ``float32``/``float64`` (None: JAX's default float).
+        model: ``network`` (full layer) or ``quadratic`` (f = <W W^T, A(x)>).
+        checkpoints: None records every step, else about this many log+linear steps.
+    """
+
+    optimizer: str = "gd"
+    lr: float = 0.05
+    steps: int = 1000
+    batch_size: int | None = None
+    beta: float | None = None
+    eps: float | None = None
+    seed: int = 0
+    sigma0: float = 1e-6
+    width: int = 32
+    dtype: str | None = None
+    model: str = "network"
+    checkpoints: int | None = None
+
+    def __post_init__(self):
+        if self.optimizer not in OPTIMIZERS:
+            raise NqfError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+        if self.model not in MODELS:
+            raise NqfError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
+        if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) or self.steps < 1:
+            raise NqfError(f"steps must be a positive integer, got {self.steps!r}")
+        if isinstance(self.width, bool) or not isinstance(self.width, (int, np.integer)) or self.width < 1:
+            raise NqfError(f"width must be a positive integer, got {self.width!r}")
+        if not (isinstance(self.sigma0, (int, float)) and math.isfinite(self.sigma0) and self.sigma0 >= 0):
+            raise NqfError(f"sigma0 must be a finite number >= 0, got {self.sigma0!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise NqfError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if self.optimizer == "sgd" and self.batch_size is None:
+            raise NqfError("optimizer sgd needs a batch_size (gd is the full-batch version)")
+        if self.optimizer == "gd" and self.batch_size is not None:
+            raise NqfError("optimizer gd is full batch; use sgd for minibatches")
+        if self.batch_size is not None and (isinstance(self.batch_size, bool) or self.batch_size < 1):
+            raise NqfError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if self.beta is not None:
+            if self.optimizer not in _DEFAULT_BETA:
+                raise NqfError(f"beta is not used by optimizer {self.optimizer}")
+            if not 0 <= self.beta < 1:
+                raise NqfError(f"beta must lie in [0, 1), got {self.beta!r}")
+        if self.eps is not None:
+            if self.optimizer not in ("adam", "muon"):
+                raise NqfError(f"eps is not used by optimizer {self.optimizer}")
+            if not self.eps >= 0:
+                raise NqfError(f"eps must be >= 0, got {self.eps!r}")
+        if self.checkpoints is not None and self.checkpoints < 2:
+            raise NqfError(f"checkpoints must be >= 2 (or None for every step), got {self.checkpoints!r}")
+        resolve_dtype(self.dtype)
+
+    @property
+    def effective_beta(self) -> float | None:
+        return self.beta if self.beta is not None else _DEFAULT_BETA.get(self.optimizer)
+
+
+
+def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> optax.GradientTransformation:
+    """The optax transformation named by ``config.optimizer`` (see the module docstring).
+
+    ``lr`` overrides ``config.lr`` (it may be a traced scalar: compiled runs take it as an argument).
+    """
+    return _optimizer(config.optimizer, config.lr if lr is None else lr, config.effective_beta, config.eps)
+
+
+def _optimizer(name: str, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
+    eps = {} if eps is None else {"eps": eps}
+    if name in ("gd", "sgd"):
+        return optax.sgd(lr)
+    if name == "momentum":
+        return optax.sgd(lr, momentum=beta)
+    if name == "adam":
+        return optax.adam(lr, b1=beta, **eps)
+    matrix = optax.contrib.MuonDimensionNumbers(reduction_axis=0, output_axis=1)
+    return optax.contrib.muon(lr, beta=beta, muon_weight_dimension_numbers=matrix, **eps)
+
+
+def checkpoint_steps(steps: int, count: int | None = None) -> np.ndarray:
+    """Record steps in [0, steps]: all of them (count None or >= steps + 1), else about
+    count/2 log-spaced and count/2 evenly spaced steps, deduplicated, with 0 and steps."""
+    if count is None or count >= steps + 1:
+        return np.arange(steps + 1)
+    log = np.rint(np.geomspace(1, steps, max(count // 2, 2)))
+    lin = np.rint(np.linspace(0, steps, max(count - count // 2, 2)))
+    return np.unique(np.concatenate([[0, steps], log, lin]).astype(np.int64))
+
+
+def _prepare_targets(Y, num_samples: int, outputs: int, dtype) -> jax.Array:
+    Y = jnp.asarray(Y, dtype=dtype)
+    if Y.ndim == 1 and outputs == 1:
+        Y = Y[:, None]
+    if Y.shape != (num_samples, outputs):
+        raise NqfError(f"targets must have shape (N={num_samples}, K={outputs}), got {tuple(Y.shape)}")
+    return Y
+
+
+def loss_function(
+    arch: Architecture, X: jax.Array, Y: jax.Array, model: str
+) -> Callable[[jax.Array, jax.Array | None], jax.Array]:
+    """``loss(W, idx)``: L on the samples ``idx`` (None: all) for the network or the quadratic model."""
+    return _model_loss(arch, model, structure(arch, X) if model == "quadratic" else X, Y)
+
+
+def _model_loss(arch: Architecture, model: str, inputs, Y: jax.Array):
+    """``loss(W, idx)`` from the model's inputs: the structure S (quadratic) or the samples X (network)."""
+    if model == "quadratic":
+        S = inputs
+
+        def loss(W, idx=None):
+            s = S if idx is None else jax.tree_util.tree_map(lambda a: a[idx], S)
+            y = Y if idx is None else Y[idx]
+            f = s.forms(W @ W.T)
+            return 0.5 * jnp.mean(jnp.sum((f - y) ** 2, axis=-1))
+
+        return loss
+
+    X = inputs
+
+    def loss(W, idx=None):
+        x = X if idx is None else X[idx]
+        y = Y if idx is None else Y[idx]
+        f = jax.vmap(lambda xi: network(arch, W, xi))(x)
+        return 0.5 * jnp.mean(jnp.sum((f - y) ** 2, axis=-1))
+
+    return loss
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """One run's records at ``steps`` (R checkpoints).
+
+    loss: (R,); occupations: (R, m) for the basis columns (m = 0 without a basis);
+    weight_norm: (R,) ||W||_F; block_norms: (R, B) per parameter block (``block_names``);
+    diverged_at: the first step whose loss or gradient was non-finite or whose loss exceeded
+    DIVERGENCE_FACTOR x the initial loss, or None (records from it on are NaN);
+    W_final: (d, n) the last (or frozen) weights.
+    """
+
+    config: TrainConfig
+    steps: np.ndarray
+    loss: np.ndarray
+    occupations: np.ndarray
+    weight_norm: np.ndarray
+    block_norms: np.ndarray
+    block_names: tuple[str, ...]
+    diverged_at: int | None
+    W_final: np.ndarray = field(repr=False)
+
+    @property
+    def diverged(self) -> bool:
+        return self.diverged_at is not None
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Records of a sweep over init scales (axis 0) and seeds (axis 1); arrays as in
+    :class:`TrainResult` with two leading axes; ``diverged_at`` is -1 where finite."""
+
+    config: TrainConfig
+    sigma0s: np.ndarray
+    seeds: np.ndarray
+    steps: np.ndarray
+    loss: np.ndarray
+    occupations: np.ndarray
+    weight_norm: np.ndarray
+    block_norms: np.ndarray
+    block_names: tuple[str, ...]
+    diverged_at: np.ndarray
+    W_final: np.ndarray = field(repr=False)
+
+    def run(self, i: int, j: int) -> TrainResult:
+        """The run with init scale sigma0s[i] and seed seeds[j]."""
+        div = int(self.diverged_at[i, j])
+        return TrainResult(
+            config=replace(self.config, sigma0=float(self.sigma0s[i]), seed=int(self.seeds[j])),
+            steps=self.steps,
+            loss=self.loss[i, j],
+            occupations=self.occupations[i, j],
+            weight_norm=self.weight_norm[i, j],
+            block_norms=self.block_norms[i, j],
+            block_names=self.block_names,
+            diverged_at=None if div < 0 else div,
+            W_final=self.W_final[i, j],
+        )
+
+
+def _check_scale(config: TrainConfig, dtype, sigma0s) -> None:
+    """M = W W^T ~ n sigma0^2 must be resolved: at least ``occupation_floor(dtype)`` = tiny / u."""
+    floor = occupation_floor(dtype)
+    tiny = float(np.finfo(dtype).tiny)
+    for s in np.atleast_1d(np.asarray(sigma0s, dtype=np.float64)):
+        if 0 < s and math.log(config.width) + 2.0 * math.log(s) < math.log(floor):
+            smallest = math.sqrt(floor / config.width)
+            n_s2 = math.exp(math.log(config.width) + 2.0 * math.log(s))
+            raise NqfError(
+                f"sigma0 = {s:g} underflows {np.dtype(dtype).name}: M ~ n sigma0^2 = {config.width} * {s:g}^2 "
+                f"= {n_s2:.3g} is below tiny / u = {floor:.3g} (smallest normal {tiny:.3g}); "
+                f"{underflow_remedy(dtype, smallest)}"
+            )
+
+
+class _Static(NamedTuple):
+    """The settings a compiled run depends on besides array shapes and dtypes (hashable)."""
+
+    optimizer: str
+    steps: int
+    batch_size: int | None
+    beta: float | None
+    eps: float | None
+    model: str
+    checkpoints: int | None
+
+
+def _static(config: TrainConfig) -> _Static:
+    return _Static(
+        config.optimizer,
+        int(config.steps),
+        None if config.batch_size is None else int(config.batch_size),
+        config.effective_beta,
+        config.eps,
+        config.model,
+        None if config.checkpoints is None else int(config.checkpoints),
+    )
+
+
+
+_CACHE_SIZE = 32
+_COMPILED: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (jitted function, checkpoint steps, block names)
+_TRACES = [0]
+
+
+def _trace_count() -> int:
+    """How often a cached run has been traced (each trace is followed by one compilation)."""
+    return _TRACES[0]
+
+
+def _clear_compiled() -> None:
+    """Forget every cached compiled run."""
+    _COMPILED.clear()
+
+
+def _cached(key: tuple, build: Callable[[], tuple]) -> tuple:
+    """``build()`` for a key not seen before (least recently used entries beyond _CACHE_SIZE are dropped)."""
+    entry = _COMPILED.get(key)
+    if entry is None:
+        entry = _COMPILED[key] = build()
+        while len(_COMPILED) > _CACHE_SIZE:
+            _COMPILED.popitem(last=False)
+    else:
+        _COMPILED.move_to_end(key)
+    return entry
+
+
+def _prepare(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
+    """Checked, converted run inputs: (structure S or samples X, Y, Q^T for the basis Q)."""
+    X = jnp.asarray(X, dtype=dtype)
+    N = X.shape[0]
+    Y = _prepare_targets(Y, N, arch.outputs, dtype)
+    if config.batch_size is not None and config.batch_size > N:
+        raise NqfError(f"batch_size {config.batch_size} exceeds the number of samples {N}")
+    d = arch.dim
+    Q = jnp.zeros((d, 0), dtype=dtype) if basis is None else jnp.asarray(basis, dtype=dtype)
+    if Q.ndim != 2 or Q.shape[0] != d:
+        raise NqfError(f"the mode basis must have shape (d={d}, m), got {tuple(Q.shape)}")
+    inputs = structure(arch, X) if config.model == "quadratic" else X
+    # transposed here, not in the compiled run: the same dot as when Q was a folded constant
+    return inputs, Y, Q.T
+
+
+def _make_run(arch: Architecture, static: _Static):
+    """The pure run(inputs, Y, Qt, W0, batch_key, lr) -> (records, diverged_at, W); everything
+    that may vary between calls with the same static settings is an argument."""
+    ckpts = checkpoint_steps(static.steps, static.checkpoints)
+    segments = np.diff(ckpts).astype(np.int32)
+    blocks = arch.blocks
+
+    def run(inputs, Y, Qt, W0, batch_key, lr):
+        N = Y.shape[0]
+        minibatch = static.batch_size is not None and static.batch_size < N
+        loss = _model_loss(arch, static.model, inputs, Y)
+        opt = _optimizer(static.optimizer, lr, static.beta, static.eps)
+
+        def record(W):
+            proj = Qt @ W
+            return (
+                loss(W),
+                jnp.sum(proj * proj, axis=1),
+                jnp.linalg.norm(W),
+                jnp.stack([jnp.linalg.norm(W[b.start : b.stop]) for b in blocks]),
+            )
+
+        batches = minibatch_indices(batch_key, N, static.batch_size, static.steps) if minibatch else None
+        opt_state = opt.init(W0)
+        first = record(W0)
+        loss0 = first[0]
+        limit = jnp.where(loss0 > 0, DIVERGENCE_FACTOR * loss0, jnp.inf)
+
+        def step(t, carry):
+            W, state, diverged_at = carry
+            idx = batches[t] if minibatch else None
+            value, grad = jax.value_and_grad(loss)(W, idx)
+            bad = ~(jnp.isfinite(value) & jnp.all(jnp.isfinite(grad)) & (value <= limit))
+            diverged_at = jnp.where((diverged_at < 0) & bad, t, diverged_at)
+            frozen = diverged_at >= 0
+            updates, new_state = opt.update(grad, state, W)
+            new_W = optax.apply_updates(W, updates)
+            keep = lambda old, new: jnp.where(frozen, old, new)  # noqa: E731
+            return keep(W, new_W), jax.tree_util.tree_map(keep, state, new_state), diverged_at
+
+        def segment(carry, length):
+            t0 = carry[0]
+            W, state, div = jax.lax.fori_loop(t0, t0 + length, step, carry[1:])
+            return (t0 + length, W, state, div), record(W)
+
+        carry0 = (jnp.asarray(0, jnp.int32), W0, opt_state, jnp.asarray(-1, jnp.int32))
+        (_, W, _, div), recs = jax.lax.scan(segment, carry0, jnp.asarray(segments))
+        recs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
+        # a non-finite or blown-up loss at the final state is divergence too (no later step saw it)
+        final_bad = ~(jnp.isfinite(recs[0][-1]) & (recs[0][-1] <= limit))
+        div = jnp.where((div < 0) & final_bad, static.steps, div)
+        after = (div >= 0) & (jnp.asarray(ckpts) >= div)
+        recs = jax.tree_util.tree_map(
+            lambda r: jnp.where(after.reshape((-1,) + (1,) * (r.ndim - 1)), jnp.nan, r), recs
+        )
+        return recs, div, W
+
+    return run, ckpts, tuple(b.name for b in blocks)
+
+
+def _compiled_train(arch: Architecture, config: TrainConfig):
+    """(jitted run(inputs, Y, Qt, W0, batch_key, lr), checkpoint steps, block names), cached."""
+    static = _static(config)
+
+    def build():
+        run, ckpts, names = _make_run(arch, static)
+
+        def traced(inputs, Y, Qt, W0, batch_key, lr):
+            _TRACES[0] += 1
+            return run(inputs, Y, Qt, W0, batch_key, lr)
+
+        return jax.jit(traced), ckpts, names
+
+    return _cached(("train", arch_key(arch), static), build)
+
+
+def _compiled_sweep(arch: Architecture, config: TrainConfig, dtype):
+    """(jitted swept(inputs, Y, Qt, sigma0s, seeds, lr), checkpoint steps, block names), cached."""
+    static, width = _static(config), int(config.width)
+
+    def build():
+        run, ckpts, names = _make_run(arch, static)
+
+        def traced(inputs, Y, Qt, sigma0s, seeds, lr):
+            _TRACES[0] += 1
+
+            def one(sigma0, seed):
+                init_key, batch_key = training_keys(seed)
+                return run(inputs, Y, Qt, init_weights(arch, init_key, width, sigma0, dtype), batch_key, lr)
+
+            return jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, None))(sigma0s, seeds)
+
+        return jax.jit(traced), ckpts, names
+
+    return _cached(("sweep", arch_key(arch), static, width, np.dtype(dtype).name), build)
+
+
+def _build_run(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
+    """The pure run(W0, batch_key) -> records for these data and config (what ``train`` runs,
+    with the data and learning rate bound), its checkpoint steps and block names."""
+    inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
+    run, ckpts, names = _make_run(arch, _static(config))
+    lr = jnp.asarray(config.lr, dtype=dtype)
+    return (lambda W0, batch_key: run(inputs, Y, Qt, W0, batch_key, lr)), ckpts, names
+
+
+def _records(recs, W, names: tuple[str, ...]) -> dict:
+    """The compiled run's records (loss, occupations, weight norm, block norms) and final W as numpy fields."""
+    loss, occ, wnorm, bnorm = recs
+    return {
+        "loss": np.asarray(loss),
+        "occupations": np.asarray(occ),
+        "weight_norm": np.asarray(wnorm),
+        "block_norms": np.asarray(bnorm),
+        "block_names": names,
+        "W_final": np.asarray(W),
+    }
+
+
+def train(
+    arch: Architecture,
+    X,
+    Y,
+    config: TrainConfig,
+    basis=None,
+    W0=None,
+) -> TrainResult:
+    """Train ``config.model`` of ``arch`` on (X (N, *input_shape), Y (N, K)) and record along the way.
+
+    W0 defaults to ``init_weights(arch, training_keys(seed)[0], width, sigma0)``; basis
+    (d, m) gives the directions whose occupations are recorded. See the module docstring.
+    """
+    dtype = resolve_dtype(config.dtype)
+    check_width(arch, config.width)
+    init_key, batch_key = training_keys(config.seed)
+    if W0 is None:
+        _check_scale(config, dtype, config.sigma0)
+        W0 = init_weights(arch, init_key, config.width, config.sigma0, dtype)
+    W0 = jnp.asarray(W0, dtype=dtype)
+    if W0.shape != (arch.dim, config.width):
+        raise NqfError(f"W0 must have shape (d={arch.dim}, n={config.width}), got {tuple(W0.shape)}")
+    inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
+    run, ckpts, names = _compiled_train(arch, config)
+    recs, div, W = run(inputs, Y, Qt, W0, batch_key, jnp.asarray(config.lr, dtype=dtype))
+    div = int(div)
+    return TrainResult(config=config, steps=ckpts, diverged_at=None if div < 0 else div, **_records(recs, W, names))
+
+
+def train_sweep(
+    arch: Architecture,
+    X,
+    Y,
+    config: TrainConfig,
+    sigma0s: Sequence[float],
+    seeds: Sequence[int],
+    basis=None,
+) -> SweepResult:
+    """``train`` for every (sigma0, seed) pair in one compiled, doubly vmapped call.
+
+    Run (i, j) equals ``train(arch, X, Y, replace(config, sigma0=sigma0s[i], seed=seeds[j]))``
+    (config.sigma0 and config.seed are ignored). Records have leading axes (len(sigma0s), len(seeds)).
+    """
+    dtype = resolve_dtype(config.dtype)
+    check_width(arch, config.width)
+    sigma0s = np.asarray(sigma0s, dtype=np.float64).ravel()
+    seeds = np.asarray(seeds).ravel()
+    if sigma0s.size == 0 or seeds.size == 0:
+        raise NqfError("a sweep needs at least one sigma0 and one seed")
+    if np.any(~np.isfinite(sigma0s)) or np.any(sigma0s < 0):
+        raise NqfError("sigma0 values must be finite and >= 0")
+    if not np.issubdtype(seeds.dtype, np.integer) or np.any(seeds < 0):
+        raise NqfError("seeds must be integers >= 0")
+    _check_scale(config, dtype, sigma0s)
+    inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
+    swept, ckpts, names = _compiled_sweep(arch, config, dtype)
+    recs, div, W = swept(
+        inputs, Y, Qt, jnp.asarray(sigma0s, dtype=dtype), jnp.asarray(seeds), jnp.asarray(config.lr, dtype=dtype)
+    )
+    return SweepResult(
+        config=config,
+        sigma0s=sigma0s,
+        seeds=seeds,
+        steps=ckpts,
+        diverged_at=np.asarray(div),
+        **_records(recs, W, names),
+    )
