@@ -5,7 +5,9 @@
 #   make lock         refresh uv.lock after editing pyproject.toml (keeps the other pins)
 #   make lock-upgrade move every pin to the newest release that pyproject.toml allows
 #   make check        ruff lint, ruff format --check, mypy on src/
-#   make test-latest  the suite on the newest allowed releases, in build/venv-latest (not run by CI)
+#   make test-latest  the suite on the newest allowed releases, in build/venv-latest (not run by CI;
+#                     PYTHON=python3.12 there to reach the releases that need a newer Python, e.g. jax 0.12)
+# TEST_ARGS passes arguments to pytest, e.g. make test TEST_ARGS='-k lotka'.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -30,13 +32,14 @@ $(STAMP): pyproject.toml uv.lock
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(TEST_ARGS)
 
-# All three run; the target fails if any of them found something.
+# All three run; the target fails if any of them found something. One line a finding
+# (`.venv/bin/ruff check src tests` / `ruff format --diff src tests` show the full context).
 check: $(STAMP)
 	@rc=0; \
-	echo '+ ruff check src tests'; $(BIN)/ruff check src tests || rc=1; \
-	echo '+ ruff format --check src tests'; $(BIN)/ruff format --check src tests || rc=1; \
+	echo '+ ruff check src tests'; $(BIN)/ruff check --output-format concise src tests || rc=1; \
+	echo '+ ruff format --check src tests'; $(BIN)/ruff format --check --output-format concise src tests || rc=1; \
 	echo '+ mypy (src/nqf, config in pyproject.toml)'; $(BIN)/mypy || rc=1; \
 	exit $$rc
 
@@ -64,7 +67,7 @@ test-latest: $(UV)
 	$(UV) pip install --python $(VENV_LATEST)/bin/python --upgrade --resolution highest \
 	    -e '.[test,flax,ray,slurm,parquet]'
 	$(UV) pip list --python $(VENV_LATEST)/bin/python
-	$(VENV_LATEST)/bin/python -m pytest -q
+	$(VENV_LATEST)/bin/python -m pytest -q $(TEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV_LATEST) results
