@@ -43,14 +43,9 @@ from nqf.theory.flow import gd_map  # noqa: E402
 from nqf.theory.lotka_volterra import LotkaVolterra, fixed_point, logistic_switch_time
 from nqf.theory.lv_solve import solve_lv, suggested_horizon, switch_times
 from nqf.training.tasks import get_task  # noqa: E402
-from nqf.training.runs import (  # noqa: E402
-    TrainConfig,
-    _build_run,
-    checkpoint_steps,
-    train,
-    train_sweep,
-    training_keys,
-)
+from nqf.training.config import TrainConfig, checkpoint_steps
+from nqf.training.runs import _build_run, train, training_keys
+from nqf.training.sweep import train_sweep
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 DTYPE = "float64"

@@ -1,12 +1,22 @@
 """Tests run in float64 (the library itself never flips jax_enable_x64)."""
 
 import atexit
+import importlib.util
 import os
+import secrets
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
+import time
+from pathlib import Path
 
 import jax
 import numpy as np
+import psutil
+import pytest
 
 # The CLI keeps compiled computations in a persistent cache: one per test session, not the
 # user's ~/.cache (tests of the cache itself set NQF_CACHE_DIR explicitly).
@@ -20,3 +30,103 @@ jax.config.update("jax_enable_x64", True)
 def assert_allclose(actual, desired, rtol, atol=0.0, err_msg=""):
     """The one tolerance helper: explicit rtol/atol at every call site."""
     np.testing.assert_allclose(np.asarray(actual), np.asarray(desired), rtol=rtol, atol=atol, err_msg=err_msg)
+
+
+# --- a Ray cluster for the executor tests (and any test that takes `ray_cluster`) -------------
+
+RAY_CLUSTERS: dict[str, dict] = {}  # address -> {"process": Popen, "temp_dir": str}: what ray_cluster started
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _stop_ray_cluster(process, temp_dir: str) -> None:
+    """Stop exactly the processes this cluster started (never `ray stop`, which stops every Ray
+    cluster of the user on the machine): the `ray start --block` process and its descendants,
+    and any process whose command line names the cluster's own temp folder."""
+    try:
+        tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if temp_dir in " ".join(proc.info["cmdline"] or []) and proc not in tree:
+            tree.append(proc)
+    for signum, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 15)):  # `ray start` drains up to 30 s: not waited for
+        for proc in tree:
+            try:
+                proc.send_signal(signum)
+            except psutil.NoSuchProcess:
+                pass
+        _, tree = psutil.wait_procs(tree, timeout=grace)
+        if not tree:
+            break
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """The address "127.0.0.1:<port>" of a Ray head started for this session, on loopback only.
+
+    `ray start --head --block` from the venv (2 CPUs, no dashboard, no usage stats, its own temp
+    folder and auth token), with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 set here too (Ray reads it
+    when it is imported), so the cluster and every driver of this session bind 127.0.0.1; the
+    token's RAY_AUTH_MODE/RAY_AUTH_TOKEN_PATH are set for the session's drivers (subprocesses
+    included). Stopped at the end of the session, also when a test failed (only its own
+    processes: never `ray stop`). Skipped when Ray is not installed.
+    """
+    ray_script = Path(sys.executable).with_name("ray")
+    if importlib.util.find_spec("ray") is None or not ray_script.exists():
+        pytest.skip("Ray is not installed (pip install 'nqf[ray]')")
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    temp_dir = tempfile.mkdtemp(prefix="nqf-ray-", dir="/tmp")  # short: Ray's socket paths are limited
+    # Token authentication with a token of its own (not ~/.ray/auth_token): Ray enables it for a
+    # driver that connects by address only when told, so every driver of the session is told here.
+    token = Path(temp_dir) / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    saved = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")}
+    os.environ.pop("RAY_AUTH_TOKEN", None)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("ray") / "ray-start.log"
+    command = [
+        str(ray_script),
+        "start",
+        "--head",
+        "--block",
+        "--node-ip-address=127.0.0.1",
+        f"--port={port}",
+        "--num-cpus=2",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        f"--temp-dir={temp_dir}",
+    ]
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while "Ray runtime started" not in log_path.read_text():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"ray start failed:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        RAY_CLUSTERS[address] = {"process": process, "temp_dir": temp_dir}
+        yield address
+    finally:
+        RAY_CLUSTERS.pop(address, None)
+        _stop_ray_cluster(process, temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -7,7 +7,7 @@ import pytest
 from nqf.training.closure import closure_diagnostic, random_orthogonal
 from nqf.core.errors import NqfError
 from nqf.training.tasks import get_task
-from nqf.training.runs import TrainConfig
+from nqf.training.config import TrainConfig
 from tests.conftest import assert_allclose
 
 STAIRCASE = get_task("staircase")

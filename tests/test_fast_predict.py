@@ -232,17 +232,19 @@ from nqf.core.cache import enable_compilation_cache
 enable_compilation_cache(sys.argv[1])
 import numpy as np
 import nqf.theory.lotka_volterra as lvm
+import nqf.theory.lv_solve as lvs
 s = np.array([3.0, 2.0, 1.0, 0.5])
 c = np.concatenate([s / 2, -s / 2])
 K = np.block([[np.eye(4) / 4, -np.eye(4) / 4], [-np.eye(4) / 4, np.eye(4) / 4]]) + 0.01
 system = lvm.LotkaVolterra(c, K, np.full(8, 1e-12), 0.05, 7.125)
-out = lvm.flow_switch_times(system, 3000.0, lvm.fixed_point(system))
+out = lvs.flow_switch_times(system, 3000.0, lvm.fixed_point(system))
 print(json.dumps([None if np.isnan(v) else float(v) for v in out]))
 """
 
 
 def _flow_switch_system():
     import nqf.theory.lotka_volterra as lvm
+    import nqf.theory.lv_solve as lvs
 
     s = np.array([3.0, 2.0, 1.0, 0.5])
     c = np.concatenate([s / 2, -s / 2])
@@ -253,21 +255,23 @@ def _flow_switch_system():
 def test_flow_switch_times_equal_the_solver_path():
     """The one-program LV flow switch times equal ``switch_times(solve_lv(...))`` exactly."""
     import nqf.theory.lotka_volterra as lvm
+    import nqf.theory.lv_solve as lvs
 
     system = _flow_switch_system()
     reference = lvm.fixed_point(system)
-    expected = lvm.switch_times(lvm.solve_lv(system, 3000.0), reference=reference)
+    expected = lvs.switch_times(lvs.solve_lv(system, 3000.0), reference=reference)
     assert np.isfinite(expected[:4]).all()
-    np.testing.assert_array_equal(lvm.flow_switch_times(system, 3000.0, reference), expected)
+    np.testing.assert_array_equal(lvs.flow_switch_times(system, 3000.0, reference), expected)
 
 
 def test_flow_switch_times_through_a_stored_artifact(tmp_path):
     """With the cache on (and EQX_ON_ERROR=nan, as the CLI sets it) the program is stored as a
     jax.export artifact, a second process uses it, and a corrupt artifact only costs tracing."""
     import nqf.theory.lotka_volterra as lvm
+    import nqf.theory.lv_solve as lvs
 
     system = _flow_switch_system()
-    expected = lvm.switch_times(lvm.solve_lv(system, 3000.0), reference=lvm.fixed_point(system))
+    expected = lvs.switch_times(lvs.solve_lv(system, 3000.0), reference=lvm.fixed_point(system))
     env = dict(os.environ, EQX_ON_ERROR="nan")
 
     def run():

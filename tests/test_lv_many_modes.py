@@ -8,7 +8,7 @@ Correctness only; the speed target lives in benchmarks/ (``lv_many_modes``).
 import numpy as np
 import pytest
 
-import nqf.theory.lotka_volterra as lv
+import nqf.theory.lv_logistic as lv
 from nqf.theory.lotka_volterra import LotkaVolterra, logistic_occupation, logistic_switch_time
 from nqf.theory.lv_solve import default_times, solve_lv
 from tests.conftest import assert_allclose

@@ -15,24 +15,26 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
+import nqf
+from nqf.store.code import code_identity
 from nqf.store.results import ResultsStore, package_version, run_key, to_jsonable
 
 CONFIG = {"sigma0": 1e-6, "steps": 300, "seed": 0, "widths": (4, 8)}
 
 
-def test_key_changes_with_config_seed_version_and_run_but_not_dict_order():
+def test_key_changes_with_config_seed_code_and_run_but_not_dict_order():
     base = run_key("E1", "gd", CONFIG, "0.1.0")
     assert base == run_key("E1", "gd", dict(reversed(list(CONFIG.items()))), "0.1.0")
     assert base == run_key("E1", "gd", {**CONFIG, "widths": [4, 8]}, "0.1.0")  # tuples hash as lists
     variants = [
         run_key("E1", "gd", {**CONFIG, "seed": 1}, "0.1.0"),
         run_key("E1", "gd", {**CONFIG, "sigma0": 1e-8}, "0.1.0"),
-        run_key("E1", "gd", CONFIG, "0.1.1"),
+        run_key("E1", "gd", CONFIG, "0.1.0+code.0000000000000001"),
         run_key("E1", "adam", CONFIG, "0.1.0"),
         run_key("E2", "gd", CONFIG, "0.1.0"),
     ]
     assert len({base, *variants}) == 1 + len(variants)
-    assert ResultsStore("unused").key("E1", "gd", CONFIG) == run_key("E1", "gd", CONFIG, package_version())
+    assert ResultsStore("unused").key("E1", "gd", CONFIG) == run_key("E1", "gd", CONFIG, code_identity())
 
 
 def test_put_get_roundtrip_converts_arrays_and_keeps_nan(tmp_path):
@@ -46,7 +48,8 @@ def test_put_get_roundtrip_converts_arrays_and_keeps_nan(tmp_path):
     assert json.dumps(returned) == json.dumps(stored)  # put hands back what get reads
     document = json.loads(store.path("E1", store.key("E1", "gd", CONFIG)).read_text())
     assert document["format"] == "nqf-run" and document["experiment"] == "E1" and document["run"] == "gd"
-    assert document["config"]["widths"] == [4, 8] and document["nqf_version"] == store.version
+    assert document["config"]["widths"] == [4, 8] and document["nqf_code"] == store.code == code_identity()
+    assert document["nqf_version"] == package_version() == nqf.__version__
     assert store.problems == []
 
 

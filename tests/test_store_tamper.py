@@ -127,7 +127,7 @@ def test_a_sound_record_passes_its_checksum_nan_included(tmp_path):
     store = ResultsStore(tmp_path)
     store.put("E1", "gd", CONFIG, RECORD)
     document = json.loads(store.path("E1", store.key("E1", "gd", CONFIG)).read_text())
-    assert document["format_version"] == FORMAT_VERSION == 2
+    assert document["format_version"] == FORMAT_VERSION == 3
     assert document["checksum"].startswith("sha256:") and len(document["checksum"]) == 7 + 64
     reread = ResultsStore(tmp_path, recompute=True)
     assert reread.get("E1", "gd", CONFIG)["loss"][:2] == [1.0, 0.5] and reread.problems == []

@@ -25,7 +25,9 @@ from nqf.core.measure import (
 )
 from nqf.core.sampling import minibatch_indices
 from nqf.training.tasks import get_task
-from nqf.training.runs import TrainConfig, checkpoint_steps, train, train_sweep, training_keys
+from nqf.training.config import TrainConfig, checkpoint_steps
+from nqf.training.runs import train, training_keys
+from nqf.training.sweep import train_sweep
 from tests.conftest import assert_allclose
 
 STAIRCASE = get_task("staircase")

@@ -30,7 +30,8 @@ from nqf.theory.lotka_volterra import LotkaVolterra
 from nqf.theory.predict import MFLOW_RESOLUTION, PredictConfig, predict
 from nqf.theory.singular_limit import singular_limit
 from nqf.training.tasks import get_task
-from nqf.training.runs import DIVERGENCE_FACTOR, TrainConfig, train
+from nqf.training.config import DIVERGENCE_FACTOR, TrainConfig
+from nqf.training.runs import train
 from nqf.architectures import get_architecture
 
 TASK = get_task("staircase")

@@ -33,10 +33,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     ".architectures.expansion": ("ExpansionReport", "expansion_check", "require_expansion"),
     ".training.tasks": ("TASKS", "Task", "get_task", "task_options"),
-    ".training.runs": (
-        "OPTIMIZERS", "SweepResult", "TrainConfig", "TrainResult", "checkpoint_steps", "make_optimizer",
-        "train", "train_sweep",
-    ),
+    ".training.config": ("OPTIMIZERS", "TrainConfig", "checkpoint_steps", "make_optimizer"),
+    ".training.runs": ("TrainResult", "train"),
+    ".training.sweep": ("SweepResult", "train_sweep"),
     ".core.measure": ("SlopeFit", "fit_switch_slope", "loss_crossings", "switch_steps", "switch_steps_own"),
     ".training.closure": ("ClosureResult", "closure_diagnostic"),
     ".core.sampling": ("minibatch_indices",),
@@ -134,16 +133,14 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
         get_task as get_task,
         task_options as task_options,
     )
-    from nqf.training.runs import (
+    from nqf.training.config import (
         OPTIMIZERS as OPTIMIZERS,
-        SweepResult as SweepResult,
         TrainConfig as TrainConfig,
-        TrainResult as TrainResult,
         checkpoint_steps as checkpoint_steps,
         make_optimizer as make_optimizer,
-        train as train,
-        train_sweep as train_sweep,
     )
+    from nqf.training.runs import TrainResult as TrainResult, train as train
+    from nqf.training.sweep import SweepResult as SweepResult, train_sweep as train_sweep
     from nqf.core.measure import (
         SlopeFit as SlopeFit,
         fit_switch_slope as fit_switch_slope,

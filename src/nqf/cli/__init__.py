@@ -18,106 +18,21 @@ import os
 import signal
 import sys
 import warnings
-from pathlib import Path
-from typing import Annotated
 
 import typer
 
 from nqf.core.errors import NqfError
 
-_CACHE_HELP = (
-    "structure, predict and compare keep their compiled programs on disk, so repeated runs skip "
-    "compilation: in $NQF_CACHE_DIR, else $XDG_CACHE_HOME/nqf/jax, else ~/.cache/nqf/jax. "
-    "NQF_CACHE_DIR=\"\" or --no-cache switches the cache off; a location that cannot be written, "
-    "or a damaged cache, only costs a recompile."
-)
-
-app = typer.Typer(
-    name="nqf",
-    help="Neural Quadratic Forms: structure matrices, training predictions and their comparison with training.\n\n"
-    + _CACHE_HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-# set by the root callback, read by start_jax(); reset on every invocation of the app
-_settings: dict[str, object] = {"cache": True, "cache_dir": None, "pruned": False}
-
-
-@app.callback()
-def _root(
-    no_cache: Annotated[
-        bool,
-        typer.Option(
-            "--no-cache",
-            help="Do not use the on-disk compilation cache (see NQF_CACHE_DIR above); every run compiles afresh.",
-        ),
-    ] = False,
-) -> None:
-    """Neural Quadratic Forms."""
-    _settings.update(cache=not no_cache, cache_dir=None, pruned=False)
-
-
-def start_jax() -> None:
-    """Prepare JAX for a command that computes; call it after the arguments are parsed.
-
-    Switches the persistent compilation cache on (unless switched off), then float64
-    (the CLI is an application; the library never flips either). With the cache on,
-    ``EQX_ON_ERROR`` defaults to ``nan``: equinox's runtime checks inside diffrax's ODE
-    solves then need no Python callback, which JAX cannot store in the cache (the
-    checks concern arrays nqf builds and validates itself, and nqf calls diffrax with
-    ``throw=False``). Cache read/write problems are silenced; at the first unreadable
-    entry the cache's unreadable entries are removed, so that this run stores them afresh.
-    """
-    if _settings["cache"] and _settings["cache_dir"] is None:
-        from nqf.core.cache import CACHE_WARNING, enable_compilation_cache
-
-        path = enable_compilation_cache()
-        if path is not None:
-            _settings["cache_dir"] = path
-            os.environ.setdefault("EQX_ON_ERROR", "nan")  # read by equinox when first imported
-            _watch_cache_warnings(CACHE_WARNING)
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-
-
-def _watch_cache_warnings(pattern) -> None:
-    """Swallow JAX's warnings about unreadable or unwritable cache entries; prune at the first unreadable one."""
-    # "default" ahead of other filters: shown to our hook even under -W error, not raised
-    warnings.filterwarnings("default", message=pattern.pattern, category=UserWarning)
-    previous = warnings.showwarning
-    if getattr(previous, "_nqf_cache_hook", False):
-        return
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, UserWarning) and pattern.search(str(message)):
-            if "reading" in str(message):
-                _prune_once()
-            return
-        previous(message, category, filename, lineno, file, line)
-
-    show._nqf_cache_hook = True  # type: ignore[attr-defined]
-    warnings.showwarning = show
-
-
-def _prune_once() -> None:
-    """Remove the entries JAX cannot read (JAX never overwrites an entry, so each would be
-    recompiled on every run); the recompilation in progress then stores its entry afresh."""
-    path = _settings["cache_dir"]
-    if not _settings["pruned"] and isinstance(path, Path):
-        _settings["pruned"] = True
-        from nqf.core.cache import prune_unreadable_entries
-
-        prune_unreadable_entries(path)
+from nqf.cli.app import app, start_jax  # noqa: F401 (the package's API)
 
 
 # Command modules register themselves on `app` when imported; they import the library lazily.
-from . import structure as _structure  # noqa: E402,F401
-from . import predict as _predict  # noqa: E402,F401
-from . import compare as _compare  # noqa: E402,F401
-from . import reproduce as _reproduce  # noqa: E402,F401
+from nqf.cli import compare as _compare  # noqa: E402,F401
+from nqf.cli import predict as _predict  # noqa: E402,F401
+from nqf.cli import reproduce as _reproduce  # noqa: E402,F401
+from nqf.cli import store as _store  # noqa: E402,F401
+from nqf.cli import structure as _structure  # noqa: E402,F401
+from nqf.cli import sweep as _sweep  # noqa: E402,F401
 
 
 # Warnings of these categories from numerical code are noise for a CLI user: bad input is

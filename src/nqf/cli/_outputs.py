@@ -1,7 +1,7 @@
 """Curves out and in for ``nqf predict`` and ``nqf compare``: ``--plot``, ``--csv DIR``, ``--overlay CURVE``.
 
 Checked before any compute (:func:`check_outputs`): the figure's path (a .png or .pdf
-file in a writable folder, ``_validate.check_output_path``), the table folder (an
+file in a writable folder, ``nqf.comparison.limits.check_output_path``), the table folder (an
 existing writable folder, or a new one whose parent is a writable folder; nothing is
 created until the end) and the measured curve, read in full (``nqf.comparison.curves``). Written
 at the end, each file atomically (a temporary file in the same folder, renamed).
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from nqf.core.errors import NqfError
-from ._validate import check_output_path
+from nqf.comparison.limits import check_output_path
 
 TABLE_FILES = ("curves.csv", "modes.csv")
 

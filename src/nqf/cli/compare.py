@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -41,10 +42,10 @@ from rich.console import Console
 from rich.table import Table
 
 from nqf.core.errors import NqfError
-from . import app, start_jax
+from nqf.cli.app import app, start_jax
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_spec, resolve_task_and_unit
-from ._validate import MAX_STEPS, check_compare, check_seed
+from nqf.comparison.limits import MAX_STEPS, check_compare, check_seed
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -100,6 +101,39 @@ def resolve_task_and_arch(task_name: str, arch_name: str | None, args: list[str]
     return task, get_architecture(arch_name, **parsed[arch_name])
 
 
+@dataclass(frozen=True)
+class CompareArgs:
+    """The command line of ``nqf compare`` as typer read it.
+
+    ``extra``: the remaining ``--name value`` pairs, the options of the task, the architecture or the unit.
+    """
+
+    task: str
+    width: int
+    sigma0: float
+    lr: float
+    steps: int
+    arch: str | None
+    unit: str | None
+    optimizers: str
+    lr_sgd: float | None
+    lr_momentum: float | None
+    lr_adam: float | None
+    lr_muon: float | None
+    seeds: int
+    seed: int
+    data_seed: int
+    batch: int | None
+    beta: float
+    as_json: bool
+    plot: Path | None
+    csv_dir: Path | None
+    overlay: Path | None
+    departure: bool
+    allow_inapplicable: bool
+    extra: tuple[str, ...]
+
+
 @app.command("compare", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def compare_command(
     ctx: typer.Context,
@@ -151,60 +185,82 @@ def compare_command(
     ] = False,
 ) -> None:
     """Train the network (each optimizer), the quadratic model and the theory side by side."""
-    for name, value in (("--width", width), ("--steps", steps), ("--seeds", seeds)):
-        if value < 1:
-            raise NqfError(f"{name} must be a positive integer, got {value}")
-    if steps > MAX_STEPS:
-        raise NqfError(f"--steps must be at most {MAX_STEPS} (steps are counted in 32-bit integers), got {steps}")
-    check_seed("--seed", seed, count=seeds)
-    check_seed("--data-seed", data_seed)
+    args = CompareArgs(
+        task=task, width=width, sigma0=sigma0, lr=lr, steps=steps, arch=arch, unit=unit, optimizers=optimizers,
+        lr_sgd=lr_sgd, lr_momentum=lr_momentum, lr_adam=lr_adam, lr_muon=lr_muon, seeds=seeds, seed=seed,
+        data_seed=data_seed, batch=batch, beta=beta, as_json=as_json, plot=plot, csv_dir=csv_dir, overlay=overlay,
+        departure=departure, allow_inapplicable=allow_inapplicable, extra=tuple(ctx.args),
+    )
+    run_compare_command(args)
+
+
+def run_compare_command(args: CompareArgs) -> None:
+    """Check the arguments, train and predict, write the files and print the result (JSON or text)."""
+    check_counts(args)
     from ._outputs import check_outputs, finish_comparison, print_outputs
 
     # the figure's path, the table folder and the measured curve, before any compute
-    measured = check_outputs(plot, csv_dir, overlay)
-    chosen = parse_optimizers(optimizers)
-    if unit is not None:
-        if arch is not None:
+    measured = check_outputs(args.plot, args.csv_dir, args.overlay)
+    chosen = parse_optimizers(args.optimizers)
+    if args.unit is not None:
+        if args.arch is not None:
             raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION, not both")
-        parse_unit_spec(unit)  # a bad FILE.py:FUNCTION fails before JAX starts
+        parse_unit_spec(args.unit)  # a bad FILE.py:FUNCTION fails before JAX starts
     start_jax()  # float64 and the compilation cache (the CLI is an application; the library never does this)
-    from nqf.comparison.compare import CompareConfig, compare
+    from nqf.comparison.compare import compare
 
-    overrides = {"sgd": lr_sgd, "momentum": lr_momentum, "adam": lr_adam, "muon": lr_muon}
-    rates = tuple((opt, value) for opt, value in overrides.items() if value is not None)
-    config_args = {
-        "allow_inapplicable": allow_inapplicable,
-        "departure": departure,
-        "width": width,
-        "sigma0": sigma0,
-        "lr": lr,
-        "steps": steps,
-        "optimizers": chosen,
-        "learning_rates": rates,
-        "beta": beta,
-        "batch_size": batch,
-        "seeds": seeds,
-        "seed": seed,
-        "data_seed": data_seed,
-    }
-    config = CompareConfig(**config_args)
-    if unit is not None:
-        the_task, architecture = resolve_task_and_unit(task, unit, list(ctx.args))
+    config = compare_config(args, chosen)
+    if args.unit is not None:
+        the_task, architecture = resolve_task_and_unit(args.task, args.unit, list(args.extra))
     else:
-        the_task, architecture = resolve_task_and_arch(task, arch, list(ctx.args))
-    check_compare(the_task, architecture, width, steps, seeds, chosen)
+        the_task, architecture = resolve_task_and_arch(args.task, args.arch, list(args.extra))
+    check_compare(the_task, architecture, args.width, args.steps, args.seeds, chosen)
     comparison = compare(the_task, architecture, config)
     result = comparison.to_json()
-    matched = finish_comparison(comparison, result, csv_dir, measured)  # the overlay block; the tables
-    if plot is not None:
-        write_plot(comparison, plot, matched)
-    if as_json:
+    matched = finish_comparison(comparison, result, args.csv_dir, measured)  # the overlay block; the tables
+    if args.plot is not None:
+        write_plot(comparison, args.plot, matched)
+    if args.as_json:
         print(json.dumps(result, allow_nan=False))
         return
     print_comparison(result, Console())
     if result["departure"] is not None:
         print_departures(comparison, result, Console())
-    print_outputs(Console(), result, plot, csv_dir)
+    print_outputs(Console(), result, args.plot, args.csv_dir)
+
+
+def check_counts(args: CompareArgs) -> None:
+    """The checks of the counts and seeds, before the library (and JAX) is loaded."""
+    for name, value in (("--width", args.width), ("--steps", args.steps), ("--seeds", args.seeds)):
+        if value < 1:
+            raise NqfError(f"{name} must be a positive integer, got {value}")
+    if args.steps > MAX_STEPS:
+        raise NqfError(f"--steps must be at most {MAX_STEPS} (steps are counted in 32-bit integers), got {args.steps}")
+    check_seed("--seed", args.seed, count=args.seeds)
+    check_seed("--data-seed", args.data_seed)
+
+
+def compare_config(args: CompareArgs, chosen: tuple[str, ...]):
+    """The library's ``CompareConfig`` (its own checks); ``--lr-OPT`` overrides ``--lr`` for one optimizer."""
+    from nqf.comparison.compare import CompareConfig
+
+    overrides = {"sgd": args.lr_sgd, "momentum": args.lr_momentum, "adam": args.lr_adam, "muon": args.lr_muon}
+    rates = tuple((opt, value) for opt, value in overrides.items() if value is not None)
+    return CompareConfig(
+        allow_inapplicable=args.allow_inapplicable,
+        departure=args.departure,
+        width=args.width,
+        sigma0=args.sigma0,
+        lr=args.lr,
+        steps=args.steps,
+        optimizers=chosen,
+        learning_rates=rates,
+        beta=args.beta,
+        batch_size=args.batch,
+        seeds=args.seeds,
+        seed=args.seed,
+        data_seed=args.data_seed,
+    )
 
 
 def print_departures(comparison, result: dict, console: Console) -> None:
@@ -231,6 +287,26 @@ def write_plot(comparison, plot: Path, overlay=None) -> None:
 def print_comparison(result: dict, console: Console) -> None:
     """The text form of ``Comparison.to_json()``: switch steps, plateau losses, closure."""
     opts = list(result["config"]["optimizers"])
+    print_header(result, console)
+    console.print(theory_table(result))
+    console.print(network_table(result, opts))
+    console.print(
+        "  M-flow: the optimizer's own M-flow"
+        + (" (* the GD M-flow as a reference: this optimizer has no M-flow)" if result["reference_only"] else "")
+        + "; vs M-flow: (network - M-flow) / M-flow per seed; own thr.: at half the run's own final occupation",
+        highlight=False,
+    )
+    if result["closure_defect"]:
+        console.print(closure_table(result, opts))
+    for opt, bad in result["diverged"].items():
+        if bad:
+            console.print(f"[red]network ({opt}) diverged[/red] for seed(s) {', '.join(map(str, bad))}")
+    for note in result["notes"]:
+        console.print(f"note: {note}", highlight=False)
+
+
+def print_header(result: dict, console: Console) -> None:
+    """The run in one line (task, architecture, width, init, steps, seeds, rates, data defect) and the legend."""
     seeds = result["seeds"]
     cfg = result["config"]
     console.print(
@@ -245,6 +321,10 @@ def print_comparison(result: dict, console: Console) -> None:
         f"L: plateau loss, at the log-midpoint to the next switch{'; means over seeds' if len(seeds) > 1 else ''}",
         highlight=False,
     )
+
+
+def theory_table(result: dict) -> Table:
+    """Per mode: the theory's switch-on steps (GD) and plateau losses beside the quadratic model's."""
     theory = Table(title="theory (GD) and the quadratic model", title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("mode", "c_k", "limit", "LV", "M-flow", "quad.", "L limit", "L M-flow", "L quad."):
         theory.add_column(column, justify="right")
@@ -261,8 +341,12 @@ def print_comparison(result: dict, console: Console) -> None:
             _loss(plateau["predicted"]["mflow"]),
             _loss(plateau["measured"]["quadratic"]),
         )
-    console.print(theory)
+    return theory
 
+
+def network_table(result: dict, opts: list[str]) -> Table:
+    """Per mode and optimizer: the network's switch-on step against the optimizer's M-flow, and its plateau."""
+    seeds = result["seeds"]
     network = Table(title="network, per optimizer", title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("mode", "optimizer", "M-flow", "network", "sd", "vs M-flow", "own thr.", "plateau"):
         network.add_column(column, justify="right")
@@ -281,32 +365,23 @@ def print_comparison(result: dict, console: Console) -> None:
                 _loss(row["plateau_loss"]["measured"]["network"][opt]),
                 end_section=i == len(opts) - 1,
             )
-    console.print(network)
-    console.print(
-        "  M-flow: the optimizer's own M-flow"
-        + (" (* the GD M-flow as a reference: this optimizer has no M-flow)" if result["reference_only"] else "")
-        + "; vs M-flow: (network - M-flow) / M-flow per seed; own thr.: at half the run's own final occupation",
-        highlight=False,
-    )
+    return network
 
-    if result["closure_defect"]:
-        closure = Table(
-            title="closure on M: quadratic model from W0 and W0 O, until the last switch-on",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
+
+def closure_table(result: dict, opts: list[str]) -> Table:
+    """Per optimizer: how far the quadratic model from W0 and from W0 O stay apart on M (the closure check)."""
+    closure = Table(
+        title="closure on M: quadratic model from W0 and W0 O, until the last switch-on",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for column in ("optimizer", "until step", "max M defect", "max update defect"):
+        closure.add_column(column, justify="right")
+    for opt in opts:
+        closure.add_row(
+            opt,
+            str(result["closure_until"][opt]),
+            _fmt(result["closure_defect"][opt], 2),
+            _fmt(result["closure_update_defect"][opt], 2),
         )
-        for column in ("optimizer", "until step", "max M defect", "max update defect"):
-            closure.add_column(column, justify="right")
-        for opt in opts:
-            closure.add_row(
-                opt,
-                str(result["closure_until"][opt]),
-                _fmt(result["closure_defect"][opt], 2),
-                _fmt(result["closure_update_defect"][opt], 2),
-            )
-        console.print(closure)
-    for opt, bad in result["diverged"].items():
-        if bad:
-            console.print(f"[red]network ({opt}) diverged[/red] for seed(s) {', '.join(map(str, bad))}")
-    for note in result["notes"]:
-        console.print(f"note: {note}", highlight=False)
+    return closure

@@ -14,7 +14,7 @@ W0.npz holds W (d x n, units as columns, each flattened in the order that
 instead of ``--arch`` (``nqf.cli._unit``); its input shape and outputs default to X's and
 Y's. Bad files, shape mismatches,
 non-finite values, an unstable learning rate, a seed outside [0, 2^32), a run that would
-not fit in memory (``nqf.cli._validate``), an unwritable --plot or --csv folder, a bad
+not fit in memory (``nqf.comparison.limits``), an unwritable --plot or --csv folder, a bad
 --overlay curve (``nqf.comparison.curves``) and a unit the theory does not apply to (unless
 ``--allow-inapplicable``) print one ``error:`` line, exit 2. A run estimated to take
 longer than ~10 s says so on stderr first.
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -37,10 +38,10 @@ from rich.console import Console
 from rich.table import Table
 
 from nqf.core.errors import NqfError
-from . import app, start_jax
+from nqf.cli.app import app, start_jax
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_for_data
-from ._validate import MAX_STEPS, check_predict, check_seed
+from nqf.comparison.limits import MAX_STEPS, check_predict, check_seed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,6 +87,37 @@ def _fmt(value) -> str:
     if isinstance(value, float) and abs(value) >= 1 and value == round(value):
         return f"{value:.0f}"
     return f"{value:.4g}"
+
+
+@dataclass(frozen=True)
+class PredictArgs:
+    """The command line of ``nqf predict`` as typer read it.
+
+    ``extra``: the remaining ``--name value`` pairs, the options of the architecture or of the unit.
+    """
+
+    data: Path
+    width: int
+    lr: float
+    steps: int
+    arch: str | None
+    unit: str | None
+    sigma0: float | None
+    init: Path | None
+    optimizer: str
+    batch: int | None
+    beta: float
+    seed: int
+    loss: str
+    route: str
+    stepping: str
+    allow_inapplicable: bool
+    departure: bool
+    as_json: bool
+    plot: Path | None
+    csv_dir: Path | None
+    overlay: Path | None
+    extra: tuple[str, ...]
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -138,120 +170,158 @@ def predict(
     ] = None,
 ) -> None:
     """Predict training (M-flow, Lotka-Volterra, vanishing-init steps) from data, without training."""
-    if route not in ("auto", "moments", "samples"):
-        raise NqfError(f"unknown data route {route!r}; choose one of auto, moments, samples")
-    if stepping not in ("adaptive", "every"):
-        raise NqfError(f"unknown stepping {stepping!r}; choose one of adaptive, every")
-    if loss not in ("squared", "cross_entropy"):
-        raise NqfError(f"unknown loss {loss!r}; choose one of squared, cross_entropy")
-    _check_numbers(width=width, lr=lr, steps=steps, sigma0=sigma0, optimizer=optimizer, batch=batch, beta=beta)
-    check_seed("--seed", seed)
-    if (sigma0 is None) == (init is None):
-        raise NqfError("give exactly one of --sigma0 S or --init W0.npz")
-    if (arch is None) == (unit is None):
-        raise NqfError(f"give --arch NAME or --unit FILE.py:FUNCTION{'' if arch is None else ', not both'}")
-    if unit is not None:
-        parse_unit_spec(unit)  # a bad FILE.py:FUNCTION fails before JAX starts
-    from ._outputs import check_outputs, finish_prediction, print_departure, print_outputs
+    args = PredictArgs(
+        data=data, width=width, lr=lr, steps=steps, arch=arch, unit=unit, sigma0=sigma0, init=init,
+        optimizer=optimizer, batch=batch, beta=beta, seed=seed, loss=loss, route=route, stepping=stepping,
+        allow_inapplicable=allow_inapplicable, departure=departure, as_json=as_json, plot=plot, csv_dir=csv_dir,
+        overlay=overlay, extra=tuple(ctx.args),
+    )
+    run_predict_command(args)
 
-    measured = check_outputs(plot, csv_dir, overlay)  # before any compute: a bad path or curve costs nothing
+
+def run_predict_command(args: PredictArgs) -> None:
+    """Check the arguments, predict, write the files and print the result (JSON or text)."""
+    check_arguments(args)
+    from ._outputs import check_outputs, finish_prediction
+
+    # before any compute: a bad path or curve costs nothing
+    measured = check_outputs(args.plot, args.csv_dir, args.overlay)
     start_jax()  # float64 and the compilation cache (the library never flips these)
+    prediction, architecture, label = run_prediction(args)
+    result = prediction.to_json()
+    finish_prediction(prediction, result, args.plot, args.csv_dir, measured)  # the overlay block; figure and tables
+    if args.as_json:
+        print(json.dumps(result))
+        return
+    print_prediction(args, label, architecture.dim, result)
+
+
+def check_arguments(args: PredictArgs) -> None:
+    """Every check of the plain arguments, before the library (and JAX) is loaded."""
+    if args.route not in ("auto", "moments", "samples"):
+        raise NqfError(f"unknown data route {args.route!r}; choose one of auto, moments, samples")
+    if args.stepping not in ("adaptive", "every"):
+        raise NqfError(f"unknown stepping {args.stepping!r}; choose one of adaptive, every")
+    if args.loss not in ("squared", "cross_entropy"):
+        raise NqfError(f"unknown loss {args.loss!r}; choose one of squared, cross_entropy")
+    _check_numbers(
+        width=args.width, lr=args.lr, steps=args.steps, sigma0=args.sigma0, optimizer=args.optimizer,
+        batch=args.batch, beta=args.beta,
+    )
+    check_seed("--seed", args.seed)
+    if (args.sigma0 is None) == (args.init is None):
+        raise NqfError("give exactly one of --sigma0 S or --init W0.npz")
+    if (args.arch is None) == (args.unit is None):
+        raise NqfError(f"give --arch NAME or --unit FILE.py:FUNCTION{'' if args.arch is None else ', not both'}")
+    if args.unit is not None:
+        parse_unit_spec(args.unit)  # a bad FILE.py:FUNCTION fails before JAX starts
+
+
+def run_prediction(args: PredictArgs):
+    """(prediction, architecture, its name): the data checked, then the data matrices, then the prediction."""
     import numpy as np
 
-    from nqf.theory.data_matrices import check_sample_arrays, checked_samples, flow_data
-    from nqf.theory.predict import PredictConfig
+    from nqf.theory.data_matrices import flow_data
     from nqf.theory.predict import predict as run_predict
+
+    architecture, label, X, Y = load_problem(args)
+    W0 = None if args.init is None else load_init(args.init, architecture.dim, args.width)
+    config = predict_config(args)
+    # the data matrices first, then let go of X and Y: the prediction's compilations then
+    # happen without the samples in memory (the moments route keeps only S and u)
+    data_route = flow_data(
+        architecture, np.asarray(X, dtype=np.float64), Y, loss=args.loss, route=args.route,
+        minibatches=args.optimizer == "sgd", dtype=np.float64,
+    )
+    # the departure evaluates the network on the samples; otherwise they are let go
+    samples = (np.asarray(X, dtype=np.float64), Y) if args.departure else (None, None)
+    del X, Y
+    prediction = run_predict(
+        architecture, *samples, config, W0=W0, data=data_route[0], route_choice=data_route[1]
+    )
+    return prediction, architecture, label
+
+
+def load_problem(args: PredictArgs):
+    """(architecture, its name, X, Y): the architecture (or unit) and the samples, every check of the
+    data (shapes, labels, losses) and of the run's memory done, before any compute."""
+    import numpy as np
+
+    from nqf.theory.data_matrices import check_sample_arrays, checked_samples
     from ..architectures import architecture_options, get_architecture
 
-    if unit is None:
-        options = parse_factory_options(list(ctx.args), {arch: architecture_options(arch)})[arch]
+    arch, data = args.arch, args.data
+    if args.unit is None:
+        options = parse_factory_options(list(args.extra), {arch: architecture_options(arch)})[arch]
         architecture = get_architecture(arch, **options)
     else:
-        unit_options = parse_unit_options(list(ctx.args))
+        unit_options = parse_unit_options(list(args.extra))
     arrays = load_npz(data, ("X", "Y"))
     X, Y = arrays["X"], arrays["Y"]
     check_sample_arrays(str(data), X, Y)
-    if unit is not None:  # shapes from the data unless --inputs / --outputs say otherwise
-        architecture = unit_for_data(unit, unit_options, X, Y, loss, str(data))
+    if args.unit is not None:  # shapes from the data unless --inputs / --outputs say otherwise
+        architecture = unit_for_data(args.unit, unit_options, X, Y, args.loss, str(data))
         arch = architecture.name
     if X.shape[1:] != tuple(architecture.input_shape):
         shape = ", ".join(map(str, architecture.input_shape))
         raise NqfError(f"{data}: X has shape {X.shape}, but {arch} with these options takes inputs (N, {shape})")
-    if batch is not None and batch > X.shape[0]:
-        raise NqfError(f"--batch {batch} is larger than the {X.shape[0]} samples in {data}")
-    # every check of the data (shapes, labels, losses) before any memory or compute
-    X, Y_checked, _ = checked_samples(architecture, X, Y, loss=loss, dtype=np.float64)
+    if args.batch is not None and args.batch > X.shape[0]:
+        raise NqfError(f"--batch {args.batch} is larger than the {X.shape[0]} samples in {data}")
+    X, Y_checked, _ = checked_samples(architecture, X, Y, loss=args.loss, dtype=np.float64)
     check_predict(
-        architecture, X.shape[0], width, steps, loss, route, minibatches=optimizer == "sgd",
-        adaptive=stepping == "adaptive" and optimizer != "sgd",
+        architecture, X.shape[0], args.width, args.steps, args.loss, args.route,
+        minibatches=args.optimizer == "sgd", adaptive=args.stepping == "adaptive" and args.optimizer != "sgd",
     )
-    W0 = None
-    if init is not None:
-        W0 = load_npz(init, ("W",))["W"]
-        if W0.ndim != 2 or W0.shape[0] != architecture.dim:
-            raise NqfError(f"{init}: W must have shape (d={architecture.dim}, n), got {W0.shape}")
-        if W0.shape[1] != width:
-            raise NqfError(f"{init}: W has {W0.shape[1]} units (columns) but --width is {width}")
-        W0 = np.asarray(W0, dtype=np.float64)
-    config_args = {
-        "allow_inapplicable": allow_inapplicable,
-        "departure": departure,
-        "width": width,
-        "lr": lr,
-        "steps": steps,
-        "sigma0": sigma0 if sigma0 is not None else 1.0,
-        "optimizer": optimizer,
-        "beta": beta,
-        "batch_size": batch,
-        "seed": seed,
-        "loss": loss,
-        "route": route,
-        "stepping": stepping,
-    }
-    config = PredictConfig(**config_args)
-    Y = Y_checked
-    # the data matrices first, then let go of X and Y: the prediction's compilations then
-    # happen without the samples in memory (the moments route keeps only S and u)
-    data_route = flow_data(
-        architecture, np.asarray(X, dtype=np.float64), Y, loss=loss, route=route,
-        minibatches=optimizer == "sgd", dtype=np.float64,
+    return architecture, arch, X, Y_checked
+
+
+def load_init(init: Path, dim: int, width: int) -> np.ndarray:
+    """W0 from ``--init`` as float64, checked against the architecture's d and ``--width``."""
+    import numpy as np
+
+    W0 = load_npz(init, ("W",))["W"]
+    if W0.ndim != 2 or W0.shape[0] != dim:
+        raise NqfError(f"{init}: W must have shape (d={dim}, n), got {W0.shape}")
+    if W0.shape[1] != width:
+        raise NqfError(f"{init}: W has {W0.shape[1]} units (columns) but --width is {width}")
+    return np.asarray(W0, dtype=np.float64)
+
+
+def predict_config(args: PredictArgs):
+    """The library's ``PredictConfig`` (its own checks) from the arguments."""
+    from nqf.theory.predict import PredictConfig
+
+    return PredictConfig(
+        allow_inapplicable=args.allow_inapplicable,
+        departure=args.departure,
+        width=args.width,
+        lr=args.lr,
+        steps=args.steps,
+        sigma0=args.sigma0 if args.sigma0 is not None else 1.0,
+        optimizer=args.optimizer,
+        beta=args.beta,
+        batch_size=args.batch,
+        seed=args.seed,
+        loss=args.loss,
+        route=args.route,
+        stepping=args.stepping,
     )
-    # the departure evaluates the network on the samples; otherwise they are let go
-    samples = (np.asarray(X, dtype=np.float64), Y) if departure else (None, None)
-    del arrays, X, Y, Y_checked
-    prediction = run_predict(
-        architecture, *samples, config, W0=W0, data=data_route[0], route_choice=data_route[1]
-    )
-    del samples
-    result = prediction.to_json()
-    finish_prediction(prediction, result, plot, csv_dir, measured)  # the overlay block; figure and tables
-    if as_json:
-        print(json.dumps(result))
-        return
+
+
+def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> None:
+    """The text form of ``Prediction.to_json()``: a header, the modes table, the loss and fit, notes and files."""
+    from ._outputs import print_departure, print_outputs
+
     console = Console()
-    lv = result["lv"]
+    lv, steps = result["lv"], args.steps
     console.print(
-        f"[bold]{arch}[/bold] d={architecture.dim}, n={width}, {optimizer}, lr={lr:g}, {steps} steps; "
+        f"[bold]{arch}[/bold] d={dim}, n={args.width}, {args.optimizer}, lr={args.lr:g}, {steps} steps; "
         f"data defect {lv['defect']:.2e} ({'LV applies' if lv['applies'] else 'LV does not apply: M-flow only'}), "
         f"init defect {lv['init_defect']:.2e}, stable lr < {result['stable_lr']:.4g}"
     )
-    table = Table(title="modes (largest growth first); switch-on step = m_k reaches m_k*/2")
-    for column in ("mode", "c_k", "m_k*", "M-flow", "LV (map)", "LV (flow)", "closed form", "vanishing init", "plateau loss"):
-        table.add_column(column, justify="right")
-    for k in range(len(lv["growth"])):
-        table.add_row(
-            str(k + 1),
-            _fmt(lv["growth"][k]),
-            _fmt(lv["fixed_point"][k]),
-            _fmt(result["mflow"]["switch_steps"][k]),
-            _fmt(lv["switch_steps"][k]),
-            _fmt(lv["continuous_switch_steps"][k]),
-            _fmt(lv["closed_form_switch_steps"][k]),
-            _fmt(result["singular_limit"]["switch_steps"][k]),
-            _fmt(lv["plateau_losses"][k]),
-        )
-    console.print(table)
-    console.print(f"loss: {result['mflow']['loss'][0]:.6g} at step 0, {result['mflow']['loss'][-1]:.6g} at step {steps}")
+    console.print(modes_table(result))
+    loss = result["mflow"]["loss"]
+    console.print(f"loss: {loss[0]:.6g} at step 0, {loss[-1]:.6g} at step {steps}")
     if result["power_law"] is not None:
         fit = result["power_law"]
         console.print(
@@ -267,4 +337,26 @@ def predict(
         print_departure(console, result["departure"], result["mflow"]["switch_steps"])
     for note in result["notes"]:
         console.print(f"note: {note}")
-    print_outputs(console, result, plot, csv_dir)
+    print_outputs(console, result, args.plot, args.csv_dir)
+
+
+def modes_table(result: dict) -> Table:
+    """Per mode: growth, fixed point and the switch-on step of every source, and the plateau loss."""
+    lv = result["lv"]
+    table = Table(title="modes (largest growth first); switch-on step = m_k reaches m_k*/2")
+    columns = ("mode", "c_k", "m_k*", "M-flow", "LV (map)", "LV (flow)", "closed form", "vanishing init")
+    for column in (*columns, "plateau loss"):
+        table.add_column(column, justify="right")
+    for k in range(len(lv["growth"])):
+        table.add_row(
+            str(k + 1),
+            _fmt(lv["growth"][k]),
+            _fmt(lv["fixed_point"][k]),
+            _fmt(result["mflow"]["switch_steps"][k]),
+            _fmt(lv["switch_steps"][k]),
+            _fmt(lv["continuous_switch_steps"][k]),
+            _fmt(lv["closed_form_switch_steps"][k]),
+            _fmt(result["singular_limit"]["switch_steps"][k]),
+            _fmt(lv["plateau_losses"][k]),
+        )
+    return table

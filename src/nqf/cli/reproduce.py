@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from . import app
+from nqf.cli.app import app
 
 if TYPE_CHECKING:  # the library is imported inside the commands, after parsing
     from nqf.scans.reproduce import ProgressEvent, ReproduceOutcome
@@ -34,7 +34,7 @@ class _Bars:
     def __init__(self, console: Console):
         self.console = console
         self.progress: Progress | None = None
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
 
     def __call__(self, event: ProgressEvent) -> None:
         if self.progress is None:
@@ -72,12 +72,14 @@ def _print_summary(outcome: ReproduceOutcome) -> None:
     from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
 
     for result in outcome.outcomes:
-        statuses = [claim.verdict.status for claim, _ in result.rows()]
+        statuses: list[str] = [claim.verdict.status for claim, _ in result.rows()]
         counts = ", ".join(
             f"{statuses.count(s)} {s}" for s in (CONFIRMED, NOT_CONFIRMED, NOT_APPLICABLE) if statuses.count(s)
         )
         states = [run.state for run in result.runs]
-        runs = ", ".join(f"{states.count(s)} {s}" for s in ("stored", "computed", "missing", "failed") if states.count(s))
+        runs = ", ".join(
+            f"{states.count(s)} {s}" for s in ("stored", "computed", "missing", "failed") if states.count(s)
+        )
         typer.echo(f"{result.name:<4} {result.title}: {len(states)} runs ({runs}); {len(statuses)} claims: {counts}")
     for line in outcome.problems:
         typer.echo(f"problem: {line}")
@@ -133,25 +135,96 @@ def _signals_as_interrupts() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+def _engine_options(
+    executor: str,
+    jobs: int | None,
+    address: str | None,
+    partition: str | None,
+    time_min: int | None,
+    array_size: int | None,
+    cluster: str | None,
+) -> dict[str, Any]:
+    """The executor arguments of ``reproduce``; an option that does not fit ``--executor`` is an NqfError."""
+    from nqf.core.errors import NqfError
+    from nqf.executors import EXECUTORS, SlurmOptions
+
+    if executor not in EXECUTORS:
+        raise NqfError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if address is not None and executor != "ray":
+        raise NqfError(f"--address applies to --executor ray, not {executor}")
+    if address is not None and not address.strip():
+        raise NqfError("--address is empty; give host:port of the Ray cluster")
+    given = {
+        "--slurm-partition": partition,
+        "--slurm-time": time_min,
+        "--slurm-array-size": array_size,
+        "--slurm-cluster": cluster,
+    }
+    for option, value in given.items():
+        if value is not None and executor != "slurm":
+            raise NqfError(f"{option} applies to --executor slurm, not {executor}")
+    if jobs is not None and executor == "slurm":
+        raise NqfError("--jobs does not apply to --executor slurm; --slurm-array-size limits the runs at once")
+    if jobs is not None and executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):
+        raise NqfError("--jobs does not apply to a Ray cluster given by address: its CPUs decide")
+    options: dict[str, Any] = {"executor": executor, "jobs": jobs or 1, "address": address}
+    if executor == "slurm":
+        options["slurm"] = SlurmOptions(
+            partition=partition,
+            time_min=60 if time_min is None else time_min,
+            array_size=array_size,
+            cluster=cluster or "slurm",
+            poll_s=0.5 if cluster == "local" else 2.0,
+        )
+    return options
+
+
 @app.command("reproduce")
 def reproduce_command(
     quick: Annotated[bool, typer.Option("--quick/--full", help="Quick configs (minutes) or full ones.")] = True,
     only: Annotated[str | None, typer.Option("--only", help="Comma-separated experiments, e.g. E1,E4.")] = None,
     out: Annotated[Path, typer.Option("--out", help="Results directory (store, figures, report).")] = Path("results"),
-    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Runs computed in parallel worker processes.")] = 1,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", min=1, help="Runs at once: worker processes, or a local Ray's CPUs (default 1)."),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file with [E1]-style sections.")] = None,
     set_values: Annotated[
         list[str] | None, typer.Option("--set", help="Override a config field: E1.sigma0=1e-8 (repeatable).")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Recompute runs already in the store.")] = False,
+    executor: Annotated[
+        str, typer.Option("--executor", help="Where runs are computed: local, ray or slurm.")
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="Ray cluster host:port (ray; default RAY_ADDRESS, else a local Ray)."),
+    ] = None,
+    slurm_partition: Annotated[str | None, typer.Option("--slurm-partition", help="Slurm partition (slurm).")] = None,
+    slurm_time: Annotated[
+        int | None,
+        typer.Option("--slurm-time", min=1, help="Time limit of one run, minutes (slurm; default 60)."),
+    ] = None,
+    slurm_array_size: Annotated[
+        int | None, typer.Option("--slurm-array-size", min=1, help="Runs at most this many at once (slurm).")
+    ] = None,
+    slurm_cluster: Annotated[str | None, typer.Option("--slurm-cluster", hidden=True)] = None,  # "local": tests
 ) -> None:
-    """Run the experiment suite (resuming finished runs) and write figures and report.html."""
+    """Run the experiment suite (resuming finished runs) and write figures and report.html.
+
+    Runs are computed here (--jobs worker processes), on a Ray cluster (--executor ray,
+    --address) or on Slurm (--executor slurm; the output folder must be on a filesystem the
+    compute nodes share).
+    """
     # No compilation cache here (start_jax is not called): the results store already resumes
     # finished runs, spawned workers would not share the cache, and the experiments keep
     # equinox's default runtime checks; they choose their own precision.
     bars = _Bars(Console(stderr=True))
     with _signals_as_interrupts():
         try:
+            engine = _engine_options(
+                executor, jobs, address, slurm_partition, slurm_time, slurm_array_size, slurm_cluster
+            )
             from nqf.scans.reproduce import reproduce
 
             try:
@@ -159,11 +232,11 @@ def reproduce_command(
                     out,
                     mode="quick" if quick else "full",
                     only=only,
-                    jobs=jobs,
                     force=force,
                     config_file=config,
                     overrides=set_values or (),
                     progress=bars,
+                    **engine,
                 )
             finally:
                 bars.stop()
@@ -171,7 +244,12 @@ def reproduce_command(
             stored, total = getattr(err, "stored", None), getattr(err, "total", None)
             kept = f"{stored} of {total} runs are stored in {out}" if total is not None else "nothing was computed"
             typer.echo(f"interrupted: {kept}; run the same command again to resume", err=True)
-            raise typer.Exit(128 + (_signals[-1] if _signals else signal.SIGINT)) from None
+            code = 128 + (_signals[-1] if _signals else signal.SIGINT)
+            if Path(sys.argv[0]).name == "nqf":  # the console script: leave without interpreter shutdown,
+                sys.stdout.flush()  # as `main` does after Ctrl-C (JAX's threads may still be computing
+                sys.stderr.flush()  # the interrupted run; shutdown under them was seen to SIGSEGV, exit -11)
+                os._exit(code)
+            raise typer.Exit(code) from None
     _print_summary(outcome)
     if outcome.failed:
         typer.echo(f"error: {outcome.failed} run(s) failed; see the report's 'Failed runs'", err=True)
@@ -180,9 +258,7 @@ def reproduce_command(
 
 @app.command("report")
 def report_command(
-    out: Annotated[Path, typer.Option("--out", help="Results directory written by `nqf reproduce`.")] = Path(
-        "results"
-    ),
+    out: Annotated[Path, typer.Option("--out", help="Results directory written by `nqf reproduce`.")] = Path("results"),
 ) -> None:
     """Rebuild report.html and the figures from the store, computing nothing."""
     from nqf.scans.reproduce import rebuild_report

@@ -1,4 +1,4 @@
-"""Checks the CLI runs before any compute: seeds, output paths, memory and time.
+"""Checks run before any compute (by the CLI and by sweeps): seeds, output paths, memory and time.
 
 Everything here is cheap and allocates nothing large, so a command that cannot succeed
 fails in well under a second with one ``error:`` line (exit 2), before JAX builds or

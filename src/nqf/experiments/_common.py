@@ -67,7 +67,7 @@ def percent(values) -> str:
 
 def gd_train_config(run: dict[str, Any]):
     """Plain full-batch GD in float64 with the run's lr, steps, seed, sigma0, width and model."""
-    from nqf.training.runs import TrainConfig
+    from nqf.training.config import TrainConfig
 
     return TrainConfig(
         optimizer="gd",

@@ -216,7 +216,6 @@ def summarise(config: StaircaseConfig, records: dict[str, dict]) -> ExperimentRe
     seeds = {d: _seed_summary(records, d) for d in config.data_seeds}
     first = seeds[config.data_seeds[0]]
     mflow, net, quad = first["mflow"], first["network"], first["quadratic"]
-    modes = mflow.size
     where = f"data seed {config.data_seeds[0]}, sigma0 = {config.sigma0:g}, lr {config.lr:g}, GD"
     claims: list[Claim] = []
 
@@ -225,20 +224,39 @@ def summarise(config: StaircaseConfig, records: dict[str, dict]) -> ExperimentRe
     claims += network_switch_claims(
         net, mflow, first["thresholds"], CLAIMED_NETWORK_MODES, SWITCH_TOLERANCE, config.steps, where
     )
+    claims.append(_lv_claim(config, first, where))
+    claims += _plateau_claims(config, first, where)
+
+    deviation = {
+        d: (s["network"]["switch"] - s["mflow"]) / s["mflow"] for d, s in seeds.items()
+    }
+    deviation_own = {d: (s["network"]["switch_own"] - s["mflow"]) / s["mflow"] for d, s in seeds.items()}
+    text = _text(config, seeds, first, gap, gap_step, deviation, deviation_own)
+    data = _figure_data(config, first, gap, deviation, deviation_own)
+    return ExperimentResult(claims=tuple(claims), text=text, data=data)
+
+
+def _lv_claim(config: StaircaseConfig, first: dict[str, Any], where: str) -> Claim:
+    """The LV discrete map switches every mode on at the M-flow's step, to a step."""
+    mflow = first["mflow"]
     lv_gap = np.abs(first["lv"] - mflow)
     resolved = bool(np.all(np.isfinite(lv_gap)))
-    claims.append(
-        Claim(
-            claim="the LV discrete map switches every mode on at the M-flow's step, to a step",
-            measured_what=f"max over modes of |t_LV - t_M-flow| (LV on the diagonal of M(0), init defect "
-            f"{first['init_defect']:.2g}), {where}",
-            predicted=0.0,
-            measured=float(np.max(lv_gap)) if resolved else None,
-            tolerance=Tolerance("at_most", LV_STEP_TOLERANCE),
-            unit="steps",
-            why_missing="" if resolved else f"a mode does not switch on within {config.steps} steps (M-flow or LV)",
-        )
+    return Claim(
+        claim="the LV discrete map switches every mode on at the M-flow's step, to a step",
+        measured_what=f"max over modes of |t_LV - t_M-flow| (LV on the diagonal of M(0), init defect "
+        f"{first['init_defect']:.2g}), {where}",
+        predicted=0.0,
+        measured=float(np.max(lv_gap)) if resolved else None,
+        tolerance=Tolerance("at_most", LV_STEP_TOLERANCE),
+        unit="steps",
+        why_missing="" if resolved else f"a mode does not switch on within {config.steps} steps (M-flow or LV)",
     )
+
+
+def _plateau_claims(config: StaircaseConfig, first: dict[str, Any], where: str) -> list[Claim]:
+    """The quadratic model rests on the LV plateau after each mode but the last switches on."""
+    quad, modes = first["quadratic"], first["mflow"].size
+    claims: list[Claim] = []
     for k in range(modes - 1):
         measured = float(quad["plateaus"][k]) if np.isfinite(quad["plateaus"][k]) else None
         predicted = float(first["lv_plateaus"][k]) if np.isfinite(first["lv_plateaus"][k]) else None
@@ -258,13 +276,15 @@ def summarise(config: StaircaseConfig, records: dict[str, dict]) -> ExperimentRe
                 why_missing=why,
             )
         )
+    return claims
 
-    deviation = {
-        d: (s["network"]["switch"] - s["mflow"]) / s["mflow"] for d, s in seeds.items()
-    }
-    deviation_own = {d: (s["network"]["switch_own"] - s["mflow"]) / s["mflow"] for d, s in seeds.items()}
-    text = _text(config, seeds, first, gap, gap_step, deviation, deviation_own)
-    data = {
+
+def _figure_data(
+    config: StaircaseConfig, first: dict[str, Any], gap: float, deviation, deviation_own
+) -> dict[str, Any]:
+    """What the figures need: curves, occupations, switch-on steps of every source, plateaus, deviations."""
+    mflow, net, quad = first["mflow"], first["network"], first["quadratic"]
+    return {
         "data_seeds": list(config.data_seeds),
         "sigma0": config.sigma0,
         "lr": config.lr,
@@ -298,7 +318,6 @@ def summarise(config: StaircaseConfig, records: dict[str, dict]) -> ExperimentRe
         "claimed_network_modes": CLAIMED_NETWORK_MODES,
         "loss_gap": gap,
     }
-    return ExperimentResult(claims=tuple(claims), text=text, data=data)
 
 
 def _text(config, seeds, first, gap, gap_step, deviation, deviation_own) -> str:

@@ -41,6 +41,29 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     if fmt not in ("png", "pdf"):
         raise NqfError(f"plot file must end in .png or .pdf, got {path.name!r}")
     fig, ax = new_figure(size=(10.0, 5.0))
+    lowest_network, highest = _draw_loss_curves(ax, comparison)
+
+    if overlay is not None:
+        from .predict_plot import draw_overlay
+
+        lowest_network = min(lowest_network, draw_overlay(ax, overlay))
+
+    _draw_switch_steps(ax, comparison)
+    cfg = comparison.config
+    title = (
+        f"{comparison.task_name} / {comparison.arch.name}: n = {cfg.width}, sigma0 = {cfg.sigma0:g}, "
+        f"lr = {cfg.lr:g}, seed {cfg.seed}"
+    )
+    setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
+    ax.set_title(title, fontsize=9, pad=14)
+    _set_limits(ax, comparison, lowest_network, highest, overlay)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, framealpha=0.9, borderaxespad=0.0)
+    return write_figure(fig, path)
+
+
+def _draw_loss_curves(ax, comparison: Comparison) -> tuple[float, float]:
+    """Every source's loss curve (a band for the network's spread over seeds); returns the lowest
+    positive network loss (inf if none) and the highest loss drawn."""
     lowest_network, highest = np.inf, 0.0
     for entry in comparison.loss_curves():
         opt = entry["optimizer"]
@@ -69,13 +92,11 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
         positive = loss[loss > 0]
         if entry["source"] == "network" and positive.size:
             lowest_network = min(lowest_network, float(positive.min()))
+    return lowest_network, highest
 
-    if overlay is not None:
-        from .predict_plot import draw_overlay
 
-        lowest_network = min(lowest_network, draw_overlay(ax, overlay))
-
-    # predicted switch-on steps: one LineCollection per flow (a single legend entry each)
+def _draw_switch_steps(ax, comparison: Comparison) -> None:
+    """The predicted switch-on steps: one LineCollection per flow (a single legend entry each), GD's numbered."""
     for flow, preds in comparison.predictions.items():
         switch = np.asarray(preds[0].mflow_switch_steps, dtype=np.float64)
         switch = switch[np.isfinite(switch) & (switch > 0)]
@@ -106,13 +127,9 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
                         color=PALETTE[0],
                     )
 
-    cfg = comparison.config
-    title = (
-        f"{comparison.task_name} / {comparison.arch.name}: n = {cfg.width}, sigma0 = {cfg.sigma0:g}, "
-        f"lr = {cfg.lr:g}, seed {cfg.seed}"
-    )
-    setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
-    ax.set_title(title, fontsize=9, pad=14)
+
+def _set_limits(ax, comparison: Comparison, lowest_network: float, highest: float, overlay) -> None:
+    """The axes' ranges: the staircase fills them, from a decade before the first switch-on to the horizon."""
     # y: down to a decade below the lowest network loss or the smallest nonzero predicted
     # plateau, so the staircase fills the axes rather than the quadratic model's final decay
     plateaus = np.asarray(comparison.prediction.lv_plateau_losses, dtype=np.float64)
@@ -128,6 +145,5 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     predicted = predicted[np.isfinite(predicted)]
     first = float(predicted.min()) if predicted.size else 0.0
     left = 10.0 ** np.floor(np.log10(0.3 * first)) if first > 3 else 1.0
-    ax.set_xlim(left, cfg.steps if overlay is None else max(cfg.steps, float(overlay.curve.steps[-1])))
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, framealpha=0.9, borderaxespad=0.0)
-    return write_figure(fig, path)
+    steps = comparison.config.steps
+    ax.set_xlim(left, steps if overlay is None else max(steps, float(overlay.curve.steps[-1])))

@@ -73,6 +73,31 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
     if overlay is not None:
         horizon = max(horizon, float(overlay.curve.steps[-1]))
     fig, ax = new_figure(size=(10.0, 5.0))
+    highest, lowest = _draw_loss_curves(ax, prediction, horizon)
+    plateaus = _draw_plateaus(ax, prediction)
+    _draw_switch_steps(ax, prediction, horizon)
+
+    if overlay is not None:
+        lowest = min(lowest, draw_overlay(ax, overlay))
+        highest = max(highest, float(np.max(overlay.curve.loss, initial=0.0)))
+
+    title = f"{prediction.arch_name}: n = {cfg.width}, {cfg.optimizer}, lr = {cfg.lr:g}, {cfg.steps} steps, seed {cfg.seed}"
+    setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
+    ax.set_title(title, fontsize=9, pad=14)
+    _set_limits(ax, prediction, plateaus, lowest, highest, horizon)
+    handles, labels = ax.get_legend_handles_labels()
+    if prediction.departure is not None:
+        handles, labels = _draw_departure(ax, prediction, horizon, handles, labels)
+    beside = 1.09 if prediction.departure is not None else 1.01  # clear of the right-hand axis's labels
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(beside, 1.0), fontsize=7, framealpha=0.9,
+              borderaxespad=0.0)
+    return write_figure(fig, path)
+
+
+def _draw_loss_curves(ax, prediction: Prediction, horizon: float) -> tuple[float, float]:
+    """The M-flow's and the LV map's losses and the singular limit's staircase; returns the highest
+    and the lowest loss of the two curves (0 and inf if none)."""
+    cfg = prediction.config
     lv_detail = "map" if prediction.lv_applies else "map, approximate"
     curves = [
         ("M-flow", _MFLOW, cfg.optimizer, prediction.flow.steps, prediction.flow.loss),
@@ -88,7 +113,11 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
             highest, lowest = max(highest, float(y.max())), min(lowest, float(y.min()))
     x, y = _limit_staircase(prediction, horizon)
     ax.plot(x, y, drawstyle="steps-post", **curve("limit", _LIMIT, "vanishing init"))
+    return highest, lowest
 
+
+def _draw_plateaus(ax, prediction: Prediction) -> np.ndarray:
+    """The positive plateau losses as thin horizontal lines; returns them."""
     plateaus = np.asarray(prediction.lv_plateau_losses, dtype=np.float64)
     plateaus = plateaus[np.isfinite(plateaus) & (plateaus > 0)]
     if plateaus.size:
@@ -96,8 +125,12 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
             plateaus, 0, 1, transform=ax.get_yaxis_transform(), colors="0.55", linestyles="-", linewidth=0.6,
             alpha=0.7, label="plateau losses (vanishing-init limit)", zorder=1,
         )
+    return plateaus
 
-    # switch-on steps (the occupation convention: m_k reaches m_k*/2), one collection per source
+
+def _draw_switch_steps(ax, prediction: Prediction, horizon: float) -> None:
+    """Switch-on steps (the occupation convention: m_k reaches m_k*/2), one collection per source; the
+    M-flow's numbered."""
     for source, colour, name, switch in (
         ("M-flow", _MFLOW, "M-flow", prediction.mflow_switch_steps),
         ("LV", _LV, "LV map", prediction.lv_switch_steps),
@@ -116,13 +149,9 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
             ax.text(t, 1.0, f" {k + 1}", transform=ax.get_xaxis_transform(), va="bottom", ha="center", fontsize=8,
                     color=PALETTE[_MFLOW])
 
-    if overlay is not None:
-        lowest = min(lowest, draw_overlay(ax, overlay))
-        highest = max(highest, float(np.max(overlay.curve.loss, initial=0.0)))
 
-    title = f"{prediction.arch_name}: n = {cfg.width}, {cfg.optimizer}, lr = {cfg.lr:g}, {cfg.steps} steps, seed {cfg.seed}"
-    setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
-    ax.set_title(title, fontsize=9, pad=14)
+def _set_limits(ax, prediction: Prediction, plateaus, lowest: float, highest: float, horizon: float) -> None:
+    """The axes' ranges: the staircase fills them, from a decade before the first switch-on to the horizon."""
     # y: down to a decade below the smallest nonzero plateau, so the staircase fills the axes
     # rather than the final decay towards a zero loss (of the prediction or the measured curve)
     resolved = plateaus[plateaus > 1e-12]
@@ -136,13 +165,6 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
     start = float(first.min()) if first.size else 0.0
     left = 10.0 ** np.floor(np.log10(0.3 * start)) if start > 3 else 1.0
     ax.set_xlim(left, horizon)
-    handles, labels = ax.get_legend_handles_labels()
-    if prediction.departure is not None:
-        handles, labels = _draw_departure(ax, prediction, horizon, handles, labels)
-    beside = 1.09 if prediction.departure is not None else 1.01  # clear of the right-hand axis's labels
-    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(beside, 1.0), fontsize=7, framealpha=0.9,
-              borderaxespad=0.0)
-    return write_figure(fig, path)
 
 
 def _draw_departure(ax, prediction: Prediction, horizon: float, handles: list, labels: list):

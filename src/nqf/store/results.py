@@ -5,11 +5,12 @@ Layout under the results directory ``root``::
     root/runs/<experiment>/<key>.json
 
 ``key`` is the SHA-256 of the canonical JSON (sorted keys, no whitespace) of
-``{"experiment", "run", "config", "nqf_version"}``; the run's config holds its seed,
-so seed, config and package version all change the key. Each file is
+``{"experiment", "run", "config", "nqf_code"}``; the run's config holds its seed, and
+``nqf_code`` is the code identity (:func:`nqf.store.code.code_identity`: a hash of nqf's
+source files), so seed, config and any change to the code change the key. Each file is
 
-    {"format": "nqf-run", "format_version": 2, "experiment", "run", "key",
-     "nqf_version", "config", "record", "checksum"}
+    {"format": "nqf-run", "format_version": 3, "experiment", "run", "key",
+     "nqf_code", "config", "record", "checksum"}
 
 ``checksum`` is ``"sha256:"`` + the SHA-256 of the canonical JSON of every other field,
 so an edit anywhere in the file (the record body included: a number changed, a value
@@ -46,11 +47,12 @@ from typing import Any
 import numpy as np
 
 from nqf.core.errors import NqfError
+from nqf.core.version import __version__
+from nqf.store.code import code_identity
 
 FORMAT = "nqf-run"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _KEY = re.compile(r"^[0-9a-f]{64}$")
-_FALLBACK_VERSION = "0.1.0"
 _CHECKSUM_PREFIX = "sha256:"
 
 
@@ -66,13 +68,8 @@ _FILE_MODE = 0o666 & ~_read_umask()
 
 
 def package_version() -> str:
-    """The installed nqf version (read from the package metadata, not from ``nqf/__init__``)."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-
-        return version("nqf")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return _FALLBACK_VERSION
+    """The nqf version (informational in each record; the key uses the code identity instead)."""
+    return __version__
 
 
 def to_jsonable(value: Any, where: str = "value") -> Any:
@@ -122,9 +119,9 @@ def checksum(document: Mapping[str, Any]) -> str:
     return _CHECKSUM_PREFIX + hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-def run_key(experiment: str, run: str, config: Mapping[str, Any], version: str) -> str:
-    """SHA-256 (hex) of the canonical JSON of {experiment, run, config, nqf_version}."""
-    payload = {"experiment": experiment, "run": run, "config": to_jsonable(config, "run config"), "nqf_version": version}
+def run_key(experiment: str, run: str, config: Mapping[str, Any], code: str) -> str:
+    """SHA-256 (hex) of the canonical JSON of {experiment, run, config, nqf_code}."""
+    payload = {"experiment": experiment, "run": run, "config": to_jsonable(config, "run config"), "nqf_code": code}
     return hashlib.sha256(_canonical(payload).encode("ascii")).hexdigest()
 
 
@@ -236,11 +233,16 @@ class ResultsStore:
     recompute that then fails is reported by the caller as a failed run).
     """
 
-    def __init__(self, root: str | os.PathLike, version: str | None = None, recompute: bool = False):
+    def __init__(self, root: str | os.PathLike, code: str | None = None, recompute: bool = False):
         self.root = Path(root)
-        self.version = package_version() if version is None else version
+        self.code = code_identity() if code is None else code
         self.recompute = recompute
         self._problems: dict[str, str] = {}
+
+    @property
+    def version(self) -> str:
+        """The code identity records are keyed by (what reports and manifests print as the version)."""
+        return self.code
 
     @property
     def problems(self) -> list[str]:
@@ -251,8 +253,8 @@ class ResultsStore:
         self._problems.setdefault(str(rel), f"{rel}: {message}; {action}")
 
     def key(self, experiment: str, run: str, config: Mapping[str, Any]) -> str:
-        """The run's key under this store's package version."""
-        return run_key(experiment, run, config, self.version)
+        """The run's key under this store's code identity."""
+        return run_key(experiment, run, config, self.code)
 
     def path(self, experiment: str, key: str) -> Path:
         _check_name("experiment", experiment)
@@ -277,14 +279,15 @@ class ResultsStore:
         if not isinstance(record, Mapping):
             raise NqfError(f"run {experiment}/{run} returned {type(record).__name__}; a record must be a dict")
         config = to_jsonable(config, f"config of {experiment}/{run}")
-        key = run_key(experiment, run, config, self.version)
+        key = run_key(experiment, run, config, self.code)
         document = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "experiment": experiment,
             "run": run,
             "key": key,
-            "nqf_version": self.version,
+            "nqf_code": self.code,
+            "nqf_version": package_version(),
             "config": config,
             "record": to_jsonable(record, f"record of {experiment}/{run}"),
         }
@@ -343,6 +346,7 @@ class ResultsStore:
             "experiment": str,
             "run": str,
             "key": str,
+            "nqf_code": str,
             "nqf_version": str,
             "config": dict,
             "record": dict,
@@ -356,7 +360,7 @@ class ResultsStore:
         if document["key"] != path.stem:
             return "header key does not match the file name"
         try:
-            expected = run_key(experiment, document["run"], document["config"], document["nqf_version"])
+            expected = run_key(experiment, document["run"], document["config"], document["nqf_code"])
         except NqfError as err:
             return f"config cannot be hashed ({err})"
         if expected != path.stem:

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from nqf.architectures.architecture import Architecture, structure
-from nqf.theory.data_matrices import DataMatrices, _check_basis
+from nqf.theory.sample_matrices import DataMatrices, _check_basis
 
 
 @jax.tree_util.register_dataclass
@@ -72,7 +72,7 @@ class ChunkedDataMatrices:
     def loss_and_gradient(self, M: jax.Array, indices: jax.Array | None = None):
         if indices is not None:
             return self.subset(indices).loss_and_gradient(M)
-        from nqf.theory.data_matrices import _loss_derivative, _per_sample_loss
+        from nqf.theory.sample_matrices import _loss_derivative, _per_sample_loss
 
         def part(d, w):
             F = d.structure.forms(M)

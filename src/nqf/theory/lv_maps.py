@@ -31,7 +31,7 @@ RATE_TOLERANCE = 1e-13
 @functools.partial(jax.jit, static_argnames=("length",))
 def momentum_block(c, K, lr, beta, state, length):
     """``length`` heavy-ball steps on a diagonal M from state (m, p, q): the (length, modes)
-    trajectories of m, p and q (``nqf.theory.predict.momentum_occupations`` has the map)."""
+    trajectories of m, p and q (:func:`momentum_occupations` has the map)."""
 
     def step(state, _):
         m, p, q = state
@@ -133,7 +133,7 @@ def _momentum_matrices(g: np.ndarray, lr: float, beta: float) -> np.ndarray:
     """Per mode, the heavy-ball map of (m, p, q) for a fixed g = (K m)_k - c_k: (modes, 3, 3).
 
     From R = 2 g m + beta p, q+ = 4 g^2 m + 4 beta g p + beta^2 q, m+ = m - 2 lr R + lr^2 q+,
-    p+ = R - lr q+ (``nqf.theory.predict.momentum_occupations``), all linear in (m, p, q) once g is fixed.
+    p+ = R - lr q+ (:func:`momentum_occupations`), all linear in (m, p, q) once g is fixed.
     """
     A = np.empty((g.size, 3, 3))
     A[:, 0] = np.stack([1 - 4 * lr * g + 4 * lr**2 * g**2, -2 * lr * beta + 4 * lr**2 * beta * g,
@@ -158,3 +158,23 @@ def _extrapolate_momentum(out, record, state, g, lr, beta, t) -> None:
             k += 1
         done = int(record[n])
         out[n] = v[:, 0]
+
+
+def momentum_occupations(system: LotkaVolterra, beta: float, num_steps: int) -> np.ndarray:
+    r"""Heavy-ball momentum (optax.sgd(lr, momentum=beta)) on a diagonal M, exactly.
+
+    With G = diag(g), g = K m - c, the closed state (M, P = W V^T, Q = V V^T) of
+    ``nqf.theory.flow.momentum_map`` stays diagonal: per mode
+
+        R = 2 m g + beta p,   q+ = 4 g^2 m + 4 beta g p + beta^2 q,
+        m+ = m - 2 lr R + lr^2 q+,   p+ = R - lr q+.
+
+    Returns (num_steps + 1, modes) occupations.
+    """
+    m0 = jnp.asarray(system.m0)
+    zero = jnp.zeros_like(m0)
+    ms = momentum_block(
+        jnp.asarray(system.c), jnp.asarray(system.K), jnp.asarray(system.lr), jnp.asarray(beta), (m0, zero, zero),
+        int(num_steps),
+    )[0]
+    return np.concatenate([np.asarray(m0)[None], np.asarray(ms)], axis=0)

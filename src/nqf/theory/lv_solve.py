@@ -160,17 +160,7 @@ def solve_lv(
     Returns:
         LVSolution with times, occupations, losses, excess losses and the solver step count.
     """
-    import diffrax
-    import optimistix as optx
-
-    t_final = float(t_final)
-    if not (math.isfinite(t_final) and t_final > 0):
-        raise NqfError(f"solve_lv: t_final must be positive and finite, got {t_final}")
-    ts = default_times(t_final) if ts is None else np.asarray(ts, dtype=np.float64)
-    if ts.ndim != 1 or ts.size == 0:
-        raise NqfError("solve_lv: ts must be a non-empty vector of times")
-    if ts.min() < 0 or ts.max() > t_final * (1 + 1e-12):
-        raise NqfError("solve_lv: output times must lie in [0, t_final]")
+    t_final, ts = _check_times(t_final, ts)
     if method == "auto":
         method = "logistic" if system.is_diagonal else "kvaerno5"
     if method not in ("logistic", "kvaerno5", "tsit5"):
@@ -185,6 +175,28 @@ def solve_lv(
 
     if method == "logistic":
         return _solve_logistic(system, t_final, ts, reference, save_occupations, batch_size)
+    return _solve_ode(system, t_final, ts, reference, method, rtol, atol, max_steps, save_occupations)
+
+
+def _check_times(t_final, ts) -> tuple[float, np.ndarray]:
+    """(t_final as a float, the output times (T,)): t_final positive and finite, ts (default
+    ``default_times(t_final)``) a non-empty vector within [0, t_final]."""
+    t_final = float(t_final)
+    if not (math.isfinite(t_final) and t_final > 0):
+        raise NqfError(f"solve_lv: t_final must be positive and finite, got {t_final}")
+    ts = default_times(t_final) if ts is None else np.asarray(ts, dtype=np.float64)
+    if ts.ndim != 1 or ts.size == 0:
+        raise NqfError("solve_lv: ts must be a non-empty vector of times")
+    if ts.min() < 0 or ts.max() > t_final * (1 + 1e-12):
+        raise NqfError("solve_lv: output times must lie in [0, t_final]")
+    return t_final, ts
+
+
+def _solve_ode(system, t_final, ts, reference, method, rtol, atol, max_steps, save_occupations) -> LVSolution:
+    """The log-space ODE solved by ``method`` ("kvaerno5" or "tsit5") with the checked inputs of
+    :func:`solve_lv`; reference: the fixed point for the excess losses, or None."""
+    import diffrax
+    import optimistix as optx
 
     if method == "kvaerno5":
         newton_tol = max(1e-2 * min(rtol, atol), 1e-14)

@@ -204,8 +204,6 @@ def fit_power_law(
     Returns:
         PowerLawFit.
     """
-    from scipy import stats  # local: scipy.stats costs ~0.3 s of import, and only this fit needs it
-
     if int(num_points) < 8:
         raise NqfError("fit_power_law: num_points must be >= 8")
     if not (0 < confidence < 1):
@@ -214,16 +212,51 @@ def fit_power_law(
     if t.size < 3:
         raise NqfError("fit_power_law: need at least 3 samples with t > 0")
     lo, hi = _resolve_window(t, e, window)
+    n = int(num_points)
+    x, y = _window_points(t, e, lo, hi, n)
+    line = _line_fit(x, y, confidence)
+    shape = _shape(x, y, line["resid"], lo, hi)
+    ok, reason = _verdict(shape, min_decades, max_relative_residual, max_drift)
+    return PowerLawFit(
+        exponent=float(line["beta"]),
+        ci=(float(line["ci"][0]), float(line["ci"][1])),
+        prefactor=float(math.exp(line["intercept"])),
+        window=(lo, hi),
+        decades=shape["decades"],
+        num_points=n,
+        effective_points=float(line["n_eff"]),
+        residual_autocorrelation=line["rho"],
+        max_residual=shape["max_res"],
+        relative_residual=shape["rel_res"],
+        exponent_drift=float(shape["drift"]),
+        is_power_law=ok,
+        reason=reason,
+    )
+
+
+def _window_points(t, e, lo: float, hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y): n points x evenly spaced in ln t over [lo, hi] and y = ln(L - L_inf) there,
+    interpolated linearly in (ln t, ln E) from the samples (t, e) (T,); NqfError where E <= 0."""
     inside = (t >= lo) & (t <= hi)
     # the samples bracketing the window are used by the interpolation too
     first = max(np.flatnonzero(t >= lo)[0] - 1, 0)
     last = min(np.flatnonzero(t <= hi)[-1] + 1, t.size - 1)
     if np.any(e[first : last + 1] <= 0) or np.any(e[inside] <= 0):
         raise NqfError("fit_power_law: loss <= loss_inf inside the window; check loss_inf")
-
-    n = int(num_points)
     x = np.linspace(math.log(lo), math.log(hi), n)
     y = _log_interp(t[first : last + 1], e[first : last + 1], x)
+    return x, y
+
+
+def _line_fit(x: np.ndarray, y: np.ndarray, confidence: float) -> dict:
+    """Least squares y = intercept + slope x, beta = -slope, with the ``confidence`` interval of
+    beta widened for the residuals' lag-1 autocorrelation rho (``fit_power_law``'s docstring).
+
+    Returns {"beta", "ci", "intercept", "resid" (n,), "rho", "n_eff"}.
+    """
+    from scipy import stats  # local: scipy.stats costs ~0.3 s of import, and only this fit needs it
+
+    n = x.size
     xc = x - x.mean()
     sxx = xc @ xc
     slope = (xc @ (y - y.mean())) / sxx
@@ -239,21 +272,34 @@ def fit_power_law(
     tcrit = float(stats.t.ppf(0.5 + 0.5 * confidence, df=max(n_eff - 2.0, 1.0)))
     beta = -slope
     ci = (beta - tcrit * se_adj, beta + tcrit * se_adj)
+    return {"beta": beta, "ci": ci, "intercept": intercept, "resid": resid, "rho": rho, "n_eff": n_eff}
 
+
+def _shape(x: np.ndarray, y: np.ndarray, resid: np.ndarray, lo: float, hi: float) -> dict:
+    """How far the points (x, y) are from a straight line: {"drift" (of the local exponent, from a
+    quadratic fit, relative), "max_res", "rel_res" (largest |residual|, also over the range of y),
+    "decades" (of the window [lo, hi]), "local" (n,) (the local exponent), "monotone" (whether it
+    moves one way: a bend, not steps)}."""
     # curvature: local slope b1 + 2 b2 (x - xbar) of a quadratic fit
-    b2, b1, b0 = np.polyfit(xc, y, 2)
+    b2, b1, b0 = np.polyfit(x - x.mean(), y, 2)
     span = x[-1] - x[0]
     drift = abs(2.0 * b2 * span) / max(abs(b1), 0.1)
     y_range = float(y.max() - y.min())
     max_res = float(np.abs(resid).max())
     rel_res = max_res / y_range if y_range > 0 else math.inf
     decades = math.log10(hi / lo)
-
     # Is the departure a monotone bend (curvature) or an oscillation of the local exponent
     # (steps and plateaus)? Compare the net change of the local exponent with its total variation.
     local = -np.gradient(y, x)
     total_variation = float(np.abs(np.diff(local)).sum())
     monotone = total_variation == 0 or abs(local[-1] - local[0]) >= 0.8 * total_variation
+    return {"drift": drift, "max_res": max_res, "rel_res": rel_res, "decades": decades, "local": local,
+            "monotone": monotone}
+
+
+def _verdict(shape: dict, min_decades: float, max_relative_residual: float, max_drift: float) -> tuple[bool, str]:
+    """(is a power law, why) from :func:`_shape`'s numbers and ``fit_power_law``'s limits."""
+    decades, drift, rel_res, local = shape["decades"], shape["drift"], shape["rel_res"], shape["local"]
     problems = []
     if decades < min_decades:
         problems.append(f"window spans only {decades:.2f} decades of t (< {min_decades})")
@@ -262,7 +308,7 @@ def fit_power_law(
             f"residuals reach {100 * rel_res:.1f}% of the ln-loss range (limit {100 * max_relative_residual:.0f}%), "
             f"exponent drift {100 * drift:.0f}% (limit {100 * max_drift:.0f}%)"
         )
-        if monotone:
+        if shape["monotone"]:
             problems.append(
                 f"curved on log-log axes (e.g. exponential decay): the local exponent moves monotonically from "
                 f"{local[0]:.3g} to {local[-1]:.3g}; {detail}"
@@ -273,25 +319,9 @@ def fit_power_law(
                 f"{detail}"
             )
     if problems:
-        ok, reason = False, "not a power law: " + "; ".join(problems)
-    else:
-        ok, reason = (
-            True,
-            f"power law: straight on log-log axes over {decades:.2f} decades, residuals <= {100 * rel_res:.1f}% "
-            f"of the ln-loss range, local exponent drift {100 * drift:.0f}%",
-        )
-    return PowerLawFit(
-        exponent=float(beta),
-        ci=(float(ci[0]), float(ci[1])),
-        prefactor=float(math.exp(intercept)),
-        window=(lo, hi),
-        decades=decades,
-        num_points=n,
-        effective_points=float(n_eff),
-        residual_autocorrelation=rho,
-        max_residual=max_res,
-        relative_residual=rel_res,
-        exponent_drift=float(drift),
-        is_power_law=ok,
-        reason=reason,
+        return False, "not a power law: " + "; ".join(problems)
+    return (
+        True,
+        f"power law: straight on log-log axes over {decades:.2f} decades, residuals <= {100 * rel_res:.1f}% "
+        f"of the ln-loss range, local exponent drift {100 * drift:.0f}%",
     )

@@ -141,6 +141,7 @@ def _diagonal_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> Sin
 
 
 def _event_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> SingularLimit:
+    """Coupled modes: the limit event by event (module docstring), from u_k(0) = min(ln m0_k / eps, 0)."""
     c, K, lr = system.c, system.K, system.lr
     m = c.size
     scale_v = 4.0 * lr * max(np.abs(c).max(), 1e-300)
@@ -199,6 +200,19 @@ def _event_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> Singul
     else:
         raise NqfError("singular_limit: too many events (cycling active sets?)")
 
+    return _final_limit(system, eps, never, m_eq, history, events, (step_times, order, losses), tol_m)
+
+
+def _final_limit(system: LotkaVolterra, eps: float, never, m_eq, history, events, steps, tol_m: float) -> SingularLimit:
+    """The SingularLimit from the event loop of :func:`_event_limit`.
+
+    m_eq (m,): the equilibrium after the last event (entries <= tol_m count as 0); history:
+    [(s, equilibrium)] after each event; events: [(s, mode, "on" | "off")]; steps: (step
+    times, activated modes, plateau losses) of the activations, in order.
+    """
+    c, K, lr = system.c, system.K, system.lr
+    m = c.size
+    step_times, order, losses = steps
     v = 4.0 * lr * (c - K @ m_eq)
     m_final = np.where(m_eq > tol_m, m_eq, 0.0)
     activation = np.full(m, np.nan)

@@ -34,7 +34,8 @@ from nqf.architectures.architecture import Architecture, check_width, init_weigh
 from nqf.core.errors import NqfError
 from nqf.core.precision import resolve_dtype
 from nqf.core.sampling import minibatch_indices
-from nqf.training.runs import TrainConfig, _prepare_targets, loss_function, make_optimizer, training_keys
+from nqf.training.config import TrainConfig, make_optimizer
+from nqf.training.runs import _prepare_targets, loss_function, training_keys
 
 
 def random_orthogonal(key: jax.Array, n: int, dtype=None) -> jax.Array:

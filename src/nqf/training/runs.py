@@ -9,25 +9,7 @@ f = ``structure(arch, X).forms(W W^T)`` (model ``"quadratic"``, THEORY.md sectio
 Gradients come from autodiff in both cases (for the quadratic model autodiff gives
 2 G(M) W, G = contract(f - y); tests compare with the explicit M-map).
 
-Optimizers (``TrainConfig.optimizer``), all from optax, acting on W (d x n) as one array:
-
-- ``gd``: ``optax.sgd(lr)``, full batch: W <- W - lr grad L.
-- ``sgd``: the same on minibatches of ``batch_size`` samples; step t uses row t of
-  ``minibatch_indices(batch_key, N, batch_size, steps)`` (``nqf.core.sampling``) with
-  ``batch_key = training_keys(seed)[1]``, so an SGD map on M can replay the batches.
-- ``momentum``: heavy ball ``optax.sgd(lr, momentum=beta)`` (v <- g + beta v, W <- W - lr v).
-- ``adam``: ``optax.adam(lr, b1=beta)`` (b2 = 0.999).
-- ``muon``: ``optax.contrib.muon(lr, beta=beta)`` with W declared a matrix
-  (``MuonDimensionNumbers(reduction_axis=0, output_axis=1)``): the whole d x n W is
-  orthogonalised by Newton-Schulz (never the Adam fallback optax uses for non-2-D
-  leaves). Muon's update is equivariant under W -> W O. optax normalises the momentum
-  by (||mu||_F + eps) before Newton-Schulz, so while ||mu|| << eps (tiny sigma0) the
-  update is proportional to the momentum rather than orthogonalised (fast exponential
-  growth instead of linear); measured on the staircase at lr 0.01 this delays the
-  switch-ons by at most one step down to sigma0 = 1e-20. ``eps`` can lower it.
-
-``beta`` defaults to each optimizer's usual value (momentum 0.9, Adam b1 0.9, Muon 0.95);
-``eps`` (Adam, Muon) to optax's 1e-8. Any optimizer but ``gd`` may take ``batch_size``.
+Optimizers and their settings: :mod:`nqf.training.config`.
 
 Records (``TrainResult``) are taken at checkpoint steps t (the state after t updates):
 every step by default, or about ``checkpoints`` log-spaced plus linear steps, always
@@ -43,15 +25,14 @@ on are NaN, so a blown-up state never counts as a switch-on. 100 x L(W0): the sq
 loss of a stable run stays below L(W0) ~ L(0) apart from transients (GD on M decreases
 L; momentum and Adam overshoot by O(1) factors); Adam at lr 100 on the staircase reaches
 1e3 x L(W0) within a few steps.
-``train_sweep`` vmaps the same compiled run over init scales sigma0 and seeds.
+``train_sweep`` (:mod:`nqf.training.sweep`) runs the same compiled run over init scales and seeds.
 
 Compiled runs are reused. ``train`` and ``train_sweep`` keep one jitted function per
 (architecture, static settings) in a small module-level cache; data X, Y, the basis, W0,
-the batch key and the learning rate are its traced arguments (``train_sweep``: sigma0s
-and seeds instead of W0 and the key), so calls that differ only in seed, sigma0, lr, W0
+the batch key and the learning rate are its traced arguments, so calls that differ only in seed, sigma0, lr, W0
 or data values, with equal shapes and dtypes, run the same executable without compiling
 again. The static settings are optimizer, steps, batch_size, beta, eps, model and
-checkpoints (and, for sweeps, width and dtype). An architecture is keyed by a
+checkpoints. An architecture is keyed by a
 description, not its identity: name, options, input shape, outputs, parameter template
 and its functions, where the functions of built-in architectures count by name (a
 built-in architecture is determined by its options) and any other function by identity.
@@ -61,8 +42,8 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import jax
@@ -74,116 +55,12 @@ from nqf.architectures.architecture import Architecture, arch_key, check_width, 
 from nqf.core.errors import NqfError
 from nqf.core.precision import occupation_floor, resolve_dtype, underflow_remedy
 from nqf.core.sampling import minibatch_indices, training_keys
-
-OPTIMIZERS = ("gd", "sgd", "momentum", "adam", "muon")
-MODELS = ("network", "quadratic")
-_DEFAULT_BETA = {"momentum": 0.9, "adam": 0.9, "muon": 0.95}
-# A run has diverged once its loss exceeds this multiple of the initial full-data loss.
-DIVERGENCE_FACTOR = 100.0
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything that determines a training run (besides architecture, data and basis).
-
-    Attributes:
-        optimizer: one of ``gd``, ``sgd``, ``momentum``, ``adam``, ``muon``.
-        lr: learning rate eta.
-        steps: number of updates.
-        batch_size: minibatch size (required for ``sgd``; None = full batch).
-        beta: momentum / Adam b1 / Muon beta (None: the optimizer's default).
-        eps: Adam's / Muon's epsilon (None: optax's default 1e-8).
-        seed: init and minibatch key, see :func:`training_keys`.
-        sigma0: init scale, W0_ij ~ N(0, sigma0^2).
-        width: n, the number of units.
-        dtype: ``float32``/``float64`` (None: JAX's default float).
-        model: ``network`` (full layer) or ``quadratic`` (f = <W W^T, A(x)>).
-        checkpoints: None records every step, else about this many log+linear steps.
-    """
-
-    optimizer: str = "gd"
-    lr: float = 0.05
-    steps: int = 1000
-    batch_size: int | None = None
-    beta: float | None = None
-    eps: float | None = None
-    seed: int = 0
-    sigma0: float = 1e-6
-    width: int = 32
-    dtype: str | None = None
-    model: str = "network"
-    checkpoints: int | None = None
-
-    def __post_init__(self):
-        if self.optimizer not in OPTIMIZERS:
-            raise NqfError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-        if self.model not in MODELS:
-            raise NqfError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
-        if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) or self.steps < 1:
-            raise NqfError(f"steps must be a positive integer, got {self.steps!r}")
-        if isinstance(self.width, bool) or not isinstance(self.width, (int, np.integer)) or self.width < 1:
-            raise NqfError(f"width must be a positive integer, got {self.width!r}")
-        if not (isinstance(self.sigma0, (int, float)) and math.isfinite(self.sigma0) and self.sigma0 >= 0):
-            raise NqfError(f"sigma0 must be a finite number >= 0, got {self.sigma0!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise NqfError(f"seed must be an integer >= 0, got {self.seed!r}")
-        if self.optimizer == "sgd" and self.batch_size is None:
-            raise NqfError("optimizer sgd needs a batch_size (gd is the full-batch version)")
-        if self.optimizer == "gd" and self.batch_size is not None:
-            raise NqfError("optimizer gd is full batch; use sgd for minibatches")
-        if self.batch_size is not None and (isinstance(self.batch_size, bool) or self.batch_size < 1):
-            raise NqfError(f"batch_size must be a positive integer, got {self.batch_size!r}")
-        if self.beta is not None:
-            if self.optimizer not in _DEFAULT_BETA:
-                raise NqfError(f"beta is not used by optimizer {self.optimizer}")
-            if not 0 <= self.beta < 1:
-                raise NqfError(f"beta must lie in [0, 1), got {self.beta!r}")
-        if self.eps is not None:
-            if self.optimizer not in ("adam", "muon"):
-                raise NqfError(f"eps is not used by optimizer {self.optimizer}")
-            if not self.eps >= 0:
-                raise NqfError(f"eps must be >= 0, got {self.eps!r}")
-        if self.checkpoints is not None and self.checkpoints < 2:
-            raise NqfError(f"checkpoints must be >= 2 (or None for every step), got {self.checkpoints!r}")
-        resolve_dtype(self.dtype)
-
-    @property
-    def effective_beta(self) -> float | None:
-        return self.beta if self.beta is not None else _DEFAULT_BETA.get(self.optimizer)
-
-
-
-def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> optax.GradientTransformation:
-    """The optax transformation named by ``config.optimizer`` (see the module docstring).
-
-    ``lr`` overrides ``config.lr`` (it may be a traced scalar: compiled runs take it as an argument).
-    """
-    return _optimizer(config.optimizer, config.lr if lr is None else lr, config.effective_beta, config.eps)
-
-
-def _optimizer(name: str, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
-    eps = {} if eps is None else {"eps": eps}
-    if name in ("gd", "sgd"):
-        return optax.sgd(lr)
-    if name == "momentum":
-        return optax.sgd(lr, momentum=beta)
-    if name == "adam":
-        return optax.adam(lr, b1=beta, **eps)
-    matrix = optax.contrib.MuonDimensionNumbers(reduction_axis=0, output_axis=1)
-    return optax.contrib.muon(lr, beta=beta, muon_weight_dimension_numbers=matrix, **eps)
-
-
-def checkpoint_steps(steps: int, count: int | None = None) -> np.ndarray:
-    """Record steps in [0, steps]: all of them (count None or >= steps + 1), else about
-    count/2 log-spaced and count/2 evenly spaced steps, deduplicated, with 0 and steps."""
-    if count is None or count >= steps + 1:
-        return np.arange(steps + 1)
-    log = np.rint(np.geomspace(1, steps, max(count // 2, 2)))
-    lin = np.rint(np.linspace(0, steps, max(count - count // 2, 2)))
-    return np.unique(np.concatenate([[0, steps], log, lin]).astype(np.int64))
-
+from nqf.training.config import (
+    DIVERGENCE_FACTOR,
+    TrainConfig,
+    checkpoint_steps,
+    _optimizer,
+)
 
 def _prepare_targets(Y, num_samples: int, outputs: int, dtype) -> jax.Array:
     Y = jnp.asarray(Y, dtype=dtype)
@@ -251,37 +128,6 @@ class TrainResult:
         return self.diverged_at is not None
 
 
-@dataclass(frozen=True)
-class SweepResult:
-    """Records of a sweep over init scales (axis 0) and seeds (axis 1); arrays as in
-    :class:`TrainResult` with two leading axes; ``diverged_at`` is -1 where finite."""
-
-    config: TrainConfig
-    sigma0s: np.ndarray
-    seeds: np.ndarray
-    steps: np.ndarray
-    loss: np.ndarray
-    occupations: np.ndarray
-    weight_norm: np.ndarray
-    block_norms: np.ndarray
-    block_names: tuple[str, ...]
-    diverged_at: np.ndarray
-    W_final: np.ndarray = field(repr=False)
-
-    def run(self, i: int, j: int) -> TrainResult:
-        """The run with init scale sigma0s[i] and seed seeds[j]."""
-        div = int(self.diverged_at[i, j])
-        return TrainResult(
-            config=replace(self.config, sigma0=float(self.sigma0s[i]), seed=int(self.seeds[j])),
-            steps=self.steps,
-            loss=self.loss[i, j],
-            occupations=self.occupations[i, j],
-            weight_norm=self.weight_norm[i, j],
-            block_norms=self.block_norms[i, j],
-            block_names=self.block_names,
-            diverged_at=None if div < 0 else div,
-            W_final=self.W_final[i, j],
-        )
 
 
 def _check_scale(config: TrainConfig, dtype, sigma0s) -> None:
@@ -443,26 +289,6 @@ def _compiled_train(arch: Architecture, config: TrainConfig):
     return _cached(("train", arch_key(arch), static), build)
 
 
-def _compiled_sweep(arch: Architecture, config: TrainConfig, dtype):
-    """(jitted swept(inputs, Y, Qt, sigma0s, seeds, lr), checkpoint steps, block names), cached."""
-    static, width = _static(config), int(config.width)
-
-    def build():
-        run, ckpts, names = _make_run(arch, static)
-
-        def traced(inputs, Y, Qt, sigma0s, seeds, lr):
-            _TRACES[0] += 1
-
-            def one(sigma0, seed):
-                init_key, batch_key = training_keys(seed)
-                return run(inputs, Y, Qt, init_weights(arch, init_key, width, sigma0, dtype), batch_key, lr)
-
-            return jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, None))(sigma0s, seeds)
-
-        return jax.jit(traced), ckpts, names
-
-    return _cached(("sweep", arch_key(arch), static, width, np.dtype(dtype).name), build)
-
 
 def _build_run(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
     """The pure run(W0, batch_key) -> records for these data and config (what ``train`` runs,
@@ -513,43 +339,3 @@ def train(
     recs, div, W = run(inputs, Y, Qt, W0, batch_key, jnp.asarray(config.lr, dtype=dtype))
     div = int(div)
     return TrainResult(config=config, steps=ckpts, diverged_at=None if div < 0 else div, **_records(recs, W, names))
-
-
-def train_sweep(
-    arch: Architecture,
-    X,
-    Y,
-    config: TrainConfig,
-    sigma0s: Sequence[float],
-    seeds: Sequence[int],
-    basis=None,
-) -> SweepResult:
-    """``train`` for every (sigma0, seed) pair in one compiled, doubly vmapped call.
-
-    Run (i, j) equals ``train(arch, X, Y, replace(config, sigma0=sigma0s[i], seed=seeds[j]))``
-    (config.sigma0 and config.seed are ignored). Records have leading axes (len(sigma0s), len(seeds)).
-    """
-    dtype = resolve_dtype(config.dtype)
-    check_width(arch, config.width)
-    sigma0s = np.asarray(sigma0s, dtype=np.float64).ravel()
-    seeds = np.asarray(seeds).ravel()
-    if sigma0s.size == 0 or seeds.size == 0:
-        raise NqfError("a sweep needs at least one sigma0 and one seed")
-    if np.any(~np.isfinite(sigma0s)) or np.any(sigma0s < 0):
-        raise NqfError("sigma0 values must be finite and >= 0")
-    if not np.issubdtype(seeds.dtype, np.integer) or np.any(seeds < 0):
-        raise NqfError("seeds must be integers >= 0")
-    _check_scale(config, dtype, sigma0s)
-    inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
-    swept, ckpts, names = _compiled_sweep(arch, config, dtype)
-    recs, div, W = swept(
-        inputs, Y, Qt, jnp.asarray(sigma0s, dtype=dtype), jnp.asarray(seeds), jnp.asarray(config.lr, dtype=dtype)
-    )
-    return SweepResult(
-        config=config,
-        sigma0s=sigma0s,
-        seeds=seeds,
-        steps=ckpts,
-        diverged_at=np.asarray(div),
-        **_records(recs, W, names),
-    )

@@ -1,0 +1,71 @@
+"""``nqf store ls DIR`` and ``nqf store gc DIR``: inspect and prune a results store.
+
+DIR is a store (a folder with ``runs/``: what ``nqf reproduce --out`` writes) or a sweep's
+output folder (its store is ``DIR/store``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nqf.cli.app import app
+
+store_app = typer.Typer(
+    name="store", help="Inspect and prune a results store (records keyed by config and code).", no_args_is_help=True
+)
+app.add_typer(store_app)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+@store_app.command("ls")
+def ls_command(
+    directory: Annotated[Path, typer.Argument(help="Results store, or a sweep's output folder.")],
+) -> None:
+    """Records per experiment: current (this code), stale (other code) and damaged."""
+    from nqf.store.maintenance import summarise
+
+    summary = summarise(directory)
+    typer.echo(f"store: {summary.root}  (this code: {summary.code})")
+    width = max([len(name) for name in summary.experiments] + [10])
+    typer.echo(f"{'experiment':<{width}}  {'current':>8}  {'stale':>8}  {'damaged':>8}")
+    totals = {"current": 0, "stale": 0, "damaged": 0}
+    for name, counts in summary.experiments.items():
+        typer.echo(f"{name:<{width}}  {counts['current']:>8}  {counts['stale']:>8}  {counts['damaged']:>8}")
+        for state in totals:
+            totals[state] += counts[state]
+    typer.echo(f"{'total':<{width}}  {totals['current']:>8}  {totals['stale']:>8}  {totals['damaged']:>8}")
+    for code, count in sorted(summary.stale_codes.items(), key=lambda item: -item[1]):
+        typer.echo(f"stale: {count} record(s) of code {code}")
+    for line in summary.problems:
+        typer.echo(f"problem: {line}")
+    if summary.leftovers:
+        typer.echo(f"leftovers: {summary.leftovers} temporary or lock file(s) of interrupted runs")
+    typer.echo(f"size: {_mib(summary.bytes_on_disk)}")
+    if totals["stale"] or totals["damaged"] or summary.leftovers:
+        typer.echo(f"`nqf store gc {directory}` removes the stale and damaged records and the leftovers.")
+
+
+@store_app.command("gc")
+def gc_command(
+    directory: Annotated[Path, typer.Argument(help="Results store, or a sweep's output folder.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; remove nothing.")] = False,
+) -> None:
+    """Remove records of other code, damaged files and leftovers of interrupted runs.
+
+    Records of the running code are kept, and so is anything another process is working on.
+    """
+    from nqf.store.maintenance import collect_garbage
+
+    result = collect_garbage(directory, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for path in result.removed:
+        typer.echo(f"{verb}: {path}")
+    for path in result.kept_busy:
+        typer.echo(f"kept (in use by another process): {path}")
+    typer.echo(f"{verb} {len(result.removed)} file(s), {_mib(result.bytes_freed)}")

@@ -1,0 +1,146 @@
+"""``nqf sweep``: run predict or compare over a grid of settings, into a resumable store.
+
+    nqf sweep SPEC.toml --out DIR [--store PATH] [--executor local|ray|slurm] [--jobs J]
+              [--address HOST:PORT] [--slurm-partition P] [--slurm-time MIN] [--slurm-array-size K]
+              [--slurm-cluster slurm|local] [--batch-size B] [--retries R] [--force] [--dry-run] [--quiet]
+
+The spec format: ``nqf.scans.sweep.spec``. A bad spec prints one ``error: spec KEY: ...``
+line per problem and exits 2, before anything is computed or written. ``--dry-run`` prints
+the number of points, batches and how many are already stored. Otherwise every point is
+computed (batches of points that differ only in sigma0 and seed train together), stored in
+the results store (DIR/store unless ``--store``) as soon as it is done, and DIR/points.parquet
+(points.csv without pyarrow), DIR/failed.json and DIR/figures/ are written. Rerunning the
+same command recomputes nothing that is stored and retries the points that failed.
+Exit status: 0 when every point has a record, 1 when some failed (the outputs are written
+all the same), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nqf.core.errors import NqfError
+
+from nqf.cli.app import app, start_jax
+
+
+def slurm_minutes(text: str) -> int:
+    """``--slurm-time``: minutes (``90``), ``H:MM:SS``, ``MM:SS`` or ``D-HH:MM:SS``, rounded up to minutes."""
+    text = text.strip()
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    if not match:
+        raise NqfError(f"--slurm-time takes minutes or [D-]H:MM:SS, got {text!r}")
+    days, a, b, c = match.groups()
+    if b is None:
+        minutes = int(a) * 60 if days else int(a)
+    elif c is None:
+        minutes = int(a) * 60 + int(b) if days else int(a) + (1 if int(b) else 0)
+    else:
+        minutes = int(a) * 60 + int(b) + (1 if int(c) else 0)
+    minutes += int(days or 0) * 24 * 60
+    if minutes < 1:
+        raise NqfError(f"--slurm-time must be at least one minute, got {text!r}")
+    return minutes
+
+
+@app.command("sweep")
+def sweep_command(
+    spec: Annotated[Path, typer.Argument(help="The sweep spec (TOML): task, architecture, settings, axes.")],
+    out: Annotated[Path, typer.Option("--out", help="Output folder: points table, failed.json, figures/, store/.")],
+    store: Annotated[
+        Path | None, typer.Option("--store", help="Results store to use (default DIR/store); share one between sweeps.")
+    ] = None,
+    executor: Annotated[str, typer.Option("--executor", help="local, ray or slurm.")] = "local",
+    jobs: Annotated[int, typer.Option("--jobs", help="Workers (local processes, Ray CPUs); 1: in this process.")] = 1,
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address HOST:PORT (ray).")] = None,
+    slurm_partition: Annotated[str | None, typer.Option("--slurm-partition", help="Slurm partition (slurm).")] = None,
+    slurm_time: Annotated[
+        str | None, typer.Option("--slurm-time", help="Time limit of one task: minutes or H:MM:SS (slurm).")
+    ] = None,
+    slurm_array_size: Annotated[
+        int | None, typer.Option("--slurm-array-size", help="Array tasks running at once (slurm).")
+    ] = None,
+    slurm_cluster: Annotated[
+        str | None, typer.Option("--slurm-cluster", help="slurm, or local: submitit's local executor (tests).")
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", help="Points per task at most (default: ~4 tasks per worker, at most 32)."),
+    ] = None,
+    retries: Annotated[int, typer.Option("--retries", help="Retries of a task whose worker died.")] = 2,
+    force: Annotated[bool, typer.Option("--force", help="Recompute points that are already stored.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the number of points, batches and stored points; run nothing.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Run predict or compare at every point of a grid (a TOML spec), store each point, tabulate and plot."""
+    if executor not in ("local", "ray", "slurm"):
+        raise NqfError(f"unknown executor {executor!r}; choose from local, ray, slurm")
+    if jobs < 1:
+        raise NqfError(f"--jobs must be a positive integer, got {jobs}")
+    if retries < 0:
+        raise NqfError(f"--retries must be at least 0, got {retries}")
+    if batch_size is not None and batch_size < 1:
+        raise NqfError(f"--batch-size must be a positive integer, got {batch_size}")
+    given_slurm = [
+        n
+        for n, v in (
+            ("--slurm-partition", slurm_partition),
+            ("--slurm-time", slurm_time),
+            ("--slurm-array-size", slurm_array_size),
+            ("--slurm-cluster", slurm_cluster),
+        )
+        if v is not None
+    ]
+    if given_slurm and executor != "slurm":
+        raise NqfError(f"{given_slurm[0]} applies to --executor slurm, not {executor}")
+    if address is not None and executor != "ray":
+        raise NqfError(f"--address applies to --executor ray, not {executor}")
+    slurm = None
+    if executor == "slurm":
+        from nqf.executors import SlurmOptions
+
+        options = {"partition": slurm_partition, "array_size": slurm_array_size}
+        if slurm_time is not None:
+            options["time_min"] = slurm_minutes(slurm_time)
+        if slurm_cluster is not None:
+            options["cluster"] = slurm_cluster
+        slurm = SlurmOptions(**options)
+    from nqf.scans.sweep.spec import SpecError, load_spec
+
+    try:
+        load_spec(spec)  # the spec's own checks before JAX starts
+        start_jax()
+        from nqf.scans.sweep.run import describe_plan, plan_sweep, run_sweep
+
+        plan = plan_sweep(spec, out, store=store, batch_size=batch_size, jobs=jobs, force=force)
+    except SpecError as err:
+        for line in err.lines:
+            print(f"error: {line}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    if dry_run:
+        print(f"dry run: {describe_plan(plan)}")
+        return
+    result = run_sweep(
+        plan, out, executor=executor, jobs=jobs, address=address, slurm=slurm, retries=retries, force=force, quiet=quiet
+    )
+    n = len(plan.points)
+    kind = "parquet" if result.table.suffix == ".parquet" else "CSV (pyarrow is not installed)"
+    print(
+        f"{n} point(s): {result.count('computed')} computed, {result.count('stored')} already stored, "
+        f"{result.count('failed')} failed; {result.seconds:.1f} s"
+    )
+    print(f"table: {result.table} ({kind})")
+    drawn = [str(p) for p in result.figures.values() if p is not None]
+    print(f"figures: {', '.join(drawn) if drawn else 'none'}")
+    if result.count("failed"):
+        print(f"failed points: {out / 'failed.json'} (a rerun tries them again)")
+        for index, error in sorted(result.errors.items())[:5]:
+            print(f"  point {index}: {error}")
+        raise typer.Exit(1)  # the outputs are written; some points have no record

@@ -1,0 +1,177 @@
+"""What a comparison depends on besides task and architecture: :class:`CompareConfig`.
+
+Also which M-flow each optimizer is compared with (``FLOW_OF``; Adam and Muon get the GD
+flow as a reference) and the record spacing of the training runs. The comparison itself:
+``nqf.comparison.compare``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from nqf.core.errors import NqfError
+from nqf.training.config import OPTIMIZERS, TrainConfig
+
+COMPARE_OPTIMIZERS = OPTIMIZERS
+# The M-flow each optimizer is compared with; Adam and Muon get the GD flow as a reference.
+FLOW_OF = {"gd": "gd", "sgd": "sgd", "momentum": "momentum", "adam": "gd", "muon": "gd"}
+# Records every step up to this horizon (as ``predict`` does), else ~2000 log+linear checkpoints.
+_EVERY_STEP_LIMIT = 20000
+_CHECKPOINTS = 2000
+DEFAULT_MOMENTUM = 0.9
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _positive_finite(value) -> bool:
+    number = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value > 0
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """What a comparison depends on besides task and architecture.
+
+    Attributes:
+        width: n, the number of units.
+        sigma0: init scale, W0 ~ N(0, sigma0^2).
+        lr: learning rate of every optimizer (and of the GD reference flow) unless
+            overridden in ``learning_rates``.
+        steps: horizon in optimizer steps (the same for every source).
+        optimizers: which optimizers train the network: any of gd, sgd, momentum, adam, muon.
+        learning_rates: per-optimizer overrides, (optimizer, lr) pairs (a mapping is
+            accepted and stored sorted), e.g. (("adam", 1e-3),). An override for ``gd``
+            also sets the GD reference flow's learning rate.
+        beta: heavy-ball momentum of ``momentum`` (None: 0.9); Adam (b1 0.9) and Muon
+            (beta 0.95) keep their optax defaults.
+        batch_size: minibatch size of ``sgd`` (required with sgd, refused without it; the
+            other optimizers are full batch, as their M-flows are).
+        seeds: number of seeds K (init and minibatches): seed, seed + 1, ..., seed + K - 1.
+        seed: the first seed.
+        data_seed: seed of ``task.generate``.
+        include_quadratic: also train the quadratic model (GD).
+        closure: run the closure diagnostic per optimizer.
+        closure_fraction: the closure window ends when every mode has reached this
+            fraction of its fixed-point occupation (module docstring).
+        allow_inapplicable: run even when the expansion check says the quadratic-form
+            theory does not apply to the unit (the verdict is reported either way).
+        departure: also predict where the network leaves the quadratic model, per flow
+            and seed, without training (``PredictConfig.departure``, ``nqf.theory.departure``):
+            the relative gap along the predicted path and the corrected switch-on steps.
+    """
+
+    width: int = 32
+    sigma0: float = 1e-6
+    lr: float = 0.05
+    steps: int = 1000
+    optimizers: tuple[str, ...] = ("gd",)
+    learning_rates: tuple[tuple[str, float], ...] = ()
+    beta: float | None = None
+    batch_size: int | None = None
+    seeds: int = 1
+    seed: int = 0
+    data_seed: int = 0
+    include_quadratic: bool = True
+    closure: bool = True
+    closure_fraction: float = 0.9
+    allow_inapplicable: bool = False
+    departure: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
+            raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
+        if not isinstance(self.departure, (bool, np.bool_)):
+            raise NqfError(f"departure must be True or False, got {self.departure!r}")
+        opts = (self.optimizers,) if isinstance(self.optimizers, str) else tuple(self.optimizers)
+        object.__setattr__(self, "optimizers", opts)
+        if not opts:
+            raise NqfError("give at least one optimizer")
+        for opt in opts:
+            if opt not in COMPARE_OPTIMIZERS:
+                raise NqfError(f"unknown optimizer {opt!r}; choose from {', '.join(COMPARE_OPTIMIZERS)}")
+        if len(set(opts)) != len(opts):
+            raise NqfError(f"optimizer listed twice in {', '.join(opts)}")
+        rates = self.learning_rates
+        pairs = tuple(sorted(rates.items())) if isinstance(rates, Mapping) else tuple(tuple(p) for p in rates)
+        for pair in pairs:
+            if len(pair) != 2:
+                raise NqfError(f"learning_rates must be (optimizer, lr) pairs, got {pair!r}")
+            opt, lr = pair
+            if opt not in opts:
+                raise NqfError(
+                    f"a learning rate is given for {opt!r}, which is not among the optimizers ({', '.join(opts)})"
+                )
+            if not _positive_finite(lr):
+                raise NqfError(f"learning rate of {opt} must be a positive finite number, got {lr!r}")
+        if len({p[0] for p in pairs}) != len(pairs):
+            raise NqfError("a learning rate is given twice for the same optimizer")
+        object.__setattr__(self, "learning_rates", tuple((str(o), float(lr)) for o, lr in pairs))
+        if not _is_int(self.width) or self.width < 1:
+            raise NqfError(f"width must be a positive integer, got {self.width!r}")
+        if not _is_int(self.steps) or self.steps < 1:
+            raise NqfError(f"steps must be a positive integer, got {self.steps!r}")
+        if not _positive_finite(self.lr):
+            raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
+        if not _positive_finite(self.sigma0):
+            raise NqfError(f"sigma0 must be a positive finite number, got {self.sigma0!r}")
+        if not _is_int(self.seeds) or self.seeds < 1:
+            raise NqfError(f"seeds must be a positive integer, got {self.seeds!r}")
+        for name in ("seed", "data_seed"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 0:
+                raise NqfError(f"{name} must be an integer >= 0, got {value!r}")
+        if self.beta is not None and not (isinstance(self.beta, (int, float)) and 0 <= self.beta < 1):
+            raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
+        if "sgd" in opts and self.batch_size is None:
+            raise NqfError("optimizer sgd needs a batch size (--batch)")
+        if self.batch_size is not None:
+            if "sgd" not in opts:
+                raise NqfError(
+                    "a batch size is used by sgd only (the other optimizers are full batch); add sgd or drop it"
+                )
+            if not _is_int(self.batch_size) or self.batch_size < 1:
+                raise NqfError(f"batch size must be a positive integer, got {self.batch_size!r}")
+        if not (isinstance(self.closure_fraction, (int, float)) and 0 < self.closure_fraction <= 1):
+            raise NqfError(f"closure_fraction must lie in (0, 1], got {self.closure_fraction!r}")
+
+    def lr_for(self, optimizer: str) -> float:
+        """The learning rate of ``optimizer`` (its override, else ``lr``)."""
+        return dict(self.learning_rates).get(optimizer, float(self.lr))
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        return tuple(range(self.seed, self.seed + self.seeds))
+
+    @property
+    def flows(self) -> tuple[str, ...]:
+        """The M-flows computed: gd (always, the reference) then sgd/momentum as asked."""
+        out = ["gd"]
+        for opt in self.optimizers:
+            if FLOW_OF[opt] not in out:
+                out.append(FLOW_OF[opt])
+        return tuple(out)
+
+    def flow_lr(self, flow: str) -> float:
+        return self.lr_for(flow) if flow in self.optimizers else float(self.lr)
+
+    def train_config(self, optimizer: str, model: str) -> TrainConfig:
+        """The TrainConfig of ``optimizer`` (seed and sigma0 are set per run)."""
+        steps = self.steps
+        return TrainConfig(
+            optimizer=optimizer,
+            lr=self.lr_for(optimizer),
+            steps=steps,
+            batch_size=self.batch_size if optimizer == "sgd" else None,
+            beta=self.beta if optimizer == "momentum" else None,
+            seed=self.seed,
+            sigma0=float(self.sigma0),
+            width=int(self.width),
+            model=model,
+            checkpoints=None if steps <= _EVERY_STEP_LIMIT else _CHECKPOINTS,
+        )

@@ -1,0 +1,337 @@
+"""What :func:`nqf.comparison.compare.compare` measured: :class:`Comparison`, and its JSON
+(``Comparison.to_json``, printed by ``nqf compare --json``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nqf.architectures.architecture import Architecture
+from nqf.architectures.expansion import ExpansionReport, report_json
+from nqf.comparison.config import FLOW_OF, CompareConfig
+from nqf.comparison.measures import relative
+from nqf.theory.predict import Prediction
+from nqf.training.closure import ClosureResult
+from nqf.training.config import DIVERGENCE_FACTOR
+from nqf.training.sweep import SweepResult
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """Everything :func:`compare` measured. Per-mode arrays have the modes last, in the
+    order of ``growth`` (largest first); per-seed arrays have the seeds first.
+
+    Attributes:
+        task_name, task_options, arch: the task and the architecture.
+        config: the CompareConfig; seeds: (S,) the seeds used.
+        growth: (g,) c_k; thresholds: (g,) m_k*/2, the common switch thresholds.
+        predictions: {flow: (Prediction per seed)} for every flow in ``config.flows``.
+        predicted: {"lv", "mflow", "singular_limit", "closed_form"}: (S, g) GD switch steps.
+        flow_switch: {optimizer: (S, g)} switch steps of the optimizer's M-flow (GD's for
+            Adam/Muon, see ``reference_only``).
+        quadratic: SweepResult of the quadratic model (GD) or None;
+        quadratic_switch, quadratic_switch_own: (S, g) or None.
+        network: {optimizer: SweepResult}; network_switch, network_switch_own: {optimizer: (S, g)}.
+        plateau_predicted: {"singular_limit", "lv", "mflow"}: (S, g) (GD);
+        plateau_quadratic: (S, g) or None; plateau_network: {optimizer: (S, g)}.
+        closure: {optimizer: ClosureResult}; closure_until: {optimizer: step}.
+        reference_only: optimizers without an M-flow of their own.
+        notes: what a reader needs to know.
+        expansion: the expansion check's verdict on the unit.
+    """
+
+    task_name: str
+    task_options: dict
+    arch: Architecture
+    config: CompareConfig
+    seeds: np.ndarray
+    growth: np.ndarray
+    thresholds: np.ndarray
+    predictions: dict[str, tuple[Prediction, ...]] = field(repr=False)
+    predicted: dict[str, np.ndarray]
+    flow_switch: dict[str, np.ndarray]
+    quadratic: SweepResult | None = field(repr=False)
+    quadratic_switch: np.ndarray | None
+    quadratic_switch_own: np.ndarray | None
+    network: dict[str, SweepResult] = field(repr=False)
+    network_switch: dict[str, np.ndarray]
+    network_switch_own: dict[str, np.ndarray]
+    plateau_predicted: dict[str, np.ndarray]
+    plateau_quadratic: np.ndarray | None
+    plateau_network: dict[str, np.ndarray]
+    closure: dict[str, ClosureResult] = field(repr=False)
+    closure_until: dict[str, int]
+    reference_only: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    expansion: ExpansionReport | None = None
+
+    @property
+    def diverged(self) -> dict[str, list[int]]:
+        """{optimizer: seeds whose network run diverged (non-finite or > DIVERGENCE_FACTOR x initial loss)}."""
+        return {
+            opt: [int(s) for s, d in zip(self.seeds, sw.diverged_at[0], strict=False) if d >= 0]
+            for opt, sw in self.network.items()
+        }
+
+    @property
+    def num_modes(self) -> int:
+        return int(self.growth.size)
+
+    @property
+    def prediction(self) -> Prediction:
+        """The GD prediction of the first seed (the reference)."""
+        return self.predictions["gd"][0]
+
+    @property
+    def closure_defect(self) -> dict[str, float]:
+        """{optimizer: max M defect of the quadratic model up to the end of the last switch-on}."""
+        return {opt: float(r.max_m_defect) for opt, r in self.closure.items()}
+
+    def relative_errors(self) -> dict[str, Any]:
+        """Mean over seeds of (t - t_mflow)/t_mflow, against the M-flow of the same seed:
+        {"lv", "singular_limit", "quadratic": (g,), "network": {optimizer: (g,)}}."""
+        mflow = self.predicted["mflow"]
+        out: dict[str, Any] = {
+            "lv": relative(self.predicted["lv"], mflow).mean(axis=0),
+            "singular_limit": relative(self.predicted["singular_limit"], mflow).mean(axis=0),
+        }
+        if self.quadratic_switch is not None:
+            out["quadratic"] = relative(self.quadratic_switch, mflow).mean(axis=0)
+        out["network"] = {
+            opt: relative(self.network_switch[opt], self.flow_switch[opt]).mean(axis=0) for opt in self.network
+        }
+        return out
+
+    def loss_curves(self) -> list[dict[str, Any]]:
+        """Curves for plotting, first seed: [{"source", "detail", "optimizer", "steps", "loss"}, ...].
+
+        Network curves carry "band": (lo, hi) loss min/max over seeds when there are several.
+        """
+        curves = []
+        for opt, sweep in self.network.items():
+            loss = sweep.loss[0]
+            entry = {"source": "network", "detail": opt, "optimizer": opt, "steps": sweep.steps, "loss": loss[0]}
+            if loss.shape[0] > 1:
+                entry["band"] = (np.nanmin(loss, axis=0), np.nanmax(loss, axis=0))
+            curves.append(entry)
+        if self.quadratic is not None:
+            q = self.quadratic
+            curves.append(
+                {"source": "quadratic model", "detail": "gd", "optimizer": "gd", "steps": q.steps, "loss": q.loss[0, 0]}
+            )
+        for flow, preds in self.predictions.items():
+            p = preds[0]
+            steps, loss = np.asarray(p.flow.steps), np.asarray(p.flow.loss)
+            curves.append({"source": "M-flow", "detail": flow, "optimizer": flow, "steps": steps, "loss": loss})
+        p = self.prediction
+        curves.append(
+            {"source": "LV", "detail": "gd", "optimizer": "gd", "steps": p.lv_steps, "loss": np.asarray(p.lv_loss)}
+        )
+        return curves
+
+    def all_loss_curves(self) -> list[dict[str, Any]]:
+        """Every loss curve of every seed at its recorded steps (what ``to_json()["curves"]`` holds).
+
+        Returns [{"source", "optimizer", "steps": (R,), "seeds": (S,), "loss": (S, R)}, ...]:
+        source ``network`` per optimizer, ``quadratic`` (the quadratic model, GD), and ``mflow``
+        and ``lv`` (the Lotka-Volterra map's loss) per flow of ``config.flows`` (the LV map of
+        the SGD flow is its full-batch mean). The seeds of a source share its record steps.
+        """
+        seeds = np.asarray(self.seeds)
+        out: list[dict[str, Any]] = []
+        for opt, sweep in self.network.items():
+            out.append(
+                {
+                    "source": "network",
+                    "optimizer": opt,
+                    "steps": np.asarray(sweep.steps),
+                    "seeds": seeds,
+                    "loss": np.asarray(sweep.loss[0]),
+                }
+            )
+        if self.quadratic is not None:
+            out.append(
+                {
+                    "source": "quadratic",
+                    "optimizer": "gd",
+                    "steps": np.asarray(self.quadratic.steps),
+                    "seeds": seeds,
+                    "loss": np.asarray(self.quadratic.loss[0]),
+                }
+            )
+        for flow, preds in self.predictions.items():
+            out.append(
+                {
+                    "source": "mflow",
+                    "optimizer": flow,
+                    "steps": np.asarray(preds[0].flow.steps),
+                    "seeds": seeds,
+                    "loss": np.stack([np.asarray(p.flow.loss) for p in preds]),
+                }
+            )
+        for flow, preds in self.predictions.items():
+            out.append(
+                {
+                    "source": "lv",
+                    "optimizer": flow,
+                    "steps": np.asarray(preds[0].lv_steps),
+                    "seeds": seeds,
+                    "loss": np.stack([np.asarray(p.lv_loss) for p in preds]),
+                }
+            )
+        return out
+
+    def to_json(self) -> dict:
+        """The stable JSON form printed by ``nqf compare --json`` (null: never switched / not available).
+
+        ``curves`` holds every loss curve of every seed at the recorded steps (``all_loss_curves``).
+        """
+        errors = self.relative_errors()
+        modes = [_mode_json(self, k, errors) for k in range(self.num_modes)]
+        return _comparison_json(self, modes)
+
+
+def _seed_mean(a) -> np.ndarray:
+    """Mean over the seeds (axis 0); NaN if any seed is NaN."""
+    return np.asarray(a, dtype=np.float64).mean(axis=0)
+
+
+def _mode_json(c: Comparison, k: int, errors: dict[str, Any]) -> dict:
+    """The JSON row of mode k: growth, threshold, predicted and measured switch steps,
+    relative errors and plateau losses (means over seeds; null: never / not available)."""
+    return {
+        "mode": k + 1,
+        "growth": float(c.growth[k]),
+        "threshold": float(c.thresholds[k]),
+        **_mode_predicted_json(c, k),
+        **_mode_measured_json(c, k),
+        "relative_error": {
+            "lv": _num(errors["lv"][k]),
+            "singular_limit": _num(errors["singular_limit"][k]),
+            "quadratic": _num(errors["quadratic"][k]) if "quadratic" in errors else None,
+            "network": {opt: _num(e[k]) for opt, e in errors["network"].items()},
+        },
+        "plateau_loss": {
+            "predicted": {name: _num(_seed_mean(v)[k]) for name, v in c.plateau_predicted.items()},
+            "measured": {
+                "quadratic": None if c.plateau_quadratic is None else _num(_seed_mean(c.plateau_quadratic)[k]),
+                "network": {opt: _num(_seed_mean(v)[k]) for opt, v in c.plateau_network.items()},
+            },
+        },
+    }
+
+
+def _mode_predicted_json(c: Comparison, k: int) -> dict:
+    """Mode k's predicted switch steps: "predicted" (GD: LV, M-flow, singular limit, closed
+    form) and "predicted_by_optimizer" (each optimizer's M-flow, or GD's as a reference)."""
+    return {
+        "predicted": {
+            "lv": _num(_seed_mean(c.predicted["lv"])[k]),
+            "mflow": _num(_seed_mean(c.predicted["mflow"])[k]),
+            "singular_limit": _num(_seed_mean(c.predicted["singular_limit"])[k]),
+            "closed_form": _num(_seed_mean(c.predicted["closed_form"])[k]),
+        },
+        "predicted_by_optimizer": {
+            opt: {
+                "mflow": _num(_seed_mean(c.flow_switch[opt])[k]),
+                "flow": FLOW_OF[opt],
+                "reference": opt in c.reference_only,
+            }
+            for opt in c.network
+        },
+    }
+
+
+def _mode_measured_json(c: Comparison, k: int) -> dict:
+    """Mode k's measured switch steps: "measured" (common threshold), "measured_own_threshold"
+    (half each run's own final occupation) and "network_seeds" (per-seed steps and spread)."""
+    spread = {
+        opt: {
+            "steps": _floats(s[:, k]),
+            "std": _num(np.std(s[:, k])),
+            "min": _num(np.min(s[:, k])),
+            "max": _num(np.max(s[:, k])),
+        }
+        for opt, s in c.network_switch.items()
+    }
+    quadratic, quadratic_own = c.quadratic_switch, c.quadratic_switch_own
+    return {
+        "measured": {
+            "quadratic": None if quadratic is None else _num(_seed_mean(quadratic)[k]),
+            "network": {opt: _num(_seed_mean(s)[k]) for opt, s in c.network_switch.items()},
+        },
+        "measured_own_threshold": {
+            "quadratic": None if quadratic_own is None else _num(_seed_mean(quadratic_own)[k]),
+            "network": {opt: _num(_seed_mean(s)[k]) for opt, s in c.network_switch_own.items()},
+        },
+        "network_seeds": spread,
+    }
+
+
+def _comparison_json(c: Comparison, modes: list[dict]) -> dict:
+    """The whole JSON object around the per-mode rows ``modes``: task, architecture, config,
+    expansion verdict, seeds, closure, divergence, notes, curves and departure."""
+    p = c.prediction
+    return {
+        "task": c.task_name,
+        "task_options": _jsonable(c.task_options),
+        "arch": c.arch.name,
+        "arch_options": _jsonable(dict(c.arch.options)),
+        "config": _jsonable({**asdict(c.config), "arch": c.arch.name, "arch_options": dict(c.arch.options)}),
+        "expansion": report_json(c.expansion),
+        "seeds": [int(s) for s in c.seeds],
+        "learning_rates": {opt: c.config.lr_for(opt) for opt in c.config.optimizers},
+        "lv_applies": bool(p.lv_applies),
+        "defect": float(p.defect),
+        "fixed_point": _floats(2.0 * c.thresholds),
+        "modes": modes,
+        "closure_defect": {opt: _num(v) for opt, v in c.closure_defect.items()},
+        "closure_update_defect": {opt: _num(r.max_update_defect) for opt, r in c.closure.items()},
+        "closure_until": dict(c.closure_until),
+        "reference_only": list(c.reference_only),
+        "diverged": c.diverged,
+        "divergence_factor": DIVERGENCE_FACTOR,
+        "notes": list(c.notes),
+        # {source: {optimizer: {"steps", "seeds", "loss": one list per seed}}} (all_loss_curves)
+        "curves": _curves_json(c.all_loss_curves()),
+        # per flow, one block per seed (null unless config.departure)
+        "departure": None
+        if not c.config.departure
+        else {flow: [p.departure.to_json() for p in preds] for flow, preds in c.predictions.items()},
+    }
+
+
+def _curves_json(curves: list[dict[str, Any]]) -> dict:
+    """``all_loss_curves()`` nested as {source: {optimizer: {"steps", "seeds", "loss"}}}; null: not finite."""
+    out: dict[str, dict] = {}
+    for entry in curves:
+        out.setdefault(entry["source"], {})[entry["optimizer"]] = {
+            "steps": [round(float(t)) for t in np.asarray(entry["steps"]).ravel()],
+            "seeds": [int(s) for s in entry["seeds"]],
+            "loss": [_floats(row) for row in np.asarray(entry["loss"], dtype=np.float64)],
+        }
+    return out
+
+
+def _num(v) -> float | None:
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _floats(a) -> list:
+    return [_num(v) for v in np.asarray(a, dtype=np.float64).ravel()]
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return _num(obj)
+    return obj

@@ -1,0 +1,336 @@
+"""The stages of :func:`nqf.comparison.compare.compare`, in the order it runs them:
+
+1. :func:`prepare`: check the input, pass the theory gate, generate the data;
+2. :func:`theory`: predict every flow of ``config.flows`` for every seed (``nqf.predict``);
+3. :func:`reference_modes` and :func:`predicted`: the modes, thresholds and the predicted
+   switch steps and plateau losses read off the GD predictions;
+4. :func:`train_quadratic` and :func:`train_networks`: ``train_sweep`` per source, each
+   run measured by :func:`measure` (switch steps and plateau losses);
+5. :func:`closure`: the closure diagnostic of each optimizer;
+6. :func:`assemble`: the :class:`Comparison`.
+
+What is measured and how: ``nqf.comparison.compare``'s module docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from nqf.architectures.architecture import Architecture, check_width
+from nqf.architectures.expansion import ExpansionReport, theory_gate
+from nqf.comparison.config import DEFAULT_MOMENTUM, FLOW_OF, CompareConfig
+from nqf.comparison.measures import closure_until, measured_plateau_losses
+from nqf.comparison.result import Comparison
+from nqf.core.errors import NqfError
+from nqf.core.measure import switch_steps, switch_steps_own
+from nqf.core.precision import resolve_dtype
+from nqf.theory.data_matrices import DataMatrices, data_matrices, flow_data
+from nqf.theory.predict import PREDICT_OPTIMIZERS, PredictConfig, Prediction, predict
+from nqf.training.closure import ClosureResult, closure_diagnostic
+from nqf.training.config import DIVERGENCE_FACTOR, TrainConfig
+from nqf.training.sweep import SweepResult, train_sweep
+
+Predictions = dict[str, tuple[Prediction, ...]]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What :func:`prepare` hands on: the architecture, the data and the gate's verdict.
+
+    Attributes:
+        arch: the architecture compared (the task's natural one when none was given).
+        X, Y: the task's data (``task.generate(config.data_seed)``).
+        dtype: the float dtype everything runs in.
+        full_batch: the data as the full-batch flows read it (``flow_data``).
+        per_sample: the per-sample data matrices when ``full_batch`` is them, else None
+            (SGD needs the samples; :func:`theory` builds them when asked).
+        expansion: the expansion check's verdict on the unit.
+    """
+
+    arch: Architecture
+    X: Any
+    Y: Any
+    dtype: Any
+    full_batch: Any
+    per_sample: DataMatrices | None
+    expansion: ExpansionReport
+
+
+@dataclass(frozen=True)
+class Modes:
+    """The growing modes of the GD reference prediction (first seed), which every source is measured on.
+
+    Attributes:
+        growth: (g,) c_k, largest first; thresholds: (g,) m_k*/2.
+        measure_at: (g,) the thresholds, inf where m_k* = 0 (such a mode never switches on).
+        basis: (d, g) the eigenvectors q_k the occupations are read along.
+    """
+
+    growth: np.ndarray
+    thresholds: np.ndarray
+    measure_at: np.ndarray
+    basis: np.ndarray
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """The predicted numbers :func:`predicted` reads off the predictions, each (S, g).
+
+    Attributes:
+        switch: {"lv", "mflow", "singular_limit", "closed_form"}: GD switch steps.
+        flow_switch: {optimizer: switch steps of its M-flow (GD's for Adam/Muon)}.
+        plateau: {"singular_limit", "lv", "mflow"}: GD plateau losses.
+    """
+
+    switch: dict[str, np.ndarray]
+    flow_switch: dict[str, np.ndarray]
+    plateau: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One source trained by ``train_sweep`` and measured (:func:`measure`); per-seed arrays have the seeds first.
+
+    Attributes:
+        sweep: the runs; switch: (S, g) switch steps at the common thresholds;
+        own: (S, g) switch steps at half each run's own final occupation;
+        plateau: (S, g) plateau losses after each switch.
+    """
+
+    sweep: SweepResult
+    switch: np.ndarray
+    own: np.ndarray
+    plateau: np.ndarray
+
+
+def prepare(task, arch: Architecture | None, config: CompareConfig) -> Prepared:
+    """Stage 1: check the input, pass the theory gate and generate the data.
+
+    task: a ``nqf`` Task; arch: the architecture or None (the task's natural one).
+    Raises NqfError for a config or task of the wrong type or a bad width, and
+    TheoryDoesNotApply when the expansion check fails (unless ``config.allow_inapplicable``).
+    """
+    if not isinstance(config, CompareConfig):
+        raise NqfError(f"compare needs a CompareConfig, got {type(config).__name__}")
+    if not hasattr(task, "generate"):
+        raise NqfError(f"compare needs a task (nqf.get_task), got {type(task).__name__}")
+    arch = task.architecture() if arch is None else arch
+    check_width(arch, config.width)
+    expansion = theory_gate(arch, config.allow_inapplicable)
+    dtype = resolve_dtype(None)
+    X, Y = task.generate(config.data_seed, dtype=dtype)
+    # the full-batch flows read the data by the cheaper route; SGD needs the samples
+    full_batch, _ = flow_data(arch, X, Y, dtype=dtype)
+    per_sample = full_batch if isinstance(full_batch, DataMatrices) else None
+    return Prepared(arch, X, Y, dtype, full_batch, per_sample, expansion)
+
+
+def _predict_config(config: CompareConfig, flow: str, seed: int) -> PredictConfig:
+    """The PredictConfig of ``flow`` for one seed."""
+    return PredictConfig(
+        width=int(config.width),
+        lr=config.flow_lr(flow),
+        steps=int(config.steps),
+        sigma0=float(config.sigma0),
+        optimizer=flow,
+        beta=DEFAULT_MOMENTUM if config.beta is None else float(config.beta),
+        batch_size=config.batch_size if flow == "sgd" else None,
+        seed=seed,
+        allow_inapplicable=bool(config.allow_inapplicable),
+        departure=bool(config.departure),
+    )
+
+
+def theory(prep: Prepared, config: CompareConfig) -> Predictions:
+    """Stage 2: the predictions, {flow: (Prediction per seed)} for every flow of ``config.flows``.
+
+    The SGD flow reads the per-sample data matrices (built here when the full-batch data
+    are not them); the others read ``prep.full_batch``.
+    """
+    per_sample = prep.per_sample
+    predictions: Predictions = {}
+    for flow in config.flows:
+        if flow == "sgd" and per_sample is None:
+            per_sample = data_matrices(prep.arch, prep.X, prep.Y, dtype=prep.dtype)
+        data = prep.full_batch if flow != "sgd" else per_sample
+        predictions[flow] = tuple(
+            predict(prep.arch, prep.X, prep.Y, _predict_config(config, flow, seed), data=data)
+            for seed in config.seed_list
+        )
+    return predictions
+
+
+def reference_modes(predictions: Predictions) -> Modes:
+    """Stage 3a: the growing modes, thresholds and basis of the GD prediction of the first seed."""
+    reference = predictions["gd"][0]
+    g = reference.num_growing
+    thresholds = np.asarray(reference.thresholds, dtype=np.float64)
+    return Modes(
+        growth=np.asarray(reference.modes.growth[:g], dtype=np.float64),
+        thresholds=thresholds,
+        # a mode with m_k* = 0 (suppressed by the others) has no switch-on: never counted as reached
+        measure_at=np.where(thresholds > 0, thresholds, np.inf),
+        basis=np.asarray(reference.modes.basis[:, :g]),
+    )
+
+
+def predicted(predictions: Predictions, config: CompareConfig) -> Predicted:
+    """Stage 3b: the predicted switch steps and plateau losses, read off the predictions (:class:`Predicted`)."""
+    gd = predictions["gd"]
+    horizon = float(config.steps)
+    return Predicted(
+        switch={
+            "lv": np.stack([p.lv_switch_steps for p in gd]),
+            "mflow": np.stack([p.mflow_switch_steps for p in gd]),
+            "singular_limit": np.stack([p.singular_switch_steps for p in gd]),
+            "closed_form": np.stack([p.closed_form_switch_steps for p in gd]),
+        },
+        flow_switch={
+            opt: np.stack([p.mflow_switch_steps for p in predictions[FLOW_OF[opt]]]) for opt in config.optimizers
+        },
+        plateau={
+            "singular_limit": np.stack([p.lv_plateau_losses for p in gd]),
+            "lv": np.stack([measured_plateau_losses(p.lv_steps, p.lv_loss, p.lv_switch_steps, horizon) for p in gd]),
+            "mflow": np.stack(
+                [
+                    measured_plateau_losses(
+                        np.asarray(p.flow.steps), np.asarray(p.flow.loss), p.mflow_switch_steps, horizon
+                    )
+                    for p in gd
+                ]
+            ),
+        },
+    )
+
+
+def reference_notes(config: CompareConfig) -> tuple[tuple[str, ...], list[str]]:
+    """The optimizers without an M-flow of their own (Adam, Muon) and one note for each."""
+    reference_only = tuple(opt for opt in config.optimizers if opt not in PREDICT_OPTIMIZERS)
+    notes = []
+    for opt in reference_only:
+        if opt == "adam":
+            why = "its update is not equivariant under W -> W O, M does not close"
+        else:
+            why = "nqf has no Muon map on M"
+        notes.append(
+            f"{opt}: no M-flow ({why}); its rows compare with the GD M-flow at lr {config.flow_lr('gd'):g} "
+            "as a reference"
+        )
+    return reference_only, notes
+
+
+def measure(sweep: SweepResult, modes: Modes, horizon: float) -> Measured:
+    """Stage 4, per source: switch steps (common and own thresholds) and plateau losses of every seed of ``sweep``."""
+    switch = switch_steps(sweep.steps, sweep.occupations[0], modes.measure_at)
+    own = switch_steps_own(sweep.steps, sweep.occupations[0])
+    plateau = np.stack(
+        [measured_plateau_losses(sweep.steps, sweep.loss[0, j], switch[j], horizon) for j in range(switch.shape[0])]
+    )
+    return Measured(sweep, switch, own, plateau)
+
+
+def train_quadratic(prep: Prepared, config: CompareConfig, modes: Modes, train=train_sweep) -> Measured | None:
+    """Stage 4a: the quadratic model trained by GD over the seeds and measured; None unless ``include_quadratic``.
+
+    ``train`` runs the grid (``train_sweep``'s signature; see :func:`nqf.comparison.compare.compare`)."""
+    if not config.include_quadratic:
+        return None
+    tc = config.train_config("gd", "quadratic")
+    sweep = train(prep.arch, prep.X, prep.Y, tc, [float(config.sigma0)], config.seed_list, basis=modes.basis)
+    return measure(sweep, modes, float(config.steps))
+
+
+def train_networks(
+    prep: Prepared, config: CompareConfig, modes: Modes, train=train_sweep
+) -> tuple[dict[str, Measured], list[str]]:
+    """Stage 4b: the network trained by each optimizer over the seeds (by ``train``) and measured.
+
+    Returns ({optimizer: Measured}, notes): one note per optimizer whose run diverged for some seed.
+    """
+    seeds = config.seed_list
+    out: dict[str, Measured] = {}
+    notes: list[str] = []
+    for opt in config.optimizers:
+        tc = config.train_config(opt, "network")
+        sweep = train(prep.arch, prep.X, prep.Y, tc, [float(config.sigma0)], seeds, basis=modes.basis)
+        out[opt] = measure(sweep, modes, float(config.steps))
+        diverged = [(int(s), int(d)) for s, d in zip(seeds, sweep.diverged_at[0], strict=False) if d >= 0]
+        if diverged:
+            listed = ", ".join(f"{s} (step {d})" for s, d in diverged)
+            notes.append(
+                f"network ({opt}, lr {config.lr_for(opt):g}) diverged for seed(s) {listed}: its loss became "
+                f"non-finite or exceeded {DIVERGENCE_FACTOR:g} x its initial loss; its records from there on are NaN, "
+                "so modes not switched on before are null, not switches; lower its learning rate"
+            )
+    return out, notes
+
+
+def closure(
+    prep: Prepared, config: CompareConfig, predictions: Predictions, networks: dict[str, Measured], modes: Modes
+) -> tuple[dict[str, ClosureResult], dict[str, int]]:
+    """Stage 5: the closure diagnostic of each optimizer on the quadratic model, up to the end
+    of the last switch-on. Returns ({optimizer: ClosureResult}, {optimizer: that step}); both
+    empty unless ``config.closure``."""
+    results: dict[str, ClosureResult] = {}
+    until_of: dict[str, int] = {}
+    if not config.closure:
+        return results, until_of
+    m_star = 2.0 * modes.thresholds
+    for opt in config.optimizers:
+        if opt in PREDICT_OPTIMIZERS:  # the optimizer's M-flow is the quadratic model's exact trajectory
+            flow = predictions[FLOW_OF[opt]][0].flow
+            record, occupations = np.asarray(flow.steps), np.asarray(flow.occupations)
+        else:  # no M-flow: the network run of the first seed times the switch-ons
+            sweep = networks[opt].sweep
+            record, occupations = sweep.steps, sweep.occupations[0, 0]
+        until = closure_until(record, occupations, m_star, config.closure_fraction, config.steps)
+        until_of[opt] = until
+        tc = config.train_config(opt, "quadratic")
+        tc = TrainConfig(**{**asdict(tc), "steps": until, "checkpoints": None})
+        results[opt] = closure_diagnostic(prep.arch, prep.X, prep.Y, tc, until=until, W0=None)
+    return results, until_of
+
+
+def assemble(
+    task,
+    prep: Prepared,
+    config: CompareConfig,
+    predictions: Predictions,
+    modes: Modes,
+    numbers: Predicted,
+    quadratic: Measured | None,
+    networks: dict[str, Measured],
+    closures: tuple[dict[str, ClosureResult], dict[str, int]],
+    reference_only: tuple[str, ...],
+    notes: list[str],
+) -> Comparison:
+    """Stage 6: the :class:`Comparison` of the stages' outputs (``numbers``: :func:`predicted`'s)."""
+    return Comparison(
+        task_name=getattr(task, "name", type(task).__name__),
+        task_options=task.options() if hasattr(task, "options") else {},
+        arch=prep.arch,
+        config=config,
+        seeds=np.asarray(config.seed_list),
+        growth=modes.growth,
+        thresholds=modes.thresholds,
+        predictions=predictions,
+        predicted=numbers.switch,
+        flow_switch=numbers.flow_switch,
+        quadratic=None if quadratic is None else quadratic.sweep,
+        quadratic_switch=None if quadratic is None else quadratic.switch,
+        quadratic_switch_own=None if quadratic is None else quadratic.own,
+        network={opt: m.sweep for opt, m in networks.items()},
+        network_switch={opt: m.switch for opt, m in networks.items()},
+        network_switch_own={opt: m.own for opt, m in networks.items()},
+        plateau_predicted=numbers.plateau,
+        plateau_quadratic=None if quadratic is None else quadratic.plateau,
+        plateau_network={opt: m.plateau for opt, m in networks.items()},
+        closure=closures[0],
+        closure_until=closures[1],
+        reference_only=reference_only,
+        notes=tuple(notes),
+        expansion=prep.expansion,
+    )

@@ -1,0 +1,113 @@
+r"""E5's shared pieces: the case names and labels, the tolerances stated in advance (module
+constants, not config fields), the mode groups and their switch steps, A(x) by autodiff, and a
+case record read back (arrays, group names, labels).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+
+CASES = ("perceptron", "fixed-readout", "attention", "linear-attention", "moe", "conv")
+LABELS = {
+    "perceptron": "perceptron (tanh, trainable readout)",
+    "fixed-readout": "perceptron (fixed readout, 1 - cos)",
+    "attention": "softmax attention",
+    "linear-attention": "merged linear attention (ICL)",
+    "moe": "mixture of experts",
+    "conv": "circular convolution",
+}
+SOURCES = ("network", "quadratic", "mflow")
+
+# Stated in advance (THEORY.md section 5); deliberately not config fields.
+SWITCH_TOLERANCE = 0.10  # network vs M-flow switch-on step, relative
+PLATEAU_TOLERANCE = 0.10  # network vs M-flow plateau loss, relative
+EARLY_GROUPS = 2  # groups claimed per case (linear attention: 1, mixture of experts: mode 1 per E)
+STRUCTURE_ZERO = 1e-12  # |entry| of A(x) that the closed form says vanishes (float64 autodiff)
+QK_FACTOR = 2.0  # ||W_Q||, ||W_K|| stay within this factor of init through the first plateau
+VO_GROWTH = 100.0  # ||W_V||, ||W_O|| grow at least this much by the end of the first plateau
+ICL_PLATEAU_TOLERANCE = 0.10  # relative, loss after the drop / initial loss vs population optimum
+ONE_DROP_SHARE = 0.95  # share of the run's loss decrease inside [t_1/2, 2 t_1]
+GROWTH_SCALING_TOLERANCE = 1e-9  # c_1(E0)/c_1(E) = E/E0, relative
+RATIO_TOLERANCE = 0.10  # switch-step ratio across E, network vs M-flow, relative
+FOURIER_PURITY = 1e-6  # 1 - power fraction of a mode's kernel at its dominant |f|
+DEGENERATE_RTOL = 1e-6  # c_k within this relative gap form one group
+
+
+def mode_groups(growth, rtol: float = DEGENERATE_RTOL) -> list[list[int]]:
+    """Consecutive modes (sorted by c_k, largest first) whose c_k differ by at most rtol max|c| form a group."""
+    growth = np.asarray(growth, dtype=np.float64)
+    if growth.size == 0:
+        return []
+    scale = float(np.abs(growth).max())
+    groups = [[0]]
+    for k in range(1, growth.size):
+        if abs(growth[k] - growth[groups[-1][0]]) <= rtol * scale:
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    return groups
+
+
+def group_switch_steps(steps, occupations, thresholds, groups) -> np.ndarray:
+    """First step at which a group's total occupation reaches its total threshold, (G,); NaN: never or no threshold.
+
+    occupations: (R, g) per mode at ``steps`` (R,); thresholds: (g,) m_k*/2.
+    """
+    from nqf.core.measure import switch_steps
+
+    occ = np.asarray(occupations, dtype=np.float64)
+    thr = np.asarray(thresholds, dtype=np.float64)
+    total = np.stack([occ[:, idx].sum(axis=1) for idx in groups], axis=1)
+    limit = np.array([thr[idx].sum() for idx in groups])
+    return switch_steps(steps, total, np.where(limit > 0, limit, np.inf))
+
+
+def _autodiff_structure(arch, x) -> np.ndarray:
+    """A(x) (K, d, d) by the generic route, compiled (eager Hessians of a whole unit are slow)."""
+    from nqf.architectures.architecture import structure_matrix
+
+    return np.asarray(jax.jit(lambda sample: structure_matrix(arch, sample))(x))
+
+
+def _none_to_nan(value):
+    if value is None:
+        return math.nan
+    if isinstance(value, (list, tuple)):
+        return [_none_to_nan(v) for v in value]
+    return value
+
+
+def _array(value) -> np.ndarray:
+    """A record's (nested) list back as floats; None (JSON's null) becomes NaN."""
+    return np.array(_none_to_nan(value), dtype=np.float64)
+
+
+def _num(value) -> float | None:
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def _steps_text(values, digits: int = 0) -> str:
+    return ", ".join("never" if not math.isfinite(v) else f"{v:.{digits}f}" for v in np.asarray(values, dtype=float))
+
+
+def _group_name(record: dict, k: int) -> str:
+    if record["case"] == "conv":
+        return f"frequency |f| = {record['extras']['group_frequency'][k]}"
+    size = len(record["groups"][k])
+    return f"mode {k + 1}" + (f" (group of {size} degenerate modes)" if size > 1 else "")
+
+
+def _claimed_groups(record: dict) -> int:
+    if record["case"] == "linear-attention" or record["case"] == "moe":
+        return 1
+    return EARLY_GROUPS
+
+
+def _label(name: str, record: dict) -> str:
+    if record["case"] == "moe":
+        return f"{LABELS['moe']}, E = {record['width']}"
+    return LABELS[record["case"]]

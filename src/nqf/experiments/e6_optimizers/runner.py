@@ -1,0 +1,106 @@
+r"""E6's runs: one compiled ``train_sweep`` per optimizer and model (switch-on steps at every init
+scale and seed) and one closure diagnostic per optimizer, under ``jax.enable_x64(True)``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from .._base import RunSpec
+from .._staircase import setup, task_dict
+from .config import MODELS, OptimizersConfig
+
+
+def _task_dict(c: OptimizersConfig) -> dict[str, Any]:
+    return task_dict(c.inputs, c.outputs, c.singular_values, c.samples, c.data_seed)
+
+
+def _optimizer_dict(c: OptimizersConfig, optimizer: str) -> dict[str, Any]:
+    """lr, beta (None: optax's default), batch size and steps of one optimizer."""
+    lr = {"adam": c.adam_lr, "muon": c.muon_lr}.get(optimizer, c.lr)
+    return {
+        "optimizer": optimizer,
+        "lr": lr,
+        "beta": c.beta if optimizer == "momentum" else None,
+        "batch_size": c.batch_size if optimizer == "sgd" else None,
+        "steps": getattr(c, f"{optimizer}_steps"),
+    }
+
+
+def _setup(task: dict[str, Any]):
+    """Data, architecture and the theory's modes of the staircase (call under float64).
+
+    Returns (arch, X (N, D), Y (N, K), Q (d, m) mode basis, c (m,) = q_k^T C q_k,
+    K (m, m) = E[(q_k^T A q_k)(q_j^T A q_j)], m* (m,) LV fixed point, closed-form c).
+    """
+    s = setup(task)
+    return s.arch, s.X, s.Y, s.Q, s.c, s.K, s.m_star, np.asarray(s.task.spectrum(task["data_seed"]))
+
+
+def _train_config(run: dict[str, Any], **extra):
+    from nqf.training.config import TrainConfig
+
+    return TrainConfig(
+        optimizer=run["optimizer"],
+        lr=run["lr"],
+        steps=run["steps"],
+        batch_size=run["batch_size"],
+        beta=run["beta"],
+        width=run["width"],
+        model=run["model"],
+        dtype="float64",
+        **extra,
+    )
+
+
+def sweep_run(run: dict[str, Any]) -> dict[str, Any]:
+    """One optimizer and model, every (sigma0, seed): switch-on steps of each mode (one compiled call)."""
+    from nqf.core.measure import half_fixed_point, switch_steps
+    from nqf.training.sweep import train_sweep
+
+    with jax.enable_x64(True):
+        arch, X, Y, Q, c, K, m_star, closed_c = _setup(run["task"])
+        thresholds = half_fixed_point(m_star)
+        result = train_sweep(arch, X, Y, _train_config(run), run["sigma0s"], run["seeds"], basis=Q)
+        switch = switch_steps(result.steps, result.occupations, thresholds)  # (S, seeds, m)
+        return {
+            "switch_steps": switch,
+            "final_occupations": result.occupations[:, :, -1, :],
+            "final_loss": result.loss[:, :, -1],
+            "diverged_at": result.diverged_at,
+            "thresholds": thresholds,
+            "fixed_point": m_star,
+            "c": c,
+            "K": K,
+            "closed_form_c": closed_c,
+        }
+
+
+def closure_run(run: dict[str, Any]) -> dict[str, Any]:
+    """W0 versus W0 O for one optimizer: per-step M defect and update defect."""
+    from nqf.training.closure import closure_diagnostic
+
+    with jax.enable_x64(True):
+        arch, X, Y, *_ = _setup(run["task"])
+        config = _train_config(run, sigma0=run["sigma0"], seed=run["seed"])
+        result = closure_diagnostic(arch, X, Y, config, rotation_seed=run["rotation_seed"])
+        return {"m_defect": result.m_defect, "update_defect": result.update_defect}
+
+
+def runs(c: OptimizersConfig) -> list[RunSpec]:
+    task = _task_dict(c)
+    specs = []
+    for optimizer in c.optimizers:
+        base = {"task": task, "width": c.width, **_optimizer_dict(c, optimizer)}
+        for model in MODELS:
+            config = {**base, "model": model, "sigma0s": list(c.sigma0s), "seeds": list(c.seeds)}
+            specs.append(RunSpec(f"sweep-{optimizer}-{model}", config, sweep_run))
+        closure = {**base, "model": "quadratic", "sigma0": c.closure_sigma0, "seed": c.seeds[0]}
+        specs.append(RunSpec(f"closure-{optimizer}", {**closure, "rotation_seed": c.rotation_seed}, closure_run))
+    if c.network_closure:
+        base = {"task": task, "width": c.width, **_optimizer_dict(c, "gd")}
+        closure = {**base, "model": "network", "sigma0": c.closure_sigma0, "seed": c.seeds[0]}
+        specs.append(RunSpec("closure-gd-network", {**closure, "rotation_seed": c.rotation_seed}, closure_run))
+    return specs

@@ -1,0 +1,379 @@
+"""Expanding a spec's axes into points, checking them against the data, grouping them into batches.
+
+A *point* is one value per axis on top of the fixed settings; its ``config`` (a plain JSON
+dict: mode, task and its full options, architecture and its full options, every setting)
+fully determines its record and keys it in the results store. Points are numbered in
+product order (the last axis varies fastest; zipped axes move together).
+
+Batches: points whose configs agree in everything except the values a compiled training
+run takes as traced arguments (``sigma0`` and ``seed``: ``train_sweep`` vmaps over both)
+share shapes and static settings, and go to a worker as one task
+(:func:`nqf.scans.sweep.compute.compute_batch`). Within such a group, points are ordered by
+(sigma0, seed) and cut into batches of at most ``batch_size`` points, whole sigma0 rows where
+they fit, so that a batch is (nearly) a product grid: one ``train_sweep`` call over its
+sigma0s x seeds trains every point, and nothing is trained that is not asked for unless
+rows carry different seeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from nqf.core.errors import NqfError
+
+from .spec import SETTINGS, TRACED, Spec, SpecError
+
+EXPERIMENT = {"compare": "sweep-compare", "predict": "sweep-predict"}
+RUN = "point"
+DEFAULT_MAX_BATCH = 32
+TASKS_PER_WORKER = 4
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point: ``index`` in product order, ``values`` (axis -> value), ``config`` (what is stored)."""
+
+    index: int
+    values: dict[str, Any]
+    config: dict[str, Any]
+
+    @property
+    def sigma0(self) -> float:
+        return float(self.config["settings"]["sigma0"])
+
+    @property
+    def seed(self) -> int:
+        return int(self.config["settings"]["seed"])
+
+
+def _plain(value):
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def file_digest(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def axis_assignments(spec: Spec):
+    """Every point's axis values, in product order."""
+    factors = []
+    for group in spec.groups:
+        length = len(spec.axes[group[0]])
+        factors.append([{name: spec.axes[name][i] for name in group} for i in range(length)])
+    for combo in itertools.product(*factors):
+        values: dict[str, Any] = {}
+        for part in combo:
+            values.update(part)
+        yield values
+
+
+def _settings(spec: Spec, values: dict[str, Any]) -> dict[str, Any]:
+    """Every setting of the mode: given, axis, or default."""
+    out = {}
+    for name, (_, default) in SETTINGS[spec.mode].items():
+        out[name] = values.get(name, spec.settings.get(name, default))
+    if spec.mode == "compare":
+        out["optimizers"] = list(out["optimizers"])
+        out["learning_rates"] = {o: out.pop(f"lr_{o}") for o in ("sgd", "momentum", "adam", "muon")}
+        out["learning_rates"] = {o: lr for o, lr in out["learning_rates"].items() if lr is not None}
+    return out
+
+
+class Resolver:
+    """Builds (and caches) the task and architecture of a point config."""
+
+    def __init__(self):
+        self._tasks: dict[str, Any] = {}
+        self._archs: dict[str, Any] = {}
+
+    def task(self, name: str, options: dict):
+        from nqf.training.tasks import get_task
+
+        key = json.dumps([name, _plain(options)], sort_keys=True)
+        if key not in self._tasks:
+            self._tasks[key] = get_task(name, **{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
+        return self._tasks[key]
+
+    def arch(self, name: str, options: dict):
+        from nqf.architectures import get_architecture
+
+        key = json.dumps([name, _plain(options)], sort_keys=True)
+        if key not in self._archs:
+            self._archs[key] = get_architecture(
+                name, **{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+            )
+        return self._archs[key]
+
+
+def _arch_choice(spec: Spec, task, arch_opts: dict) -> tuple[str, dict]:
+    """(name, options) of a point's architecture: the task's natural one (its options, then the
+    spec's) when no other is named, as ``nqf compare`` does."""
+    if spec.task == "npz":
+        return spec.arch, dict(arch_opts)
+    natural_name, natural_options = task.natural_architecture()
+    if spec.arch is None or spec.arch == natural_name:
+        return natural_name, {**natural_options, **arch_opts}
+    return spec.arch, dict(arch_opts)
+
+
+def expand(spec: Spec, resolver: Resolver | None = None) -> list[Point]:
+    """Every point of the spec (SpecError naming the axis or key when a task or an architecture
+    cannot be built from a point's options)."""
+    resolver = resolver or Resolver()
+    digest = file_digest(spec.data_file) if spec.data_file is not None else None
+    points: list[Point] = []
+    problems: dict[str, str] = {}
+    for index, values in enumerate(axis_assignments(spec)):
+        task_opts = {**spec.task_options, **{k[5:]: v for k, v in values.items() if k.startswith("task.")}}
+        arch_opts = {**spec.arch_options, **{k[5:]: v for k, v in values.items() if k.startswith("arch.")}}
+        try:
+            task = resolver.task(spec.task, task_opts)
+        except (NqfError, TypeError, ValueError) as err:
+            key = _blame(str(err), spec, "task")
+            problems.setdefault(key, f"spec {key}: {_one_line(err)}")
+            continue
+        arch_name, arch_options = _arch_choice(spec, task, arch_opts)
+        try:
+            arch = resolver.arch(arch_name, arch_options)
+        except (NqfError, TypeError, ValueError) as err:
+            key = _blame(str(err), spec, "arch")
+            problems.setdefault(key, f"spec {key}: {_one_line(err)}")
+            continue
+        config = {
+            "mode": spec.mode,
+            "task": spec.task,
+            "task_options": _plain(task.options()),
+            "arch": arch_name,
+            "arch_options": _plain(dict(arch.options)),
+            "settings": _settings(spec, values),
+        }
+        if digest is not None:
+            config["data_sha256"] = digest
+        points.append(Point(index, dict(values), config))
+    if problems:
+        raise SpecError(list(problems.values()))
+    return points
+
+
+def _one_line(err) -> str:
+    return " ".join(str(err).split())
+
+
+def _blame(message: str, spec: Spec, owner: str) -> str:
+    """The spec key a problem is about: an axis or key of ``owner`` ("task", "arch", "settings")
+    whose name the message mentions, else the first one of that owner, else the owner's table."""
+    candidates: list[str] = []
+    if owner in ("task", "arch"):
+        candidates += [f"axes.{k}" for k in spec.axes if k.startswith(owner + ".")]
+        given = spec.task_options if owner == "task" else spec.arch_options
+        candidates += [f"{owner}.{k}" for k in given]
+    else:
+        candidates += [f"axes.{k}" for k in spec.axes if "." not in k]
+        candidates += [f"settings.{k}" for k in spec.settings]
+    lowered = message.lower()
+    for key in candidates:
+        name = key.rsplit(".", 1)[-1]
+        if name.replace("_", " ") in lowered or name in lowered or name.replace("_", "-") in lowered:
+            return key
+    return candidates[0] if candidates else (owner + ".name" if owner != "settings" else "settings")
+
+
+def _where(spec: Spec, name: str) -> str:
+    """The key that sets a setting: its axis, else its [settings] entry."""
+    if name in spec.axes:
+        return f"axes.{name}"
+    return f"settings.{name}"
+
+
+def check_points(spec: Spec, points: list[Point], resolver: Resolver | None = None) -> None:
+    """The checks that need the data (JAX must be started, float64): per distinct group,
+    the theory gate, the width (mixture of experts), the memory estimate (``nqf.comparison.limits``),
+    and one 1-step prediction per learning rate and flow, which applies ``predict``'s own checks
+    (the learning rate against the stability bound ``nqf.stable_lr_bound``, the init scale
+    against underflow at the group's smallest sigma0, a mode that grows). SpecError, one line
+    per key."""
+    from nqf.architectures.architecture import check_width
+    from nqf.architectures.expansion import theory_gate
+    from nqf.comparison.limits import check_compare, check_predict, task_samples
+    from nqf.theory.predict import PredictConfig, predict
+
+    resolver = resolver or Resolver()
+    problems: dict[str, str] = {}
+
+    def bad(key: str, err) -> None:
+        problems.setdefault(key, f"spec {key}: {_one_line(err)}")
+
+    gated: set[str] = set()
+    sized: set[str] = set()
+    flows: dict[str, list[Point]] = {}
+    for p in points:
+        c, s = p.config, p.config["settings"]
+        task = resolver.task(c["task"], c["task_options"])
+        arch = resolver.arch(c["arch"], c["arch_options"])
+        arch_key = json.dumps([c["arch"], c["arch_options"], s["allow_inapplicable"]], sort_keys=True)
+        if arch_key not in gated:
+            gated.add(arch_key)
+            try:
+                theory_gate(arch, s["allow_inapplicable"])
+            except NqfError as err:
+                bad(_blame(str(err), spec, "arch"), err)
+        try:
+            check_width(arch, s["width"])
+        except NqfError as err:
+            bad(_where(spec, "width"), err)
+        size_key = json.dumps(
+            [c["task"], c["task_options"], c["arch"], c["arch_options"], s["width"], s["steps"]], sort_keys=True
+        )
+        if size_key not in sized:
+            sized.add(size_key)
+            try:
+                if spec.mode == "compare":
+                    check_compare(task, arch, s["width"], s["steps"], 1, tuple(s["optimizers"]))
+                else:
+                    check_predict(
+                        arch,
+                        task_samples(task),
+                        s["width"],
+                        s["steps"],
+                        s["loss"],
+                        s["route"],
+                        minibatches=s["optimizer"] == "sgd",
+                        adaptive=s["stepping"] == "adaptive" and s["optimizer"] != "sgd",
+                    )
+            except NqfError as err:
+                bad(_blame(str(err), spec, "settings"), err)
+        for flow, lr, lr_key in _flows(spec, s):
+            # the stability bound depends on the data, the flow and its momentum, not on lr
+            key = json.dumps(
+                [
+                    c["task"],
+                    c["task_options"],
+                    c["arch"],
+                    c["arch_options"],
+                    s["data_seed"],
+                    flow,
+                    s.get("beta"),
+                    s.get("batch"),
+                    s.get("loss", "squared"),
+                ],
+                sort_keys=True,
+            )
+            flows.setdefault(key, []).append((p, lr, lr_key))
+    if problems:
+        raise SpecError(list(problems.values()))
+    for key, group in flows.items():
+        *_, flow, beta, batch, loss = json.loads(key)
+        first, lr, lr_key = min(group, key=lambda e: (e[1], e[0].sigma0))
+        smallest = min(e[0].sigma0 for e in group)
+        c, s = first.config, first.config["settings"]
+        task = resolver.task(c["task"], c["task_options"])
+        arch = resolver.arch(c["arch"], c["arch_options"])
+        try:
+            X, Y = task.generate(s["data_seed"])
+            config = PredictConfig(
+                width=s["width"],
+                lr=lr,
+                steps=1,
+                sigma0=smallest,
+                optimizer=flow,
+                beta=0.9 if beta is None else beta,
+                batch_size=batch if flow == "sgd" else None,
+                seed=first.seed,
+                loss=loss,
+                allow_inapplicable=s["allow_inapplicable"],
+            )
+            bound = float(predict(arch, X, Y, config).stable_lr)
+        except NqfError as err:
+            text = str(err)
+            if "learning rate" in text:
+                where = lr_key
+            elif "sigma0" in text or "underflow" in text:
+                where = _where(spec, "sigma0")
+            elif "mode grows" in text or "no mode" in text:
+                where = _blame(text, spec, "task")
+            else:
+                where = _blame(text, spec, "settings")
+            bad(where, text)
+            continue
+        for p, lr, lr_key in group:
+            if lr >= bound and lr_key not in problems:
+                unstable = sorted({e[1] for e in group if e[1] >= bound})
+                count = sum(1 for e in group if e[1] >= bound)
+                bad(
+                    lr_key,
+                    f"learning rate {', '.join(f'{v:g}' for v in unstable)} is unstable for these data "
+                    f"({flow}): GD on M is linearly stable only for lr < {bound:.4g} ({count} point(s), "
+                    f"e.g. point {p.index})",
+                )
+    if problems:
+        raise SpecError(list(problems.values()))
+
+
+def _flows(spec: Spec, s: dict) -> list[tuple[str, float, str]]:
+    """(flow, lr, spec key of that lr) of every M-flow a point computes (``CompareConfig.flows``)."""
+    if spec.mode == "predict":
+        return [(s["optimizer"], s["lr"], _where(spec, "lr"))]
+    out = [("gd", s["learning_rates"].get("gd", s["lr"]), _where(spec, "lr"))]
+    for opt in s["optimizers"]:
+        flow = {"gd": "gd", "sgd": "sgd", "momentum": "momentum"}.get(opt)
+        if flow is None or flow == "gd":
+            continue
+        lr = s["learning_rates"].get(opt, s["lr"])
+        key = _where(spec, f"lr_{opt}") if opt in s["learning_rates"] else _where(spec, "lr")
+        out.append((flow, lr, key))
+    return out
+
+
+def group_key(config: dict) -> str:
+    """What a batch shares: the config without the traced values (sigma0, seed)."""
+    settings = {k: v for k, v in config["settings"].items() if k not in TRACED}
+    return json.dumps({**config, "settings": settings}, sort_keys=True)
+
+
+def default_batch_size(todo: int, workers: int) -> int:
+    """About TASKS_PER_WORKER tasks per worker, at most DEFAULT_MAX_BATCH points a batch."""
+    return max(1, min(DEFAULT_MAX_BATCH, math.ceil(todo / (TASKS_PER_WORKER * max(1, workers)))))
+
+
+def make_batches(points: list[Point], batch_size: int) -> list[list[Point]]:
+    """Points grouped by ``group_key`` and cut into batches of at most ``batch_size``
+    (whole sigma0 rows where they fit; module docstring). Order: by first point index."""
+    if batch_size < 1:
+        raise NqfError(f"batch size must be a positive integer, got {batch_size}")
+    groups: dict[str, list[Point]] = {}
+    for p in points:
+        groups.setdefault(group_key(p.config), []).append(p)
+    batches: list[list[Point]] = []
+    for members in groups.values():
+        rows: dict[float, list[Point]] = {}
+        for p in sorted(members, key=lambda p: (p.sigma0, p.seed, p.index)):
+            rows.setdefault(p.sigma0, []).append(p)
+        current: list[Point] = []
+        for row in rows.values():
+            if len(current) + len(row) > batch_size and current:
+                batches.append(current)
+                current = []
+            while len(row) > batch_size:
+                batches.append(row[:batch_size])
+                row = row[batch_size:]
+            current = current + row
+            if len(current) >= batch_size:
+                batches.append(current)
+                current = []
+        if current:
+            batches.append(current)
+    batches.sort(key=lambda b: min(p.index for p in b))
+    return batches

@@ -1,0 +1,268 @@
+"""The driver of ``nqf sweep``: plan, dry run, executor, progress, resume, outputs.
+
+:func:`run_sweep` reads and checks the spec (every problem at once, :class:`SpecError`),
+expands the points and checks them against the data (nothing computed, nothing written yet),
+looks up which points the results store already holds, groups the rest into batches
+(``nqf.scans.sweep.points``) and hands the batches to an executor (``nqf.executors``) as
+tasks (``nqf.scans.sweep.compute.compute_batch``), which store each point as it is done.
+Then it writes, each atomically, DIR/points.parquet (or points.csv without pyarrow),
+DIR/failed.json (the points without a record this time and why) and DIR/figures/.
+
+Resume: rerunning the same command recomputes nothing that is stored (the store keys each
+point by its full config and nqf's code); the failed points of an earlier run are tried
+again. Points another process is computing (a shared ``--store``) are waited for at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nqf.core.errors import NqfError
+
+from .points import EXPERIMENT, RUN, Point, Resolver, check_points, default_batch_size, expand, make_batches
+from .spec import Spec, SpecError, load_spec
+
+
+@dataclass
+class SweepPlan:
+    spec: Spec
+    points: list[Point]
+    stored: set[int]
+    batches: list[list[Point]]
+    batch_size: int
+    store_root: Path
+    version: str  # the store's code identity, as the driver sees it (workers key with the same)
+
+
+@dataclass
+class SweepResult:
+    plan: SweepPlan
+    states: dict[int, str] = field(default_factory=dict)  # computed | stored | failed
+    errors: dict[int, str] = field(default_factory=dict)
+    table: Path | None = None
+    figures: dict[str, Path | None] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def count(self, state: str) -> int:
+        return sum(1 for s in self.states.values() if s == state)
+
+
+def _check_folder(option: str, path: Path) -> None:
+    """NqfError unless ``path`` is a folder, or can be made one (creates nothing)."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe != path and not probe.is_dir():
+        raise NqfError(f"{option} {path}: {probe} is not a folder")
+    if path.exists() and not path.is_dir():
+        raise NqfError(f"{option} {path} exists and is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise NqfError(f"{option} {path}: cannot write in {probe} (permission denied)")
+
+
+def plan_sweep(
+    spec_path: str | Path,
+    out: Path,
+    store: Path | None = None,
+    batch_size: int | None = None,
+    jobs: int = 1,
+    force: bool = False,
+) -> SweepPlan:
+    """Everything before the work: the checked spec, its points, which are stored, the batches.
+
+    Raises SpecError (one line per problem) or NqfError; computes nothing, writes nothing.
+    JAX must be started (float64) by the caller.
+    """
+    spec = load_spec(spec_path)
+    out = Path(out)
+    store_root = Path(store) if store is not None else out / "store"
+    _check_folder("--out", out)
+    _check_folder("--store", store_root)
+    if batch_size is not None and batch_size < 1:
+        raise NqfError(f"--batch-size must be a positive integer, got {batch_size}")
+    resolver = Resolver()
+    points = expand(spec, resolver)
+    check_points(spec, points, resolver)
+    from nqf.store.results import ResultsStore
+
+    results = ResultsStore(store_root)
+    experiment = EXPERIMENT[spec.mode]
+    stored = set() if force else {p.index for p in points if results.get(experiment, RUN, p.config) is not None}
+    todo = [p for p in points if p.index not in stored]
+    size = batch_size or spec.batch_size or default_batch_size(len(todo), jobs)
+    return SweepPlan(spec, points, stored, make_batches(todo, size), size, store_root, results.version)
+
+
+def describe_plan(plan: SweepPlan) -> str:
+    n = len(plan.points)
+    todo = n - len(plan.stored)
+    return (
+        f"{n} point(s) ({plan.spec.mode}), {len(plan.stored)} already stored, {todo} to compute "
+        f"in {len(plan.batches)} batch(es) of at most {plan.batch_size}; store {plan.store_root}"
+    )
+
+
+def _progress(total: int, quiet: bool):
+    """A rich progress bar on stderr, or None when quiet or stderr is not a terminal."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[note]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+
+
+def run_sweep(
+    plan: SweepPlan,
+    out: Path,
+    *,
+    executor: str = "local",
+    jobs: int = 1,
+    address: str | None = None,
+    slurm: Any = None,
+    retries: int = 2,
+    force: bool = False,
+    quiet: bool = False,
+) -> SweepResult:
+    """Compute the plan's batches with the executor, then write the table, failed.json and figures."""
+    from nqf.executors import Task, make_executor
+
+    from .compute import compute_batch
+
+    start = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = SweepResult(plan)
+    for index in plan.stored:
+        result.states[index] = "stored"
+    experiment = EXPERIMENT[plan.spec.mode]
+    by_index = {p.index: p for p in plan.points}
+    folder = out / "slurm" if executor == "slurm" else None
+    progress = _progress(len(plan.points), quiet)
+    bar = None
+    if progress is not None:
+        progress.start()
+        bar = progress.add_task("sweep", total=len(plan.points), completed=len(plan.stored), note="")
+    try:
+        with make_executor(executor, jobs=jobs, address=address, retries=retries, slurm=slurm, folder=folder) as engine:
+            todo = plan.batches
+            for wait in (False, True):
+                tasks = [
+                    Task(
+                        compute_batch,
+                        (
+                            str(plan.store_root),
+                            experiment,
+                            [(p.index, p.config) for p in batch],
+                            force,
+                            wait,
+                            plan.version,
+                        ),
+                        tag=i,
+                    )
+                    for i, batch in enumerate(todo)
+                ]
+                busy: list[Point] = []
+                for outcome in engine.run(tasks):
+                    batch = todo[outcome.tag]
+                    if outcome.ok:
+                        for entry in outcome.value:
+                            if entry["state"] == "busy":
+                                busy.append(by_index[entry["index"]])
+                                continue
+                            result.states[entry["index"]] = entry["state"]
+                            if entry["error"]:
+                                result.errors[entry["index"]] = entry["error"]
+                    else:  # the whole task failed (its worker died, ...): its stored points are kept
+                        for p in batch:
+                            result.states[p.index] = "failed"
+                            result.errors[p.index] = outcome.error or "the task failed"
+                    if bar is not None:
+                        done = sum(1 for s in result.states.values())
+                        failed = result.count("failed")
+                        progress.update(bar, completed=done, note=f"{failed} failed" if failed else "")
+                if not busy:
+                    break
+                todo = [busy[i : i + plan.batch_size] for i in range(0, len(busy), plan.batch_size)]
+    finally:
+        if progress is not None:
+            progress.stop()
+    write_outputs(result, out)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def write_outputs(result: SweepResult, out: Path) -> None:
+    """The table, failed.json and the figures, from the store (each file atomically)."""
+    from nqf.store.results import ResultsStore, atomic_write_bytes
+
+    from .table import point_rows, write_table
+
+    plan = result.plan
+    store = ResultsStore(plan.store_root, plan.version)
+    experiment = EXPERIMENT[plan.spec.mode]
+    axes = list(plan.spec.axes)
+    rows: list[dict[str, Any]] = []
+    records: dict[int, dict] = {}
+    failed = []
+    for p in plan.points:
+        record = store.get(experiment, RUN, p.config)
+        if record is not None:
+            records[p.index] = record
+            result.states.setdefault(p.index, "stored")
+        else:
+            error = result.errors.get(p.index) or "not computed (interrupted?)"
+            result.errors[p.index] = error
+            result.states[p.index] = "failed"
+            failed.append({"point": p.index, "values": p.values, "error": error})
+        rows.extend(point_rows(p, record, result.errors.get(p.index, ""), axes))
+    result.table = write_table(rows, out)
+    document = {"spec": str(plan.spec.path), "failed": failed}
+    atomic_write_bytes(out / "failed.json", (json.dumps(document, indent=1, default=str) + "\n").encode())
+    from nqf.report.sweep_figures import sweep_figures
+
+    heatmap = plan.spec.heatmap
+    if heatmap is None and len(plan.spec.groups) >= 2:
+        heatmap = (plan.spec.groups[0][0], plan.spec.groups[1][0])
+    result.figures = sweep_figures(rows, out / "figures", heatmap, _chosen(plan, records))
+
+
+def _chosen(plan: SweepPlan, records: dict[int, dict]) -> list[tuple[int, dict, dict]]:
+    """The points whose loss curves are drawn: the spec's indices, or ``curves`` evenly spread ones."""
+    curves = plan.spec.curves
+    with_record = [p for p in plan.points if p.index in records]
+    if isinstance(curves, int):
+        if curves == 0 or not with_record:
+            return []
+        step = max(1, len(with_record) // curves)
+        picked = with_record[::step][:curves]
+    else:
+        picked = [p for p in plan.points if p.index in set(curves) and p.index in records]
+    return [(p.index, p.values, records[p.index]) for p in picked]
+
+
+__all__ = ["SpecError", "SweepPlan", "SweepResult", "describe_plan", "plan_sweep", "run_sweep", "write_outputs"]

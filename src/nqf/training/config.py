@@ -1,0 +1,143 @@
+r"""What a training run is: its settings (``TrainConfig``), the optimizers and the checkpoint steps.
+
+Optimizers (``TrainConfig.optimizer``), all from optax, acting on W (d x n) as one array:
+
+- ``gd``: ``optax.sgd(lr)``, full batch: W <- W - lr grad L.
+- ``sgd``: the same on minibatches of ``batch_size`` samples; step t uses row t of
+  ``minibatch_indices(batch_key, N, batch_size, steps)`` (``nqf.core.sampling``) with
+  ``batch_key = training_keys(seed)[1]``, so an SGD map on M can replay the batches.
+- ``momentum``: heavy ball ``optax.sgd(lr, momentum=beta)`` (v <- g + beta v, W <- W - lr v).
+- ``adam``: ``optax.adam(lr, b1=beta)`` (b2 = 0.999).
+- ``muon``: ``optax.contrib.muon(lr, beta=beta)`` with W declared a matrix
+  (``MuonDimensionNumbers(reduction_axis=0, output_axis=1)``): the whole d x n W is
+  orthogonalised by Newton-Schulz (never the Adam fallback optax uses for non-2-D
+  leaves). Muon's update is equivariant under W -> W O. optax normalises the momentum
+  by (||mu||_F + eps) before Newton-Schulz, so while ||mu|| << eps (tiny sigma0) the
+  update is proportional to the momentum rather than orthogonalised (fast exponential
+  growth instead of linear); measured on the staircase at lr 0.01 this delays the
+  switch-ons by at most one step down to sigma0 = 1e-20. ``eps`` can lower it.
+
+``beta`` defaults to each optimizer's usual value (momentum 0.9, Adam b1 0.9, Muon 0.95);
+``eps`` (Adam, Muon) to optax's 1e-8. Any optimizer but ``gd`` may take ``batch_size``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+import optax
+
+from nqf.core.errors import NqfError
+from nqf.core.precision import resolve_dtype
+
+OPTIMIZERS = ("gd", "sgd", "momentum", "adam", "muon")
+MODELS = ("network", "quadratic")
+_DEFAULT_BETA = {"momentum": 0.9, "adam": 0.9, "muon": 0.95}
+# A run has diverged once its loss exceeds this multiple of the initial full-data loss.
+DIVERGENCE_FACTOR = 100.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a training run (besides architecture, data and basis).
+
+    Attributes:
+        optimizer: one of ``gd``, ``sgd``, ``momentum``, ``adam``, ``muon``.
+        lr: learning rate eta.
+        steps: number of updates.
+        batch_size: minibatch size (required for ``sgd``; None = full batch).
+        beta: momentum / Adam b1 / Muon beta (None: the optimizer's default).
+        eps: Adam's / Muon's epsilon (None: optax's default 1e-8).
+        seed: init and minibatch key, see :func:`training_keys`.
+        sigma0: init scale, W0_ij ~ N(0, sigma0^2).
+        width: n, the number of units.
+        dtype: ``float32``/``float64`` (None: JAX's default float).
+        model: ``network`` (full layer) or ``quadratic`` (f = <W W^T, A(x)>).
+        checkpoints: None records every step, else about this many log+linear steps.
+    """
+
+    optimizer: str = "gd"
+    lr: float = 0.05
+    steps: int = 1000
+    batch_size: int | None = None
+    beta: float | None = None
+    eps: float | None = None
+    seed: int = 0
+    sigma0: float = 1e-6
+    width: int = 32
+    dtype: str | None = None
+    model: str = "network"
+    checkpoints: int | None = None
+
+    def __post_init__(self):
+        if self.optimizer not in OPTIMIZERS:
+            raise NqfError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+        if self.model not in MODELS:
+            raise NqfError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
+        if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) or self.steps < 1:
+            raise NqfError(f"steps must be a positive integer, got {self.steps!r}")
+        if isinstance(self.width, bool) or not isinstance(self.width, (int, np.integer)) or self.width < 1:
+            raise NqfError(f"width must be a positive integer, got {self.width!r}")
+        if not (isinstance(self.sigma0, (int, float)) and math.isfinite(self.sigma0) and self.sigma0 >= 0):
+            raise NqfError(f"sigma0 must be a finite number >= 0, got {self.sigma0!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise NqfError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if self.optimizer == "sgd" and self.batch_size is None:
+            raise NqfError("optimizer sgd needs a batch_size (gd is the full-batch version)")
+        if self.optimizer == "gd" and self.batch_size is not None:
+            raise NqfError("optimizer gd is full batch; use sgd for minibatches")
+        if self.batch_size is not None and (isinstance(self.batch_size, bool) or self.batch_size < 1):
+            raise NqfError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if self.beta is not None:
+            if self.optimizer not in _DEFAULT_BETA:
+                raise NqfError(f"beta is not used by optimizer {self.optimizer}")
+            if not 0 <= self.beta < 1:
+                raise NqfError(f"beta must lie in [0, 1), got {self.beta!r}")
+        if self.eps is not None:
+            if self.optimizer not in ("adam", "muon"):
+                raise NqfError(f"eps is not used by optimizer {self.optimizer}")
+            if not self.eps >= 0:
+                raise NqfError(f"eps must be >= 0, got {self.eps!r}")
+        if self.checkpoints is not None and self.checkpoints < 2:
+            raise NqfError(f"checkpoints must be >= 2 (or None for every step), got {self.checkpoints!r}")
+        resolve_dtype(self.dtype)
+
+    @property
+    def effective_beta(self) -> float | None:
+        return self.beta if self.beta is not None else _DEFAULT_BETA.get(self.optimizer)
+
+
+
+def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> optax.GradientTransformation:
+    """The optax transformation named by ``config.optimizer`` (see the module docstring).
+
+    ``lr`` overrides ``config.lr`` (it may be a traced scalar: compiled runs take it as an argument).
+    """
+    return _optimizer(config.optimizer, config.lr if lr is None else lr, config.effective_beta, config.eps)
+
+
+def _optimizer(name: str, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
+    eps = {} if eps is None else {"eps": eps}
+    if name in ("gd", "sgd"):
+        return optax.sgd(lr)
+    if name == "momentum":
+        return optax.sgd(lr, momentum=beta)
+    if name == "adam":
+        return optax.adam(lr, b1=beta, **eps)
+    matrix = optax.contrib.MuonDimensionNumbers(reduction_axis=0, output_axis=1)
+    return optax.contrib.muon(lr, beta=beta, muon_weight_dimension_numbers=matrix, **eps)
+
+
+def checkpoint_steps(steps: int, count: int | None = None) -> np.ndarray:
+    """Record steps in [0, steps]: all of them (count None or >= steps + 1), else about
+    count/2 log-spaced and count/2 evenly spaced steps, deduplicated, with 0 and steps."""
+    if count is None or count >= steps + 1:
+        return np.arange(steps + 1)
+    log = np.rint(np.geomspace(1, steps, max(count // 2, 2)))
+    lin = np.rint(np.linspace(0, steps, max(count - count // 2, 2)))
+    return np.unique(np.concatenate([[0, steps], log, lin]).astype(np.int64))

@@ -1,0 +1,123 @@
+"""The linear teacher y = T x shared by the staircase, powerlaw and experts tasks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from nqf.core.errors import NqfError
+
+from .base import Task, _check_float, _orthogonal, _positive_int, _rng, _sym_power, _toeplitz_correlation, _whiten_to
+
+
+@dataclass(frozen=True)
+class _LinearTeacher(Task):
+    """y = T x with T = U diag(s) V^T (U: K x r, V: D x r Haar-random orthonormal columns).
+
+    Inputs are Gaussian; with ``whiten`` the sample second moment is made exactly
+    Sigma (Sigma = I unless ``correlation`` rho != 0, then Sigma_ij = rho^|i-j|). The
+    teacher is drawn first from the key, then the inputs, so the teacher does not
+    depend on the number of samples.
+    """
+
+    def _singular_values(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _dims(self) -> tuple[int, int, int, bool, float]:
+        return self.inputs, self.outputs, self.samples, self.whiten, self.correlation
+
+    def _check_linear(self):
+        D, K, N, whiten, rho = self._dims()
+        _positive_int(self.name, "inputs", D)
+        _positive_int(self.name, "outputs", K)
+        _positive_int(self.name, "samples", N)
+        _check_float(self.name, "correlation", rho, -1.0, 1.0, open_=True)
+        r = len(self._singular_values())
+        if r > min(D, K):
+            raise NqfError(f"task {self.name}: {r} singular values need inputs and outputs >= {r} (got {D}, {K})")
+        if whiten and N < D:
+            raise NqfError(f"task {self.name}: whitening needs samples >= inputs ({D}), got {N}")
+
+    def input_covariance(self) -> np.ndarray:
+        D, _, _, _, rho = self._dims()
+        return _toeplitz_correlation(D, rho) if rho != 0 else np.eye(D)
+
+    def teacher(self, key=0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(U (K, r), s (r,), V (D, r)) with T = U diag(s) V^T, float64 NumPy."""
+        return self._teacher(_rng(key))
+
+    def _teacher(self, rng):
+        D, K, _, _, _ = self._dims()
+        s = self._singular_values()
+        r = len(s)
+        U = _orthogonal(rng, K)[:, :r]
+        V = _orthogonal(rng, D)[:, :r]
+        return U, s, V
+
+    def _draw(self, rng):
+        D, K, N, whiten, rho = self._dims()
+        U, s, V = self._teacher(rng)
+        Z = rng.standard_normal((N, D))
+        Sigma = self.input_covariance()
+        if whiten:
+            X = _whiten_to(Z, None if rho == 0 else Sigma)
+        else:
+            X = Z @ _sym_power(Sigma, 0.5)
+        Y = X @ (V * s) @ U.T  # rows y_n = T x_n
+        return X, Y
+
+    def _slope(self) -> float:
+        from nqf.architectures.activations import activation_derivatives
+
+        return activation_derivatives(self.activation)[0]
+
+    def _gate(self) -> float:
+        return 1.0
+
+    def spectrum(self, key=0) -> np.ndarray:
+        """c_k = g0 sigma'(0)/2 times the singular values of E[y x^T] = T Sigma.
+
+        For uncorrelated whitened inputs these are g0 sigma'(0) s_k / 2, exact for the
+        sample; with correlated inputs they depend on the teacher (``key``) and C no
+        longer shares its eigenbasis with K.
+        """
+        coeff = 0.5 * self._gate() * self._slope()
+        if self._dims()[4] == 0:
+            return coeff * np.sort(self._singular_values())[::-1]
+        U, s, V = self.teacher(key)
+        return coeff * np.linalg.svd((U * s) @ V.T @ self.input_covariance(), compute_uv=False)[: len(s)]
+
+    def fixed_point_occupations(self) -> np.ndarray:
+        """m_k* = 2 s_k / (g0 sigma'(0)): the occupation at which the quadratic model fits mode k.
+
+        With q_k = (u_k, v_k)/sqrt 2 the model's map is g0 sigma'(0) sum_k m_k u_k v_k^T / 2.
+        """
+        return 2.0 * np.asarray(self._singular_values()) / (self._gate() * self._slope())
+
+    def plateau_losses(self) -> np.ndarray | None:
+        """L_j = (1/2) sum_{k>j} s_k^2 for j = 0..r: the loss with the first j modes learned.
+
+        Exact for the sample when the inputs are whitened and uncorrelated; None otherwise.
+        """
+        D, K, N, whiten, rho = self._dims()
+        if not whiten or rho != 0:
+            return None
+        s2 = np.asarray(self._singular_values()) ** 2
+        return 0.5 * np.concatenate([np.cumsum(s2[::-1])[::-1], [0.0]])
+
+    def _layout(self) -> tuple[int, int, int]:
+        """(offset of the readout block a, offset of the input-weight block v, d)."""
+        D, K = self.inputs, self.outputs
+        return 0, K, K + D
+
+    def mode_basis(self, key=0) -> np.ndarray:
+        """The growing modes q_k = (u_k, v_k)/sqrt 2 in the natural architecture's W layout, (d, r)."""
+        U, s, V = self.teacher(key)
+        a0, v0, d = self._layout()
+        K, D = self.outputs, self.inputs
+        Q = np.zeros((d, len(s)))
+        Q[a0 : a0 + K] = U / math.sqrt(2)
+        Q[v0 : v0 + D] = V / math.sqrt(2)
+        return Q

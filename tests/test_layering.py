@@ -1,0 +1,145 @@
+"""The package's floors: each stage imports only the stages below it, and no module imports
+itself back through others (no circles, lazy imports inside functions included).
+
+Floors, lowest first (a package may import its own floor and the ones below)::
+
+    core < architectures < theory < training < comparison < store < executors
+         < experiments < report < scans < cli < demo
+
+``nqf/__init__.py`` sits above everything (it re-exports the public API lazily).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import nqf
+
+PACKAGE = Path(nqf.__file__).resolve().parent
+FLOORS = (
+    "core", "architectures", "theory", "training", "comparison", "store", "executors",
+    "experiments", "report", "scans", "cli", "demo",
+)
+
+
+def _module_name(path: Path) -> tuple[str, bool]:
+    parts = ("nqf", *path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute names of the nqf modules (or packages) that ``path`` imports, anywhere in it."""
+    module, is_package = _module_name(path)
+    package = module if is_package else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # `from pkg import sub` imports the submodule pkg.sub when there is one
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if _exists(sub) else target)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name == "nqf" or name.startswith("nqf.")}
+
+
+def _exists(module: str) -> bool:
+    rel = Path(*module.split(".")[1:])
+    return (PACKAGE / rel).with_suffix(".py").is_file() or (PACKAGE / rel / "__init__.py").is_file()
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(path)[0]: _imports(path) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _floor(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_package_has_a_floor():
+    unknown = {_floor(m) for m in _graph()} - set(FLOORS) - {None}
+    assert not unknown, f"packages without a floor in tests/test_layering.py: {sorted(unknown)}"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    upward = []
+    for module, targets in graph.items():
+        here = _floor(module)
+        if here is None:
+            continue
+        for target in targets:
+            there = _floor(target)
+            if there is None:
+                upward.append(f"{module} imports the top-level package nqf")
+            elif FLOORS.index(there) > FLOORS.index(here):
+                upward.append(f"{module} ({here}) imports {target} ({there})")
+    return sorted(upward)
+
+
+def test_no_stage_imports_a_stage_above_it():
+    upward = upward_imports(_graph())
+    assert not upward, "\n".join(upward)
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    # `from nqf.cli import app` is an edge into the package nqf.cli (its __init__), which is
+    # how a command module and the package that imports it close a circle.
+    index, low, on_stack, stack, circles = {}, {}, set(), [], []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in graph:
+                continue
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                circles.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_import_circles():
+    circles = import_circles(_graph())
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+@pytest.mark.parametrize(
+    ("module", "target"),
+    [("nqf.theory._planted", "nqf.comparison.compare"), ("nqf.core._planted", "nqf.architectures.architecture")],
+)
+def test_the_checks_catch_a_planted_upward_import_and_circle(module, target):
+    """Both checks fail on a planted upward import and a planted circle (they cannot pass vacuously)."""
+    graph = _graph()
+    assert upward_imports({**graph, module: {target}}) == [
+        f"{module} ({_floor(module)}) imports {target} ({_floor(target)})"
+    ]
+    planted = {**graph, module: {target}, target: {*graph[target], module}}
+    assert any(module in circle and target in circle for circle in import_circles(planted))
