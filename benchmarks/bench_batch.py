@@ -1,21 +1,31 @@
-"""Batched runs on one worker: one ``nqf.train_sweep`` call over R points against a Python
-loop of ``nqf.train`` over the same points, which compiles once (seed and sigma0 are
-traced arguments of ``train``'s cached run, so calls with equal shapes reuse it).
+"""Batched runs on one worker: three routes over the same 16 runs, a Python loop of
+``nqf.train`` (compiled once), ``nqf.train_sweep(batching="loop")`` and
+``nqf.train_sweep(batching="vmap")``.
 
 Loaded by ``run.py`` (which enables float64 first); runs on its own too:
 
     .venv/bin/python benchmarks/bench_batch.py [--quick] [--repeats N]
 
 Staircase, tanh network, GD, lr 0.05, width 32, 300 steps, float64, the loss recorded at
-every step (``checkpoints=None``, TrainConfig's default), R = 1, 4, 16, 64 runs (quick:
-4, 16) as R/2 init scales (1e-1 ... 1e-6, log-spaced) x 2 seeds (R = 1: one run). For
-each R: the first call of each route (compilation included, and the part JAX reports as
-tracing + lowering + compiling), then ``repeats`` warm calls of the two routes taken in
-turn, sweep then loop, so that both see the same load; the table shows the minimum of
-each, in wall time and in this process's CPU time (``time.process_time``, all threads:
-less sensitive to other processes on a shared machine than wall time). The sweep of each
-R runs first, so its first call pays what both routes compile; the loop's first call then
-compiles only what the sweep did not share with it (with the vmapped sweep, its own run).
+every step (``checkpoints=None``, TrainConfig's default); 16 runs = 8 init scales (1e-1 ...
+1e-6, log-spaced) x 2 seeds, in quick and full runs alike (quick only takes fewer repeats).
+
+- ``train loop``: one ``nqf.train`` per point, the hand-written loop. ``train`` reuses its
+  compiled run for calls with equal shapes and static settings (seed and sigma0 are traced
+  arguments), so it compiles once, on its first call;
+- ``train_sweep loop``: ``train``'s compiled run once per point, every point dispatched
+  before any result is read (what ``batching="auto"`` picks on one CPU device);
+- ``train_sweep vmap``: one program vmapped over the 16 points (the point axis sharded over
+  the devices: one here).
+
+Each route's first call runs from an empty run cache (compilation included: ``first_s``,
+and the part JAX reports as tracing + lowering + compiling: ``compile_s``). Then one
+untimed call of each route (the caches hold every route's program again), then
+``repeats`` warm calls of the three routes taken in turn, so that they see the same load;
+the table shows the minimum of each, in wall time and in this process's CPU time
+(``time.process_time``, all threads: less sensitive to other processes on a shared machine
+than wall time), and the ratios to the ``train loop``. Agreement: the largest difference
+from the ``train loop``, relative to each run's largest |value| (loss curve and W_final).
 """
 
 from __future__ import annotations
@@ -30,111 +40,123 @@ from _timing import Outcome, timed_with_compile
 import nqf
 
 STEPS, WIDTH, LR = 300, 32, 0.05
-RUNS = {True: (4, 16), False: (1, 4, 16, 64)}  # quick, full
-TARGET_RUNS = 16
-# batch / loop, warm, in CPU time (wall time swings by 2x on a shared machine), at TARGET_RUNS
-# runs: the batch must not be slower. The sweep runs train's compiled run once per point, the
-# same work as the loop, so allow 5% of noise. Before (vmapped sweep, 2-core Xeon, busy):
-# 1.3 at 16 runs, 1.9 at 64 runs.
+SCALES, SEEDS = 8, 2  # 16 runs
+# train_sweep(batching="loop") / train loop, warm, in CPU time (wall time swings by 2x on a
+# shared machine): the batch must not be slower. It runs train's compiled run once per point,
+# the same work as the loop, so allow 5 % of noise.
 TARGET_RATIO = 1.05
 AGREEMENT = 1e-12
-
-
-def _grid(runs: int) -> tuple[np.ndarray, np.ndarray]:
-    """R points as R/2 init scales x 2 seeds (one point for R = 1)."""
-    seeds = np.arange(1 if runs == 1 else 2)
-    return np.geomspace(1e-1, 1e-6, runs // len(seeds)), seeds
+ROUTES = ("train loop", "train_sweep loop", "train_sweep vmap")
 
 
 def _routes(arch, X, Y, Q, config, sigma0s, seeds):
-    def sweep():
-        r = nqf.train_sweep(arch, X, Y, config, sigma0s, seeds, basis=Q)
-        return r.loss.reshape((-1,) + r.loss.shape[2:]), r.W_final.reshape((-1,) + r.W_final.shape[2:])
-
     def loop():
         runs = [nqf.train(arch, X, Y, replace(config, sigma0=float(s), seed=int(k)), basis=Q)
                 for s in sigma0s for k in seeds]
         return np.stack([r.loss for r in runs]), np.stack([r.W_final for r in runs])
 
-    return sweep, loop
+    def sweep(batching):
+        def call():
+            r = nqf.train_sweep(arch, X, Y, config, sigma0s, seeds, basis=Q, batching=batching)
+            return r.loss.reshape((-1,) + r.loss.shape[2:]), r.W_final.reshape((-1,) + r.W_final.shape[2:])
+
+        return call
+
+    return {"train loop": loop, "train_sweep loop": sweep("loop"), "train_sweep vmap": sweep("vmap")}
+
+
+def _rel_diff(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| / max |b| per run (axis 0), the largest over the runs; NaN where both are NaN."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if not np.array_equal(np.isnan(a), np.isnan(b)):
+        return float("inf")
+    d = np.nan_to_num(np.abs(a - b)).reshape(len(a), -1).max(axis=1)
+    scale = np.nan_to_num(np.abs(b)).reshape(len(b), -1).max(axis=1)
+    return float(np.max(d / np.where(scale > 0, scale, 1.0)))
 
 
 def batch_vs_loop(quick: bool, repeats: int) -> Outcome:
-    """``train_sweep`` over R points against a loop of ``train`` (compiled once), warm and end to end."""
+    """A loop of ``train`` against ``train_sweep`` looped and vmapped, over the same 16 runs."""
+    from nqf.training.runs import _clear_compiled
+    from nqf.training.sweep import default_batching
+
     task = nqf.get_task("staircase")
     arch = task.architecture()
     X, Y = task.generate(0, "float64")
     Q = np.asarray(task.mode_basis(0))
     config = nqf.TrainConfig(optimizer="gd", lr=LR, steps=STEPS, width=WIDTH, dtype="float64", model="network",
                              checkpoints=None)
+    sigma0s, seeds = np.geomspace(1e-1, 1e-6, SCALES), np.arange(SEEDS)
+    runs = len(sigma0s) * len(seeds)
+    routes = _routes(arch, X, Y, Q, config, sigma0s, seeds)
+    first, outputs = {}, {}
+    for name, route in routes.items():  # each from an empty run cache: its own compilation
+        _clear_compiled()
+        wall, compile_s, outputs[name] = timed_with_compile(route)
+        first[name] = (wall, compile_s)
+    for route in routes.values():  # every route's program in the caches again
+        timed_with_compile(route)
+    walls = {name: [] for name in routes}
+    cpus = {name: [] for name in routes}
+    for _ in range(repeats):
+        for name, route in routes.items():
+            cpu0 = time.process_time()
+            walls[name].append(timed_with_compile(route)[0])
+            cpus[name].append(time.process_time() - cpu0)
+    base_wall, base_cpu = min(walls["train loop"]), min(cpus["train loop"])
+    ref_loss, ref_W = outputs["train loop"]
     rows = []
-    for runs in RUNS[quick]:
-        sigma0s, seeds = _grid(runs)
-        sweep, loop = _routes(arch, X, Y, Q, config, sigma0s, seeds)
-        sweep_first_s, sweep_compile_s, (sweep_loss, sweep_W) = timed_with_compile(sweep)
-        loop_first_s, loop_compile_s, (loop_loss, loop_W) = timed_with_compile(loop)
-        sweep_runs, loop_runs, sweep_cpu, loop_cpu = [], [], [], []
-        for _ in range(repeats):
-            for route, walls, cpus in ((sweep, sweep_runs, sweep_cpu), (loop, loop_runs, loop_cpu)):
-                cpu0 = time.process_time()
-                walls.append(timed_with_compile(route)[0])
-                cpus.append(time.process_time() - cpu0)
-        sweep_s, loop_s = min(sweep_runs), min(loop_runs)
+    for name in routes:
+        loss, W = outputs[name]
+        wall, cpu = min(walls[name]), min(cpus[name])
         rows.append({
+            "route": name,
             "runs": runs,
-            "scales": len(sigma0s),
-            "seeds": len(seeds),
-            "sweep_s": sweep_s,
-            "loop_s": loop_s,
-            "ratio_batch_over_loop": sweep_s / loop_s,
-            "sweep_cpu_s": min(sweep_cpu),
-            "loop_cpu_s": min(loop_cpu),
-            "ratio_cpu_batch_over_loop": min(sweep_cpu) / min(loop_cpu),
-            "sweep_ms_per_run": 1e3 * sweep_s / runs,
-            "loop_ms_per_run": 1e3 * loop_s / runs,
-            "sweep_first_s": sweep_first_s,
-            "sweep_compile_s": sweep_compile_s,
-            "loop_first_s": loop_first_s,
-            "loop_compile_s": loop_compile_s,
-            "ratio_first_batch_over_loop": sweep_first_s / loop_first_s,
-            "max_loss_diff": float(np.nanmax(np.abs(sweep_loss - loop_loss))),
-            "max_W_diff": float(np.max(np.abs(sweep_W - loop_W))),
-            "sweep_median_s": statistics.median(sweep_runs),
-            "loop_median_s": statistics.median(loop_runs),
-            "sweep_runs_s": sweep_runs,
-            "loop_runs_s": loop_runs,
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "ratio_wall_vs_loop": wall / base_wall,
+            "ratio_cpu_vs_loop": cpu / base_cpu,
+            "ms_per_run": 1e3 * wall / runs,
+            "first_s": first[name][0],
+            "compile_s": first[name][1],
+            "max_rel_diff_loss": _rel_diff(loss, ref_loss),
+            "max_rel_diff_W": _rel_diff(W, ref_W),
+            "median_s": statistics.median(walls[name]),
+            "runs_s": walls[name],
+            "cpu_runs_s": cpus[name],
         })
-    at_target = next(row for row in rows if row["runs"] == TARGET_RUNS)
-    agreement = max(max(row["max_loss_diff"], row["max_W_diff"]) for row in rows)
+    by = {row["route"]: row for row in rows}
+    agreement = max(max(row["max_rel_diff_loss"], row["max_rel_diff_W"]) for row in rows)
     return Outcome(
         params={"task": "staircase", "arch": "mlp (tanh)", "model": "network", "optimizer": "gd", "lr": LR,
-                "width": WIDTH, "steps": STEPS, "checkpoints": None, "dtype": "float64", "runs": list(RUNS[quick]),
-                "repeats": repeats},
+                "width": WIDTH, "steps": STEPS, "checkpoints": None, "dtype": "float64", "runs": runs,
+                "sigma0s": sigma0s.tolist(), "seeds": seeds.tolist(), "repeats": repeats,
+                "default_batching": default_batching()},
         rows=rows,
-        summary={"ratio_batch_over_loop": at_target["ratio_batch_over_loop"],
-                 "ratio_cpu_batch_over_loop": at_target["ratio_cpu_batch_over_loop"],
-                 "ratio_first_batch_over_loop": at_target["ratio_first_batch_over_loop"],
-                 "max_diff": agreement},
+        summary={"ratio_cpu_sweep_loop_vs_loop": by["train_sweep loop"]["ratio_cpu_vs_loop"],
+                 "ratio_cpu_sweep_vmap_vs_loop": by["train_sweep vmap"]["ratio_cpu_vs_loop"],
+                 "ratio_wall_sweep_loop_vs_loop": by["train_sweep loop"]["ratio_wall_vs_loop"],
+                 "ratio_wall_sweep_vmap_vs_loop": by["train_sweep vmap"]["ratio_wall_vs_loop"],
+                 "default_batching": default_batching(), "max_rel_diff": agreement},
         targets={
-            f"batch not slower than the loop at {TARGET_RUNS} runs (warm sweep / loop CPU time <= {TARGET_RATIO})":
-                at_target["ratio_cpu_batch_over_loop"] <= TARGET_RATIO,
-            f"sweep equals the loop (max loss and W_final diff < {AGREEMENT:g})": agreement < AGREEMENT,
+            f"train_sweep(batching='loop') not slower than the loop of train (warm CPU time ratio <= {TARGET_RATIO})":
+                by["train_sweep loop"]["ratio_cpu_vs_loop"] <= TARGET_RATIO,
+            f"every route equals the loop of train (loss and W_final, {AGREEMENT:g} relative)": agreement <= AGREEMENT,
+            "batching='auto' is 'loop' on one CPU device": default_batching() == "loop",
         },
-        notes=[("warm: best of `repeats` calls of each route taken in turn (sweep, loop, sweep, ...); *_cpu_s: "
-               "this process's CPU time of those calls; *_first_s: the first call, compilation included; "
-               "*_compile_s: the part JAX reports as tracing + lowering + compiling (jax.monitoring). The sweep "
-               "runs first: with train_sweep sharing train's compiled run, the loop then compiles nothing and "
-               "neither route compiles again for a new R; a vmapped sweep compiles anew for every R")],
+        notes=[("warm: best of `repeats` calls of each route taken in turn; cpu_s: this process's CPU time of "
+                "those calls; first_s: the first call from an empty run cache (compilation included); compile_s: "
+                "the part JAX reports as tracing + lowering + compiling (jax.monitoring); ratios against the "
+                "`train loop` row; max_rel_diff_*: against the `train loop`, relative to each run's largest "
+                f"|value|; batching='auto' here: {default_batching()}")],
     )
 
 
 BENCHMARKS = {"batch_vs_loop": batch_vs_loop}
 
 COLUMNS = {
-    "batch_vs_loop": ["runs", "sweep_s", "loop_s", "ratio_batch_over_loop", "ratio_cpu_batch_over_loop",
-                      "sweep_ms_per_run", "loop_ms_per_run",
-                      "sweep_first_s", "sweep_compile_s", "loop_first_s", "loop_compile_s",
-                      "ratio_first_batch_over_loop", "max_loss_diff", "max_W_diff"],
+    "batch_vs_loop": ["route", "runs", "wall_s", "cpu_s", "ratio_wall_vs_loop", "ratio_cpu_vs_loop", "ms_per_run",
+                      "first_s", "compile_s", "max_rel_diff_loss", "max_rel_diff_W"],
 }
 
 
@@ -145,7 +167,7 @@ if __name__ == "__main__":
 
     jax.config.update("jax_enable_x64", True)  # an application: float64, as run.py does
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="R = 4, 16 (default 1, 4, 16, 64)")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (3; default 5): the same 16 runs")
     parser.add_argument("--repeats", type=int, default=None, help="warm calls of each route (3 quick, 5 full)")
     args = parser.parse_args()
     outcome = batch_vs_loop(args.quick, args.repeats or (3 if args.quick else 5))
@@ -159,4 +181,6 @@ if __name__ == "__main__":
         print("| " + " | ".join(cell(row[c]) for c in columns) + " |")
     for name, met in outcome.targets.items():
         print(f"{'met' if met else 'MISSED'}: {name}")
+    for note in outcome.notes:
+        print(f"note: {note}")
     raise SystemExit(0 if all(outcome.targets.values()) else 1)

@@ -20,7 +20,10 @@ subprocess, timed from start to exit:
 Nothing is reused between runs: every command gets a fresh output folder (so a fresh
 results store) and a fresh, empty ``NQF_CACHE_DIR`` (JAX's persistent compilation cache,
 which the driver switches on; the workers compile afresh in any case). So each worker
-imports JAX and nqf and compiles its programs once, inside the measured time.
+imports JAX and nqf and compiles its programs once, inside the measured time. Every command
+imports nqf from a copy of the package taken when the benchmark starts (``PYTHONPATH``), so
+that edits to the working tree during the run cannot mix code versions (the workers refuse
+to run a different nqf than the driver's).
 
 Fixed costs, measured per case in the same run and reported beside the sweep:
 ``engine_s``, a subprocess that starts the executor, runs one trivial task per worker (all
@@ -42,6 +45,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -101,9 +105,27 @@ def _nqf() -> str:
     return found
 
 
+_SNAPSHOT: list[Path] = []  # the folder holding this run's copy of the nqf package
+
+
+def _snapshot(work: Path) -> Path:
+    """A copy of the nqf package the benchmark runs, so that edits made to the working tree
+    while it runs cannot mix code versions between the driver and its workers (the workers
+    refuse to run then) or between the cases."""
+    import importlib.util
+
+    package = Path(importlib.util.find_spec("nqf").origin).parent
+    target = work / "src"
+    shutil.copytree(package, target / "nqf", ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
 def _env(cache: Path) -> dict[str, str]:
-    """This environment, with a fresh compilation cache and a local Ray (never a cluster)."""
+    """This environment, with a fresh compilation cache and a local Ray (never a cluster),
+    importing nqf from the snapshot (PYTHONPATH comes before the editable install)."""
     env = dict(os.environ)
+    if _SNAPSHOT:
+        env["PYTHONPATH"] = os.pathsep.join([str(_SNAPSHOT[0])] + [p for p in [env.get("PYTHONPATH")] if p])
     env.pop("RAY_ADDRESS", None)
     env["NQF_CACHE_DIR"] = str(cache)
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # as the executor sets it: loopback only
@@ -216,13 +238,18 @@ def compare_tables(a: dict[str, list], b: dict[str, list], skip=("seconds",)) ->
     return max_abs, max_rel, problems
 
 
-def _compute_seconds(table: dict[str, list]) -> float:
-    """Sum over points of the table's ``seconds`` (one value per point, repeated on its mode rows)."""
+def _point_seconds(table: dict[str, list]) -> dict:
+    """Point -> the table's ``seconds`` (one value per point, repeated on its mode rows)."""
     seen: dict = {}
     for point, s in zip(table.get("point", []), table.get("seconds", []), strict=True):
         if s is not None and point not in seen:
             seen[point] = float(s)
-    return sum(seen.values())
+    return seen
+
+
+def _compute_seconds(table: dict[str, list]) -> float:
+    """Sum over points of their compute time in the workers."""
+    return sum(_point_seconds(table).values())
 
 
 def sweep_executors(quick: bool, repeats: int, rounds: int = 1, keep: Path | None = None) -> Outcome:
@@ -230,6 +257,7 @@ def sweep_executors(quick: bool, repeats: int, rounds: int = 1, keep: Path | Non
     size = SIZES[quick]
     work = Path(tempfile.mkdtemp(prefix="nqf-bench-sweep-", dir=keep))
     try:
+        _SNAPSHOT[:] = [_snapshot(work)]
         spec, one = _spec(work, size), _spec(work, size, points=1)
         batches = _batches(spec, work, size["batch_size"])
         best: dict[str, dict] = {}
@@ -239,18 +267,20 @@ def sweep_executors(quick: bool, repeats: int, rounds: int = 1, keep: Path | Non
             for label, executor, jobs in CASES:  # fixed costs first, for every case
                 engine = _engine(work, executor, jobs)
                 single = _sweep(one, work, label + "-one", executor, jobs, size["batch_size"])
+                single["point_s"] = _compute_seconds(read_table(single["out"]))
                 fixed[label] = (engine, single)
             for label, executor, jobs in CASES:
                 run = _sweep(spec, work, label, executor, jobs, size["batch_size"])
                 run["engine_s"], single = fixed[label]
-                run["one_point_s"], run["one_point_sweep_s"] = single["wall_s"], single["sweep_s"]
+                run["one_point_s"], run["first_point_s"] = single["wall_s"], single["point_s"]
                 table = read_table(run["out"])
                 run["points_compute_s"] = _compute_seconds(table)
+                run["median_point_s"] = statistics.median(_point_seconds(table).values())
                 previous = best.get(label)
                 if previous is None or run["wall_s"] < previous["wall_s"]:
                     best[label], tables[label] = run, table
                 if previous is not None:  # fixed costs: the minimum over rounds too
-                    for key in ("engine_s", "one_point_s", "one_point_sweep_s"):
+                    for key in ("engine_s", "one_point_s", "first_point_s"):
                         best[label][key] = min(previous[key], run[key])
         rows = []
         base, ray2, local2 = best["ray1"]["wall_s"], best["ray2"]["wall_s"], best["local2"]["wall_s"]
@@ -273,6 +303,8 @@ def sweep_executors(quick: bool, repeats: int, rounds: int = 1, keep: Path | Non
                 "one_point_s": r["one_point_s"],
                 "wall_minus_one_point_s": r["wall_s"] - r["one_point_s"],
                 "points_compute_s": r["points_compute_s"],
+                "median_point_s": r["median_point_s"],
+                "first_point_s": r["first_point_s"],
                 "speedup_ray1_over_this": base / r["wall_s"],
                 "ratio_this_over_local2": r["wall_s"] / local2,
                 "failed": r["failed"],
@@ -308,12 +340,16 @@ def sweep_executors(quick: bool, repeats: int, rounds: int = 1, keep: Path | Non
                 "(executor start, workers' JAX import and compilation, compute, table, figures); startup_s: "
                 "Python, JAX import and planning in the driver; engine_s: starting the executor, one trivial "
                 "task per worker, closing it; one_point_s: the whole command on a 1-point sweep (fixed cost); "
-                "points_compute_s: the sum of the points' compute times in the workers (compilation included)",
+                "points_compute_s: the sum of the points' compute times in the workers (compilation included; a "
+                "batch's shared training split evenly over its points); median_point_s: the median point; "
+                "first_point_s: the compute time of the 1-point sweep's point, in a fresh worker (its "
+                "compilation included: first_point_s - median_point_s is about one worker's compile)",
                 "machine load (1-min average) when the cases started: "
                 + ", ".join(f"{r['case']} {r['load_1min']:.1f}" for r in rows) + f"; {os.cpu_count()} CPUs",
             ] + ([f"table problems: {problems[:5]}"] if problems else []),
         )
     finally:
+        _SNAPSHOT.clear()
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -322,7 +358,8 @@ BENCHMARKS = {"sweep_executors": lambda quick, repeats: sweep_executors(quick, r
 
 COLUMNS = {
     "sweep_executors": ["case", "points", "batches", "wall_s", "sweep_s", "startup_s", "engine_s", "one_point_s",
-                        "wall_minus_one_point_s", "points_compute_s", "speedup_ray1_over_this",
+                        "wall_minus_one_point_s", "points_compute_s", "median_point_s", "first_point_s",
+                        "speedup_ray1_over_this",
                         "ratio_this_over_local2", "failed", "max_rel_diff_vs_ray1", "load_1min"],
 }
 

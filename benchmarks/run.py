@@ -248,8 +248,10 @@ def lv_many_modes(quick: bool, repeats: int) -> Outcome:
 
 
 def sweep_vs_loop(quick: bool, repeats: int) -> Outcome:
-    """``train_sweep`` over init scales x seeds (one compiled, doubly vmapped call) versus a
-    Python loop of ``train`` over the same runs (tanh network, GD, staircase).
+    """``train_sweep(batching="vmap")`` over init scales x seeds (one compiled, vmapped call)
+    versus a Python loop of ``train`` over the same runs (tanh network, GD, staircase).
+    (``batching="auto"`` loops ``train``'s own compiled run on one CPU device: see
+    ``bench_batch.py`` for that route.)
 
     ``train`` reuses its compiled run for calls with equal shapes and static settings
     (seed and sigma0 are traced arguments), so the loop compiles once, on its first call.
@@ -268,7 +270,7 @@ def sweep_vs_loop(quick: bool, repeats: int) -> Outcome:
     _clear_compiled()
 
     sweep_s, sweep_compile_s, sweep = timed_with_compile(
-        lambda: train_sweep(arch, X, Y, config, sigma0s, seeds, basis=Q).loss
+        lambda: train_sweep(arch, X, Y, config, sigma0s, seeds, basis=Q, batching="vmap").loss
     )
 
     def loop():

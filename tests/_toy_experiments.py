@@ -44,11 +44,11 @@ class ToyConfig:
             raise NqfError(f"runs must be >= 1, got {self.runs}")
 
     @classmethod
-    def quick(cls) -> "ToyConfig":
+    def quick(cls) -> ToyConfig:
         return cls()
 
     @classmethod
-    def full(cls) -> "ToyConfig":
+    def full(cls) -> ToyConfig:
         return cls(runs=5)
 
 
@@ -146,7 +146,9 @@ def broken_plot(result: ExperimentResult, figure_dir: Path):
 
 def make_registry() -> dict[str, Experiment]:
     return {
-        "T1": Experiment("T1", "toy sum", ToyConfig, _runs_for("T1"), toy_summarise, figures="tests._toy_experiments:toy_plot"),
+        "T1": Experiment(
+            "T1", "toy sum", ToyConfig, _runs_for("T1"), toy_summarise, figures="tests._toy_experiments:toy_plot"
+        ),
         "T2": Experiment("T2", "second toy", ToyConfig, _runs_for("T2"), toy_summarise, description="No figures."),
     }
 
@@ -163,7 +165,7 @@ if __name__ == "__main__":
     from nqf.scans.reproduce import reproduce
 
     out = sys.argv[1]
-    args = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+    args = dict(zip(sys.argv[2::2], sys.argv[3::2], strict=True))
     overrides = [f"T1.sleep={args.get('--sleep', '0')}", f"T2.sleep={args.get('--sleep', '0')}"]
     reproduce(out, jobs=int(args.get("--jobs", "1")), overrides=overrides, experiments=make_registry())
     print("finished")

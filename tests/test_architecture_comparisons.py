@@ -20,7 +20,6 @@ import math
 import numpy as np
 import pytest
 
-from nqf.store.results import to_jsonable
 from nqf.experiments.e5_architectures import (
     SWITCH_TOLERANCE,
     ArchitecturesConfig,
@@ -31,6 +30,7 @@ from nqf.experiments.e5_architectures import (
     mode_groups,
     summarise,
 )
+from nqf.store.results import to_jsonable
 
 TINY = ArchitecturesConfig(
     sigma0=1e-6,

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import nqf
+from nqf.architectures import ARCHITECTURES, get_architecture
 from nqf.architectures.architecture import (
     Architecture,
     closed_form_structure,
@@ -26,9 +27,8 @@ from nqf.architectures.architecture import (
     structure,
     structure_matrix,
 )
-from nqf.core.errors import NqfError
 from nqf.architectures.structure import BlockFactors, DenseStructure
-from nqf.architectures import ARCHITECTURES, get_architecture
+from nqf.core.errors import NqfError
 from tests.conftest import assert_allclose
 
 EPSILONS = np.logspace(-1, -3, 5)
@@ -44,23 +44,47 @@ VARIANTS = {
     "mlp-fixed-square": ("mlp-fixed", dict(inputs=4, activation="square"), 3, "exact"),
     "mlp-fixed-one_minus_cos": ("mlp-fixed", dict(inputs=4, activation="one_minus_cos"), 3, "smooth"),
     "attention-last": (
-        "attention", dict(tokens=4, dim=3, key_dim=2, value_dim=2, outputs=2, readout="last"), 3, "smooth"),
+        "attention",
+        dict(tokens=4, dim=3, key_dim=2, value_dim=2, outputs=2, readout="last"),
+        3,
+        "smooth",
+    ),
     "attention-pool": (
-        "attention", dict(tokens=4, dim=3, key_dim=2, value_dim=3, outputs=2, readout="pool"), 3, "smooth"),
+        "attention",
+        dict(tokens=4, dim=3, key_dim=2, value_dim=3, outputs=2, readout="pool"),
+        3,
+        "smooth",
+    ),
     "linear-attention": ("linear-attention", dict(dim=2, context=5), 3, "exact"),
     "moe-softmax-tanh": ("moe", dict(inputs=3, outputs=2, experts=3, activation="tanh"), 3, "smooth"),
     "moe-softmax-gelu": ("moe", dict(inputs=3, outputs=2, experts=3, activation="gelu"), 3, "smooth"),
     "moe-topk": ("moe", dict(inputs=3, outputs=2, experts=3, routing="topk", top_k=2), 3, None),
     "conv1d-circular-global": ("conv1d", dict(length=6, kernel=3, outputs=2), 2, "smooth"),
     "conv1d-circular-position": (
-        "conv1d", dict(length=6, kernel=3, readout="position", outputs=2, activation="silu"), 2, "smooth"),
+        "conv1d",
+        dict(length=6, kernel=3, readout="position", outputs=2, activation="silu"),
+        2,
+        "smooth",
+    ),
     "conv1d-valid-global": (
-        "conv1d", dict(length=6, kernel=3, padding="valid", outputs=2, activation="gelu"), 2, "smooth"),
+        "conv1d",
+        dict(length=6, kernel=3, padding="valid", outputs=2, activation="gelu"),
+        2,
+        "smooth",
+    ),
     "conv1d-valid-position": ("conv1d", dict(length=6, kernel=2, padding="valid", readout="position"), 2, "smooth"),
     "conv2d-circular-position": (
-        "conv2d", dict(rows=3, columns=4, kernel=2, readout="position", outputs=2), 2, "smooth"),
+        "conv2d",
+        dict(rows=3, columns=4, kernel=2, readout="position", outputs=2),
+        2,
+        "smooth",
+    ),
     "conv2d-valid-global": (
-        "conv2d", dict(rows=4, columns=3, kernel=2, padding="valid", activation="sin"), 2, "smooth"),
+        "conv2d",
+        dict(rows=4, columns=3, kernel=2, padding="valid", activation="sin"),
+        2,
+        "smooth",
+    ),
 }
 SMOOTH = [v for v, spec in VARIANTS.items() if spec[3] is not None]
 
@@ -70,7 +94,7 @@ def _arch(variant: str) -> Architecture:
     return get_architecture(name, **options)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _report(variant: str) -> dict[str, np.ndarray]:
     """Everything the generic tests compare, for one variant, in one compilation."""
     arch = _arch(variant)
@@ -192,7 +216,7 @@ def test_every_registered_architecture_builds_with_a_closed_form():
 def test_attention_only_value_output_block(variant):
     arch, r = _arch(variant), _report(variant)
     D, dv, K = arch.option("dim"), arch.option("value_dim"), arch.outputs
-    for x, A in zip(r["X"], r["auto"]):
+    for x, A in zip(r["X"], r["auto"], strict=True):
         for name in ("W_Q", "W_K"):
             b = arch.block(name)
             assert np.all(A[:, b.start : b.stop, :] == 0.0) and np.all(A[:, :, b.start : b.stop] == 0.0)
@@ -209,8 +233,12 @@ def test_attention_unit_against_reference():
     rng = np.random.default_rng(3)
     T, D, dk, dv, K = 4, 3, 2, 2, 2
     x = rng.normal(size=(T, D))
-    w = {"W_Q": rng.normal(size=(D, dk)), "W_K": rng.normal(size=(D, dk)),
-         "W_V": rng.normal(size=(D, dv)), "W_O": rng.normal(size=(dv, K))}
+    w = {
+        "W_Q": rng.normal(size=(D, dk)),
+        "W_K": rng.normal(size=(D, dk)),
+        "W_V": rng.normal(size=(D, dv)),
+        "W_O": rng.normal(size=(dv, K)),
+    }
     scores = (x @ w["W_Q"]) @ (x @ w["W_K"]).T / math.sqrt(dk)
     alpha = np.exp(scores - scores.max(axis=1, keepdims=True))
     alpha /= alpha.sum(axis=1, keepdims=True)
@@ -262,7 +290,7 @@ def test_moe_is_perceptron_over_experts():
     a, u, v = arch.block("a"), arch.block("u"), arch.block("v")
     keep = np.r_[a.start : a.stop, v.start : v.stop]
     mlp_structure = np.asarray(jax.jit(jax.vmap(lambda x: structure_matrix(mlp_arch, x)))(r["X"]))
-    for A, mlp_A in zip(r["auto"], mlp_structure):
+    for A, mlp_A in zip(r["auto"], mlp_structure, strict=True):
         assert_allclose(A[:, keep][:, :, keep], mlp_A / E, rtol=1e-12)
         assert np.all(A[:, u.start : u.stop, :] == 0.0) and np.all(A[:, :, u.start : u.stop] == 0.0)
 

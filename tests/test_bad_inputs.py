@@ -169,11 +169,37 @@ def no_arrays():
 
 # -- the cases -----------------------------------------------------------------------------
 
-PREDICT = ["predict", "--data", "{D}/ok.npz", "--arch", "mlp", "--width", "4", "--sigma0", "0.01", "--lr", "0.1",
-           "--steps", "50"]
+PREDICT = [
+    "predict",
+    "--data",
+    "{D}/ok.npz",
+    "--arch",
+    "mlp",
+    "--width",
+    "4",
+    "--sigma0",
+    "0.01",
+    "--lr",
+    "0.1",
+    "--steps",
+    "50",
+]
 COMPARE = ["compare", "--task", "staircase", "--width", "4", "--sigma0", "0.01", "--lr", "0.1", "--steps", "50"]
-NPZ = ["compare", "--task", "npz", "--path", "{D}/ok.npz", "--width", "4", "--sigma0", "0.01", "--lr", "0.1",
-       "--steps", "50"]
+NPZ = [
+    "compare",
+    "--task",
+    "npz",
+    "--path",
+    "{D}/ok.npz",
+    "--width",
+    "4",
+    "--sigma0",
+    "0.01",
+    "--lr",
+    "0.1",
+    "--steps",
+    "50",
+]
 STRUCTURE = ["structure", "mlp"]
 
 
@@ -213,11 +239,20 @@ for value in ["-0.1", "1", "1.5", "nan", "inf", "abc"]:
     case(f"predict-beta-{value}", with_option(PREDICT, "--optimizer", "momentum") + ["--beta", value])
 for value in BAD_SEED:
     case(f"predict-seed-{value}", PREDICT + ["--seed", value])
-for option, value in [("--optimizer", "adam"), ("--optimizer", ""), ("--loss", "hinge"), ("--route", "fast"),
-                      ("--stepping", "sometimes"), ("--arch", "resnet"), ("--arch", "")]:
+for option, value in [
+    ("--optimizer", "adam"),
+    ("--optimizer", ""),
+    ("--loss", "hinge"),
+    ("--route", "fast"),
+    ("--stepping", "sometimes"),
+    ("--arch", "resnet"),
+    ("--arch", ""),
+]:
     case(f"predict-{option[2:]}-{value or 'empty'}", with_option(PREDICT, option, value))
-case("predict-route-moments-cross-entropy",
-     with_option(with_option(PREDICT, "--data", "{D}/labels.npz"), "--loss", "cross_entropy") + ["--route", "moments"])
+case(
+    "predict-route-moments-cross-entropy",
+    with_option(with_option(PREDICT, "--data", "{D}/labels.npz"), "--loss", "cross_entropy") + ["--route", "moments"],
+)
 case("predict-sigma0-and-init", PREDICT + ["--init", "{D}/w_ok.npz"])
 case("predict-neither-sigma0-nor-init", with_option(PREDICT, "--sigma0", None))
 case("predict-no-data", with_option(PREDICT, "--data", None))
@@ -237,30 +272,87 @@ case("predict-lr-unstable", with_option(PREDICT, "--lr", "1000"))
 
 # input files, for predict --data and compare --task npz --path
 BAD_DATA = [
-    "missing.npz", "empty.npz", "folder.npz", "text.npz", "text.txt", "array.npy", "pickle.npz", "binary.npz",
-    "truncated.npz", "zip_not_npz.npz", "no_x.npz", "no_y.npz", "nothing.npz", "x_complex.npz", "y_complex.npz",
-    "x_object.npz", "x_strings.npz", "y_strings.npz", "x_bytes.npz", "x_dates.npz", "x_timedelta.npz",
-    "x_records.npz", "x_nan.npz", "x_inf.npz", "x_neginf.npz", "x_1e300.npz", "x_1e31.npz", "y_nan.npz",
-    "y_inf.npz", "y_neginf.npz", "y_1e300.npz", "y_1e31.npz", "x_scaled_1e300.npz", "x_float32_inf.npz",
-    "x_uint64_huge.npz", "mismatch.npz", "y_scalar.npz", "x_scalar.npz", "zero.npz", "x_wide.npz", "x_1d.npz",
-    "x_3d.npz", "x_empty_features.npz", "y_k3.npz", "y_3d.npz", "file",
+    "missing.npz",
+    "empty.npz",
+    "folder.npz",
+    "text.npz",
+    "text.txt",
+    "array.npy",
+    "pickle.npz",
+    "binary.npz",
+    "truncated.npz",
+    "zip_not_npz.npz",
+    "no_x.npz",
+    "no_y.npz",
+    "nothing.npz",
+    "x_complex.npz",
+    "y_complex.npz",
+    "x_object.npz",
+    "x_strings.npz",
+    "y_strings.npz",
+    "x_bytes.npz",
+    "x_dates.npz",
+    "x_timedelta.npz",
+    "x_records.npz",
+    "x_nan.npz",
+    "x_inf.npz",
+    "x_neginf.npz",
+    "x_1e300.npz",
+    "x_1e31.npz",
+    "y_nan.npz",
+    "y_inf.npz",
+    "y_neginf.npz",
+    "y_1e300.npz",
+    "y_1e31.npz",
+    "x_scaled_1e300.npz",
+    "x_float32_inf.npz",
+    "x_uint64_huge.npz",
+    "mismatch.npz",
+    "y_scalar.npz",
+    "x_scalar.npz",
+    "zero.npz",
+    "x_wide.npz",
+    "x_1d.npz",
+    "x_3d.npz",
+    "x_empty_features.npz",
+    "y_k3.npz",
+    "y_3d.npz",
+    "file",
 ]
 for name in BAD_DATA + ["y_float_1d.npz", "labels_high.npz", "labels_negative.npz"]:
     case(f"predict-data-{name}", with_option(PREDICT, "--data", "{D}/" + name))
 for name in BAD_DATA:
     if name not in ("x_wide.npz", "y_k3.npz"):  # any width is a valid input size for the npz task
         case(f"compare-npz-{name}", with_option(NPZ, "--path", "{D}/" + name))
-case("compare-npz-wide-for-mlp-inputs-8", with_option(NPZ, "--path", "{D}/x_wide.npz") + ["--arch", "mlp", "--inputs", "8"])
+case(
+    "compare-npz-wide-for-mlp-inputs-8",
+    with_option(NPZ, "--path", "{D}/x_wide.npz") + ["--arch", "mlp", "--inputs", "8"],
+)
 case("compare-npz-3d-needs-arch", with_option(NPZ, "--path", "{D}/x_3d.npz"))
 case("compare-npz-no-path", with_option(NPZ, "--path", None))
 case("compare-npz-empty-path", with_option(NPZ, "--path", ""))
 for name in ["labels_high.npz", "labels_negative.npz", "y_not_probabilities.npz", "y_float_1d.npz", "ok.npz"]:
-    case(f"predict-cross-entropy-{name}",
-         with_option(with_option(PREDICT, "--data", "{D}/" + name), "--loss", "cross_entropy"))
-case("predict-cross-entropy-one-output",
-     with_option(with_option(PREDICT, "--data", "{D}/labels.npz"), "--loss", "cross_entropy") + ["--outputs", "1"])
-for name in ["missing.npz", "text.txt", "array.npy", "w_shape.npz", "w_1d.npz", "w_width.npz", "w_nan.npz",
-             "w_1e300.npz", "w_complex.npz", "w_missing.npz", "folder.npz"]:
+    case(
+        f"predict-cross-entropy-{name}",
+        with_option(with_option(PREDICT, "--data", "{D}/" + name), "--loss", "cross_entropy"),
+    )
+case(
+    "predict-cross-entropy-one-output",
+    with_option(with_option(PREDICT, "--data", "{D}/labels.npz"), "--loss", "cross_entropy") + ["--outputs", "1"],
+)
+for name in [
+    "missing.npz",
+    "text.txt",
+    "array.npy",
+    "w_shape.npz",
+    "w_1d.npz",
+    "w_width.npz",
+    "w_nan.npz",
+    "w_1e300.npz",
+    "w_complex.npz",
+    "w_missing.npz",
+    "folder.npz",
+]:
     case(f"predict-init-{name}", with_option(PREDICT, "--sigma0", None) + ["--init", "{D}/" + name])
 
 # numbers of compare
@@ -279,8 +371,10 @@ for value in BAD_SEED:
     case(f"compare-data-seed-{value}", COMPARE + ["--data-seed", value])
 for opt in ["sgd", "momentum", "adam", "muon"]:
     for value in ["0", "nan", "-1"]:
-        case(f"compare-lr-{opt}-{value}", COMPARE + ["--optimizers", f"gd,{opt}", f"--lr-{opt}", value]
-             + (["--batch", "16"] if opt == "sgd" else []))
+        case(
+            f"compare-lr-{opt}-{value}",
+            COMPARE + ["--optimizers", f"gd,{opt}", f"--lr-{opt}", value] + (["--batch", "16"] if opt == "sgd" else []),
+        )
 case("compare-lr-adam-without-adam", COMPARE + ["--lr-adam", "0.01"])
 for value in ["0", "-1", "abc", "100000"]:
     case(f"compare-batch-{value}", COMPARE + ["--optimizers", "sgd", "--batch", value])
@@ -300,17 +394,32 @@ case("compare-lr-unstable", with_option(COMPARE, "--lr", "1000"))
 for name in ["foo", "", "Staircase"]:
     case(f"compare-task-{name or 'empty'}", with_option(COMPARE, "--task", name))
 for task, option, value in [
-    ("staircase", "--inputs", "0"), ("staircase", "--samples", "0"), ("staircase", "--samples", "abc"),
-    ("staircase", "--samples", "1000000000000"), ("staircase", "--inputs", "1000000"),
-    ("staircase", "--singular-values", "a,b"), ("staircase", "--singular-values", "-1,2"),
-    ("staircase", "--singular-values", "1,2,3,4,5,6,7,8,9"), ("staircase", "--correlation", "2"),
-    ("staircase", "--whiten", "maybe"), ("staircase", "--depth", "2"),
-    ("powerlaw", "--alpha", "nan"), ("powerlaw", "--modes", "0"), ("powerlaw", "--scale", "-1"),
-    ("quadratic", "--eigenvalues", "nan"), ("quadratic", "--samples", "-5"),
-    ("fourier", "--length", "0"), ("fourier", "--samples", "2"),
-    ("icl", "--prompts", "0"), ("icl", "--task-variances", "1,2"), ("icl", "--noise", "-1"),
-    ("tokens", "--tokens", "0"), ("tokens", "--query-weight", "inf"),
-    ("experts", "--experts", "0"), ("digits", "--samples", "5000"), ("digits", "--samples", "abc"),
+    ("staircase", "--inputs", "0"),
+    ("staircase", "--samples", "0"),
+    ("staircase", "--samples", "abc"),
+    ("staircase", "--samples", "1000000000000"),
+    ("staircase", "--inputs", "1000000"),
+    ("staircase", "--singular-values", "a,b"),
+    ("staircase", "--singular-values", "-1,2"),
+    ("staircase", "--singular-values", "1,2,3,4,5,6,7,8,9"),
+    ("staircase", "--correlation", "2"),
+    ("staircase", "--whiten", "maybe"),
+    ("staircase", "--depth", "2"),
+    ("powerlaw", "--alpha", "nan"),
+    ("powerlaw", "--modes", "0"),
+    ("powerlaw", "--scale", "-1"),
+    ("quadratic", "--eigenvalues", "nan"),
+    ("quadratic", "--samples", "-5"),
+    ("fourier", "--length", "0"),
+    ("fourier", "--samples", "2"),
+    ("icl", "--prompts", "0"),
+    ("icl", "--task-variances", "1,2"),
+    ("icl", "--noise", "-1"),
+    ("tokens", "--tokens", "0"),
+    ("tokens", "--query-weight", "inf"),
+    ("experts", "--experts", "0"),
+    ("digits", "--samples", "5000"),
+    ("digits", "--samples", "abc"),
     ("digits", "--standardize", "perhaps"),
 ]:
     case(f"compare-{task}{option}-{value}", with_option(COMPARE, "--task", task) + [option, value])
@@ -331,14 +440,32 @@ case("structure-mlp-fixed-relu", ["structure", "mlp-fixed", "--activation", "rel
 for value in BAD_SEED:
     case(f"structure-seed-{value}", STRUCTURE + ["--seed", value])
 for arch, option, value in [
-    ("mlp", "--inputs", "0"), ("mlp", "--inputs", "-1"), ("mlp", "--inputs", "abc"), ("mlp", "--inputs", "1e3"),
-    ("mlp", "--inputs", "100000"), ("mlp", "--inputs", str(10**30)), ("mlp", "--outputs", "0"),
-    ("mlp", "--outputs", "100000"), ("mlp", "--activation", "foo"), ("mlp", "--depth", "2"),
-    ("mlp-fixed", "--inputs", "100000"), ("attention", "--tokens", "0"), ("attention", "--dim", "100000"),
-    ("attention", "--readout", "first"), ("linear-attention", "--dim", "0"), ("linear-attention", "--dim", "100000"),
-    ("moe", "--experts", "0"), ("moe", "--top-k", "0"), ("moe", "--routing", "random"), ("moe", "--inputs", "100000"),
-    ("conv1d", "--length", "0"), ("conv1d", "--kernel", "0"), ("conv1d", "--kernel", "100000"),
-    ("conv1d", "--padding", "mirror"), ("conv2d", "--rows", "-3"), ("conv2d", "--kernel", "100000"),
+    ("mlp", "--inputs", "0"),
+    ("mlp", "--inputs", "-1"),
+    ("mlp", "--inputs", "abc"),
+    ("mlp", "--inputs", "1e3"),
+    ("mlp", "--inputs", "100000"),
+    ("mlp", "--inputs", str(10**30)),
+    ("mlp", "--outputs", "0"),
+    ("mlp", "--outputs", "100000"),
+    ("mlp", "--activation", "foo"),
+    ("mlp", "--depth", "2"),
+    ("mlp-fixed", "--inputs", "100000"),
+    ("attention", "--tokens", "0"),
+    ("attention", "--dim", "100000"),
+    ("attention", "--readout", "first"),
+    ("linear-attention", "--dim", "0"),
+    ("linear-attention", "--dim", "100000"),
+    ("moe", "--experts", "0"),
+    ("moe", "--top-k", "0"),
+    ("moe", "--routing", "random"),
+    ("moe", "--inputs", "100000"),
+    ("conv1d", "--length", "0"),
+    ("conv1d", "--kernel", "0"),
+    ("conv1d", "--kernel", "100000"),
+    ("conv1d", "--padding", "mirror"),
+    ("conv2d", "--rows", "-3"),
+    ("conv2d", "--kernel", "100000"),
     ("conv2d", "--readout", "sideways"),
 ]:
     case(f"structure-{arch}{option}-{value}", ["structure", arch, option, value])
@@ -359,19 +486,26 @@ case("unknown-command", ["train"])
 # --unit FILE.py:FUNCTION (ok.npz has 8 inputs and 4 outputs)
 UNIT = "{D}/unit.py:"
 for label, spec in [
-    ("missing-file", "{D}/missing.py:perceptron"), ("not-py", "{D}/text.txt:perceptron"),
+    ("missing-file", "{D}/missing.py:perceptron"),
+    ("not-py", "{D}/text.txt:perceptron"),
     ("no-function", "{D}/unit.py"),
-    ("function-missing", UNIT + "absent"), ("import-raises", "{D}/unit_raises.py:perceptron"),
-    ("function-raises", UNIT + "broken"), ("returns-int", UNIT + "number"), ("no-arrays", UNIT + "no_arrays"),
-    ("no-shapes", UNIT + "perceptron"), ("empty", ""),
+    ("function-missing", UNIT + "absent"),
+    ("import-raises", "{D}/unit_raises.py:perceptron"),
+    ("function-raises", UNIT + "broken"),
+    ("returns-int", UNIT + "number"),
+    ("no-arrays", UNIT + "no_arrays"),
+    ("no-shapes", UNIT + "perceptron"),
+    ("empty", ""),
 ]:
     case(f"structure-unit-{label}", ["structure", "--unit", spec])
 case("structure-unit-and-arch", ["structure", "mlp", "--unit", UNIT + "perceptron"])
 case("structure-unit-relu", ["structure", "--unit", UNIT + "relu", "--inputs", "8", "--outputs", "4"])
 case("predict-unit-and-arch", PREDICT + ["--unit", UNIT + "perceptron"])
 case("predict-unit-inputs-10-data-8", with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "fixed10"])
-case("predict-unit-inputs-option-disagrees",
-     with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "perceptron", "--inputs", "10"])
+case(
+    "predict-unit-inputs-option-disagrees",
+    with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "perceptron", "--inputs", "10"],
+)
 case("predict-unit-relu", with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "relu"])
 case("predict-unit-function-raises", with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "broken"])
 case("predict-neither-arch-nor-unit", with_option(PREDICT, "--arch", None))
@@ -383,26 +517,55 @@ case("unknown-root-option", ["--fast", "structure", "mlp"])
 # output paths
 PLOT = COMPARE + ["--json"]
 for label, path in [
-    ("proc", "/proc/x.png"), ("missing-folder", "{C}/missing/x.png"), ("folder", "{C}"), ("dot", "."),
-    ("under-file", "{D}/file/x.png"), ("suffix-txt", "{C}/x.txt"), ("no-suffix", "{C}/x"),
-    ("dev-null", "/dev/null"), ("existing-folder-png", "{C}/made.png"), ("sys", "/sys/x.pdf"),
+    ("proc", "/proc/x.png"),
+    ("missing-folder", "{C}/missing/x.png"),
+    ("folder", "{C}"),
+    ("dot", "."),
+    ("under-file", "{D}/file/x.png"),
+    ("suffix-txt", "{C}/x.txt"),
+    ("no-suffix", "{C}/x"),
+    ("dev-null", "/dev/null"),
+    ("existing-folder-png", "{C}/made.png"),
+    ("sys", "/sys/x.pdf"),
 ]:
     case(f"compare-plot-{label}", PLOT + ["--plot", path])
 
 # measured loss curves (--overlay), table folders (--csv) and predict --plot
-BAD_CURVES = ["curve_columns.csv", "curve_text.csv", "curve_nan.csv", "curve_decreasing.csv", "curve_negative.csv",
-              "curve_empty.csv", "curve_shape.npy", "curve_nan.json", "curve_keys.json", "missing.csv", "folder.npz",
-              "ok.npz", "text.txt"]
+BAD_CURVES = [
+    "curve_columns.csv",
+    "curve_text.csv",
+    "curve_nan.csv",
+    "curve_decreasing.csv",
+    "curve_negative.csv",
+    "curve_empty.csv",
+    "curve_shape.npy",
+    "curve_nan.json",
+    "curve_keys.json",
+    "missing.csv",
+    "folder.npz",
+    "ok.npz",
+    "text.txt",
+]
 for name in BAD_CURVES:
     case(f"predict-overlay-{name}", PREDICT + ["--overlay", "{D}/" + name])
 for name in ["curve_decreasing.csv", "curve_nan.json", "missing.csv"]:
     case(f"compare-overlay-{name}", COMPARE + ["--overlay", "{D}/" + name])
-for label, path in [("proc", "/proc/x"), ("file", "{D}/file"), ("under-file", "{D}/file/x"),
-                    ("missing-parent", "{C}/missing/x"), ("sys", "/sys/x")]:
+for label, path in [
+    ("proc", "/proc/x"),
+    ("file", "{D}/file"),
+    ("under-file", "{D}/file/x"),
+    ("missing-parent", "{C}/missing/x"),
+    ("sys", "/sys/x"),
+]:
     case(f"predict-csv-{label}", PREDICT + ["--csv", path])
     case(f"compare-csv-{label}", COMPARE + ["--csv", path])
-for label, path in [("proc", "/proc/x.png"), ("missing-folder", "{C}/missing/x.png"), ("folder", "{C}"),
-                    ("suffix-txt", "{C}/x.txt"), ("under-file", "{D}/file/x.pdf")]:
+for label, path in [
+    ("proc", "/proc/x.png"),
+    ("missing-folder", "{C}/missing/x.png"),
+    ("folder", "{C}"),
+    ("suffix-txt", "{C}/x.txt"),
+    ("under-file", "{D}/file/x.pdf"),
+]:
     case(f"predict-plot-{label}", PREDICT + ["--plot", path])
 
 # reproduce and report (their --out and options)
@@ -429,17 +592,37 @@ for label, args in [
     case(f"reproduce-{label}", args)
 
 # sizes that used to abort inside XLA, run through the console script too
-XLA_SIZES = ["structure-mlp--inputs-100000", "predict-width-1000000000000", "compare-width-1000000000000",
-             "compare-staircase--inputs-1000000", "predict-arch-option-huge"]
+XLA_SIZES = [
+    "structure-mlp--inputs-100000",
+    "predict-width-1000000000000",
+    "compare-width-1000000000000",
+    "compare-staircase--inputs-1000000",
+    "predict-arch-option-huge",
+]
 
 # the subset that also runs through the real console script
 SCRIPT_CASES = XLA_SIZES + [
-    "predict-data-x_scaled_1e300.npz", "predict-data-y_scalar.npz", "predict-data-array.npy",
-    "predict-data-text.txt", "predict-seed-1180591620717411303424", "compare-seed-1180591620717411303424",
-    "structure-seed-1180591620717411303424", "compare-plot-proc", "compare-plot-missing-folder",
-    "compare-npz-x_scaled_1e300.npz", "predict-data-x_nan.npz", "predict-lr-nan", "compare-optimizers-foo",
-    "predict-inapplicable-relu", "compare-task-foo", "structure-repeated-option", "predict-repeated-width",
-    "reproduce-out-proc", "predict-init-w_nan.npz", "structure-unit-function-raises", "predict-unit-inputs-10-data-8",
+    "predict-data-x_scaled_1e300.npz",
+    "predict-data-y_scalar.npz",
+    "predict-data-array.npy",
+    "predict-data-text.txt",
+    "predict-seed-1180591620717411303424",
+    "compare-seed-1180591620717411303424",
+    "structure-seed-1180591620717411303424",
+    "compare-plot-proc",
+    "compare-plot-missing-folder",
+    "compare-npz-x_scaled_1e300.npz",
+    "predict-data-x_nan.npz",
+    "predict-lr-nan",
+    "compare-optimizers-foo",
+    "predict-inapplicable-relu",
+    "compare-task-foo",
+    "structure-repeated-option",
+    "predict-repeated-width",
+    "reproduce-out-proc",
+    "predict-init-w_nan.npz",
+    "structure-unit-function-raises",
+    "predict-unit-inputs-10-data-8",
 ]
 assert set(SCRIPT_CASES) <= set(CASES)
 
@@ -536,7 +719,12 @@ def test_bad_input_console_script(name, inputs, tmp_path):
     prepare(cwd, name)
     before = snapshot(cwd)
     run = subprocess.run(
-        [_console_script(), *expand(CASES[name], inputs, cwd)], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+        [_console_script(), *expand(CASES[name], inputs, cwd)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert_clean_error(name, run.returncode, run.stdout, run.stderr)
     assert snapshot(cwd) == before

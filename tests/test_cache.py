@@ -76,7 +76,9 @@ def staircase_file(tmp_path_factory) -> Path:
 def reference(staircase_file, tmp_path_factory) -> subprocess.CompletedProcess:
     """``nqf --no-cache predict``: the output every cached run must reproduce."""
     unused = tmp_path_factory.mktemp("no-cache") / "cache"
-    result = run_nqf("--no-cache", "predict", "--data", str(staircase_file), *PREDICT, env=_env(NQF_CACHE_DIR=str(unused)))
+    result = run_nqf(
+        "--no-cache", "predict", "--data", str(staircase_file), *PREDICT, env=_env(NQF_CACHE_DIR=str(unused))
+    )
     assert result.returncode == 0, result.stderr
     assert not unused.exists(), "--no-cache must not create the cache directory"
     return result
@@ -126,8 +128,13 @@ main(sys.argv[1:])
 def test_cache_is_filled_then_reused(populated, staircase_file, reference):
     stored = entries(populated)
     assert len(stored) > 10, sorted(stored)  # every jitted program, however small, is stored
-    result = subprocess.run([sys.executable, "-c", _LOGGED_RUN, "predict", "--data", str(staircase_file), *PREDICT],
-                            capture_output=True, text=True, env=_env(NQF_CACHE_DIR=str(populated)), timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", _LOGGED_RUN, "predict", "--data", str(staircase_file), *PREDICT],
+        capture_output=True,
+        text=True,
+        env=_env(NQF_CACHE_DIR=str(populated)),
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == reference.stdout
     assert json.loads(result.stdout)["lv"]["applies"] is True
@@ -184,7 +191,9 @@ def test_switched_off_writes_nothing(switch, tmp_path, structure_reference):
     if switch == "--no-cache":
         result = run_nqf("--no-cache", "structure", "mlp", "--json", env=_env(HOME=str(home), XDG_CACHE_HOME=str(xdg)))
     else:
-        result = run_nqf("structure", "mlp", "--json", env=_env(HOME=str(home), XDG_CACHE_HOME=str(xdg), NQF_CACHE_DIR=""))
+        result = run_nqf(
+            "structure", "mlp", "--json", env=_env(HOME=str(home), XDG_CACHE_HOME=str(xdg), NQF_CACHE_DIR="")
+        )
     assert result.returncode == 0, result.stderr
     assert result.stdout == structure_reference.stdout
     assert files_under(home) == [] and not xdg.exists()
@@ -205,7 +214,9 @@ def test_xdg_cache_home_then_home(tmp_path, structure_reference):
 
     # NQF_CACHE_DIR wins over both
     explicit = tmp_path / "explicit"
-    result = run_nqf("structure", "mlp", "--json", env=_env(HOME=str(home), XDG_CACHE_HOME=str(xdg), NQF_CACHE_DIR=str(explicit)))
+    result = run_nqf(
+        "structure", "mlp", "--json", env=_env(HOME=str(home), XDG_CACHE_HOME=str(xdg), NQF_CACHE_DIR=str(explicit))
+    )
     assert result.returncode == 0, result.stderr
     assert entries(explicit)
 
@@ -260,7 +271,24 @@ print(f"exit={code} jax={'jax' in sys.modules} numpy={'numpy' in sys.modules}")
         (["compare", "--help"], 0),
         (["reproduce", "--help"], 0),
         (["--no-cache", "predict", "--help"], 0),
-        (["predict", "--width", "-3", "--data", "x.npz", "--arch", "mlp", "--lr", "0.1", "--steps", "5", "--sigma0", "1"], 2),
+        (
+            [
+                "predict",
+                "--width",
+                "-3",
+                "--data",
+                "x.npz",
+                "--arch",
+                "mlp",
+                "--lr",
+                "0.1",
+                "--steps",
+                "5",
+                "--sigma0",
+                "1",
+            ],
+            2,
+        ),
         (["predict", "--width", "three"], 2),
         (["predict", "--data", "x.npz", "--arch", "mlp", "--width", "3", "--lr", "0.1", "--steps", "5"], 2),
         (["compare", "--task", "staircase", "--width", "0", "--sigma0", "1", "--lr", "0.1", "--steps", "5"], 2),
@@ -269,8 +297,13 @@ print(f"exit={code} jax={'jax' in sys.modules} numpy={'numpy' in sys.modules}")
     ],
 )
 def test_help_and_argument_errors_do_not_import_jax(args, code, tmp_path):
-    result = subprocess.run([sys.executable, "-c", _JAX_CHECK, *args], capture_output=True, text=True,
-                            env=_env(NQF_CACHE_DIR=str(tmp_path / "cache")), timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _JAX_CHECK, *args],
+        capture_output=True,
+        text=True,
+        env=_env(NQF_CACHE_DIR=str(tmp_path / "cache")),
+        timeout=300,
+    )
     assert f"exit={code} jax=False numpy=False" in result.stdout, (result.stdout, result.stderr)
     if code == 2:
         lines = result.stderr.strip().splitlines()
@@ -297,8 +330,15 @@ def test_predict_argument_errors_keep_the_library_messages():
         with pytest.raises(nqf.NqfError) as cli_error:
             _check_numbers(**args)
         with pytest.raises(nqf.NqfError) as library_error:
-            nqf.PredictConfig(width=args["width"], lr=args["lr"], steps=args["steps"], sigma0=args["sigma0"],
-                              optimizer=args["optimizer"], batch_size=args["batch"], beta=args["beta"])
+            nqf.PredictConfig(
+                width=args["width"],
+                lr=args["lr"],
+                steps=args["steps"],
+                sigma0=args["sigma0"],
+                optimizer=args["optimizer"],
+                batch_size=args["batch"],
+                beta=args["beta"],
+            )
         assert message in str(cli_error.value)
         assert str(cli_error.value) == str(library_error.value)
     _check_numbers(**good)

@@ -110,7 +110,10 @@ def _property(capfd, example):
         finally:
             os.chdir(cwd)
         out, err = capfd.readouterr()
-        described = f"{args}\nX {X.dtype} {X.shape}, Y {Y.dtype} {Y.shape}\nexit {code}\nstdout {out[-1500:]}\nstderr {err[-3000:]}"
+        described = (
+            f"{args}\nX {X.dtype} {X.shape}, Y {Y.dtype} {Y.shape}\nexit {code}\n"
+            f"stdout {out[-1500:]}\nstderr {err[-3000:]}"
+        )
         assert "Traceback" not in out + err, described
         assert "RuntimeWarning" not in err and "ComplexWarning" not in err, described
         if code == 2:

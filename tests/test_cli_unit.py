@@ -142,8 +142,21 @@ def test_predict_with_unit_equals_arch_mlp(files):
 
 
 def test_compare_with_unit_on_npz(files):
-    common = ["--task", "npz", "--path", str(files["data"]), "--width", "8", "--sigma0", "1e-4", "--lr", "0.05",
-              "--steps", "300", "--json"]
+    common = [
+        "--task",
+        "npz",
+        "--path",
+        str(files["data"]),
+        "--width",
+        "8",
+        "--sigma0",
+        "1e-4",
+        "--lr",
+        "0.05",
+        "--steps",
+        "300",
+        "--json",
+    ]
     unit = run_nqf("compare", *common, "--unit", f"{files['unit']}:perceptron")
     assert unit.returncode == 0, unit.stderr
     natural = run_nqf("compare", *common)  # the npz task's natural architecture: mlp, tanh
@@ -151,7 +164,7 @@ def test_compare_with_unit_on_npz(files):
     got, expected = json.loads(unit.stdout), json.loads(natural.stdout)
     assert got["arch"] == "my_unit.py:perceptron" and expected["arch"] == "mlp"
     assert len(got["modes"]) == len(expected["modes"]) == 3
-    for mine, theirs in zip(got["modes"], expected["modes"]):
+    for mine, theirs in zip(got["modes"], expected["modes"], strict=True):
         assert_allclose(mine["predicted"]["mflow"], theirs["predicted"]["mflow"], rtol=1e-9)
         # the trained network is the same function of the same W0 (rounding may differ)
         assert abs(mine["measured"]["network"]["gd"] - theirs["measured"]["network"]["gd"]) <= 1
@@ -174,18 +187,70 @@ BAD = [
     ("bare-module-without-shapes", ["structure", "--unit", "{unit}:bare"], "give --inputs"),
     ("structure-with-arch", ["structure", "mlp", "--unit", "{unit}:fixed"], "not both"),
     ("relu", ["structure", "--unit", "{unit}:relu", "--inputs", "4", "--outputs", "3"], "not smooth at w = 0"),
-    ("predict-unit-inputs-8-data-4", ["predict", "--data", "{data}", *PREDICT, "--unit", "{unit}:fixed"],
-     "takes inputs of shape (8,), but the data"),
-    ("predict-inputs-disagree", ["predict", "--data", "{data}", *PREDICT, "--unit", "{unit}:perceptron",
-                                 "--inputs", "5"], "--inputs 5 disagrees with the data"),
-    ("predict-with-arch", ["predict", "--data", "{data}", *PREDICT, "--unit", "{unit}:perceptron", "--arch", "mlp"],
-     "not both"),
-    ("predict-unknown-option", ["predict", "--data", "{data}", *PREDICT, "--unit", "{unit}:perceptron",
-                                "--depth", "2"], "no option --depth"),
-    ("compare-npz-conflict", ["compare", "--task", "npz", "--path", "{data}", "--unit", "{unit}:fixed", "--width", "4",
-                              "--sigma0", "0.01", "--lr", "0.1", "--steps", "10"], "takes inputs of shape (8,)"),
-    ("compare-with-arch", ["compare", "--task", "npz", "--path", "{data}", "--unit", "{unit}:fixed", "--arch", "mlp",
-                           "--width", "4", "--sigma0", "0.01", "--lr", "0.1", "--steps", "10"], "not both"),
+    (
+        "predict-unit-inputs-8-data-4",
+        ["predict", "--data", "{data}", *PREDICT, "--unit", "{unit}:fixed"],
+        "takes inputs of shape (8,), but the data",
+    ),
+    (
+        "predict-inputs-disagree",
+        ["predict", "--data", "{data}", *PREDICT, "--unit", "{unit}:perceptron", "--inputs", "5"],
+        "--inputs 5 disagrees with the data",
+    ),
+    (
+        "predict-with-arch",
+        ["predict", "--data", "{data}", *PREDICT, "--unit", "{unit}:perceptron", "--arch", "mlp"],
+        "not both",
+    ),
+    (
+        "predict-unknown-option",
+        ["predict", "--data", "{data}", *PREDICT, "--unit", "{unit}:perceptron", "--depth", "2"],
+        "no option --depth",
+    ),
+    (
+        "compare-npz-conflict",
+        [
+            "compare",
+            "--task",
+            "npz",
+            "--path",
+            "{data}",
+            "--unit",
+            "{unit}:fixed",
+            "--width",
+            "4",
+            "--sigma0",
+            "0.01",
+            "--lr",
+            "0.1",
+            "--steps",
+            "10",
+        ],
+        "takes inputs of shape (8,)",
+    ),
+    (
+        "compare-with-arch",
+        [
+            "compare",
+            "--task",
+            "npz",
+            "--path",
+            "{data}",
+            "--unit",
+            "{unit}:fixed",
+            "--arch",
+            "mlp",
+            "--width",
+            "4",
+            "--sigma0",
+            "0.01",
+            "--lr",
+            "0.1",
+            "--steps",
+            "10",
+        ],
+        "not both",
+    ),
 ]
 
 

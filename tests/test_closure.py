@@ -4,10 +4,10 @@ import jax
 import numpy as np
 import pytest
 
-from nqf.training.closure import closure_diagnostic, random_orthogonal
 from nqf.core.errors import NqfError
-from nqf.training.tasks import get_task
+from nqf.training.closure import closure_diagnostic, random_orthogonal
 from nqf.training.config import TrainConfig
+from nqf.training.tasks import get_task
 from tests.conftest import assert_allclose
 
 STAIRCASE = get_task("staircase")

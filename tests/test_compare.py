@@ -129,7 +129,11 @@ def test_json_schema(staircase):
         assert set(m["measured"]) == {"quadratic", "network"}
         assert set(m["measured"]["network"]) == {"gd", "momentum", "adam"}
         assert set(m["plateau_loss"]) == {"predicted", "measured"}
-        assert m["predicted_by_optimizer"]["adam"] == {"mflow": m["predicted"]["mflow"], "flow": "gd", "reference": True}
+        assert m["predicted_by_optimizer"]["adam"] == {
+            "mflow": m["predicted"]["mflow"],
+            "flow": "gd",
+            "reference": True,
+        }
     assert set(data["closure_defect"]) == {"gd", "momentum", "adam"}
     assert data["learning_rates"] == {"gd": 0.05, "momentum": 0.05, "adam": 0.001}
 

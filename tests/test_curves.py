@@ -47,7 +47,7 @@ GOOD = {
     "float.npy": np.stack([STEPS, LOSS], axis=1),
     "int-steps.npy": None,  # made below: an int array cannot hold the losses, so steps and losses x 8
     "dict.json": json.dumps({"step": STEPS.astype(int).tolist(), "loss": LOSS.tolist(), "note": "ignored"}),
-    "pairs.json": json.dumps([[int(s), float(v)] for s, v in zip(STEPS, LOSS)]),
+    "pairs.json": json.dumps([[int(s), float(v)] for s, v in zip(STEPS, LOSS, strict=True)]),
 }
 
 
@@ -242,8 +242,21 @@ def test_predict_plot_csv_overlay(tmp_path):
     X, Y = nqf.get_task("staircase").generate(0)
     data = tmp_path / "data.npz"
     np.savez(data, X=np.asarray(X), Y=np.asarray(Y))
-    common = ["predict", "--data", str(data), "--arch", "mlp", "--width", "32", "--sigma0", "1e-6", "--lr", "0.05",
-              "--steps", "600"]
+    common = [
+        "predict",
+        "--data",
+        str(data),
+        "--arch",
+        "mlp",
+        "--width",
+        "32",
+        "--sigma0",
+        "1e-6",
+        "--lr",
+        "0.05",
+        "--steps",
+        "600",
+    ]
     first = run_nqf(*common, "--json")
     assert first.returncode == 0, first.stderr
     base = strict_json(first.stdout)
@@ -306,8 +319,28 @@ def test_compare_json_and_csv_carry_every_curve(tmp_path):
     overlay = tmp_path / "measured.json"
     figure, tables = tmp_path / "compare.png", tmp_path / "out"
     tables.mkdir()
-    args = ["compare", "--task", "staircase", "--width", "32", "--sigma0", "1e-6", "--lr", "0.05", "--steps", "150",
-            "--optimizers", "gd,momentum", "--seeds", "2", "--json", "--plot", str(figure), "--csv", str(tables)]
+    args = [
+        "compare",
+        "--task",
+        "staircase",
+        "--width",
+        "32",
+        "--sigma0",
+        "1e-6",
+        "--lr",
+        "0.05",
+        "--steps",
+        "150",
+        "--optimizers",
+        "gd,momentum",
+        "--seeds",
+        "2",
+        "--json",
+        "--plot",
+        str(figure),
+        "--csv",
+        str(tables),
+    ]
     first = run_nqf(*args)
     assert first.returncode == 0, first.stderr
     data = strict_json(first.stdout)
@@ -333,10 +366,18 @@ def test_compare_json_and_csv_carry_every_curve(tmp_path):
     for source, by_opt in curves.items():
         for opt, entry in by_opt.items():
             for j, seed in enumerate(entry["seeds"]):
-                got = [float(r["loss"]) for r in rows if (r["source"], r["optimizer"], r["seed"]) == (source, opt, str(seed))]
+                got = [
+                    float(r["loss"])
+                    for r in rows
+                    if (r["source"], r["optimizer"], r["seed"]) == (source, opt, str(seed))
+                ]
                 assert got == entry["loss"][j], (source, opt, seed)
     modes = read_table(tables / "modes.csv")
-    net = {(r["optimizer"], r["seed"], r["mode"]): r for r in modes if r["source"] == "network" and r["convention"] == "occupation"}
+    net = {
+        (r["optimizer"], r["seed"], r["mode"]): r
+        for r in modes
+        if r["source"] == "network" and r["convention"] == "occupation"
+    }
     for m in data["modes"]:
         for opt in ("gd", "momentum"):
             steps = data["modes"][m["mode"] - 1]["network_seeds"][opt]["steps"]

@@ -8,18 +8,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nqf.architectures.architecture import structure
-from nqf.theory.data_matrices import DataMatrices, data_matrices, population_data_matrices
-from nqf.core.errors import NqfError
-from nqf.architectures.structure import BlockFactors
 from nqf.architectures import ARCHITECTURES, architecture_options, get_architecture
+from nqf.architectures.architecture import structure
+from nqf.architectures.structure import BlockFactors
+from nqf.core.errors import NqfError
+from nqf.theory.data_matrices import DataMatrices, data_matrices, population_data_matrices
 
 SMALL = {"inputs": 3, "outputs": 2, "tokens": 3, "dim": 3, "key_dim": 2, "value_dim": 2, "context": 3,
          "length": 5, "kernel": 3, "height": 3, "width": 3, "experts": 3}  # fmt: skip
 EXACT = dict(rtol=1e-12, atol=1e-13)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case(name, N=10):
     known = architecture_options(name)
     arch = get_architecture(name, **{k: v for k, v in SMALL.items() if k in known})
@@ -92,9 +92,7 @@ def test_gradient_matrix_is_the_derivative_of_the_loss_in_M(name, loss):
     np.testing.assert_allclose(data.gradient_matrix(M), 0.5 * (dL + dL.T), **EXACT)
     np.testing.assert_allclose(data.loss(M), loss_of(M), **EXACT)
     W = jax.random.normal(jax.random.PRNGKey(3), (arch.dim, 4)) / arch.dim
-    np.testing.assert_allclose(
-        jax.grad(lambda W: loss_of(W @ W.T))(W), 2 * data.gradient_matrix(W @ W.T) @ W, **EXACT
-    )
+    np.testing.assert_allclose(jax.grad(lambda W: loss_of(W @ W.T))(W), 2 * data.gradient_matrix(W @ W.T) @ W, **EXACT)
 
 
 def test_cross_entropy_accepts_one_hot_and_labels_alike():

@@ -31,12 +31,12 @@ def test_propagator_reproduces_the_m_flow(optimizer, width):
     kw = {"checkpoints": steps, "factor": square_factor(W0=W0), "record_M": True}
     flow = gd_map(data, None, lr, 200, **kw) if optimizer == "gd" else momentum_map(data, None, lr, 0.9, 200, **kw)
     Ws, _ = path_weights(data, W0, optimizer, lr, steps, beta=0.9)
-    for W, M in zip(np.asarray(Ws), np.asarray(flow.M)):
+    for W, M in zip(np.asarray(Ws), np.asarray(flow.M), strict=True):
         assert_allclose(W @ W.T, M, rtol=0, atol=1e-10 * np.abs(M).max())
     if width >= W0.shape[0]:
         Ps, _ = propagators(data, W0, optimizer, lr, steps, beta=0.9)
         M0 = W0 @ W0.T
-        for P, W, M in zip(np.asarray(Ps), np.asarray(Ws), np.asarray(flow.M)):
+        for P, W, M in zip(np.asarray(Ps), np.asarray(Ws), np.asarray(flow.M), strict=True):
             assert_allclose(P @ M0 @ P.T, M, rtol=0, atol=1e-10 * np.abs(M).max())
             assert_allclose(P @ W0, W, rtol=0, atol=1e-10 * np.abs(W).max())
     assert np.abs(np.asarray(flow.M)[-1]).max() > 1.0  # modes switched on: the check covers O(1) weights
@@ -64,7 +64,7 @@ def test_gap_of_tanh_grows_and_matches_numpy():
     p = predict(TANH, X, Y, PredictConfig(width=32, lr=0.05, steps=300, sigma0=1e-6))
     d = departure(TANH, X, Y, p, corrections=False)
     assert d.samples == 256 and not d.subsampled and d.corrected_switch_steps is None
-    at = {int(s): float(g) for s, g in zip(d.steps, d.relative_gap)}
+    at = {int(s): float(g) for s, g in zip(d.steps, d.relative_gap, strict=True)}
     reference = _numpy_gap({50, 90, 200, 300})
     for t, g in reference.items():
         assert_allclose(at[t], g, rtol=1e-8)
@@ -88,7 +88,13 @@ def test_exactly_quadratic_unit_has_no_departure():
     for construction in ("linearised", "near_zero"):
         assert_allclose(d.corrected_switch_steps[construction], mflow, rtol=0, atol=1e-9)
     out = json.loads(json.dumps(p.to_json(), allow_nan=False))["departure"]
-    assert set(out) >= {"steps", "relative_gap", "samples", "corrected_switch_steps", "corrected_switch_steps_near_zero"}
+    assert set(out) >= {
+        "steps",
+        "relative_gap",
+        "samples",
+        "corrected_switch_steps",
+        "corrected_switch_steps_near_zero",
+    }
     assert len(out["steps"]) == len(out["relative_gap"]) == 401 and out["samples"] == 512
 
 
@@ -116,7 +122,10 @@ def test_cli_departure_through_the_real_command(tmp_path):
     common = ["--width", "32", "--sigma0", "1e-6", "--lr", "0.05", "--steps", "600", "--departure", "--json"]
     run = subprocess.run(
         [nqf_cli, "predict", "--data", "data.npz", "--arch", "mlp", *common, "--plot", "p.png"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     block = _strict(run.stdout)["departure"]
@@ -124,11 +133,19 @@ def test_cli_departure_through_the_real_command(tmp_path):
     library = predict(mlp(), X, Y, PredictConfig(width=32, lr=0.05, steps=600, sigma0=1e-6, departure=True))
     expected = library.departure.to_json()
     assert block["steps"] == expected["steps"]
-    assert_allclose(np.array(block["relative_gap"], dtype=float), np.array(expected["relative_gap"], dtype=float), rtol=1e-9, atol=1e-12)
+    assert_allclose(
+        np.array(block["relative_gap"], dtype=float),
+        np.array(expected["relative_gap"], dtype=float),
+        rtol=1e-9,
+        atol=1e-12,
+    )
     assert block["corrected_switch_steps"] == expected["corrected_switch_steps"]
     run = subprocess.run(
         [nqf_cli, "compare", "--task", "staircase", *common, "--optimizers", "gd"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     result = _strict(run.stdout)
@@ -137,6 +154,9 @@ def test_cli_departure_through_the_real_command(tmp_path):
     assert first["corrected_switch_steps"] == expected["corrected_switch_steps"]
     text = subprocess.run(
         [nqf_cli, "compare", "--task", "staircase", *common[:-1], "--optimizers", "gd"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert text.returncode == 0 and "network-corrected switch-on steps" in text.stdout, text.stderr[-2000:]

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.scans.reproduce import reproduce
-from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE
 from nqf.experiments import EXPERIMENTS
 from nqf.experiments.e6_optimizers import OptimizersConfig, _setup, _task_dict
+from nqf.scans.reproduce import reproduce
+from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE
 from tests.conftest import assert_allclose
 
 TINY = [
@@ -71,9 +71,13 @@ def test_tiny_e6_runs_claims_and_figures(tmp_path):
     assert len(claims) == 2 * (2 + 1) + 1 + 5 + 1
     for claim in claims:
         assert claim.verdict.status != NOT_APPLICABLE, (claim.claim, claim.verdict.reason)
-    by_name = {(c.claim, c.measured_what.split(",")[1].strip() if "slope" in c.measured_what else ""): c for c in claims}
+    by_name = {
+        (c.claim, c.measured_what.split(",")[1].strip() if "slope" in c.measured_what else ""): c for c in claims
+    }
     # the discrete GD map of the quadratic model is exact: its slope is the closed form to rounding of whole steps
-    gd_quadratic = [c for (name, model), c in by_name.items() if name.startswith("GD: mode") and model == "quadratic model"]
+    gd_quadratic = [
+        c for (name, model), c in by_name.items() if name.startswith("GD: mode") and model == "quadratic model"
+    ]
     assert len(gd_quadratic) == 2
     for claim in gd_quadratic:
         assert claim.verdict.status == CONFIRMED, claim.verdict.reason

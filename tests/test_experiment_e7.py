@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.store.results import to_jsonable
 from nqf.experiments import EXPERIMENTS
 from nqf.experiments.e7_digits import E7, DigitsConfig, relative_loss_gap
 from nqf.report._style import check_saved
+from nqf.store.results import to_jsonable
 from tests.conftest import assert_allclose
 
 TINY = dataclasses.replace(DigitsConfig.quick(), samples=200, steps=300, width=16)

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.store.results import to_jsonable
 from nqf.experiments import EXPERIMENTS
 from nqf.experiments.e1_staircase import E1, StaircaseConfig, plateau_losses
 from nqf.experiments.e2_init_sweep import E2, InitSweepConfig, fit_mode
 from nqf.report._style import check_saved
+from nqf.store.results import to_jsonable
 from tests.conftest import assert_allclose
 
 STEPS = 400
@@ -85,7 +85,9 @@ def test_e1_figures(e1_result, tmp_path):
 
 def test_plateau_losses_of_a_known_staircase():
     # flat levels 3, 2, 1 joined by linear ramps; switch-ons at the ramps' middles
-    loss = np.concatenate([np.full(10, 3.0), np.linspace(3, 2, 5), np.full(20, 2.0), np.linspace(2, 1, 5), np.full(10, 1.0)])
+    loss = np.concatenate(
+        [np.full(10, 3.0), np.linspace(3, 2, 5), np.full(20, 2.0), np.linspace(2, 1, 5), np.full(10, 1.0)]
+    )
     switch = np.array([12.0, 37.0, np.nan])
     out = plateau_losses(loss, switch)
     assert out[0] == 2.0 and math.isnan(out[1])

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.store.results import to_jsonable
-from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
 from nqf.experiments import EXPERIMENTS
 from nqf.experiments.e3_singular_limit import E3, limit_paths, step_function
 from nqf.experiments.e4_power_law import E4
+from nqf.store.results import to_jsonable
+from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
 
 STATUSES = {CONFIRMED, NOT_CONFIRMED, NOT_APPLICABLE}
 

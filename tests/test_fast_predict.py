@@ -154,7 +154,9 @@ def test_lanczos_bound_equals_the_dense_hessian():
     evals, evecs = np.linalg.eigh(M)
     W = jnp.asarray((evecs * np.sqrt(np.clip(evals, 0, None))) @ evecs.T)
     H = np.asarray(_hessian_of_w(data, W))
-    top = max(np.linalg.eigvalsh(0.5 * (H + H.T))[-1], 2 * np.linalg.eigvalsh(np.asarray(data.gradient_matrix(W @ W.T)))[-1])
+    top = max(
+        np.linalg.eigvalsh(0.5 * (H + H.T))[-1], 2 * np.linalg.eigvalsh(np.asarray(data.gradient_matrix(W @ W.T)))[-1]
+    )
     assert_allclose(bound.curvature, top, rtol=1e-8)
 
 
@@ -244,7 +246,6 @@ print(json.dumps([None if np.isnan(v) else float(v) for v in out]))
 
 def _flow_switch_system():
     import nqf.theory.lotka_volterra as lvm
-    import nqf.theory.lv_solve as lvs
 
     s = np.array([3.0, 2.0, 1.0, 0.5])
     c = np.concatenate([s / 2, -s / 2])
@@ -276,7 +277,10 @@ def test_flow_switch_times_through_a_stored_artifact(tmp_path):
 
     def run():
         done = subprocess.run(
-            [sys.executable, "-c", _FLOW_SWITCH_SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True,
+            [sys.executable, "-c", _FLOW_SWITCH_SCRIPT, str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
             timeout=600,
         )
         assert done.returncode == 0, done.stderr

@@ -14,12 +14,12 @@ import numpy as np
 import optax
 import pytest
 
-from nqf.architectures.architecture import structure
-from nqf.theory.data_matrices import data_matrices
-from nqf.core.errors import NqfError
-from nqf.theory.flow import FlowResult, continuous_flow, gd_map, momentum_map, sgd_map, stable_lr_bound
-from nqf.core.sampling import minibatch_indices
 from nqf.architectures import ARCHITECTURES, architecture_options, get_architecture
+from nqf.architectures.architecture import structure
+from nqf.core.errors import NqfError
+from nqf.core.sampling import minibatch_indices
+from nqf.theory.data_matrices import data_matrices
+from nqf.theory.flow import FlowResult, continuous_flow, gd_map, momentum_map, sgd_map, stable_lr_bound
 
 SMALL = {
     "inputs": 3,
@@ -79,7 +79,7 @@ def lr_for(data, A, M0):
 quad_grad = jax.jit(jax.grad(quad_loss), static_argnames="loss")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case(name, n=3, seed=0, N=12):
     """(arch, X, Y, dense autodiff A) for a small problem; cached across widths."""
     arch = small_arch(name, n)

@@ -20,8 +20,18 @@ import nqf
 
 PACKAGE = Path(nqf.__file__).resolve().parent
 FLOORS = (
-    "core", "architectures", "theory", "training", "comparison", "store", "executors",
-    "experiments", "report", "scans", "cli", "demo",
+    "core",
+    "architectures",
+    "theory",
+    "training",
+    "comparison",
+    "store",
+    "executors",
+    "experiments",
+    "report",
+    "scans",
+    "cli",
+    "demo",
 )
 
 

@@ -16,8 +16,8 @@ from nqf.theory.data_matrices import data_matrices
 from nqf.theory.flow import continuous_flow
 from nqf.theory.lotka_volterra import gd_occupations, logistic_occupation
 from nqf.theory.lv_solve import solve_lv
-from nqf.theory.predict import PredictConfig, first_crossing, momentum_occupations, predict
 from nqf.theory.modes import mode_basis
+from nqf.theory.predict import PredictConfig, first_crossing, momentum_occupations, predict
 from tests.conftest import assert_allclose
 
 NQF = str(Path(sys.executable).with_name("nqf"))
@@ -59,8 +59,17 @@ def test_lv_equals_mflow_when_data_commute_and_init_is_diagonal(staircase):
 
     # continuous time: gradient flow on M equals the LV ODE
     ts = np.linspace(0.0, 600.0, 61)
-    flow = continuous_flow(data, jnp.asarray(W0 @ W0.T), 0.05, 600.0, saveat=ts, basis=jnp.asarray(modes.basis),
-                           solver="dopri8", rtol=1e-11, atol=1e-22)
+    flow = continuous_flow(
+        data,
+        jnp.asarray(W0 @ W0.T),
+        0.05,
+        600.0,
+        saveat=ts,
+        basis=jnp.asarray(modes.basis),
+        solver="dopri8",
+        rtol=1e-11,
+        atol=1e-22,
+    )
     sol = solve_lv(p.lv, 600.0, ts=ts, rtol=1e-11, atol=1e-11)
     # decaying partner modes fall to ~1e-15, below the rounding of M's O(1) entries: absolute floor
     assert_allclose(np.asarray(flow.occupations), sol.occupations, rtol=1e-7, atol=1e-13)
@@ -78,8 +87,17 @@ def test_single_mode_is_the_logistic_curve():
     W0 = np.zeros((2, 2))
     W0[:, 0] = modes.basis[:, 0] * np.sqrt(m0)
     ts = np.linspace(0, 400, 41)
-    flow = continuous_flow(data, jnp.asarray(W0 @ W0.T), 0.05, 400.0, saveat=ts, basis=jnp.asarray(modes.basis[:, :1]),
-                           solver="dopri8", rtol=1e-11, atol=1e-22)
+    flow = continuous_flow(
+        data,
+        jnp.asarray(W0 @ W0.T),
+        0.05,
+        400.0,
+        saveat=ts,
+        basis=jnp.asarray(modes.basis[:, :1]),
+        solver="dopri8",
+        rtol=1e-11,
+        atol=1e-22,
+    )
     exact = logistic_occupation(1.0, 0.25, m0, 0.05, ts)
     assert_allclose(np.asarray(flow.occupations)[:, 0], exact, rtol=1e-6)
 
@@ -106,8 +124,9 @@ def test_momentum_lv_map_equals_momentum_mflow_on_diagonal_data(staircase):
     m = modes.basis.shape[1]
     W0 = np.zeros((arch.dim, arch.dim))
     W0[:, :m] = diagonal_init(modes.basis, np.full(m, 1e-8))
-    p = predict(arch, X, Y, PredictConfig(width=arch.dim, lr=0.02, steps=300, optimizer="momentum", beta=0.8),
-                W0=W0, data=data)
+    p = predict(
+        arch, X, Y, PredictConfig(width=arch.dim, lr=0.02, steps=300, optimizer="momentum", beta=0.8), W0=W0, data=data
+    )
     occ = momentum_occupations(p.lv, 0.8, 300)[:, : p.num_growing]
     assert_allclose(np.asarray(p.flow.occupations), occ, rtol=1e-8)
 
@@ -158,8 +177,24 @@ def test_cli_predict_json_and_errors(tmp_path, staircase):
     W = 1e-5 * np.random.default_rng(0).standard_normal((arch.dim, 8))
     init = tmp_path / "w0.npz"
     np.savez(init, W=W)
-    out = _run("predict", "--data", str(data), "--arch", "mlp", "--activation", "tanh", "--width", "8",
-               "--init", str(init), "--lr", "0.05", "--steps", "300", "--json")
+    out = _run(
+        "predict",
+        "--data",
+        str(data),
+        "--arch",
+        "mlp",
+        "--activation",
+        "tanh",
+        "--width",
+        "8",
+        "--init",
+        str(init),
+        "--lr",
+        "0.05",
+        "--steps",
+        "300",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert set(result["mflow"]) >= {"steps", "loss"}
@@ -185,7 +220,7 @@ def test_cli_predict_json_and_errors(tmp_path, staircase):
     ]:
         base = {"--arch": "mlp", "--width": "8", "--sigma0": "1e-6", "--lr": "0.05", "--steps": "50"}
         argv = ["predict"]
-        extra = dict(zip(args[::2], args[1::2]))
+        extra = dict(zip(args[::2], args[1::2], strict=True))
         for k, v in {**base, **extra}.items():
             argv += [k, v]
         out = _run(*argv)

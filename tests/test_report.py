@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim, Tolerance, judge
 from nqf.experiments import Experiment, ExperimentResult, build_config, load_config_file, parse_overrides
 from nqf.experiments._base import ExperimentOutcome, RunStatus
 from nqf.report import axis_label, build_report, curve, new_figure, save_figure, setup_axes
+from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim, Tolerance, judge
 from tests._toy_experiments import ToyConfig, make_registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,13 @@ def test_tolerance_kinds_at_their_boundaries(tolerance, predicted, inside, outsi
 
 
 def test_bad_tolerances_and_claims_raise():
-    for bad in [("relative", -0.1), ("absolute", float("nan")), ("interval", (2.0, 1.0)), ("interval", 1.0), ("close", 1)]:
+    for bad in [
+        ("relative", -0.1),
+        ("absolute", float("nan")),
+        ("interval", (2.0, 1.0)),
+        ("interval", 1.0),
+        ("close", 1),
+    ]:
         with pytest.raises(NqfError):
             Tolerance(*bad)
     with pytest.raises(NqfError, match="number or None"):
@@ -162,7 +168,14 @@ def test_save_figure_requires_labels_and_legends_and_is_byte_identical(tmp_path)
 
 def _outcomes_and_figures(tmp_path):
     claims = (
-        Claim("mode 1 switches on at the predicted step", "switch-on step", 94, 93, Tolerance("relative", 0.05), unit="steps"),
+        Claim(
+            "mode 1 switches on at the predicted step",
+            "switch-on step",
+            94,
+            93,
+            Tolerance("relative", 0.05),
+            unit="steps",
+        ),
         Claim("a <deliberately> wrong prediction & more", "plateau loss", 0.5, 0.25, Tolerance("absolute", 0.01)),
         Claim("LV plateau", "plateau", None, 0.25, Tolerance("absolute", 0.01), why_missing="no shared eigenbasis"),
     )
@@ -180,7 +193,9 @@ def _outcomes_and_figures(tmp_path):
 
 def test_report_is_self_contained_and_opens_with_the_claims_table(tmp_path):
     outcomes, figures = _outcomes_and_figures(tmp_path)
-    path = build_report(tmp_path, outcomes, figures, ["runs/E1/x.json: not valid JSON; skipped"], mode="quick", version="0.1.0")
+    path = build_report(
+        tmp_path, outcomes, figures, ["runs/E1/x.json: not valid JSON; skipped"], mode="quick", version="0.1.0"
+    )
     text = path.read_text()
     assert path == tmp_path / "report.html" and text.startswith("<!DOCTYPE html>")
     assert not re.search(r"(?i)(https?:|file:)//", text) and 'src="file' not in text

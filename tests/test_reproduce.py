@@ -42,7 +42,9 @@ def test_reproduce_resumes_from_the_store_and_force_recomputes(tmp_path, monkeyp
     assert [e.stage for e in events if e.experiment == "T1"] == ["plan", "run", "run", "run", "summarise"]
     assert events[-1].done == events[-1].total == 3
     report = first.report.read_bytes()
-    assert first.report == tmp_path / "out" / "report.html" and (tmp_path / "out" / "figures" / "T1_curves.pdf").is_file()
+    assert (
+        first.report == tmp_path / "out" / "report.html" and (tmp_path / "out" / "figures" / "T1_curves.pdf").is_file()
+    )
 
     second = reproduce(tmp_path / "out", experiments=make_registry())
     assert (second.computed, second.stored) == (0, 6) and len(_started(markers)) == 6
@@ -122,7 +124,7 @@ def test_rebuild_report_reads_only_the_store_and_survives_damage(tmp_path, monke
     assert len(_started(markers)) == 6  # nothing recomputed
     t1, t2 = damaged.outcomes
     assert t1.result is None and t1.missing == ("r1",) and t2.result is not None
-    (placeholder, is_placeholder), = t1.rows()
+    ((placeholder, is_placeholder),) = t1.rows()
     assert is_placeholder and placeholder.verdict.status == "not applicable"
     assert "runs missing from the store: r1" in placeholder.verdict.reason
     assert len(damaged.problems) == 2 and "not valid JSON" in damaged.problems[0]
@@ -135,7 +137,9 @@ def test_rebuild_report_reads_only_the_store_and_survives_damage(tmp_path, monke
 
 def test_failing_runs_and_broken_figures_are_reported_not_raised(tmp_path, monkeypatch):
     registry = make_registry()
-    registry["T2"] = type(registry["T2"])(**{**registry["T2"].__dict__, "figures": "tests._toy_experiments:broken_plot"})
+    registry["T2"] = type(registry["T2"])(
+        **{**registry["T2"].__dict__, "figures": "tests._toy_experiments:broken_plot"}
+    )
     outcome = reproduce(tmp_path, overrides=["T1.fail_run=1"], experiments=registry)
     assert (outcome.failed, outcome.computed) == (1, 5)
     t1, t2 = outcome.outcomes
@@ -172,7 +176,10 @@ def test_bad_selection_and_config_file_raise_nqf_error(tmp_path):
 
 
 def _cli(args: list[str], cwd: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    code = "import sys; from tests._toy_experiments import register; register(); from nqf.cli import main; main(sys.argv[1:])"
+    code = (
+        "import sys; from tests._toy_experiments import register; register(); "
+        "from nqf.cli import main; main(sys.argv[1:])"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
     return subprocess.run(
         [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
@@ -359,7 +366,11 @@ with _signals_as_interrupts():
         print("the signal was lost")
     except KeyboardInterrupt:
         print("interrupted by", _signals)
-print("handler restored:", signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, sys.unraisablehook is sys.__unraisablehook__)
+print(
+    "handler restored:",
+    signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
+    sys.unraisablehook is sys.__unraisablehook__,
+)
 """
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

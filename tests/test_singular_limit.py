@@ -108,8 +108,11 @@ def test_finite_init_converges_like_one_over_eps_coupled():
         # eps x error settles to a constant (the O(1) offset of the finite-init switch)
         assert abs(errors[-1, k] * eps[-1] - errors[-2, k] * eps[-2]) < 0.02 * abs(errors[-1, k] * eps[-1])
     limit = singular_limit(LotkaVolterra(c=COUPLED_C, K=COUPLED_K, m0=np.exp(-20 * COUPLED_A), lr=LR), eps=20)
-    assert limit.events[:3] == ((pytest.approx(1 / 0.3), 2, "on"), (pytest.approx(5.365853658536585), 0, "on"),
-                                (pytest.approx(5.365853658536585), 2, "off"))
+    assert limit.events[:3] == (
+        (pytest.approx(1 / 0.3), 2, "on"),
+        (pytest.approx(5.365853658536585), 0, "on"),
+        (pytest.approx(5.365853658536585), 2, "off"),
+    )
     assert limit.suppressed == (2,)
 
 

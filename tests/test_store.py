@@ -14,8 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from nqf.core.errors import NqfError
 import nqf
+from nqf.core.errors import NqfError
 from nqf.store.code import code_identity
 from nqf.store.results import ResultsStore, package_version, run_key, to_jsonable
 

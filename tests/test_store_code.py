@@ -22,11 +22,18 @@ PACKAGE = Path(nqf.__file__).resolve().parent
 
 
 def _reproduce(package_parent: Path, out: Path) -> subprocess.CompletedProcess:
-    code = "import sys; from tests._toy_experiments import register; register(); from nqf.cli import main; main(sys.argv[1:])"
+    code = (
+        "import sys; from tests._toy_experiments import register; register(); "
+        "from nqf.cli import main; main(sys.argv[1:])"
+    )
     env = {**os.environ, "PYTHONPATH": f"{package_parent}{os.pathsep}{ROOT}"}
     done = subprocess.run(
         [sys.executable, "-c", code, "reproduce", "--only", "T1", "--out", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     return done
@@ -57,7 +64,11 @@ def test_a_changed_line_of_the_theory_recomputes_and_a_changed_figure_does_not(t
 
     listing = subprocess.run(
         [sys.executable, "-c", "from nqf.cli import main; main()", "store", "ls", str(out)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(parent)}, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(parent)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert listing.returncode == 0, listing.stderr
     assert "T1                 3         3         0" in listing.stdout  # current, stale, damaged

@@ -6,7 +6,6 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-
 import numpy as np
 import pytest
 import scipy.stats
@@ -24,10 +23,10 @@ from nqf.core.measure import (
     switch_steps_own,
 )
 from nqf.core.sampling import minibatch_indices
-from nqf.training.tasks import get_task
 from nqf.training.config import TrainConfig, checkpoint_steps
 from nqf.training.runs import train, training_keys
 from nqf.training.sweep import train_sweep
+from nqf.training.tasks import get_task
 from tests.conftest import assert_allclose
 
 STAIRCASE = get_task("staircase")
@@ -88,7 +87,7 @@ def test_sgd_on_quadratic_model_replays_minibatch_indices():
     assert_allclose(result.W_final @ result.W_final.T, M, rtol=1e-10, atol=1e-13)
     # full-batch steps end elsewhere: the batches matter, so the comparison can fail
     M_full = W0 @ W0.T
-    for t in range(40):
+    for _ in range(40):
         M_full = m_map(M_full, S, Y, config.lr)
     assert np.abs(M - M_full).max() > 1e-3
 
@@ -195,8 +194,11 @@ def test_checkpoints_and_measure_helpers():
     y = 4.0 + 7.0 * np.log(1 / sig) + rng.normal(0, 0.5, sig.size)
     fit = fit_switch_slope(sig, y)
     ref = scipy.stats.linregress(np.log(1 / sig), y)
-    assert_allclose([fit.slope, fit.stderr, fit.intercept, fit.intercept_stderr],
-                    [ref.slope, ref.stderr, ref.intercept, ref.intercept_stderr], rtol=1e-10)
+    assert_allclose(
+        [fit.slope, fit.stderr, fit.intercept, fit.intercept_stderr],
+        [ref.slope, ref.stderr, ref.intercept, ref.intercept_stderr],
+        rtol=1e-10,
+    )
     assert fit.points == 5
     assert math.isnan(fit_switch_slope(sig[:2], y[:2]).stderr)
     assert_allclose(gd_escape_slope(0.05, 1.5), 1 / math.log(1.15), rtol=1e-15)

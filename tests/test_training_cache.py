@@ -8,13 +8,13 @@ import numpy as np
 import optax
 import pytest
 
+from nqf.architectures import get_architecture
 from nqf.architectures.architecture import Architecture, init_weights
 from nqf.core.sampling import minibatch_indices
-from nqf.training.tasks import get_task
-from nqf.architectures import get_architecture
 from nqf.training.config import TrainConfig, checkpoint_steps, make_optimizer
 from nqf.training.runs import _build_run, _clear_compiled, _trace_count, loss_function, train, training_keys
 from nqf.training.sweep import train_sweep
+from nqf.training.tasks import get_task
 from tests.conftest import assert_allclose
 
 STAIRCASE = get_task("staircase")
@@ -24,9 +24,9 @@ CONFIG = TrainConfig(optimizer="gd", lr=0.05, steps=30, width=8, sigma0=1e-2, dt
 
 _BACKEND_COMPILES = []
 jax.monitoring.register_event_duration_secs_listener(
-    lambda event, duration, **_: _BACKEND_COMPILES.append(duration)
-    if event == "/jax/core/compile/backend_compile_duration"
-    else None
+    lambda event, duration, **_: (
+        _BACKEND_COMPILES.append(duration) if event == "/jax/core/compile/backend_compile_duration" else None
+    )
 )
 
 
@@ -87,7 +87,7 @@ def test_loop_of_train_compiles_once_and_matches_the_uncached_path():
         compiles.append(len(_BACKEND_COMPILES) - before_compiles)
     assert traces == [1, 0, 0]
     assert compiles[1:] == [0, 0]  # nothing at all compiles after the first call, eager steps included
-    for (seed, sigma0, lr), result in zip(runs, results):
+    for (seed, sigma0, lr), result in zip(runs, results, strict=True):
         config = replace(CONFIG, seed=seed, sigma0=sigma0, lr=lr)
         losses, occupations, W = old_train(STAIRCASE.architecture(), X, Y, config, BASIS)
         assert_allclose(result.loss, losses, rtol=1e-14)
@@ -187,8 +187,11 @@ def test_train_sweep_twice_compiles_once():
     config = replace(CONFIG, model="quadratic")
     traces = [
         _traces_of(lambda: train_sweep(STAIRCASE.architecture(), X, Y, config, [1e-2, 1e-3], [0, 1], basis=BASIS)),
-        _traces_of(lambda: train_sweep(STAIRCASE.architecture(), X, Y, replace(config, lr=0.02), [1e-1, 1e-4],
-                                       [5, 6], basis=BASIS)),
+        _traces_of(
+            lambda: train_sweep(
+                STAIRCASE.architecture(), X, Y, replace(config, lr=0.02), [1e-1, 1e-4], [5, 6], basis=BASIS
+            )
+        ),
     ]
     assert traces == [1, 0]
     before = len(_BACKEND_COMPILES)

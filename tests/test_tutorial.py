@@ -66,7 +66,11 @@ def test_tutorial_runs(tmp_path):
     (tmp_path / "blocks.json").write_text(json.dumps(tutorial_blocks(text)), encoding="utf-8")
     (tmp_path / "driver.py").write_text(_DRIVER, encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "driver.py", "blocks.json"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        [sys.executable, "driver.py", "blocks.json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=850,
     )
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n--- stderr ---\n{result.stderr[-4000:]}"

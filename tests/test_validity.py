@@ -22,17 +22,17 @@ import numpy as np
 import pytest
 
 import nqf.architectures.expansion as expansion
+from nqf.architectures import get_architecture
 from nqf.architectures.architecture import Architecture
+from nqf.architectures.expansion import GATE_SEED, cached_expansion_check, expansion_check, theory_gate
 from nqf.comparison.compare import CompareConfig, compare
 from nqf.core.errors import NqfError, TheoryDoesNotApply
-from nqf.architectures.expansion import GATE_SEED, cached_expansion_check, expansion_check, theory_gate
 from nqf.theory.lotka_volterra import LotkaVolterra
 from nqf.theory.predict import MFLOW_RESOLUTION, PredictConfig, predict
 from nqf.theory.singular_limit import singular_limit
-from nqf.training.tasks import get_task
 from nqf.training.config import DIVERGENCE_FACTOR, TrainConfig
 from nqf.training.runs import train
-from nqf.architectures import get_architecture
+from nqf.training.tasks import get_task
 
 TASK = get_task("staircase")
 X, Y = TASK.generate(0, dtype="float64")
@@ -52,7 +52,11 @@ def _user_unit(activation):
     """A user's perceptron unit (not from the registry): phi = a * activation(v . x)."""
     template = {"a": jnp.zeros(4), "v": jnp.zeros(8)}
     return Architecture(
-        name="my-unit", unit=lambda w, x: w["a"] * activation(w["v"] @ x), template=template, input_shape=(8,), outputs=4
+        name="my-unit",
+        unit=lambda w, x: w["a"] * activation(w["v"] @ x),
+        template=template,
+        input_shape=(8,),
+        outputs=4,
     )
 
 

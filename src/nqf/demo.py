@@ -12,8 +12,9 @@ from __future__ import annotations
 import jax
 from rich.console import Console
 
-from .architectures import ARCHITECTURES, get_architecture
 from nqf.architectures.expansion import expansion_check, label
+
+from .architectures import ARCHITECTURES, get_architecture
 from .cli.structure import print_summary, structure_summary
 
 # units the theory must reject, one per reason (THEORY.md section 1)

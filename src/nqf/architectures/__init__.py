@@ -13,8 +13,10 @@ from typing import Any
 
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
+
 from .attention import attention as attention
-from .conv import conv1d as conv1d, conv2d as conv2d
+from .conv import conv1d as conv1d
+from .conv import conv2d as conv2d
 from .linear_attention import linear_attention as linear_attention
 from .mlp import mlp as mlp
 from .mlp_fixed import mlp_fixed as mlp_fixed
@@ -50,7 +52,5 @@ def get_architecture(name: str, **options: Any) -> Architecture:
     known = architecture_options(name)
     unknown = sorted(set(options) - set(known))
     if unknown:
-        raise NqfError(
-            f"architecture {name!r} has no option {', '.join(unknown)}; its options are {', '.join(known)}"
-        )
+        raise NqfError(f"architecture {name!r} has no option {', '.join(unknown)}; its options are {', '.join(known)}")
     return factory(**options)

@@ -29,9 +29,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike, Float
 
-from nqf.core.errors import NqfError
 from nqf.architectures.structure import BlockFactors, BlockTerm, DenseStructure, Structure
+from nqf.core.errors import NqfError
 
 
 @jax.tree_util.register_dataclass
@@ -46,8 +47,8 @@ class ClosedTerm:
 
     left_block: str = field(metadata=dict(static=True))
     right_block: str = field(metadata=dict(static=True))
-    left: jax.Array = None
-    right: jax.Array = None
+    left: jax.Array
+    right: jax.Array
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,8 @@ class Architecture:
         for leaf in leaves:
             if not hasattr(leaf, "shape"):
                 raise NqfError(
-                    f"architecture {self.name!r}: template leaves must be arrays or jax.ShapeDtypeStruct, got {type(leaf).__name__}"
+                    f"architecture {self.name!r}: template leaves must be arrays or jax.ShapeDtypeStruct, got "
+                    f"{type(leaf).__name__}"
                 )
         if self.outputs < 1:
             raise NqfError(f"architecture {self.name!r}: outputs must be >= 1")
@@ -178,11 +180,12 @@ class Architecture:
 def check_width(arch: Architecture, n: int) -> None:
     if arch.router is not None and n != arch.router.units:
         raise NqfError(
-            f"{arch.name}: the gate is defined over {arch.router.units} experts, so the width must be {arch.router.units} (got {n})"
+            f"{arch.name}: the gate is defined over {arch.router.units} experts, so the width must be "
+            f"{arch.router.units} (got {n})"
         )
 
 
-def network(arch: Architecture, W: jax.Array, x: jax.Array) -> jax.Array:
+def network(arch: Architecture, W: Float[Array, "d n"], x: Float[Array, "*input"]) -> Float[Array, " K"]:
     """The full layer f(x; W) = sum_i g_i phi(w_i, x). W: (d, n), x: input_shape; returns (K,)."""
     if W.ndim != 2 or W.shape[0] != arch.dim:
         raise NqfError(f"{arch.name}: W must have shape (d={arch.dim}, n), got {tuple(W.shape)}")
@@ -195,26 +198,26 @@ def network(arch: Architecture, W: jax.Array, x: jax.Array) -> jax.Array:
     return arch.router.route(logits) @ values
 
 
-def order_parameter(W: jax.Array) -> jax.Array:
+def order_parameter(W: Float[Array, "d n"]) -> Float[Array, "d d"]:
     """M = W W^T, (d, d); invariant under W -> W O for orthogonal O."""
     return W @ W.T
 
 
-def init_weights(arch: Architecture, key: jax.Array, n: int, sigma0: float, dtype=None) -> jax.Array:
+def init_weights(arch: Architecture, key: jax.Array, n: int, sigma0: float, dtype=None) -> Float[Array, "d n"]:
     """W0 with i.i.d. N(0, sigma0^2) entries, shape (d, n); E[M(0)] = n sigma0^2 I."""
     check_width(arch, n)
     dtype = dtype or jnp.result_type(float)
     return sigma0 * jax.random.normal(key, (arch.dim, n), dtype=dtype)
 
 
-def structure_matrix(arch: Architecture, x: jax.Array) -> jax.Array:
+def structure_matrix(arch: Architecture, x: Float[ArrayLike, "*input"]) -> Float[Array, "K d d"]:
     """A(x) by the generic route: (1/2) Hessian of g0 phi at w = 0. Returns (K, d, d)."""
     x = jnp.asarray(x)
     zero = jnp.zeros((arch.dim,), dtype=jnp.result_type(x.dtype, float))
     return 0.5 * jax.hessian(arch.effective_unit)(zero, x)
 
 
-def closed_form_structure(arch: Architecture, x: jax.Array) -> jax.Array:
+def closed_form_structure(arch: Architecture, x: Float[ArrayLike, "*input"]) -> Float[Array, "K d d"]:
     """A(x) from the architecture's hand-derived closed form, (K, d, d)."""
     if arch.closed_form is None:
         raise NqfError(f"{arch.name}: no closed form is known; use structure_matrix (autodiff)")
@@ -222,6 +225,8 @@ def closed_form_structure(arch: Architecture, x: jax.Array) -> jax.Array:
 
 
 def _closed_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
+    if arch.closed_form is None:  # callers check first
+        raise NqfError(f"{arch.name}: no closed form is known; use structure_matrix (autodiff)")
     per_sample = jax.vmap(arch.closed_form)(X)
     terms = []
     for term in per_sample:
@@ -230,7 +235,9 @@ def _closed_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
     return BlockFactors(tuple(terms), arch.dim)
 
 
-def structure(arch: Architecture, X: jax.Array, method: str = "auto", batch_size: int = 256) -> Structure:
+def structure(
+    arch: Architecture, X: Float[ArrayLike, " N *input"], method: str = "auto", batch_size: int = 256
+) -> Structure:
     """Structure matrices of the samples X: (N, *input_shape), in structured form.
 
     method: ``closed`` (block factors from the closed form), ``autodiff`` (dense
@@ -253,7 +260,7 @@ def structure(arch: Architecture, X: jax.Array, method: str = "auto", batch_size
     raise NqfError(f"unknown structure method {method!r}; choose auto, closed or autodiff")
 
 
-def quadratic_model(arch: Architecture, M: jax.Array, x: jax.Array) -> jax.Array:
+def quadratic_model(arch: Architecture, M: Float[Array, "d d"], x: Float[ArrayLike, "*input"]) -> Float[Array, " K"]:
     """The quadratic model f_c(x) = <M, A_c(x)> for one input; M: (d, d) (use M = W W^T). Returns (K,)."""
     return structure(arch, jnp.asarray(x)[None]).forms(M)[0]
 
@@ -265,7 +272,7 @@ def describe_blocks(arch: Architecture, A: jax.Array | np.ndarray, atol: float =
     whose norm exceeds atol, in block order.
     """
     A = np.asarray(A)
-    out = []
+    out: list[dict[str, Any]] = []
     blocks = arch.blocks
     for i, bi in enumerate(blocks):
         for bj in blocks[i:]:
@@ -273,6 +280,7 @@ def describe_blocks(arch: Architecture, A: jax.Array | np.ndarray, atol: float =
             if bi is bj or norm > atol:
                 out.append({"rows": bi.name, "cols": bj.name, "norm": norm})
     return [b for b in out if b["norm"] > atol]
+
 
 def _function_key(fn) -> Any:
     """A function of a built-in architecture (defined in ``nqf.architectures``) by its module
@@ -288,8 +296,9 @@ def _function_key(fn) -> Any:
 
 def arch_key(arch: Architecture) -> Any:
     """A hashable description of what the compiled run uses of ``arch`` (Architecture compares by identity)."""
-    template = jax.tree_util.tree_structure(arch.template), tuple(
-        (tuple(leaf.shape), str(leaf.dtype)) for leaf in jax.tree_util.tree_leaves(arch.template)
+    template = (
+        jax.tree_util.tree_structure(arch.template),
+        tuple((tuple(leaf.shape), str(leaf.dtype)) for leaf in jax.tree_util.tree_leaves(arch.template)),
     )
     router = arch.router
     key = (

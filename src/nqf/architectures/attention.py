@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from nqf.architectures.architecture import Architecture, ClosedTerm
+
 from ._options import one_of, positive_int
 
 READOUTS = ("last", "pool")

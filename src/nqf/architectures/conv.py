@@ -33,6 +33,7 @@ import numpy as np
 from nqf.architectures.activations import activation_derivatives, get_activation
 from nqf.architectures.architecture import Architecture, ClosedTerm
 from nqf.core.errors import NqfError
+
 from ._options import one_of, positive_int
 
 PADDINGS = ("circular", "valid")
@@ -90,7 +91,7 @@ def _conv(
             right = jnp.broadcast_to(jnp.sum(patches(x), axis=0), (K, 1, S))
             return (ClosedTerm("a", "k", left, right),)
 
-        readout_shape = (K,)
+        readout_shape: tuple[int, ...] = (K,)
     else:
 
         def unit(w, x):
@@ -121,8 +122,11 @@ def _conv(
         + (("kernel", kernel), ("padding", padding), ("readout", readout), ("outputs", K), ("activation", activation)),
         closed_form=closed_form,
         closed_form_text=(
-            ("a x k", f"A_c[{a_index}, k_j] = sigma'(0)/2 delta_cc' {pooled}, P(x) = im2col patches ({P} x {S}), "
-             f"sigma'(0) = {slope:.6g}"),
+            (
+                "a x k",
+                f"A_c[{a_index}, k_j] = sigma'(0)/2 delta_cc' {pooled}, P(x) = im2col patches ({P} x {S}), "
+                f"sigma'(0) = {slope:.6g}",
+            ),
         ),
         description=f"convolution channels as units ({padding} padding, {readout} readout), phi = a . sigma(P(x) k)",
     )

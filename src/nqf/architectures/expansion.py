@@ -24,6 +24,7 @@ import os
 import tempfile
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +42,7 @@ from nqf.architectures.expansion_report import (
 )
 from nqf.architectures.expansion_verdict import expansion_check
 from nqf.core.errors import TheoryDoesNotApply
+from nqf.core.precision import jax_option
 
 __all__ = [
     "APPLIES",
@@ -120,7 +122,7 @@ def _is_builtin(key: tuple) -> bool:
 
 def _verdict_folder() -> str | None:
     """JAX's compilation cache directory when the cache is on (None otherwise)."""
-    return jax.config.jax_compilation_cache_dir or None
+    return jax_option("jax_compilation_cache_dir") or None
 
 
 def _verdict_path(key: tuple) -> Path | None:
@@ -139,7 +141,8 @@ def _report_from_json(data: dict) -> ExpansionReport:
     fields = {f.name for f in dataclasses.fields(ExpansionReport)}
     if set(data) != fields:
         raise ValueError("fields differ")
-    return ExpansionReport(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return ExpansionReport(**values)
 
 
 def _read_verdict(path: Path) -> ExpansionReport | None:

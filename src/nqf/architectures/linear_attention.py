@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from nqf.architectures.architecture import Architecture, ClosedTerm
+
 from ._options import positive_int
 
 

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 
 from nqf.architectures.activations import activation_derivatives, get_activation
 from nqf.architectures.architecture import Architecture, ClosedTerm
+
 from ._options import positive_int
 
 

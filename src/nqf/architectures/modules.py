@@ -54,7 +54,7 @@ def _one_line(err: BaseException) -> str:
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1
 
 
 def _shapes(name: str, input_shape: Any, outputs: Any) -> tuple[tuple[int, ...], int]:
@@ -199,7 +199,7 @@ def from_flax(
     if isinstance(module, nnx.Module):
         if variables is not None:
             raise NqfError(f"{name}: variables are for flax.linen modules; an nnx module carries its own")
-        graphdef, params, rest = nnx.split(module, nnx.Param, ...)
+        graphdef, params, rest = nnx.split(module, nnx.Param, ...)  # type: ignore[misc]  # two filters: three parts
         # the template is the plain nested dict of the Params' arrays (blocks named ``a``, not
         # ``a.value``); the unit puts w's leaves back into the State, in the same leaf order
         state_def = jax.tree_util.tree_structure(params)

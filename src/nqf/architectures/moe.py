@@ -32,6 +32,7 @@ import jax.numpy as jnp
 from nqf.architectures.activations import activation_derivatives, get_activation
 from nqf.architectures.architecture import Architecture, ClosedTerm, Router
 from nqf.core.errors import NqfError
+
 from ._options import one_of, positive_int
 
 ROUTINGS = ("softmax", "topk")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 @jax.tree_util.register_dataclass
@@ -57,12 +58,12 @@ class BlockFactors:
 
     def forms(self, M: jax.Array) -> jax.Array:
         """<M, A_c(x_n)> for symmetric M (d x d); returns (N, K)."""
-        out = 0.0
+        out: jax.Array | float = 0.0  # an array once the first term is added
         for t in self.terms:
             block = M[t.left_slice[0] : t.left_slice[1], t.right_slice[0] : t.right_slice[1]]
             lm = jnp.einsum("nkri,ij->nkrj", t.left, block)
             out = out + jnp.sum(lm * t.right, axis=(2, 3))
-        return out
+        return jnp.asarray(out)
 
     def contract(self, weights: jax.Array) -> jax.Array:
         """(1/N) sum_{n,c} weights[n, c] A_c(x_n); weights (N, K), returns (d, d)."""
@@ -76,14 +77,14 @@ class BlockFactors:
             out = out.at[r0:r1, l0:l1].add(b.T)
         return out
 
-    def quad(self, Q: jax.Array) -> jax.Array:
+    def quad(self, Q: jax.Array | np.ndarray) -> jax.Array:
         """q_j^T A_c(x_n) q_j for the columns of Q (d x m); returns (N, K, m)."""
-        out = 0.0
+        out: jax.Array | float = 0.0  # an array once the first term is added
         for t in self.terms:
             ql = Q[t.left_slice[0] : t.left_slice[1]]
             qr = Q[t.right_slice[0] : t.right_slice[1]]
             out = out + jnp.einsum("nkri,im,nkrj,jm->nkm", t.left, ql, t.right, qr)
-        return out
+        return jnp.asarray(out)
 
     def dense(self) -> jax.Array:
         """The explicit (N, K, d, d) stack; for tests and small inspections only."""
@@ -122,7 +123,7 @@ class DenseStructure:
     def contract(self, weights: jax.Array) -> jax.Array:
         return jnp.einsum("nk,nkij->ij", weights, self.matrices) / weights.shape[0]
 
-    def quad(self, Q: jax.Array) -> jax.Array:
+    def quad(self, Q: jax.Array | np.ndarray) -> jax.Array:
         return jnp.einsum("nkij,im,jm->nkm", self.matrices, Q, Q)
 
     def dense(self) -> jax.Array:

@@ -21,11 +21,6 @@ import warnings
 
 import typer
 
-from nqf.core.errors import NqfError
-
-from nqf.cli.app import app, start_jax  # noqa: F401 (the package's API)
-
-
 # Command modules register themselves on `app` when imported; they import the library lazily.
 from nqf.cli import compare as _compare  # noqa: E402,F401
 from nqf.cli import predict as _predict  # noqa: E402,F401
@@ -33,7 +28,8 @@ from nqf.cli import reproduce as _reproduce  # noqa: E402,F401
 from nqf.cli import store as _store  # noqa: E402,F401
 from nqf.cli import structure as _structure  # noqa: E402,F401
 from nqf.cli import sweep as _sweep  # noqa: E402,F401
-
+from nqf.cli.app import app, start_jax  # noqa: F401 (the package's API)
+from nqf.core.errors import NqfError
 
 # Warnings of these categories from numerical code are noise for a CLI user: bad input is
 # reported as an error of its own, and results carry their own flags (diverged runs, notes)
@@ -68,6 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     """
     interrupted: list[bool] = []
     previous = _watch_interrupt(interrupted)
+    code: str | int | None  # SystemExit.code: an exit status or a message
     try:
         with warnings.catch_warnings(record=True) as caught:
             try:

@@ -78,7 +78,7 @@ def parse_factory_options(args: list[str], owners: dict[str, dict[str, Any]]) ->
         seen.add(option)
         takers = [label for label, known in owners.items() if option in known]
         if not takers and len(owners) == 1:
-            (label, known), = owners.items()
+            ((label, known),) = owners.items()
             flags = ", ".join("--" + k.replace("_", "-") for k in known) or "none"
             raise NqfError(f"{label} has no option {flag}; its options are {flags}")
         if not takers:

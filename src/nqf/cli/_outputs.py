@@ -13,8 +13,8 @@ import math
 import os
 from pathlib import Path
 
-from nqf.core.errors import NqfError
 from nqf.comparison.limits import check_output_path
+from nqf.core.errors import NqfError
 
 TABLE_FILES = ("curves.csv", "modes.csv")
 
@@ -59,6 +59,7 @@ def check_outputs(plot: Path | None, csv_dir: Path | None, overlay: Path | None)
 def write_tables(csv_dir: Path, tables: dict) -> None:
     """Each table as ``csv_dir/<name>``, atomically."""
     from nqf.store.results import atomic_write_bytes
+
     from ..report.curve_tables import table_bytes
 
     for name, (columns, rows) in tables.items():
@@ -183,11 +184,13 @@ def print_departure(console, block: dict, mflow_steps: list, network_steps: list
     corrected = block["corrected_switch_steps"]
     if corrected is None:
         return
-    table = Table(title="network-corrected switch-on steps (docs/departure.md)", title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(
+        title="network-corrected switch-on steps (docs/departure.md)", title_justify="left", box=box.SIMPLE_HEAD
+    )
     columns = ["mode", "M-flow", "corrected", "change"] + (["network"] if network_steps is not None else [])
     for column in columns:
         table.add_column(column, justify="right")
-    for k, (flow, fixed) in enumerate(zip(mflow_steps, corrected)):
+    for k, (flow, fixed) in enumerate(zip(mflow_steps, corrected, strict=True)):
         change = "-" if flow is None or fixed is None or flow == 0 else f"{100 * (fixed - flow) / flow:+.1f}%"
         row = [str(k + 1), _number(flow), _number(fixed), change]
         if network_steps is not None:

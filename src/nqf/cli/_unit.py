@@ -30,10 +30,12 @@ import importlib.util
 import inspect
 import itertools
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from nqf.core.errors import NqfError
+
 from ._options import parse_factory_options
 
 UNIT_HELP = (
@@ -100,6 +102,7 @@ def _call(spec: str, fn, input_shape, outputs):
     """fn(), or fn(input_shape=..., outputs=...) for the keyword arguments it declares."""
     known = {"input_shape": input_shape, "outputs": outputs}
     kwargs = {}
+    parameters: Iterable[inspect.Parameter]
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
@@ -200,9 +203,7 @@ def unit_architecture(spec: str, options: dict[str, Any], data: tuple | None = N
             f"has inputs of shape {input_shape}"
         )
     if outputs is not None and arch.outputs != outputs:
-        raise NqfError(
-            f"--unit {spec}: the unit has {arch.outputs} outputs, but {_where(data, source)} has {outputs}"
-        )
+        raise NqfError(f"--unit {spec}: the unit has {arch.outputs} outputs, but {_where(data, source)} has {outputs}")
     return arch
 
 
@@ -234,11 +235,12 @@ def resolve_task_and_unit(task_name: str, spec: str, args: list[str]):
     """compare: the Task and the ``--unit`` Architecture, extra options split between them
     (``--inputs`` goes to both when the task has it too)."""
     from nqf.training.tasks import get_task, task_options
+    from nqf.training.tasks.npz import Npz
 
     task_label = f"task {task_name}"
     parsed = parse_factory_options(args, {task_label: task_options(task_name), _LABEL: OPTIONS})
     task = get_task(task_name, **parsed[task_label])
-    if task.name == "npz":
+    if isinstance(task, Npz):
         X, Y = task.load()
         data, source = data_shapes(X, Y), f"task npz {task.path}"
     else:
@@ -255,7 +257,8 @@ def unit_for_data(spec: str, options: dict[str, Any], X, Y, loss: str, source: s
     """
     import numpy as np
 
-    input_shape, outputs = data_shapes(X, Y, loss)
+    input_shape, data_outputs = data_shapes(X, Y, loss)
+    outputs: int | None = data_outputs
     Y = np.asarray(Y)
     labels = Y.ndim == 1 and (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.bool_))
     if labels and options.get("outputs") is not None:

@@ -16,7 +16,7 @@ import typer
 _CACHE_HELP = (
     "structure, predict and compare keep their compiled programs on disk, so repeated runs skip "
     "compilation: in $NQF_CACHE_DIR, else $XDG_CACHE_HOME/nqf/jax, else ~/.cache/nqf/jax. "
-    "NQF_CACHE_DIR=\"\" or --no-cache switches the cache off; a location that cannot be written, "
+    'NQF_CACHE_DIR="" or --no-cache switches the cache off; a location that cannot be written, '
     "or a damaged cache, only costs a recompile."
 )
 

@@ -19,7 +19,8 @@ batch). Seeds ``S .. S+K-1`` set W0 and the minibatches; numbers are means over 
 What is compared and how (thresholds, plateau losses, closure window): ``nqf.comparison.compare``.
 Bad input (unknown task, optimizer or option, bad numbers, width != experts for a
 mixture of experts, an unstable learning rate, a seed outside [0, 2^32), an unwritable
---plot or --csv folder, a bad --overlay curve (``nqf.comparison.curves``), a run that would not fit in memory, a unit the theory does not apply to without
+--plot or --csv folder, a bad --overlay curve (``nqf.comparison.curves``), a run that
+would not fit in memory, a unit the theory does not apply to without
 ``--allow-inapplicable``) prints one ``error:`` line, exit 2, before any training. A run
 estimated to take longer than ~10 s says so on stderr first. The figure is written
 atomically (a temporary file in the same folder, renamed), as are the tables of --csv
@@ -41,11 +42,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from nqf.core.errors import NqfError
 from nqf.cli.app import app, start_jax
+from nqf.comparison.limits import MAX_STEPS, check_compare, check_seed
+from nqf.core.errors import NqfError
+
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_spec, resolve_task_and_unit
-from nqf.comparison.limits import MAX_STEPS, check_compare, check_seed
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -80,6 +82,7 @@ def resolve_task_and_arch(task_name: str, arch_name: str | None, args: list[str]
     the task's natural options; an option both accept goes to both.
     """
     from nqf.training.tasks import get_task, task_options
+
     from ..architectures import architecture_options, get_architecture
 
     task_label = f"task {task_name}"
@@ -161,7 +164,8 @@ def compare_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
     csv_dir: Annotated[
-        Path | None, typer.Option("--csv", help="Write every loss curve and switch-on step as tidy CSV tables into DIR.")
+        Path | None,
+        typer.Option("--csv", help="Write every loss curve and switch-on step as tidy CSV tables into DIR."),
     ] = None,
     overlay: Annotated[
         Path | None,
@@ -186,10 +190,30 @@ def compare_command(
 ) -> None:
     """Train the network (each optimizer), the quadratic model and the theory side by side."""
     args = CompareArgs(
-        task=task, width=width, sigma0=sigma0, lr=lr, steps=steps, arch=arch, unit=unit, optimizers=optimizers,
-        lr_sgd=lr_sgd, lr_momentum=lr_momentum, lr_adam=lr_adam, lr_muon=lr_muon, seeds=seeds, seed=seed,
-        data_seed=data_seed, batch=batch, beta=beta, as_json=as_json, plot=plot, csv_dir=csv_dir, overlay=overlay,
-        departure=departure, allow_inapplicable=allow_inapplicable, extra=tuple(ctx.args),
+        task=task,
+        width=width,
+        sigma0=sigma0,
+        lr=lr,
+        steps=steps,
+        arch=arch,
+        unit=unit,
+        optimizers=optimizers,
+        lr_sgd=lr_sgd,
+        lr_momentum=lr_momentum,
+        lr_adam=lr_adam,
+        lr_muon=lr_muon,
+        seeds=seeds,
+        seed=seed,
+        data_seed=data_seed,
+        batch=batch,
+        beta=beta,
+        as_json=as_json,
+        plot=plot,
+        csv_dir=csv_dir,
+        overlay=overlay,
+        departure=departure,
+        allow_inapplicable=allow_inapplicable,
+        extra=tuple(ctx.args),
     )
     run_compare_command(args)
 
@@ -310,7 +334,8 @@ def print_header(result: dict, console: Console) -> None:
     seeds = result["seeds"]
     cfg = result["config"]
     console.print(
-        f"[bold]{result['task']}[/bold] with [bold]{result['arch']}[/bold]: n = {cfg['width']}, sigma0 = {cfg['sigma0']:g}, "
+        f"[bold]{result['task']}[/bold] with [bold]{result['arch']}[/bold]: n = {cfg['width']}, sigma0 = "
+        f"{cfg['sigma0']:g}, "
         f"{cfg['steps']} steps, seeds {seeds[0]}..{seeds[-1]}; lr "
         + ", ".join(f"{o} {r:g}" for o, r in result["learning_rates"].items())
         + f"; data defect {result['defect']:.2e} ({'LV applies' if result['lv_applies'] else 'LV approximate'})",

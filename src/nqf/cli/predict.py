@@ -37,11 +37,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nqf.core.errors import NqfError
 from nqf.cli.app import app, start_jax
+from nqf.comparison.limits import MAX_STEPS, check_predict, check_seed
+from nqf.core.errors import NqfError
+
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_for_data
-from nqf.comparison.limits import MAX_STEPS, check_predict, check_seed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -171,10 +172,28 @@ def predict(
 ) -> None:
     """Predict training (M-flow, Lotka-Volterra, vanishing-init steps) from data, without training."""
     args = PredictArgs(
-        data=data, width=width, lr=lr, steps=steps, arch=arch, unit=unit, sigma0=sigma0, init=init,
-        optimizer=optimizer, batch=batch, beta=beta, seed=seed, loss=loss, route=route, stepping=stepping,
-        allow_inapplicable=allow_inapplicable, departure=departure, as_json=as_json, plot=plot, csv_dir=csv_dir,
-        overlay=overlay, extra=tuple(ctx.args),
+        data=data,
+        width=width,
+        lr=lr,
+        steps=steps,
+        arch=arch,
+        unit=unit,
+        sigma0=sigma0,
+        init=init,
+        optimizer=optimizer,
+        batch=batch,
+        beta=beta,
+        seed=seed,
+        loss=loss,
+        route=route,
+        stepping=stepping,
+        allow_inapplicable=allow_inapplicable,
+        departure=departure,
+        as_json=as_json,
+        plot=plot,
+        csv_dir=csv_dir,
+        overlay=overlay,
+        extra=tuple(ctx.args),
     )
     run_predict_command(args)
 
@@ -205,8 +224,13 @@ def check_arguments(args: PredictArgs) -> None:
     if args.loss not in ("squared", "cross_entropy"):
         raise NqfError(f"unknown loss {args.loss!r}; choose one of squared, cross_entropy")
     _check_numbers(
-        width=args.width, lr=args.lr, steps=args.steps, sigma0=args.sigma0, optimizer=args.optimizer,
-        batch=args.batch, beta=args.beta,
+        width=args.width,
+        lr=args.lr,
+        steps=args.steps,
+        sigma0=args.sigma0,
+        optimizer=args.optimizer,
+        batch=args.batch,
+        beta=args.beta,
     )
     check_seed("--seed", args.seed)
     if (args.sigma0 is None) == (args.init is None):
@@ -230,14 +254,20 @@ def run_prediction(args: PredictArgs):
     # the data matrices first, then let go of X and Y: the prediction's compilations then
     # happen without the samples in memory (the moments route keeps only S and u)
     data_route = flow_data(
-        architecture, np.asarray(X, dtype=np.float64), Y, loss=args.loss, route=args.route,
-        minibatches=args.optimizer == "sgd", dtype=np.float64,
+        architecture,
+        np.asarray(X, dtype=np.float64),
+        Y,
+        loss=args.loss,
+        route=args.route,
+        minibatches=args.optimizer == "sgd",
+        dtype=np.float64,
     )
     # the departure evaluates the network on the samples; otherwise they are let go
     samples = (np.asarray(X, dtype=np.float64), Y) if args.departure else (None, None)
     del X, Y
+    X_kept, Y_kept = samples
     prediction = run_predict(
-        architecture, *samples, config, W0=W0, data=data_route[0], route_choice=data_route[1]
+        architecture, X_kept, Y_kept, config, W0=W0, data=data_route[0], route_choice=data_route[1]
     )
     return prediction, architecture, label
 
@@ -248,10 +278,11 @@ def load_problem(args: PredictArgs):
     import numpy as np
 
     from nqf.theory.data_matrices import check_sample_arrays, checked_samples
+
     from ..architectures import architecture_options, get_architecture
 
     arch, data = args.arch, args.data
-    if args.unit is None:
+    if arch is not None:  # exactly one of --arch and --unit (checked by run_prediction)
         options = parse_factory_options(list(args.extra), {arch: architecture_options(arch)})[arch]
         architecture = get_architecture(arch, **options)
     else:
@@ -269,8 +300,14 @@ def load_problem(args: PredictArgs):
         raise NqfError(f"--batch {args.batch} is larger than the {X.shape[0]} samples in {data}")
     X, Y_checked, _ = checked_samples(architecture, X, Y, loss=args.loss, dtype=np.float64)
     check_predict(
-        architecture, X.shape[0], args.width, args.steps, args.loss, args.route,
-        minibatches=args.optimizer == "sgd", adaptive=args.stepping == "adaptive" and args.optimizer != "sgd",
+        architecture,
+        X.shape[0],
+        args.width,
+        args.steps,
+        args.loss,
+        args.route,
+        minibatches=args.optimizer == "sgd",
+        adaptive=args.stepping == "adaptive" and args.optimizer != "sgd",
     )
     return architecture, arch, X, Y_checked
 

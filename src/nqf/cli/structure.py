@@ -32,11 +32,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nqf.core.errors import NqfError
 from nqf.cli.app import app, start_jax
+from nqf.comparison.limits import check_seed, check_structure
+from nqf.core.errors import NqfError
+
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_architecture
-from nqf.comparison.limits import check_seed, check_structure
 
 if TYPE_CHECKING:
     import numpy as np
@@ -145,12 +146,16 @@ def print_summary(summary: dict, A: np.ndarray, arch: Architecture, console: Con
     if not summary["blocks"]:
         table.add_row("(none)", "", "0", "A(x) = 0")
     console.print(table)
-    shown = {f"{b[first]} x {b[second]}" for b in summary["blocks"] for first, second in (("rows", "cols"), ("cols", "rows"))}
+    shown = {
+        f"{b[first]} x {b[second]}" for b in summary["blocks"] for first, second in (("rows", "cols"), ("cols", "rows"))
+    }
     for pair, text in formulas.items():
         if pair not in shown:
             console.print(f"  {pair}: {text}")
     if summary["closed_form_max_relative_error"] is not None:
-        console.print(f"  closed form vs autodiff: max relative difference {summary['closed_form_max_relative_error']:.2g}")
+        console.print(
+            f"  closed form vs autodiff: max relative difference {summary['closed_form_max_relative_error']:.2g}"
+        )
 
     with np.printoptions(precision=3, suppress=True, linewidth=100):
         for b in summary["blocks"]:
@@ -209,6 +214,7 @@ def structure_command(
         parse_unit_spec(unit)  # a bad FILE.py:FUNCTION fails before JAX starts
     start_jax()  # float64 (application-level choice; see the module docstring) and the compilation cache
     from nqf.architectures.expansion import raise_unless_applies
+
     from ..architectures import get_architecture
 
     console = Console(soft_wrap=True)

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from nqf.core.errors import NqfError
-
 from nqf.cli.app import app, start_jax
+from nqf.core.errors import NqfError
 
 
 def slurm_minutes(text: str) -> int:
@@ -46,6 +46,27 @@ def slurm_minutes(text: str) -> int:
     if minutes < 1:
         raise NqfError(f"--slurm-time must be at least one minute, got {text!r}")
     return minutes
+
+
+@dataclass(frozen=True)
+class SweepArgs:
+    """The command line of ``nqf sweep`` as typer read it."""
+
+    spec: Path
+    out: Path
+    store: Path | None
+    executor: str
+    jobs: int
+    address: str | None
+    slurm_partition: str | None
+    slurm_time: str | None
+    slurm_array_size: int | None
+    slurm_cluster: str | None
+    batch_size: int | None
+    retries: int
+    force: bool
+    dry_run: bool
+    quiet: bool
 
 
 @app.command("sweep")
@@ -80,57 +101,101 @@ def sweep_command(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Run predict or compare at every point of a grid (a TOML spec), store each point, tabulate and plot."""
-    if executor not in ("local", "ray", "slurm"):
-        raise NqfError(f"unknown executor {executor!r}; choose from local, ray, slurm")
-    if jobs < 1:
-        raise NqfError(f"--jobs must be a positive integer, got {jobs}")
-    if retries < 0:
-        raise NqfError(f"--retries must be at least 0, got {retries}")
-    if batch_size is not None and batch_size < 1:
-        raise NqfError(f"--batch-size must be a positive integer, got {batch_size}")
+    args = SweepArgs(
+        spec=spec, out=out, store=store, executor=executor, jobs=jobs, address=address,
+        slurm_partition=slurm_partition, slurm_time=slurm_time, slurm_array_size=slurm_array_size,
+        slurm_cluster=slurm_cluster, batch_size=batch_size, retries=retries, force=force, dry_run=dry_run, quiet=quiet,
+    )  # fmt: skip
+    run_sweep_command(args)
+
+
+def run_sweep_command(args: SweepArgs) -> None:
+    """Check the arguments and the spec, then print the plan (``--dry-run``) or run the sweep and print its outcome."""
+    slurm = check_arguments(args)
+    plan = plan_or_exit(args)
+    if args.dry_run:
+        from nqf.scans.sweep.run import describe_plan
+
+        print(f"dry run: {describe_plan(plan)}")
+        return
+    from nqf.scans.sweep.run import run_sweep
+
+    result = run_sweep(
+        plan,
+        args.out,
+        executor=args.executor,
+        jobs=args.jobs,
+        address=args.address,
+        slurm=slurm,
+        retries=args.retries,
+        force=args.force,
+        quiet=args.quiet,
+    )
+    print_outcome(args.out, len(plan.points), result)
+
+
+def check_arguments(args: SweepArgs):
+    """Every check of the options, before the spec is read; the Slurm options (``nqf.executors.SlurmOptions``)
+    for ``--executor slurm``, else None."""
+    if args.executor not in ("local", "ray", "slurm"):
+        raise NqfError(f"unknown executor {args.executor!r}; choose from local, ray, slurm")
+    if args.jobs < 1:
+        raise NqfError(f"--jobs must be a positive integer, got {args.jobs}")
+    if args.retries < 0:
+        raise NqfError(f"--retries must be at least 0, got {args.retries}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise NqfError(f"--batch-size must be a positive integer, got {args.batch_size}")
     given_slurm = [
         n
         for n, v in (
-            ("--slurm-partition", slurm_partition),
-            ("--slurm-time", slurm_time),
-            ("--slurm-array-size", slurm_array_size),
-            ("--slurm-cluster", slurm_cluster),
+            ("--slurm-partition", args.slurm_partition),
+            ("--slurm-time", args.slurm_time),
+            ("--slurm-array-size", args.slurm_array_size),
+            ("--slurm-cluster", args.slurm_cluster),
         )
         if v is not None
     ]
-    if given_slurm and executor != "slurm":
-        raise NqfError(f"{given_slurm[0]} applies to --executor slurm, not {executor}")
-    if address is not None and executor != "ray":
-        raise NqfError(f"--address applies to --executor ray, not {executor}")
-    slurm = None
-    if executor == "slurm":
-        from nqf.executors import SlurmOptions
+    if given_slurm and args.executor != "slurm":
+        raise NqfError(f"{given_slurm[0]} applies to --executor slurm, not {args.executor}")
+    if args.address is not None and args.executor != "ray":
+        raise NqfError(f"--address applies to --executor ray, not {args.executor}")
+    return slurm_options(args) if args.executor == "slurm" else None
 
-        options = {"partition": slurm_partition, "array_size": slurm_array_size}
-        if slurm_time is not None:
-            options["time_min"] = slurm_minutes(slurm_time)
-        if slurm_cluster is not None:
-            options["cluster"] = slurm_cluster
-        slurm = SlurmOptions(**options)
+
+def slurm_options(args: SweepArgs):
+    """``nqf.executors.SlurmOptions`` from the ``--slurm-*`` options."""
+    from nqf.executors import SlurmOptions
+
+    options: dict[str, Any] = {"partition": args.slurm_partition, "array_size": args.slurm_array_size}
+    if args.slurm_time is not None:
+        options["time_min"] = slurm_minutes(args.slurm_time)
+    if args.slurm_cluster is not None:
+        options["cluster"] = args.slurm_cluster
+    return SlurmOptions(**options)
+
+
+def plan_or_exit(args: SweepArgs):
+    """The sweep's plan (``nqf.scans.sweep.run.plan_sweep``): the spec's own checks before JAX starts,
+    then the points' checks against the data. A bad spec prints one ``error:`` line per problem, exit 2."""
     from nqf.scans.sweep.spec import SpecError, load_spec
 
     try:
-        load_spec(spec)  # the spec's own checks before JAX starts
+        load_spec(args.spec)  # the spec's own checks before JAX starts
         start_jax()
-        from nqf.scans.sweep.run import describe_plan, plan_sweep, run_sweep
+        from nqf.scans.sweep.run import plan_sweep
 
-        plan = plan_sweep(spec, out, store=store, batch_size=batch_size, jobs=jobs, force=force)
+        return plan_sweep(
+            args.spec, args.out, store=args.store, batch_size=args.batch_size, jobs=args.jobs, force=args.force
+        )
     except SpecError as err:
         for line in err.lines:
             print(f"error: {line}", file=sys.stderr)
         raise typer.Exit(2) from None
-    if dry_run:
-        print(f"dry run: {describe_plan(plan)}")
-        return
-    result = run_sweep(
-        plan, out, executor=executor, jobs=jobs, address=address, slurm=slurm, retries=retries, force=force, quiet=quiet
-    )
-    n = len(plan.points)
+
+
+def print_outcome(out: Path, n: int, result) -> None:
+    """The counts, the table and the figures of a sweep of ``n`` points; exit 1 when some points failed
+    (their first errors printed; the outputs are written all the same)."""
     kind = "parquet" if result.table.suffix == ".parquet" else "CSV (pyarrow is not installed)"
     print(
         f"{n} point(s): {result.count('computed')} computed, {result.count('stored')} already stored, "

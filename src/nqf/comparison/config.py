@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,9 @@ class CompareConfig:
         if len(set(opts)) != len(opts):
             raise NqfError(f"optimizer listed twice in {', '.join(opts)}")
         rates = self.learning_rates
-        pairs = tuple(sorted(rates.items())) if isinstance(rates, Mapping) else tuple(tuple(p) for p in rates)
+        pairs: tuple[tuple[Any, ...], ...] = (
+            tuple(sorted(rates.items())) if isinstance(rates, Mapping) else tuple(tuple(p) for p in rates)
+        )
         for pair in pairs:
             if len(pair) != 2:
                 raise NqfError(f"learning_rates must be (optimizer, lr) pairs, got {pair!r}")

@@ -187,9 +187,13 @@ def _read_npy(path: Path, where: str) -> LossCurve:
     except ValueError as err:
         if "allow_pickle" in str(err) or "Object arrays" in str(err):
             raise NqfError(f"{where}: the array holds Python objects (pickled), not numbers") from None
-        raise NqfError(f"{where}: cannot read it as .npy ({str(err).splitlines()[0] if str(err) else 'ValueError'})") from None
+        raise NqfError(
+            f"{where}: cannot read it as .npy ({str(err).splitlines()[0] if str(err) else 'ValueError'})"
+        ) from None
     except (OSError, EOFError) as err:
-        raise NqfError(f"{where}: cannot read it as .npy ({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
+        raise NqfError(
+            f"{where}: cannot read it as .npy ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
+        ) from None
     if not isinstance(array, np.ndarray):  # an .npz archive under an .npy name
         raise NqfError(f"{where}: cannot read it as .npy: it is an .npz archive; save one array of shape (T, 2)")
     if array.dtype.kind not in "iuf":
@@ -258,7 +262,9 @@ def read_loss_curve(path) -> LossCurve:
         raise NqfError(f"{where}: permission denied")
     suffix = path.suffix.lower()
     if suffix not in CURVE_SUFFIXES:
-        raise NqfError(f"{where}: a loss curve is a .csv, .txt (CSV), .npy or .json file, got {suffix or 'no suffix'!r}")
+        raise NqfError(
+            f"{where}: a loss curve is a .csv, .txt (CSV), .npy or .json file, got {suffix or 'no suffix'!r}"
+        )
     try:
         if suffix == ".npy":
             return _read_npy(path, where)
@@ -356,9 +362,9 @@ def compare_overlay(curve: LossCurve, prediction: Prediction, against: str = "M-
 
 def _numbers(values, integral: bool = False) -> list:
     """JSON numbers, non-finite as None; with ``integral`` (steps), whole numbers as int."""
-    out = []
-    for v in np.asarray(values, dtype=np.float64).ravel():
-        v = float(v)
+    out: list[float | int | None] = []
+    for entry in np.asarray(values, dtype=np.float64).ravel():
+        v = float(entry)
         if not math.isfinite(v):
             out.append(None)
         elif integral and v == round(v) and abs(v) < 2**53:

@@ -24,9 +24,11 @@ from pathlib import Path
 
 import jax
 
+from nqf.core.precision import jax_option
+
 
 def _artifact_path(fn, args, statics: dict) -> Path | None:
-    directory = jax.config.jax_compilation_cache_dir
+    directory = jax_option("jax_compilation_cache_dir")
     if not directory:
         return None
     import jaxlib
@@ -44,7 +46,7 @@ def _artifact_path(fn, args, statics: dict) -> Path | None:
             sorted(statics.items()),
             jax.__version__,
             jaxlib.__version__,
-            jax.config.jax_enable_x64,
+            jax_option("jax_enable_x64"),
             os.environ.get("EQX_ON_ERROR", ""),
             hashlib.sha256(source.encode()).hexdigest(),
         )
@@ -76,7 +78,7 @@ def call_exported(fn, *args, **statics):
     return exported.call(*args)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(path: Path, data: bytes | bytearray) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")

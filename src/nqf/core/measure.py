@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nqf.core.errors import NqfError
 
+if TYPE_CHECKING:  # jaxtyping imports JAX; annotations only, so this module stays JAX-free
+    from jaxtyping import ArrayLike, Float, Real
 
-def _first_crossing(steps: np.ndarray, values: np.ndarray, threshold: np.ndarray, upward: bool) -> np.ndarray:
+
+def _first_crossing(steps: ArrayLike, values: np.ndarray, threshold: np.ndarray, upward: bool) -> np.ndarray:
     """First step where values (..., R) reach threshold (...,); NaN if never. See the module docstring."""
     steps = np.asarray(steps, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
@@ -38,7 +42,7 @@ def _first_crossing(steps: np.ndarray, values: np.ndarray, threshold: np.ndarray
     any_reached = reached.any(axis=-1)
     i = np.argmax(reached, axis=-1)
     out = np.full(values.shape[:-1], np.nan)
-    for idx in zip(*np.nonzero(any_reached)) if values.ndim > 1 else ([()] if any_reached else []):
+    for idx in zip(*np.nonzero(any_reached), strict=True) if values.ndim > 1 else ([()] if any_reached else []):
         k = int(i[idx])
         if k == 0 or steps[k] - steps[k - 1] <= 1 or not finite[idx + (k - 1,)]:
             out[idx] = steps[k]
@@ -49,7 +53,11 @@ def _first_crossing(steps: np.ndarray, values: np.ndarray, threshold: np.ndarray
     return out
 
 
-def switch_steps(steps, occupations, thresholds) -> np.ndarray:
+def switch_steps(
+    steps: Real[ArrayLike, " R"],
+    occupations: Float[ArrayLike, "*batch R m"],
+    thresholds: Float[ArrayLike, " m"] | Float[ArrayLike, "*batch m"],
+) -> Float[np.ndarray, "*batch m"]:
     """Switch-on step of each mode: first step with occupations[..., t, k] >= thresholds[k].
 
     steps: (R,) record steps; occupations: (..., R, m); thresholds: (m,) or (..., m).
@@ -90,7 +98,9 @@ def plateau_levels(plateau_losses) -> np.ndarray:
     return 0.5 * (p[:-1] + p[1:])
 
 
-def loss_crossings(steps, loss, levels) -> np.ndarray:
+def loss_crossings(
+    steps: Real[ArrayLike, " R"], loss: Float[ArrayLike, "*batch R"], levels: Float[ArrayLike, " L"]
+) -> Float[np.ndarray, "*batch L"]:
     """First step at which loss[..., t] <= each level (interpolated as in the module docstring).
 
     steps: (R,); loss: (..., R); levels: (L,). Returns (..., L), NaN where never reached.

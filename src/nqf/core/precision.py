@@ -8,6 +8,7 @@ downcast.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +29,7 @@ def resolve_dtype(dtype=None) -> np.dtype:
         raise NqfError(f"unknown dtype {dtype!r}; choose float32 or float64") from None
     if resolved not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise NqfError(f"unsupported dtype {resolved}; choose float32 or float64")
-    if resolved == np.float64 and not jax.config.jax_enable_x64:
+    if resolved == np.float64 and not x64_enabled():
         raise NqfError(
             "float64 was asked for but JAX runs in 32-bit mode; enable it first with "
             "jax.config.update('jax_enable_x64', True)"
@@ -58,9 +59,18 @@ def occupation_floor(dtype) -> float:
     return float(info.tiny) / float(info.eps)
 
 
+def jax_option(name: str) -> Any:
+    """The current value of JAX's config option ``name`` (``jax.config.<name>``).
+
+    ``jax.Config`` declares its options at runtime, so its type stub has no attributes for
+    them; reading them here keeps that in one place.
+    """
+    return getattr(jax.config, name)
+
+
 def x64_enabled() -> bool:
     """Whether JAX may compute in float64 (``jax_enable_x64``)."""
-    return bool(jax.config.jax_enable_x64)
+    return bool(jax_option("jax_enable_x64"))
 
 
 def underflow_remedy(dtype, smallest_sigma0: float | None) -> str:

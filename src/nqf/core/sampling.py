@@ -22,6 +22,7 @@ def minibatch_indices(key: jax.Array, num_samples: int, batch_size: int, steps: 
 
     return jax.vmap(one)(jnp.arange(steps))
 
+
 def training_keys(seed: int | jax.Array) -> tuple[jax.Array, jax.Array]:
     """(init_key, batch_key) = split(PRNGKey(seed)): W0 ~ init_key, minibatches ~ batch_key."""
     keys = jax.random.split(jax.random.PRNGKey(seed))

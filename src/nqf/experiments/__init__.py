@@ -7,21 +7,38 @@ core; the figures of each experiment live on the report side (``nqf.report``).
 
 from __future__ import annotations
 
-from nqf.store.verdict import Claim as Claim, Tolerance as Tolerance, Verdict as Verdict, judge as judge
+from nqf.store.verdict import Claim as Claim
+from nqf.store.verdict import Tolerance as Tolerance
+from nqf.store.verdict import Verdict as Verdict
+from nqf.store.verdict import judge as judge
+
 from ._base import (
     Experiment as Experiment,
+)
+from ._base import (
     ExperimentResult as ExperimentResult,
+)
+from ._base import (
     Record as Record,
+)
+from ._base import (
     RunSpec as RunSpec,
 )
 from ._config import (
     build_config as build_config,
+)
+from ._config import (
     config_from_dict as config_from_dict,
+)
+from ._config import (
     config_to_dict as config_to_dict,
+)
+from ._config import (
     load_config_file as load_config_file,
+)
+from ._config import (
     parse_overrides as parse_overrides,
 )
-
 from .e1_staircase import E1 as E1
 from .e2_init_sweep import E2 as E2
 from .e3_singular_limit import E3 as E3

@@ -82,7 +82,7 @@ class Experiment:
     title: str
     config_type: type
     runs: Callable[[Any], Sequence[RunSpec]]
-    summarise: Callable[[Any, Mapping[str, Record]], ExperimentResult]
+    summarise: Callable[[Any, dict[str, Record]], ExperimentResult]
     figures: str | None = None
     description: str = ""
 
@@ -92,7 +92,7 @@ class Experiment:
         kind = self.config_type
         if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
             raise NqfError(f"experiment {self.name}: config_type must be a dataclass type")
-        if not kind.__dataclass_params__.frozen:
+        if not kind.__dataclass_params__.frozen:  # type: ignore[attr-defined]  # set by @dataclass, not in the stub
             raise NqfError(f"experiment {self.name}: config_type {kind.__name__} must be a frozen dataclass")
         for mode in ("quick", "full"):
             if not callable(getattr(kind, mode, None)):

@@ -113,7 +113,7 @@ def _coerce(value: Any, kind: Any, where: str) -> Any:
             return tuple(_coerce(item, args[0], f"{where}[{i}]") for i, item in enumerate(items))
         if len(items) != len(args):
             raise NqfError(f"{where}: expected {len(args)} values, got {len(items)}")
-        return tuple(_coerce(item, arg, f"{where}[{i}]") for i, (item, arg) in enumerate(zip(items, args)))
+        return tuple(_coerce(item, arg, f"{where}[{i}]") for i, (item, arg) in enumerate(zip(items, args, strict=True)))
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -182,4 +182,5 @@ def config_to_dict(config: Any) -> dict[str, Any]:
 
 def config_from_dict(config_type: type, data: Mapping[str, Any]) -> Any:
     """Rebuild a config from :func:`config_to_dict` output (missing fields keep the quick() value)."""
-    return with_values(config_type.quick(), data, config_type.__name__)
+    # config types define quick()
+    return with_values(config_type.quick(), data, config_type.__name__)  # type: ignore[attr-defined]

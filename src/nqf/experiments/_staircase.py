@@ -12,6 +12,7 @@ Call these under ``jax.enable_x64(True)``: the experiments run in float64.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ def check_staircase(experiment: str, singular_values, inputs: int, outputs: int,
     s = tuple(singular_values)
     if not s or any(not (v > 0) for v in s):
         raise NqfError(f"{experiment}: singular_values must be positive numbers, got {s!r}")
-    if any(a <= b for a, b in zip(s, s[1:])):
+    if any(a <= b for a, b in pairwise(s)):
         raise NqfError(f"{experiment}: singular_values must be strictly decreasing (mode k = k-th fastest), got {s!r}")
     if len(s) > min(inputs, outputs):
         raise NqfError(f"{experiment}: {len(s)} singular values need inputs and outputs >= {len(s)}")
@@ -81,13 +82,13 @@ def setup(task: dict[str, Any]) -> StaircaseSetup:
     )
     arch = staircase.architecture()
     X, Y = staircase.generate(task["data_seed"], "float64")
-    Q = np.asarray(staircase.mode_basis(task["data_seed"]))
+    Q = np.asarray(staircase.mode_basis(task["data_seed"]))  # type: ignore[attr-defined]  # a Staircase task
     S = structure(arch, X)
     C = np.asarray(S.contract(Y))
     c = np.einsum("im,ij,jm->m", Q, C, Q)
     quad = np.asarray(S.quad(Q))  # (N, K, m): q_k^T A_c(x_n) q_k
     K = np.einsum("ncm,ncl->ml", quad, quad) / quad.shape[0]
-    m_star = fixed_point(LotkaVolterra(c=c, K=K, m0=1.0, lr=1.0))
+    m_star = fixed_point(LotkaVolterra(c=c, K=K, m0=np.ones_like(c), lr=1.0))
     return StaircaseSetup(staircase, arch, X, Y, Q, c, K, np.asarray(m_star))
 
 

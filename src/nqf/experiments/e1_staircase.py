@@ -54,6 +54,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 from nqf.store.verdict import Claim, Tolerance
+
 from ._base import Experiment, ExperimentResult, RunSpec
 from ._common import (
     as_array,
@@ -105,11 +106,11 @@ class StaircaseConfig:
         check_gd_run("E1", self.width, self.steps, self.lr, self.sigma0)
 
     @classmethod
-    def quick(cls) -> "StaircaseConfig":
+    def quick(cls) -> StaircaseConfig:
         return cls(data_seeds=(0,), steps=800)
 
     @classmethod
-    def full(cls) -> "StaircaseConfig":
+    def full(cls) -> StaircaseConfig:
         return cls()
 
 
@@ -122,7 +123,9 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
 
     with jax.enable_x64(True):
         s = setup(run["task"])
-        config = PredictConfig(width=run["width"], lr=run["lr"], steps=run["steps"], sigma0=run["sigma0"], seed=run["seed"])
+        config = PredictConfig(
+            width=run["width"], lr=run["lr"], steps=run["steps"], sigma0=run["sigma0"], seed=run["seed"]
+        )
         p = predict(s.arch, s.X, s.Y, config)
         g = p.num_growing
         if g != s.Q.shape[1]:
@@ -227,9 +230,7 @@ def summarise(config: StaircaseConfig, records: dict[str, dict]) -> ExperimentRe
     claims.append(_lv_claim(config, first, where))
     claims += _plateau_claims(config, first, where)
 
-    deviation = {
-        d: (s["network"]["switch"] - s["mflow"]) / s["mflow"] for d, s in seeds.items()
-    }
+    deviation = {d: (s["network"]["switch"] - s["mflow"]) / s["mflow"] for d, s in seeds.items()}
     deviation_own = {d: (s["network"]["switch_own"] - s["mflow"]) / s["mflow"] for d, s in seeds.items()}
     text = _text(config, seeds, first, gap, gap_step, deviation, deviation_own)
     data = _figure_data(config, first, gap, deviation, deviation_own)
@@ -326,7 +327,8 @@ def _text(config, seeds, first, gap, gap_step, deviation, deviation_own) -> str:
     d0 = config.data_seeds[0]
     loss_scale_gap = float(np.max(np.abs(quad["loss"] - first["mflow_loss"])) / first["mflow_loss"][0])
     paragraphs = [
-        f"Staircase s = {', '.join(f'{s:g}' for s in config.singular_values)} (D = {config.inputs}, K = {config.outputs}, "
+        f"Staircase s = {', '.join(f'{s:g}' for s in config.singular_values)} (D = {config.inputs}, K = "
+        f"{config.outputs}, "
         f"N = {config.samples} whitened samples, data seed {d0}), tanh network of width {config.width}, GD with lr "
         f"{config.lr:g}, sigma0 = {config.sigma0:g}, init seed {config.seed}, float64, {config.steps} steps. Growth "
         f"c_k = {', '.join(f'{v:.4g}' for v in first['growth'])}; the LV fixed point m_k* = "
@@ -348,10 +350,12 @@ def _text(config, seeds, first, gap, gap_step, deviation, deviation_own) -> str:
         f"({', '.join(f'{v:.3g}' for v in first['fixed_point'])}): the tanh network fits the teacher with larger "
         "weights, so its own threshold is higher and it reads later (THEORY.md section 5): the extra lag is the "
         "threshold, not the dynamics.",
-        f"Loss: the quadratic model and the M-flow differ by at most {gap:.3g} relative to the loss (at step {gap_step}; "
+        f"Loss: the quadratic model and the M-flow differ by at most {gap:.3g} relative to the loss (at step "
+        f"{gap_step}; "
         f"{loss_scale_gap:.2g} relative to L(0)). The gap is float64 rounding amplified by the representation: the "
         "M-flow stores M in the standard basis, so a mode with a small occupation next to learned modes of occupation "
-        "O(1) carries their absolute rounding, a relative error that the quadratic model (which keeps W) does not have. "
+        "O(1) carries their absolute rounding, a relative error that the quadratic model (which keeps W) does not "
+        "have. "
         f"Plateau losses after modes 1..{modes - 1}: LV {steps_text(first['lv_plateaus'][:-1], 4)}, quadratic model "
         f"{steps_text(quad['plateaus'], 4)}, tanh network {steps_text(net['plateaus'], 4)} (the network's plateaus "
         f"sit higher); final losses: quadratic model {quad['loss'][-1]:.3g}, tanh network {net['loss'][-1]:.3g}.",

@@ -62,6 +62,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 from nqf.store.verdict import Claim, Tolerance
+
 from ._base import Experiment, ExperimentResult, RunSpec
 from ._common import (
     as_array,
@@ -103,18 +104,20 @@ class DigitsConfig:
 
     def __post_init__(self) -> None:
         if self.samples is not None and not (isinstance(self.samples, int) and 16 <= self.samples <= DIGITS_SAMPLES):
-            raise NqfError(f"E7: samples must be None (all) or an integer in [16, {DIGITS_SAMPLES}], got {self.samples!r}")
+            raise NqfError(
+                f"E7: samples must be None (all) or an integer in [16, {DIGITS_SAMPLES}], got {self.samples!r}"
+            )
         if self.data_seed < 0:
             raise NqfError(f"E7: data_seed must be >= 0, got {self.data_seed!r}")
         check_seeds("E7", "seeds", self.seeds)
         check_gd_run("E7", self.width, self.steps, self.lr, self.sigma0)
 
     @classmethod
-    def quick(cls) -> "DigitsConfig":
+    def quick(cls) -> DigitsConfig:
         return cls(samples=512, seeds=(0,), steps=500)
 
     @classmethod
-    def full(cls) -> "DigitsConfig":
+    def full(cls) -> DigitsConfig:
         return cls()
 
 
@@ -138,7 +141,9 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
 
     with jax.enable_x64(True):
         arch, X, Y, data = _setup(run["task"])
-        config = PredictConfig(width=run["width"], lr=run["lr"], steps=run["steps"], sigma0=run["sigma0"], seed=run["seed"])
+        config = PredictConfig(
+            width=run["width"], lr=run["lr"], steps=run["steps"], sigma0=run["sigma0"], seed=run["seed"]
+        )
         p = predict(arch, X, Y, config, data=data)
         Xn = np.asarray(X, dtype=np.float64)
         second_moment = Xn.T @ Xn / Xn.shape[0]
@@ -224,7 +229,13 @@ def summarise(config: DigitsConfig, records: dict[str, dict]) -> ExperimentResul
     gap, gap_step, last_step = relative_loss_gap(quad["loss"], first["mflow_loss"])
     claims.append(loss_gap_claim(gap, gap_step, last_step, LOSS_FLOOR, LOSS_AGREEMENT, where))
     claims += network_switch_claims(
-        net, mflow, first["thresholds"], CLAIMED_NETWORK_MODES, SWITCH_TOLERANCE, config.steps, where,
+        net,
+        mflow,
+        first["thresholds"],
+        CLAIMED_NETWORK_MODES,
+        SWITCH_TOLERANCE,
+        config.steps,
+        where,
         say_diverged=True,
     )
     claims += _lv_claims(config, first, pred, where)
@@ -246,7 +257,8 @@ def _lv_claims(config: DigitsConfig, first: dict[str, Any], pred: dict, where: s
         Claim(
             claim="unwhitened inputs, so the data matrices do not share an eigenbasis and LV is an approximation",
             measured_what="defect: max over modes of the off-diagonal mass of Q^T K[P_k] Q in the eigenbasis of C "
-            f"(predict's exactness threshold {LV_DEFECT_TOLERANCE:g}); inputs ||E[x x^T] - I|| / ||I|| = {whitening:.3g}",
+            f"(predict's exactness threshold {LV_DEFECT_TOLERANCE:g}); inputs ||E[x x^T] - I|| / ||I|| = "
+            f"{whitening:.3g}",
             predicted=LV_DEFECT_TOLERANCE,
             measured=defect,
             tolerance=Tolerance("at_least", 0.0),
@@ -328,15 +340,19 @@ def _text(config: DigitsConfig, seeds, first, pred, gap, gap_step) -> str:
     zero_eigenvalues = int(np.sum(spectrum < 1e-10 * spectrum.max()))
     paragraphs = [
         f"Digits: {which}, pixels standardised, one-hot targets minus 1/10; tanh perceptron of width {config.width} "
-        f"(d = 74), GD with lr {config.lr:g} (predict's stability bound for these data: {float(pred['stable_lr']):.3g}), "
+        f"(d = 74), GD with lr {config.lr:g} (predict's stability bound for these data: "
+        f"{float(pred['stable_lr']):.3g}), "
         f"sigma0 = {config.sigma0:g}, init seed {s0}, float64, {config.steps} steps. C = E[y A(x)] has {modes} growing "
         f"modes (the targets' 10 columns sum to zero, so rank 9): c_k = {', '.join(f'{v:.3g}' for v in growth)}; "
         f"K_kk = {', '.join(f'{v:.3g}' for v in k_diag)}; the LV fixed point m_k* = "
         f"{', '.join(f'{v:.3g}' for v in first['fixed_point'])} sets the switch-on thresholds m_k*/2 for every model.",
         f"The data defect. The inputs are standardised, not whitened: E[x x^T] has eigenvalues from "
-        f"{spectrum.max():.3g} down to {spectrum[spectrum > 1e-10 * spectrum.max()].min():.2g} ({zero_eigenvalues} exactly zero; "
-        f"{int(pred['constant_pixels'])} pixels are constant over these samples), ||E[x x^T] - I|| / ||I|| = {float(pred['whitening_defect']):.3g}. So C and K[.] do not share an "
-        f"eigenbasis: the off-diagonal mass of K in the eigenbasis of C is {float(pred['defect']):.3g} (0 up to rounding on "
+        f"{spectrum.max():.3g} down to {spectrum[spectrum > 1e-10 * spectrum.max()].min():.2g} ({zero_eigenvalues} "
+        "exactly zero; "
+        f"{int(pred['constant_pixels'])} pixels are constant over these samples), ||E[x x^T] - I|| / ||I|| = "
+        f"{float(pred['whitening_defect']):.3g}. So C and K[.] do not share an "
+        f"eigenbasis: the off-diagonal mass of K in the eigenbasis of C is {float(pred['defect']):.3g} (0 up to "
+        "rounding on "
         f"whitened data), and M(0) is off-diagonal there by {float(pred['init_defect']):.2g}. The LV system is an "
         "approximation here (predict: LV applies = "
         f"{bool(pred['lv_applies'])}); the M-flow is still the exact GD map on M. The escape from M = 0 is exact even "
@@ -344,10 +360,13 @@ def _text(config: DigitsConfig, seeds, first, pred, gap, gap_step) -> str:
         f"Quadratic model and M-flow: the loss curves agree to {gap:.3g} relative (maximum, at step {gap_step}), "
         f"switch-on steps identical to the step: {steps_text(quad['switch'])} and {steps_text(mflow)}.",
         f"Switch-on steps (modes 1..{modes}): M-flow {steps_text(mflow)}; LV discrete map {steps_text(first['lv'])} "
-        f"({percent(first['lv_error'])} from the M-flow, at most {np.nanmax(np.abs(first['lv'] - mflow)):.0f} steps; on "
-        f"whitened data it is at most one step); LV gradient flow {steps_text(first['lv_continuous'], 1)}; singular limit "
+        f"({percent(first['lv_error'])} from the M-flow, at most {np.nanmax(np.abs(first['lv'] - mflow)):.0f} steps; "
+        "on "
+        f"whitened data it is at most one step); LV gradient flow {steps_text(first['lv_continuous'], 1)}; singular "
+        "limit "
         f"{steps_text(first['singular'], 1)}. Loss: the M-flow ends at {first['mflow_loss'][-1]:.4g}, the LV map at "
-        f"{first['lv_loss'][-1]:.4g} ({first['lv_loss'][-1] / first['mflow_loss'][-1] - 1:+.0%}): with the off-diagonal "
+        f"{first['lv_loss'][-1]:.4g} ({first['lv_loss'][-1] / first['mflow_loss'][-1] - 1:+.0%}): with the "
+        "off-diagonal "
         f"couplings dropped LV misses part of the fit; the tanh network ends at {net['loss'][-1]:.4g}.",
     ]
     if len(seeds) > 1:

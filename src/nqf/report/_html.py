@@ -17,6 +17,7 @@ from pathlib import Path
 
 from nqf.store.results import atomic_write_bytes
 from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim
+
 from ..experiments._base import ExperimentOutcome
 from ._style import OKABE_ITO, SavedFigure
 
@@ -36,7 +37,8 @@ table {{ border-collapse: collapse; width: 100%; font-size: 0.9rem; }}
 th, td {{ border: 1px solid #ccc; padding: 0.3rem 0.45rem; text-align: left; vertical-align: top; }}
 th {{ background: #f2f2f2; }}
 td.num {{ text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }}
-tr.confirmed td.verdict {{ background: {OKABE_ITO["bluish green"]}26; border-left: 4px solid {OKABE_ITO["bluish green"]}; }}
+tr.confirmed td.verdict {{ background: {OKABE_ITO["bluish green"]}26;
+  border-left: 4px solid {OKABE_ITO["bluish green"]}; }}
 tr.refuted td.verdict {{ background: {OKABE_ITO["vermillion"]}26; border-left: 4px solid {OKABE_ITO["vermillion"]}; }}
 tr.na td.verdict {{ background: #eeeeee; border-left: 4px solid #888888; }}
 td.verdict b {{ white-space: nowrap; }}
@@ -75,7 +77,8 @@ def _claim_row(experiment: str, claim: Claim, placeholder: bool) -> str:
         f'<td class="num">{_number(claim.predicted, claim.unit)}</td>'
         f'<td class="num">{_number(claim.measured, claim.unit)}</td>'
         f"<td>{tolerance}</td>"
-        f'<td class="verdict"><b>{_MARK[verdict.status]} {_e(verdict.status)}</b><small>{_e(verdict.reason)}</small></td>'
+        f'<td class="verdict"><b>{_MARK[verdict.status]} {_e(verdict.status)}</b>'
+        f"<small>{_e(verdict.reason)}</small></td>"
         "</tr>"
     )
 
@@ -105,7 +108,8 @@ def _experiment_section(outcome: ExperimentOutcome, figures: Sequence[SavedFigur
     parts.extend(_figure(figure) for figure in figures)
     # "stored" and "computed" both show as "finished": the report must not depend on resume history.
     runs = "".join(
-        f"<tr><td>{_e(run.name)}</td><td>{_e(_RUN_STATE.get(run.state, run.state))}</td><td><code>{_e(run.key[:16])}</code></td>"
+        f"<tr><td>{_e(run.name)}</td><td>{_e(_RUN_STATE.get(run.state, run.state))}</td>"
+        f"<td><code>{_e(run.key[:16])}</code></td>"
         f"<td>{_e(run.error)}</td></tr>"
         for run in outcome.runs
     )
@@ -136,9 +140,9 @@ def render_report(
         f'<span class="{_CLASS[status]}">{_MARK[status]} {counts[status]} {_e(status)}</span>' for status in _MARK
     )
     table = "".join(_claim_row(name, claim, placeholder) for name, claim, placeholder in rows)
-    failures = [
-        f"{o.name}/{run.name}: {run.error}" for o in outcomes for run in o.runs if run.state == "failed"
-    ] + [f"{o.name}: {o.error}" for o in outcomes if o.error and not any(r.state == "failed" for r in o.runs)]
+    failures = [f"{o.name}/{run.name}: {run.error}" for o in outcomes for run in o.runs if run.state == "failed"] + [
+        f"{o.name}: {o.error}" for o in outcomes if o.error and not any(r.state == "failed" for r in o.runs)
+    ]
     body = [
         "<header><h1>nqf: does the theory predict training?</h1>",
         f'<p class="meta">{_e(mode)} mode · nqf {_e(version)} · {len(rows)} claims · '

@@ -53,7 +53,7 @@ def switch_by_source(ax, x, switch: dict, series: dict, spread: float, hollow: t
     series: name -> (curve source, colour index, legend detail, marker); sources in ``hollow`` get open markers.
     """
     offsets = np.linspace(-spread, spread, len(series))
-    for offset, (name, (source, colour, detail, marker)) in zip(offsets, series.items()):
+    for offset, (name, (source, colour, detail, marker)) in zip(offsets, series.items(), strict=True):
         style = {**curve(source, colour, detail), "linestyle": "none", "marker": marker, "markersize": 6}
         if source in hollow:
             style["markerfacecolor"] = "white"

@@ -124,7 +124,7 @@ def _check(fig: Figure, stem: str) -> None:
         if not ax.get_xlabel() or not ax.get_ylabel():
             raise NqfError(f"figure {stem!r}: an axes with data lacks an x or y label")
         if len(artists) > 1:
-            unnamed = [a for a in artists if not a.get_label() or a.get_label().startswith("_")]
+            unnamed = [a for a in artists if not a.get_label() or str(a.get_label()).startswith("_")]
             if unnamed:
                 raise NqfError(f"figure {stem!r}: {len(unnamed)} curve(s) without a legend label naming the source")
             if ax.get_legend() is None and not fig.legends:
@@ -132,7 +132,7 @@ def _check(fig: Figure, stem: str) -> None:
 
 
 # reproducible bytes: no software or date stamps
-_SAVE_OPTIONS = {
+_SAVE_OPTIONS: dict[str, dict[str, Any]] = {
     "png": {"dpi": 150, "metadata": {"Software": None}},
     "pdf": {"metadata": {"CreationDate": None, "Creator": None, "Producer": None}},
 }

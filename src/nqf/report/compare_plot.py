@@ -15,6 +15,7 @@ import numpy as np
 
 from nqf.comparison.compare import Comparison
 from nqf.core.errors import NqfError
+
 from ._style import PALETTE, axis_label, curve, new_figure, setup_axes, write_figure
 
 # One colour per optimizer, fixed so that figures of different runs agree.
@@ -141,7 +142,9 @@ def _set_limits(ax, comparison: Comparison, lowest_network: float, highest: floa
     elif highest > 0:
         ax.set_ylim(top=top)
     # x: from a decade below the first predicted switch-on (the plateau before it is flat)
-    predicted = np.concatenate([np.asarray(p[0].mflow_switch_steps, dtype=np.float64) for p in comparison.predictions.values()])
+    predicted = np.concatenate(
+        [np.asarray(p[0].mflow_switch_steps, dtype=np.float64) for p in comparison.predictions.values()]
+    )
     predicted = predicted[np.isfinite(predicted)]
     first = float(predicted.min()) if predicted.size else 0.0
     left = 10.0 ** np.floor(np.log10(0.3 * first)) if first > 3 else 1.0

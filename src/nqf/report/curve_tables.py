@@ -65,7 +65,7 @@ def curve_rows(source: str, optimizer: str, seed, steps, loss) -> list[tuple]:
     steps = np.asarray(steps, dtype=np.float64)
     loss = np.asarray(loss, dtype=np.float64)
     head = (source, optimizer, _cell(seed))
-    return [(*head, _cell(t), _loss_cell(v)) for t, v in zip(steps, loss)]
+    return [(*head, _cell(t), _loss_cell(v)) for t, v in zip(steps, loss, strict=True)]
 
 
 def _mode_rows(source, optimizer, seed, convention, switch, plateau=None) -> list[tuple]:
@@ -84,10 +84,22 @@ def prediction_mode_rows(prediction, optimizer: str, seed) -> list[tuple]:
     p = prediction
     horizon = float(p.config.steps)
     steps, loss = np.asarray(p.flow.steps), np.asarray(p.flow.loss)
-    rows = _mode_rows("mflow", optimizer, seed, "occupation", p.mflow_switch_steps,
-                      measured_plateau_losses(steps, loss, p.mflow_switch_steps, horizon))
-    rows += _mode_rows("lv", optimizer, seed, "occupation", p.lv_switch_steps,
-                       measured_plateau_losses(p.lv_steps, np.asarray(p.lv_loss), p.lv_switch_steps, horizon))
+    rows = _mode_rows(
+        "mflow",
+        optimizer,
+        seed,
+        "occupation",
+        p.mflow_switch_steps,
+        measured_plateau_losses(steps, loss, p.mflow_switch_steps, horizon),
+    )
+    rows += _mode_rows(
+        "lv",
+        optimizer,
+        seed,
+        "occupation",
+        p.lv_switch_steps,
+        measured_plateau_losses(p.lv_steps, np.asarray(p.lv_loss), p.lv_switch_steps, horizon),
+    )
     rows += _mode_rows("lv_flow", optimizer, seed, "occupation", p.lv_continuous_switch_steps)
     rows += _mode_rows("closed_form", optimizer, seed, "occupation", p.closed_form_switch_steps)
     rows += _mode_rows("singular_limit", optimizer, seed, "occupation", p.singular_switch_steps, p.lv_plateau_losses)
@@ -119,22 +131,29 @@ def comparison_tables(comparison, overlay=None, overlay_flow: str = "gd", overla
     the overlay's M-flow rows are labelled with ``overlay_flow`` and ``overlay_seed``."""
     curves: list[tuple] = []
     for entry in comparison.all_loss_curves():
-        for seed, loss in zip(entry["seeds"], entry["loss"]):
+        for seed, loss in zip(entry["seeds"], entry["loss"], strict=True):
             curves += curve_rows(entry["source"], entry["optimizer"], int(seed), entry["steps"], loss)
     modes: list[tuple] = []
     seeds = [int(s) for s in comparison.seeds]
     for opt in comparison.network:
         for j, seed in enumerate(seeds):
-            modes += _mode_rows("network", opt, seed, "occupation", comparison.network_switch[opt][j],
-                                comparison.plateau_network[opt][j])
+            modes += _mode_rows(
+                "network",
+                opt,
+                seed,
+                "occupation",
+                comparison.network_switch[opt][j],
+                comparison.plateau_network[opt][j],
+            )
             modes += _mode_rows("network", opt, seed, "own_occupation", comparison.network_switch_own[opt][j])
     if comparison.quadratic_switch is not None:
         for j, seed in enumerate(seeds):
-            modes += _mode_rows("quadratic", "gd", seed, "occupation", comparison.quadratic_switch[j],
-                                comparison.plateau_quadratic[j])
+            modes += _mode_rows(
+                "quadratic", "gd", seed, "occupation", comparison.quadratic_switch[j], comparison.plateau_quadratic[j]
+            )
             modes += _mode_rows("quadratic", "gd", seed, "own_occupation", comparison.quadratic_switch_own[j])
     for flow, preds in comparison.predictions.items():
-        for seed, p in zip(seeds, preds):
+        for seed, p in zip(seeds, preds, strict=True):
             modes += prediction_mode_rows(p, flow, seed)
     if overlay is not None:
         seed = seeds[0] if overlay_seed is None else overlay_seed

@@ -38,16 +38,36 @@ def _loss_figure(data, figure_dir: Path) -> SavedFigure:
     start = float(loss["mflow"][0])
     floor = 10.0 ** np.floor(np.log10(min(levels.min() if levels.size else start, loss["network"][-1]) / 5.0))
     ax.hlines(
-        np.concatenate([[start], levels]), t[0], t[-1], colors=_GREY, linewidth=0.8, linestyles=(0, (1, 3)),
-        label="LV plateau losses", zorder=0,
+        np.concatenate([[start], levels]),
+        t[0],
+        t[-1],
+        colors=_GREY,
+        linewidth=0.8,
+        linestyles=(0, (1, 3)),
+        label="LV plateau losses",
+        zorder=0,
     )
     finite = switch[np.isfinite(switch)]
-    ax.vlines(finite, floor, start * 2.0, colors="black", linewidth=0.9, linestyles=(0, (4, 3)), label="M-flow switch-on steps")
+    ax.vlines(
+        finite,
+        floor,
+        start * 2.0,
+        colors="black",
+        linewidth=0.9,
+        linestyles=(0, (4, 3)),
+        label="M-flow switch-on steps",
+    )
     for k, s in enumerate(switch):
         if np.isfinite(s):
             ax.annotate(
-                f"mode {k + 1}", (s, floor * 1.3), xytext=(-2, 0), textcoords="offset points",
-                rotation=90, fontsize=7, ha="right", va="bottom",
+                f"mode {k + 1}",
+                (s, floor * 1.3),
+                xytext=(-2, 0),
+                textcoords="offset points",
+                rotation=90,
+                fontsize=7,
+                ha="right",
+                va="bottom",
             )
     setup_axes(ax, axis_label("training step", "steps"), axis_label("loss", "1"), xscale="log", yscale="log")
     steps_from_first_switch(ax, finite, t[-1])
@@ -57,7 +77,8 @@ def _loss_figure(data, figure_dir: Path) -> SavedFigure:
         fig,
         figure_dir,
         "E1_loss",
-        f"Loss versus training step (log-log) on the staircase, sigma0 = {data['sigma0']:g}, GD lr {data['lr']:g}: tanh "
+        f"Loss versus training step (log-log) on the staircase, sigma0 = {data['sigma0']:g}, GD lr {data['lr']:g}: "
+        "tanh "
         "network, its quadratic model, the M-flow (exact GD map on M; it lies on the quadratic model) and the LV "
         "discrete map. Dashed verticals: the M-flow's switch-on steps (m_k reaches m_k*/2); dotted horizontals: the "
         "LV plateau losses.",
@@ -75,6 +96,7 @@ def _occupation_figure(data, figure_dir: Path) -> SavedFigure:
             ("network", "network", "tanh", "tanh network (solid)"),
             ("quadratic", "quadratic model", "", "quadratic model (dashed)"),
         ),
+        strict=True,
     ):
         for k in range(m_star.size):
             ax.plot(steps, occ[model][:, k], **curve(source, k, f"{detail + ', ' if detail else ''}mode {k + 1}"))
@@ -126,12 +148,20 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
         if not first:  # later seeds: thin lines, small open markers, one legend entry for all of them
             style["linewidth"] = style_own["linewidth"] = 0.8
         (line,) = ax.plot(
-            x - 0.08 + shift, dev, marker="o", markersize=6 if first else 4,
-            markerfacecolor=style["color"] if first else "white", **style,
+            x - 0.08 + shift,
+            dev,
+            marker="o",
+            markersize=6 if first else 4,
+            markerfacecolor=style["color"] if first else "white",
+            **style,
         )
         (line_own,) = ax.plot(
-            x + 0.08 + shift, dev_own, marker="P", markersize=6 if first else 4,
-            markerfacecolor=style_own["color"] if first else "white", **style_own,
+            x + 0.08 + shift,
+            dev_own,
+            marker="P",
+            markersize=6 if first else 4,
+            markerfacecolor=style_own["color"] if first else "white",
+            **style_own,
         )
         if j <= 1:
             handles += [line, line_own]
@@ -161,4 +191,3 @@ def plot(result, figure_dir) -> list[SavedFigure]:
     data = result.data
     figure_dir = Path(figure_dir)
     return [_loss_figure(data, figure_dir), _occupation_figure(data, figure_dir), _switch_figure(data, figure_dir)]
-

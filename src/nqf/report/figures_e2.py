@@ -12,12 +12,16 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from nqf.theory.lotka_volterra import switch_slope_continuous, switch_slope_gd
+
 from ._panels import BLACK as _BLACK
 from ._panels import GREY as _GREY
 from ._panels import labelled_errorbar
 from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
-_MODELS = (("network", "network", "tanh network", "o", True), ("quadratic", "quadratic model", "quadratic model", "s", False))
+_MODELS = (
+    ("network", "network", "tanh network", "o", True),
+    ("quadratic", "quadratic model", "quadratic model", "s", False),
+)
 # the slope formulas, drawn in the style of predicted (limit) curves; the label names the formula
 _GD_FORMULA = {**curve("limit", _BLACK), "label": "prediction: GD, 1/ln(1 + 2 lr c)"}
 _FLOW_FORMULA = {**curve("limit", 5), "linewidth": 1.1, "label": "gradient flow, 1/(2 lr c)"}
@@ -46,11 +50,18 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
     mflow = _seed_mean(data["predicted"]["mflow"])[order]  # (S, m)
     fig, axes = new_figure(1, 2, size=(13.0, 4.4))
     top = 0.0
-    for ax, (model, source, title, marker, filled) in zip(axes, _MODELS):
+    for ax, (model, source, title, marker, filled) in zip(axes, _MODELS, strict=True):
         steps = _seed_mean(data["measured"][model])[order]
         for k in range(c.size):
             style = curve(source, k, f"mode {k + 1}")
-            ax.plot(x, steps[:, k], marker=marker, markersize=5, markerfacecolor=style["color"] if filled else "white", **style)
+            ax.plot(
+                x,
+                steps[:, k],
+                marker=marker,
+                markersize=5,
+                markerfacecolor=style["color"] if filled else "white",
+                **style,
+            )
             ok = np.isfinite(mflow[:, k])
             ax.plot(x[ok], mflow[ok, k], **{**curve("M-flow", k, f"mode {k + 1}"), "linewidth": 1.6})
         setup_axes(ax, _X_LABEL, axis_label("switch-on step", "steps"), title=f"{title} (markers) and M-flow (dotted)")
@@ -58,7 +69,9 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
         top = max(top, ax.get_ylim()[1])
     for ax in axes:  # one step scale for both panels
         ax.set_ylim(0.0, top)
-    handles = [Line2D([], [], color=PALETTE[k], linewidth=2.5, label=f"mode {k + 1} (c = {c[k]:.3g})") for k in range(c.size)]
+    handles = [
+        Line2D([], [], color=PALETTE[k], linewidth=2.5, label=f"mode {k + 1} (c = {c[k]:.3g})") for k in range(c.size)
+    ]
     handles += [
         Line2D([], [], marker="o", markersize=5, **curve("network", _BLACK, "tanh, GD")),
         Line2D([], [], marker="s", markersize=5, markerfacecolor="white", **curve("quadratic model", _BLACK, "GD")),
@@ -67,7 +80,9 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
     failed = list(data.get("predict_failed") or [])
     if failed:
         handles.append(
-            Line2D([], [], color="none", label=f"M-flow diverged (float64) at σ₀ = {', '.join(f'{v:g}' for v in failed)}")
+            Line2D(
+                [], [], color="none", label=f"M-flow diverged (float64) at σ₀ = {', '.join(f'{v:g}' for v in failed)}"
+            )
         )
     fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize=9)
     return save_figure(
@@ -127,7 +142,7 @@ def _slope_figure(data, figure_dir: Path) -> SavedFigure:
     ratio_continuous = np.asarray(switch_slope_continuous(c, lr), dtype=float) / discrete
     (line,) = ax.plot(modes, ratio_continuous, **{**_FLOW_FORMULA, "marker": "x"})
     handles.append(line)
-    for offset, (name, style, marker, filled) in zip((-0.12, -0.04, 0.04, 0.12), series):
+    for offset, (name, style, marker, filled) in zip((-0.12, -0.04, 0.04, 0.12), series, strict=True):
         fit = fits[name]
         err = np.where(np.isfinite(fit[:, 1]), fit[:, 1], 0.0) / discrete
         handles.append(_labelled_errorbar(ax, modes + offset, fit[:, 0] / discrete, err, style, marker, filled))
@@ -154,14 +169,23 @@ def _residual_figure(data, figure_dir: Path) -> SavedFigure:
     order = np.argsort(x)
     bound = float(data["linearity_steps"])
     fig, axes = new_figure(1, 2, size=(11.0, 4.0))
-    for ax, (model, source, title, marker, filled) in zip(axes, _MODELS):
+    for ax, (model, source, title, marker, filled) in zip(axes, _MODELS, strict=True):
         residuals = [np.asarray(r, dtype=float) for r in data["residuals"][model]]  # per mode (S, seeds)
         ax.axhspan(-bound, bound, color=_GREY, alpha=0.2, linewidth=0)
         for k, r in enumerate(residuals):
             style = curve(source, k, f"mode {k + 1}")
             mean = _seed_mean(r[:, :, None])[order, 0]
-            ax.plot(x[order], mean, marker=marker, markersize=5, markerfacecolor=style["color"] if filled else "white", **style)
-        setup_axes(ax, _X_LABEL, axis_label("residual of the linear fit", "steps"), title=f"{title} (band: ±{bound:g} step)")
+            ax.plot(
+                x[order],
+                mean,
+                marker=marker,
+                markersize=5,
+                markerfacecolor=style["color"] if filled else "white",
+                **style,
+            )
+        setup_axes(
+            ax, _X_LABEL, axis_label("residual of the linear fit", "steps"), title=f"{title} (band: ±{bound:g} step)"
+        )
         low, high = ax.get_ylim()
         span = max(high, bound * 1.2) - min(low, -bound * 1.2)
         ax.set_ylim(min(low, -bound * 1.2), max(high, bound * 1.2) + 0.35 * span)  # room for the legend

@@ -39,7 +39,7 @@ def _ordered(cases: dict) -> list[str]:
 
 
 def _structure_figure(cases: dict, figure_dir: Path) -> SavedFigure:
-    names = []
+    names: list[str] = []
     for name in _ordered(cases):
         if cases[name]["case"] == "moe" and any(cases[n]["case"] == "moe" for n in names):
             continue  # one mixture of experts is enough: A differs across E only by the factor 1/E
@@ -48,7 +48,8 @@ def _structure_figure(cases: dict, figure_dir: Path) -> SavedFigure:
     nrows = int(math.ceil(len(names) / ncols))
     fig, axes = new_figure(nrows, ncols, size=(5.0 * ncols, 4.6 * nrows))
     axes = np.atleast_1d(axes).ravel()
-    for ax, name in zip(axes, names):
+    # strict=False: the grid can have more panels than names; the spare ones stay empty
+    for ax, name in zip(axes, names, strict=False):
         case = cases[name]
         A = _floats(case["structure_abs"])
         d = A.shape[0]
@@ -102,7 +103,8 @@ def _loss_figure(cases: dict, figure_dir: Path) -> SavedFigure:
     nrows = int(math.ceil(len(names) / ncols))
     fig, axes = new_figure(nrows, ncols, size=(4.4 * ncols, 3.6 * nrows + 0.6))
     axes = np.atleast_1d(axes).ravel()
-    for ax, name in zip(axes, names):
+    # strict=False: the grid can have more panels than names; the spare ones stay empty
+    for ax, name in zip(axes, names, strict=False):
         case = cases[name]
         initial = float(_floats(case["loss"]["network"])[0])
         floor = initial
@@ -118,15 +120,29 @@ def _loss_figure(cases: dict, figure_dir: Path) -> SavedFigure:
         bottom = max(floor, 1e-6 * initial) / 1.5
         predicted = _floats(case["switch"]["mflow"])
         predicted = predicted[np.isfinite(predicted)]
-        ax.vlines(predicted, 0, 1, transform=ax.get_xaxis_transform(), colors=_SWITCH_COLOUR, linestyles=(0, (2, 2)),
-                  linewidth=1.0, label="predicted switch-on (M-flow)")
+        ax.vlines(
+            predicted,
+            0,
+            1,
+            transform=ax.get_xaxis_transform(),
+            colors=_SWITCH_COLOUR,
+            linestyles=(0, (2, 2)),
+            linewidth=1.0,
+            label="predicted switch-on (M-flow)",
+        )
         measured = _floats(case["switch"]["network"])
         steps, loss = _floats(case["steps"]["network"]), _floats(case["loss"]["network"])
         ok = np.isfinite(measured)
-        ax.plot(measured[ok], np.interp(measured[ok], steps, loss), linestyle="none", marker="v", markersize=6,
-                color=PALETTE[0], label="network switch-on")
-        setup_axes(ax, axis_label("training step", "steps"), axis_label("loss", "1"), yscale="log",
-                   title=case["label"])
+        ax.plot(
+            measured[ok],
+            np.interp(measured[ok], steps, loss),
+            linestyle="none",
+            marker="v",
+            markersize=6,
+            color=PALETTE[0],
+            label="network switch-on",
+        )
+        setup_axes(ax, axis_label("training step", "steps"), axis_label("loss", "1"), yscale="log", title=case["label"])
         ax.set_ylim(bottom=bottom, top=initial * 1.6)
         ax.set_xlim(0, float(steps[-1]))
     for ax in axes[len(names) :]:
@@ -164,8 +180,13 @@ def _attention_figure(case: dict, info: dict, figure_dir: Path) -> SavedFigure:
     if math.isfinite(t_last) and t_last != t1:
         ax.axvline(t_last, color="black", linestyle=":", linewidth=1.2, label=f"last switch-on ({t_last:.0f})")
     ax.axhline(2.0, color=PALETTE[3], linestyle="-.", linewidth=1.0, label="factor 2 (claim bound for W_Q, W_K)")
-    setup_axes(ax, axis_label("training step", "steps"), axis_label("||W(t)|| / ||W(0)||, per block", "1"),
-               yscale="log", title="softmax attention: parameter blocks of the heads")
+    setup_axes(
+        ax,
+        axis_label("training step", "steps"),
+        axis_label("||W(t)|| / ||W(0)||, per block", "1"),
+        yscale="log",
+        title="softmax attention: parameter blocks of the heads",
+    )
     ax.legend(fontsize=8, loc="center right")
     return save_figure(
         fig,
@@ -186,8 +207,12 @@ def _moe_figure(info: dict, figure_dir: Path) -> SavedFigure:
     if np.isfinite(t_flow[0]):
         es = np.linspace(experts.min(), experts.max(), 50)
         ax.plot(es, t_flow[0] * es / experts[0], **curve("limit", 3, "∝ E, continuous time"))
-    setup_axes(ax, axis_label("number of experts E (= width)", "1"), axis_label("switch-on step of mode 1", "steps"),
-               title="mixture of experts: c_1 = s_1/(2E)")
+    setup_axes(
+        ax,
+        axis_label("number of experts E (= width)", "1"),
+        axis_label("switch-on step of mode 1", "steps"),
+        title="mixture of experts: c_1 = s_1/(2E)",
+    )
     ax.set_xticks(experts, [f"{e:g}" for e in experts])
     ax.legend(fontsize=8)
     return save_figure(
@@ -212,8 +237,12 @@ def _conv_figure(case: dict, info: dict, figure_dir: Path) -> SavedFigure:
         style = curve(label, colour)
         face = "white" if source == "mflow" else style["color"]
         ax.plot(freq[order], switch[order], marker=marker, markerfacecolor=face, **style)
-    setup_axes(ax, axis_label("frequency |f| (input power P(|f|) below)", "1"),
-               axis_label("switch-on step", "steps"), title="circular convolution: Fourier modes switch on by power")
+    setup_axes(
+        ax,
+        axis_label("frequency |f| (input power P(|f|) below)", "1"),
+        axis_label("switch-on step", "steps"),
+        title="circular convolution: Fourier modes switch on by power",
+    )
     ticks = np.sort(freq)
     ax.set_xticks(ticks, [f"{int(f)}\n{power[list(freq).index(f)]:.2g}" for f in ticks])
     ax.legend(fontsize=8)
@@ -232,7 +261,7 @@ def plot(result, figure_dir: Path) -> list[SavedFigure]:
     cases = data["cases"]
     specifics = data.get("specifics", {})
     figures = [_structure_figure(cases, figure_dir), _loss_figure(cases, figure_dir)]
-    for name, case in cases.items():
+    for case in cases.values():
         if case["case"] == "attention" and "attention" in specifics:
             figures.append(_attention_figure(case, specifics["attention"], figure_dir))
         if case["case"] == "conv" and "conv" in specifics:

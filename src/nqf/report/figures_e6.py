@@ -13,6 +13,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from nqf.theory.lotka_volterra import switch_slope_gd, switch_slope_momentum
+
 from ._panels import BLACK as _BLACK
 from ._panels import labelled_errorbar
 from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
@@ -24,8 +25,17 @@ _MARKERS = {"network": "o", "quadratic model": "s"}
 def _labelled_errorbar(ax, x, y, err, style: dict, marker: str, filled: bool = True):
     """Markers with error bars joined in the curve's line style (the fitted slopes of one source)."""
     return labelled_errorbar(
-        ax, x, y, err, style, marker, filled,
-        linestyle=style["linestyle"], linewidth=style["linewidth"], markersize=5, capsize=0,
+        ax,
+        x,
+        y,
+        err,
+        style,
+        marker,
+        filled,
+        linestyle=style["linestyle"],
+        linewidth=style["linewidth"],
+        markersize=5,
+        capsize=0,
     )
 
 
@@ -33,6 +43,31 @@ def _predicted_line(x: np.ndarray, y: np.ndarray, slope: float) -> tuple[float, 
     """Intercept of the line with the predicted slope through the measured points (least squares)."""
     keep = np.isfinite(y)
     return float(np.mean(y[keep] - slope * x[keep])) if keep.any() else math.nan, slope
+
+
+def _switch_legend(fig, legend_ax, c: np.ndarray, optimizers: list) -> None:
+    """One legend for all panels of E6_switch_steps: a figure legend drawn where the spare panel is."""
+    legend_ax.axis("off")
+    handles = [
+        Line2D([], [], color=PALETTE[k], linewidth=2.5, label=f"mode {k + 1} (c = {c[k]:.3g})") for k in range(c.size)
+    ]
+    handles += [
+        Line2D([], [], marker="o", markersize=5, **curve("network", _BLACK, "tanh")),
+        Line2D([], [], marker="s", markersize=5, markerfacecolor="white", **curve("quadratic model", _BLACK)),
+        Line2D([], [], **curve("limit", _BLACK, "predicted slope")),
+    ]
+    if "momentum" in optimizers:
+        handles[-1] = Line2D([], [], **curve("limit", _BLACK, "predicted slope, coloured by mode"))
+        handles.append(Line2D([], [], **curve("limit", _BLACK, "lr/(1-β) rule, mode 1")))
+    # one legend for all panels (a figure legend, drawn where the spare panel is)
+    fig.legend(
+        handles=handles,
+        loc="center",
+        bbox_to_anchor=(0.5, 0.5),
+        bbox_transform=legend_ax.transAxes,
+        frameon=False,
+        fontsize=9,
+    )
 
 
 def _switch_figure(data, figure_dir: Path) -> SavedFigure:
@@ -48,7 +83,8 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
     fig, axes = new_figure(nrows, ncols, size=(4.6 * ncols, 3.5 * nrows))
     axes = np.atleast_1d(axes).ravel()
     xs = np.linspace(0.0, x.max() * 1.04, 2)
-    for ax, optimizer in zip(axes, optimizers):
+    # strict=False: the grid can have more panels than optimizers; the spare ones stay empty
+    for ax, optimizer in zip(axes, optimizers, strict=False):
         name = names[optimizer]
         reference = {"gd": "gd", "sgd": "gd", "momentum": "momentum"}.get(optimizer)
         for k in range(modes):
@@ -83,28 +119,7 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
         )
         ax.set_xlim(0.0, xs[-1])
         ax.set_ylim(bottom=0.0)
-    legend_ax = axes[len(optimizers)]
-    legend_ax.axis("off")
-    handles = [
-        Line2D([], [], color=PALETTE[k], linewidth=2.5, label=f"mode {k + 1} (c = {c[k]:.3g})") for k in range(modes)
-    ]
-    handles += [
-        Line2D([], [], marker="o", markersize=5, **curve("network", _BLACK, "tanh")),
-        Line2D([], [], marker="s", markersize=5, markerfacecolor="white", **curve("quadratic model", _BLACK)),
-        Line2D([], [], **curve("limit", _BLACK, "predicted slope")),
-    ]
-    if "momentum" in optimizers:
-        handles[-1] = Line2D([], [], **curve("limit", _BLACK, "predicted slope, coloured by mode"))
-        handles.append(Line2D([], [], **curve("limit", _BLACK, "lr/(1-β) rule, mode 1")))
-    # one legend for all panels (a figure legend, drawn where the spare panel is)
-    fig.legend(
-        handles=handles,
-        loc="center",
-        bbox_to_anchor=(0.5, 0.5),
-        bbox_transform=legend_ax.transAxes,
-        frameon=False,
-        fontsize=9,
-    )
+    _switch_legend(fig, axes[len(optimizers)], c, optimizers)
     for ax in axes[len(optimizers) + 1 :]:
         ax.axis("off")
     return save_figure(
@@ -226,7 +241,9 @@ def _closure_figure(data, figure_dir: Path) -> SavedFigure:
             label="update defect, all steps" if i == 0 else "_u",
         )
     equivariant, adam = bounds["equivariant"], bounds["adam"]
-    bars.axhline(equivariant, color="black", linestyle="--", linewidth=1.0, label=f"claim bound {equivariant:g} (equivariant)")
+    bars.axhline(
+        equivariant, color="black", linestyle="--", linewidth=1.0, label=f"claim bound {equivariant:g} (equivariant)"
+    )
     bars.axhline(adam, color="black", linestyle=":", linewidth=1.2, label=f"claim bound {adam:g} (Adam, at least)")
     setup_axes(
         bars,

@@ -40,11 +40,19 @@ def _loss_figure(data, figure_dir: Path) -> SavedFigure:
     for k, s in enumerate(switch):
         if np.isfinite(s):
             ax.annotate(
-                f"{k + 1}", (s, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2 + 8 * (k % 2)),
-                textcoords="offset points", fontsize=7, ha="center", va="bottom",
+                f"{k + 1}",
+                (s, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(0, 2 + 8 * (k % 2)),
+                textcoords="offset points",
+                fontsize=7,
+                ha="center",
+                va="bottom",
             )
     setup_axes(ax, axis_label("training step", "steps"), axis_label("loss", "1"), xscale="log", yscale="log")
-    ax.set_title(f"digits (N = {data['samples']}): loss; mode numbers at the M-flow's switch-on steps", fontsize=10, pad=20)
+    ax.set_title(
+        f"digits (N = {data['samples']}): loss; mode numbers at the M-flow's switch-on steps", fontsize=10, pad=20
+    )
     steps_from_first_switch(ax, finite, t[-1])
     ax.set_ylim(low, top)
     # the loss spans about a decade: plain numbers at 1, 1.5, 2, 3, 5, 7 x 10^k
@@ -103,8 +111,12 @@ def _spectrum_figure(data, figure_dir: Path) -> SavedFigure:
     null_label = f"c_k = 0 ({int(null.sum())} of {c_all.size})"
     ax.plot(index[null], c_all[null], **{**curve("data", 6, null_label), **points}, marker=".", markersize=3)
     ax.axhline(0.0, color=_GREY, linewidth=0.6, label="zero")
-    setup_axes(ax, axis_label("eigenvalue index (sorted)", "1"), axis_label("eigenvalue of C = E[y A(x)]", "1"),
-               title="spectrum of C (d = 74)")
+    setup_axes(
+        ax,
+        axis_label("eigenvalue index (sorted)", "1"),
+        axis_label("eigenvalue of C = E[y A(x)]", "1"),
+        title="spectrum of C (d = 74)",
+    )
     ax.legend(loc="upper right", fontsize=8)
 
     ax = axes[1]
@@ -144,7 +156,8 @@ def _spectrum_figure(data, figure_dir: Path) -> SavedFigure:
         f"The digits data seen by the theory (N = {data['samples']}). Left: all eigenvalues of C = E[y A(x)] for the "
         "tanh perceptron; the growing modes are its positive eigenvalues c_k. Middle: per growing mode, c_k, the "
         "LV self-interaction K_kk and the LV fixed point m_k*. Right: eigenvalues of the input second moment "
-        f"(standardised pixels; {zero_inputs} exact zeros, constant pixels, left out of the log axis): far from whitened, "
+        f"(standardised pixels; {zero_inputs} exact zeros, constant pixels, left out of the log axis): far from "
+        "whitened, "
         f"so C and K[.] do not share an eigenbasis (defect {float(data['defect']):.3g}).",
     )
 
@@ -169,8 +182,14 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
         style = curve("network", 0 if first else 4 + j, detail)
         if not first:
             style["linewidth"] = 0.9
-        ax.plot(x - 0.06 + 0.04 * j, err, marker="o", markersize=6 if first else 4,
-                markerfacecolor=style["color"] if first else "white", **style)
+        ax.plot(
+            x - 0.06 + 0.04 * j,
+            err,
+            marker="o",
+            markersize=6 if first else 4,
+            markerfacecolor=style["color"] if first else "white",
+            **style,
+        )
     lv = 100.0 * np.asarray(data["error"]["LV"], dtype=float)
     quad = 100.0 * np.asarray(data["error"]["quadratic"], dtype=float)
     ax.plot(x + 0.06, lv, **{**curve("LV", 3, "discrete map"), "marker": "v"})

@@ -18,6 +18,7 @@ import numpy as np
 from nqf.comparison.curves import OverlayComparison
 from nqf.core.errors import NqfError
 from nqf.theory.predict import Prediction
+
 from ._style import PALETTE, SOURCES, axis_label, curve, new_figure, setup_axes, write_figure
 
 _MFLOW, _LV, _LIMIT, _MEASURED = 0, 1, 2, 6  # PALETTE indices: blue, orange, green, black
@@ -38,7 +39,9 @@ def _limit_staircase(prediction: Prediction, horizon: float):
     plateaus = np.asarray(limit.plateau_losses, dtype=np.float64)
     keep = np.isfinite(times) & (times > 0) & (times < horizon)
     x = np.concatenate([[1.0], times[keep], [horizon]])
-    y = np.concatenate([[float(limit.initial_loss)], plateaus[keep], plateaus[keep][-1:] if keep.any() else [limit.initial_loss]])
+    y = np.concatenate(
+        [[float(limit.initial_loss)], plateaus[keep], plateaus[keep][-1:] if keep.any() else [limit.initial_loss]]
+    )
     return x, y
 
 
@@ -47,8 +50,15 @@ def draw_overlay(ax, overlay: OverlayComparison) -> float:
     loss convention (filled circles, open squares, at the mode's loss level); returns its lowest
     positive loss (inf if none)."""
     x, y = _positive(overlay.curve.steps, overlay.curve.loss)
-    ax.plot(x, y, color=PALETTE[_MEASURED], linestyle=SOURCES["data"][0], linewidth=1.4,
-            label=f"measured ({Path(overlay.curve.path).name})", zorder=4)
+    ax.plot(
+        x,
+        y,
+        color=PALETTE[_MEASURED],
+        linestyle=SOURCES["data"][0],
+        linewidth=1.4,
+        label=f"measured ({Path(overlay.curve.path).name})",
+        zorder=4,
+    )
     levels = np.asarray(overlay.levels, dtype=np.float64)
     for steps, marker, colour, name, fill in (
         (overlay.switch_steps, "o", _MEASURED, "measured", PALETTE[_MEASURED]),
@@ -57,8 +67,16 @@ def draw_overlay(ax, overlay: OverlayComparison) -> float:
         t = np.asarray(steps, dtype=np.float64)
         keep = np.isfinite(t) & (t > 0) & np.isfinite(levels) & (levels > 0)
         if keep.any():
-            ax.scatter(t[keep], levels[keep], marker=marker, s=30, facecolors=fill, edgecolors=PALETTE[colour],
-                       zorder=5, label=f"switch-on by the loss midpoint ({name})")
+            ax.scatter(
+                t[keep],
+                levels[keep],
+                marker=marker,
+                s=30,
+                facecolors=fill,
+                edgecolors=PALETTE[colour],
+                zorder=5,
+                label=f"switch-on by the loss midpoint ({name})",
+            )
     return float(y.min()) if y.size else np.inf
 
 
@@ -81,7 +99,9 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
         lowest = min(lowest, draw_overlay(ax, overlay))
         highest = max(highest, float(np.max(overlay.curve.loss, initial=0.0)))
 
-    title = f"{prediction.arch_name}: n = {cfg.width}, {cfg.optimizer}, lr = {cfg.lr:g}, {cfg.steps} steps, seed {cfg.seed}"
+    title = (
+        f"{prediction.arch_name}: n = {cfg.width}, {cfg.optimizer}, lr = {cfg.lr:g}, {cfg.steps} steps, seed {cfg.seed}"
+    )
     setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
     ax.set_title(title, fontsize=9, pad=14)
     _set_limits(ax, prediction, plateaus, lowest, highest, horizon)
@@ -89,8 +109,9 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
     if prediction.departure is not None:
         handles, labels = _draw_departure(ax, prediction, horizon, handles, labels)
     beside = 1.09 if prediction.departure is not None else 1.01  # clear of the right-hand axis's labels
-    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(beside, 1.0), fontsize=7, framealpha=0.9,
-              borderaxespad=0.0)
+    ax.legend(
+        handles, labels, loc="upper left", bbox_to_anchor=(beside, 1.0), fontsize=7, framealpha=0.9, borderaxespad=0.0
+    )
     return write_figure(fig, path)
 
 
@@ -122,8 +143,16 @@ def _draw_plateaus(ax, prediction: Prediction) -> np.ndarray:
     plateaus = plateaus[np.isfinite(plateaus) & (plateaus > 0)]
     if plateaus.size:
         ax.hlines(
-            plateaus, 0, 1, transform=ax.get_yaxis_transform(), colors="0.55", linestyles="-", linewidth=0.6,
-            alpha=0.7, label="plateau losses (vanishing-init limit)", zorder=1,
+            plateaus,
+            0,
+            1,
+            transform=ax.get_yaxis_transform(),
+            colors="0.55",
+            linestyles="-",
+            linewidth=0.6,
+            alpha=0.7,
+            label="plateau losses (vanishing-init limit)",
+            zorder=1,
         )
     return plateaus
 
@@ -141,13 +170,28 @@ def _draw_switch_steps(ax, prediction: Prediction, horizon: float) -> None:
         if t.size == 0:
             continue
         ax.vlines(
-            t, 0, 1, transform=ax.get_xaxis_transform(), colors=PALETTE[colour], linestyles=SOURCES[source][0],
-            linewidth=1.0, alpha=0.8, label=f"switch-on steps ({name})",
+            t,
+            0,
+            1,
+            transform=ax.get_xaxis_transform(),
+            colors=PALETTE[colour],
+            linestyles=SOURCES[source][0],
+            linewidth=1.0,
+            alpha=0.8,
+            label=f"switch-on steps ({name})",
         )
     for k, t in enumerate(np.asarray(prediction.mflow_switch_steps, dtype=np.float64)):
         if np.isfinite(t) and 0 < t <= horizon:
-            ax.text(t, 1.0, f" {k + 1}", transform=ax.get_xaxis_transform(), va="bottom", ha="center", fontsize=8,
-                    color=PALETTE[_MFLOW])
+            ax.text(
+                t,
+                1.0,
+                f" {k + 1}",
+                transform=ax.get_xaxis_transform(),
+                va="bottom",
+                ha="center",
+                fontsize=8,
+                color=PALETTE[_MFLOW],
+            )
 
 
 def _set_limits(ax, prediction: Prediction, plateaus, lowest: float, highest: float, horizon: float) -> None:
@@ -174,8 +218,14 @@ def _draw_departure(ax, prediction: Prediction, horizon: float, handles: list, l
     gap = 100.0 * np.asarray(found.relative_gap, dtype=np.float64)
     keep = (steps > 0) & np.isfinite(gap)
     right = ax.twinx()
-    (line,) = right.plot(steps[keep], gap[keep], color="0.35", linewidth=1.0, linestyle="--",
-                         label="network vs quadratic model, output gap (%, right axis)")
+    (line,) = right.plot(
+        steps[keep],
+        gap[keep],
+        color="0.35",
+        linewidth=1.0,
+        linestyle="--",
+        label="network vs quadratic model, output gap (%, right axis)",
+    )
     right.set_ylabel("network vs quadratic model (%)", fontsize=8)
     right.set_xlabel(ax.get_xlabel())  # twinx hides this x axis; the label keeps the figure check honest
     right.set_ylim(0.0, max(5.0, 1.15 * float(gap[keep].max(initial=0.0))))
@@ -186,7 +236,15 @@ def _draw_departure(ax, prediction: Prediction, horizon: float, handles: list, l
         t = np.asarray(corrected, dtype=np.float64)
         t = t[np.isfinite(t) & (t > 0) & (t <= horizon)]
         if t.size:
-            marks = ax.vlines(t, 0, 1, transform=ax.get_xaxis_transform(), colors="0.2", linestyles=":",
-                              linewidth=1.4, label="switch-on steps (network-corrected)")
+            marks = ax.vlines(
+                t,
+                0,
+                1,
+                transform=ax.get_xaxis_transform(),
+                colors="0.2",
+                linestyles=":",
+                linewidth=1.4,
+                label="switch-on steps (network-corrected)",
+            )
             handles, labels = [*handles, marks], [*labels, marks.get_label()]
     return handles, labels

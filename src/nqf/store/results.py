@@ -327,7 +327,7 @@ class ResultsStore:
             return None
         try:
             document = json.loads(text)
-        except ValueError as err:
+        except json.JSONDecodeError as err:
             self._problem(path, f"not valid JSON ({err.msg} at line {err.lineno})", action)
             return None
         message = self._header_problem(document, path, experiment)
@@ -393,4 +393,3 @@ class ResultsStore:
                 document = self._read(path, entry.name)
                 if document is not None:
                     yield document
-

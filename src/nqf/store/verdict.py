@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal, cast
 
 from nqf.core.errors import NqfError
 
-CONFIRMED = "confirmed"
-NOT_CONFIRMED = "not confirmed"
-NOT_APPLICABLE = "not applicable"
+CONFIRMED: Final = "confirmed"
+NOT_CONFIRMED: Final = "not confirmed"
+NOT_APPLICABLE: Final = "not applicable"
 
 ToleranceKind = Literal["relative", "absolute", "interval", "at_least", "at_most"]
 TOLERANCE_KINDS: tuple[str, ...] = ("relative", "absolute", "interval", "at_least", "at_most")
@@ -71,46 +71,56 @@ class Tolerance:
                 raise NqfError(f"a {self.kind} tolerance must be a finite number >= 0, got {self.value!r}")
             object.__setattr__(self, "value", value)
 
+    @property
+    def _one(self) -> float:
+        """The value of a one-number kind (a float after __post_init__)."""
+        return cast(float, self.value)
+
+    @property
+    def _pair(self) -> tuple[float, float]:
+        """The (lo, hi) of an interval (a pair of floats after __post_init__)."""
+        return cast(tuple[float, float], self.value)
+
     def describe(self) -> str:
         """The tolerance as it is printed in the report's table."""
         if self.kind == "relative":
-            if self.value >= 1e-4:
-                return f"±{self.value * 100:.3g}% of predicted"
-            return f"±{self.value:.3g}·|predicted|"
+            if self._one >= 1e-4:
+                return f"±{self._one * 100:.3g}% of predicted"
+            return f"±{self._one:.3g}·|predicted|"
         if self.kind == "absolute":
-            return f"±{_number(self.value)}"
+            return f"±{_number(self._one)}"
         if self.kind == "interval":
-            lo, hi = self.value
+            lo, hi = self._pair
             return f"measured − predicted in [{_number(lo)}, {_number(hi)}]"
         if self.kind == "at_least":
-            return "measured ≥ predicted" + (f" − {_number(self.value)}" if self.value else "")
-        return "measured ≤ predicted" + (f" + {_number(self.value)}" if self.value else "")
+            return "measured ≥ predicted" + (f" − {_number(self._one)}" if self._one else "")
+        return "measured ≤ predicted" + (f" + {_number(self._one)}" if self._one else "")
 
     def check(self, predicted: float, measured: float) -> tuple[bool, str]:
         """Whether finite ``measured`` is within tolerance of finite ``predicted``, and why."""
         p, m = float(predicted), float(measured)
         diff = m - p
         if self.kind == "relative":
-            bound = self.value * abs(p)
+            bound = self._one * abs(p)
             ok = abs(diff) <= bound
             share = f" (relative {abs(diff) / abs(p):.3g})" if p != 0 else ""
             return ok, (
                 f"|measured − predicted| = {_number(abs(diff))}{share} "
-                f"{'≤' if ok else '>'} {self.value:.3g}·|predicted| = {_number(bound)}"
+                f"{'≤' if ok else '>'} {self._one:.3g}·|predicted| = {_number(bound)}"
             )
         if self.kind == "absolute":
-            ok = abs(diff) <= self.value
-            return ok, f"|measured − predicted| = {_number(abs(diff))} {'≤' if ok else '>'} {_number(self.value)}"
+            ok = abs(diff) <= self._one
+            return ok, f"|measured − predicted| = {_number(abs(diff))} {'≤' if ok else '>'} {_number(self._one)}"
         if self.kind == "interval":
-            lo, hi = self.value
+            lo, hi = self._pair
             ok = lo <= diff <= hi
             where = "inside" if ok else "outside"
             return ok, f"measured − predicted = {_number(diff)}, {where} [{_number(lo)}, {_number(hi)}]"
         if self.kind == "at_least":
-            bound = p - self.value
+            bound = p - self._one
             ok = m >= bound
             return ok, f"measured = {_number(m)} {'≥' if ok else '<'} {_number(bound)}"
-        bound = p + self.value
+        bound = p + self._one
         ok = m <= bound
         return ok, f"measured = {_number(m)} {'≤' if ok else '>'} {_number(bound)}"
 

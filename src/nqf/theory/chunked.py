@@ -55,8 +55,10 @@ class ChunkedDataMatrices:
         """sum over chunks of fn(DataMatrices of the chunk, weights of the chunk)."""
 
         def body(total, c):
-            part = fn(DataMatrices(structure(self.arch, self.inputs[c]), self.targets_chunks[c], self.loss_type),
-                      self.weights[c])
+            part = fn(
+                DataMatrices(structure(self.arch, self.inputs[c]), self.targets_chunks[c], self.loss_type),
+                self.weights[c],
+            )
             return jax.tree_util.tree_map(jnp.add, total, part), None
 
         first = fn(self._chunk(0), self.weights[0])
@@ -102,9 +104,9 @@ class ChunkedDataMatrices:
     def K_apply(self, M: jax.Array, indices: jax.Array | None = None) -> jax.Array:
         if indices is not None:
             return self.subset(indices).K_apply(M)
-        return self._sum(
-            lambda d, w: d.structure.contract(w[:, None] * d.structure.forms(M)) * w.shape[0]
-        ) / self.samples
+        return (
+            self._sum(lambda d, w: d.structure.contract(w[:, None] * d.structure.forms(M)) * w.shape[0]) / self.samples
+        )
 
     def mode_interactions(self, Q: jax.Array) -> jax.Array:
         Q = _check_basis(Q, self.dim)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
@@ -63,17 +65,17 @@ class _Setting:
     arch: Architecture
     loss: str
     optimizer: str
-    dtype: object
+    dtype: np.dtype
     g: int
     rec: np.ndarray
     mflow: np.ndarray
     full: np.ndarray
     m_star: np.ndarray
-    Rhat: object
-    Xj: object
-    Yj: object
-    lr: object
-    beta: object
+    Rhat: jax.Array
+    Xj: jax.Array
+    Yj: jax.Array
+    lr: jax.Array
+    beta: jax.Array
     first: int
     t1: float
     start: int
@@ -104,8 +106,23 @@ def _setting(arch, prediction, Xs, Ys, W0, data, mflow: np.ndarray) -> _Setting:
     m_star[:g] = np.where(thresholds > 0, 2.0 * thresholds, 1.0)
     Xj, Yj = jnp.asarray(Xs, dtype=dtype), jnp.asarray(Ys, dtype=dtype)
     return _Setting(
-        arch=arch, loss=config.loss, optimizer=config.optimizer, dtype=dtype, g=g, rec=rec, mflow=mflow, full=full,
-        m_star=m_star, Rhat=Rhat, Xj=Xj, Yj=Yj, lr=lr, beta=beta, first=first, t1=t1, start=start,
+        arch=arch,
+        loss=config.loss,
+        optimizer=config.optimizer,
+        dtype=dtype,
+        g=g,
+        rec=rec,
+        mflow=mflow,
+        full=full,
+        m_star=m_star,
+        Rhat=Rhat,
+        Xj=Xj,
+        Yj=Yj,
+        lr=lr,
+        beta=beta,
+        first=first,
+        t1=t1,
+        start=start,
         start_rows=(full.T @ W_t1, full.T @ V_t1),
     )
 
@@ -155,7 +172,7 @@ def _next_switch(s: _Setting, learned, log_n: np.ndarray, history_q: np.ndarray,
     live = {k: t for k, t in candidates.items() if np.isfinite(t)}
     if not live:
         return None
-    k_next = min(live, key=live.get)
+    k_next = min(live, key=lambda k: live[k])
     return k_next, live[k_next]
 
 
@@ -187,7 +204,7 @@ def _corrected_switches(s: _Setting, construction: str, plateau: dict | None, cu
     while not learned.all():
         newest = list(switched)[-1]  # the mode learned last (insertion order: ties in time are possible)
         occ, states, found = _run_segment(s, construction, learned, newest, B, rows, seg_start)
-        if plateau is not None and newest < s.g:
+        if plateau is not None and curvature is not None and newest < s.g:
             for model, (value, lowest) in found.items():
                 plateau[model][newest] = value
                 curvature[model][newest] = lowest
@@ -232,10 +249,10 @@ def _saddle_notes(order: list[int], curvature: dict) -> list[str]:
 
 def corrected_switch_steps(
     arch: Architecture,
-    X,
-    Y,
+    X: Float[ArrayLike, " N *input"],
+    Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"],
     prediction,
-    W0=None,
+    W0: Float[ArrayLike, "d n"] | None = None,
     data=None,
     samples: int = DEFAULT_SAMPLES,
     constructions: tuple[str, ...] = CONSTRUCTIONS,

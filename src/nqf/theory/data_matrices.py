@@ -32,6 +32,7 @@ matrices from (X, Y) (:func:`data_matrices`, :func:`flow_data`) and re-exports t
 from __future__ import annotations
 
 import jax.numpy as jnp
+from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture, structure
 from nqf.theory.population import PopulationDataMatrices, population_data_matrices
@@ -61,7 +62,12 @@ __all__ = [
 
 
 def data_matrices(
-    arch: Architecture, X, Y, loss: str = "squared", method: str = "auto", dtype=None
+    arch: Architecture,
+    X: Float[ArrayLike, " N *input"],
+    Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"],
+    loss: str = "squared",
+    method: str = "auto",
+    dtype=None,
 ) -> DataMatrices:
     """DataMatrices of the samples X: (N, *input_shape) with targets Y.
 

@@ -68,6 +68,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -86,6 +87,9 @@ from nqf.theory.departure_path import (
     quadratic_outputs,
 )
 from nqf.theory.departure_plateaus import plateau_state
+
+if TYPE_CHECKING:  # jaxtyping imports JAX; annotations only, so this module stays JAX-free
+    from jaxtyping import ArrayLike, Float, Real
 
 __all__ = [
     "CONSTRUCTIONS",
@@ -158,7 +162,8 @@ class Departure:
             out["corrected_switch_steps"] = _floats(self.corrected_switch_steps["linearised"])
             if "near_zero" in self.corrected_switch_steps:
                 out["corrected_switch_steps_near_zero"] = _floats(self.corrected_switch_steps["near_zero"])
-            out["corrected_order"] = [int(k) + 1 for k in self.activation_order["linearised"]]
+            if self.activation_order is not None:  # set together with corrected_switch_steps
+                out["corrected_order"] = [int(k) + 1 for k in self.activation_order["linearised"]]
         if self.plateau_losses is not None:
             out["plateau_losses"] = {k: _floats(v) for k, v in self.plateau_losses.items()}
         if self.plateau_curvature is not None:
@@ -175,10 +180,10 @@ def _floats(a) -> list:
 
 def departure(
     arch: Architecture,
-    X,
-    Y,
+    X: Float[ArrayLike, " N *input"],
+    Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"],
     prediction,
-    W0=None,
+    W0: Float[ArrayLike, "d n"] | None = None,
     data=None,
     samples: int = DEFAULT_SAMPLES,
     points: int = DEFAULT_POINTS,
@@ -215,7 +220,9 @@ def departure(
     if corrections:
         if config.optimizer in ("gd", "momentum"):
             clock = time.perf_counter()
-            corrected, order, plateau, curvature, more = corrected_switch_steps(arch, X, Y, prediction, W0=W0, data=data, samples=samples)
+            corrected, order, plateau, curvature, more = corrected_switch_steps(
+                arch, X, Y, prediction, W0=W0, data=data, samples=samples
+            )
             seconds["corrections"] = time.perf_counter() - clock
             notes.extend(more)
         else:

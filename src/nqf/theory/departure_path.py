@@ -40,11 +40,17 @@ def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:
     one = jnp.ones((), dtype=W.dtype)
 
     def unit_form(w, x):
-        along = lambda s: arch.effective_unit(s * w, x)
-        slope = lambda s: jax.jvp(along, (s,), (one,))[1]
+        def along(s):
+            return arch.effective_unit(s * w, x)
+
+        def slope(s):
+            return jax.jvp(along, (s,), (one,))[1]
+
         return 0.5 * jax.jvp(slope, (zero,), (one,))[1]
 
-    per_sample = lambda x: jnp.sum(jax.vmap(unit_form, in_axes=(1, None))(W, x), axis=0)
+    def per_sample(x):
+        return jnp.sum(jax.vmap(unit_form, in_axes=(1, None))(W, x), axis=0)
+
     return jax.vmap(per_sample)(X)
 
 
@@ -138,15 +144,15 @@ def path_weights(data, W0, optimizer: str, lr: float, steps, beta: float = 0.9, 
     (:func:`_factorise`): the same weights without forming P outside the column space of W0.
     """
     steps = _check_steps(steps)
-    F0, E = _factorise(W0)
+    F0_host, E_host = _factorise(W0)
     dtype = data.dtype
-    F0 = jnp.asarray(F0, dtype=dtype)
+    F0 = jnp.asarray(F0_host, dtype=dtype)
     gaps = jnp.asarray(np.diff(steps, prepend=0), dtype=jnp.int32)
     eye = jnp.eye(F0.shape[1], dtype=dtype)
     Fs, Vs = _path(optimizer, data, F0, eye, _hyper(data, optimizer, lr, beta, indices), gaps)
-    if E is None:
+    if E_host is None:
         return Fs, Vs
-    E = jnp.asarray(E, dtype=dtype)
+    E = jnp.asarray(E_host, dtype=dtype)
     return Fs @ E, Vs @ E
 
 
@@ -183,7 +189,9 @@ def _inputs(arch, X, Y, prediction, W0, data, samples):
         W0 = init_weights(arch, training_keys(config.seed)[0], config.width, config.sigma0, dtype)
     W0 = jnp.asarray(W0, dtype=dtype)
     if data is None:
-        data, _ = flow_data(arch, X, Y, loss=config.loss, route=config.route, minibatches=config.optimizer == "sgd", dtype=dtype)
+        data, _ = flow_data(
+            arch, X, Y, loss=config.loss, route=config.route, minibatches=config.optimizer == "sgd", dtype=dtype
+        )
     N = Xc.shape[0]
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise NqfError(f"departure samples must be a positive integer, got {samples!r}")

@@ -72,7 +72,10 @@ def _force(arch, model, loss_type, construction, Wstar, QU, X, Y, D0):
     f_star = outputs(Wstar, X)
     residual = f_star - Y if loss_type == "squared" else jax.nn.softmax(f_star, axis=1) - Y  # l'(f, y)
     residual = jax.lax.stop_gradient(residual)
-    paired = lambda W: jnp.sum(residual * quadratic_outputs(arch, W, X)) / X.shape[0]
+
+    def paired(W):
+        return jnp.sum(residual * quadratic_outputs(arch, W, X)) / X.shape[0]
+
     return jnp.zeros_like(D0), lambda D: QU.T @ jax.grad(paired)(QU @ D)  # 2 Q_U^T G Q_U D
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
 from nqf.theory.flow_base import (
@@ -39,11 +40,11 @@ def _observe_without_M(t, M, args):
 
 def continuous_flow(
     data: DataMatrices | PopulationDataMatrices,
-    M0,
+    M0: Float[ArrayLike, "d d"],
     lr: float,
     t_final: float,
-    saveat=None,
-    basis=None,
+    saveat: Float[ArrayLike, " T"] | None = None,
+    basis: Float[ArrayLike, "d m"] | None = None,
     record_M: bool | None = None,
     solver: str = "tsit5",
     rtol: float | None = None,

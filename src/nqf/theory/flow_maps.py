@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float, Int
 
 from nqf.core.errors import NqfError
 from nqf.core.sampling import minibatch_indices
@@ -98,7 +100,7 @@ def square_factor(M0=None, W0=None, dim: int | None = None) -> np.ndarray:
         d, n = W0.shape
         if n <= d:
             return W0  # d x n: the maps then cost d^2 n per step, not d^3
-        return np.linalg.qr(W0.T, mode="r").T
+        return np.linalg.qr(W0.T, mode="r").T  # type: ignore[attr-defined]  # mode="r" returns R alone, not QRResult
     M0 = np.asarray(M0, dtype=np.float64)
     values, vectors = np.linalg.eigh(0.5 * (M0 + M0.T))
     return vectors * np.sqrt(np.clip(values, 0.0, None))
@@ -134,8 +136,19 @@ def _check_stepping(stepping: str) -> str:
 
 
 def _run_map(
-    step, data, carry0, hyper, steps, record_every, checkpoints, basis, record_M, state_out=None,
-    stepping="every", kind=None, jump_from=None,
+    step,
+    data,
+    carry0,
+    hyper,
+    steps,
+    record_every,
+    checkpoints,
+    basis,
+    record_M,
+    state_out=None,
+    stepping="every",
+    kind=None,
+    jump_from=None,
 ):
     cps = _checkpoints(steps, record_every, checkpoints)
     basis = _check_basis(data, basis)
@@ -188,7 +201,10 @@ def _run_adaptive(step, kind, data, carry, hyper, steps, cps, basis, record_M, j
     from nqf.theory.jumps import _FIRST_JUMP, _MIN_JUMP, factors_of, states_in_jump, try_jump
 
     d, rank, dtype = carry[0].shape[0], carry[0].shape[1], carry[0].dtype
-    losses, Ms, occs = [None] * cps.size, [None] * cps.size, [None] * cps.size
+    # filled in checkpoint by checkpoint (host arrays; Ms / occs stay None when not recorded)
+    losses: list[Any] = [None] * cps.size
+    Ms: list[Any] = [None] * cps.size
+    occs: list[Any] = [None] * cps.size
     stats = {"stepped": 0, "jumped": 0, "jumps": 0, "tries": 0}
     # Jumps only once every mode has reached its threshold: a jump's affine model carries a
     # mode that is still tiny next to O(1) ones only to the rounding of the O(1) ones.
@@ -235,7 +251,9 @@ def _run_adaptive(step, kind, data, carry, hyper, steps, cps, basis, record_M, j
         stats["stepped"] += end - t
         t = end
         if not switched and basis is not None:
-            current = np.asarray(occ)[count] if after == 0 else np.asarray(_observe_factor(False, data, carry[0], basis)[2])
+            current = (
+                np.asarray(occ)[count] if after == 0 else np.asarray(_observe_factor(False, data, carry[0], basis)[2])
+            )
             switched = bool(np.all(current[: jump_from.size] >= jump_from))
     loss = jnp.asarray(np.stack(losses))
     Ms_out = jnp.asarray(np.stack(Ms)) if record_M else None
@@ -258,16 +276,16 @@ def _store(losses, Ms, occs, first: int, count: int, out) -> None:
 
 def gd_map(
     data: DataMatrices | PopulationDataMatrices,
-    M0,
+    M0: Float[ArrayLike, "d d"] | None,
     lr: float,
     steps: int,
     record_every: int | None = None,
     checkpoints: Sequence[int] | None = None,
-    basis=None,
+    basis: Float[ArrayLike, "d m"] | None = None,
     record_M: bool | None = None,
-    factor=None,
+    factor: Float[ArrayLike, "d r"] | None = None,
     stepping: str = "every",
-    jump_from=None,
+    jump_from: Float[ArrayLike, " g"] | None = None,
 ) -> FlowResult:
     """Exact gradient descent on M: M+ = (I - 2 lr G(M)) M (I - 2 lr G(M)), ``steps`` times.
 
@@ -293,24 +311,34 @@ def gd_map(
     _check_data(data)
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
     return _run_map(
-        _gd_step, data, (F0,), lr, steps, record_every, checkpoints, basis, record_M, stepping=stepping, kind="gd",
+        _gd_step,
+        data,
+        (F0,),
+        lr,
+        steps,
+        record_every,
+        checkpoints,
+        basis,
+        record_M,
+        stepping=stepping,
+        kind="gd",
         jump_from=None if jump_from is None else np.asarray(jump_from, dtype=np.float64),
     )
 
 
 def sgd_map(
     data: DataMatrices,
-    M0,
+    M0: Float[ArrayLike, "d d"] | None,
     lr: float,
     steps: int,
     batch_size: int,
     key: jax.Array | None = None,
-    indices=None,
+    indices: Int[ArrayLike, "steps batch"] | None = None,
     record_every: int | None = None,
     checkpoints: Sequence[int] | None = None,
-    basis=None,
+    basis: Float[ArrayLike, "d m"] | None = None,
     record_M: bool | None = None,
-    factor=None,
+    factor: Float[ArrayLike, "d r"] | None = None,
 ) -> FlowResult:
     """Exact minibatch SGD on M: M+ = (I - 2 lr G_b(M)) M (I - 2 lr G_b(M)).
 
@@ -319,7 +347,9 @@ def sgd_map(
     given directly as ``indices`` (steps, batch_size). The recorded loss is the full-data loss.
     """
     if not isinstance(data, (DataMatrices, ChunkedDataMatrices)):
-        raise NqfError("sgd_map needs sample data matrices (DataMatrices): a population has no minibatches, nor have moments")
+        raise NqfError(
+            "sgd_map needs sample data matrices (DataMatrices): a population has no minibatches, nor have moments"
+        )
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
     if indices is None:
         if key is None:
@@ -337,17 +367,17 @@ def sgd_map(
 
 def momentum_map(
     data: DataMatrices | PopulationDataMatrices,
-    M0,
+    M0: Float[ArrayLike, "d d"] | None,
     lr: float,
     beta: float,
     steps: int,
     record_every: int | None = None,
     checkpoints: Sequence[int] | None = None,
-    basis=None,
+    basis: Float[ArrayLike, "d m"] | None = None,
     record_M: bool | None = None,
-    factor=None,
+    factor: Float[ArrayLike, "d r"] | None = None,
     stepping: str = "every",
-    jump_from=None,
+    jump_from: Float[ArrayLike, " g"] | None = None,
 ) -> FlowResult:
     """Exact heavy-ball momentum on M, the closed dynamics of ``optax.sgd(lr, momentum=beta)``.
 
@@ -364,7 +394,17 @@ def momentum_map(
     carry0 = (F0, jnp.zeros_like(F0))  # (F, V_F) with V0 = 0
     # report the closed state (P, Q) = (W V^T, V V^T) = (F V_F^T, V_F V_F^T)
     return _run_map(
-        _momentum_step, data, carry0, hyper, steps, record_every, checkpoints, basis, record_M,
-        lambda c: (c[0] @ c[1].T, c[1] @ c[1].T), stepping=stepping, kind="momentum",
+        _momentum_step,
+        data,
+        carry0,
+        hyper,
+        steps,
+        record_every,
+        checkpoints,
+        basis,
+        record_M,
+        lambda c: (c[0] @ c[1].T, c[1] @ c[1].T),
+        stepping=stepping,
+        kind="momentum",
         jump_from=None if jump_from is None else np.asarray(jump_from, dtype=np.float64),
     )

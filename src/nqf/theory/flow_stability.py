@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
 from nqf.theory.flow_base import _check_data
@@ -106,7 +107,11 @@ def _hessian_top(data, M: np.ndarray) -> float:
     return max(top_h, top_g)
 
 
-def stable_lr_bound(data: DataMatrices | PopulationDataMatrices, points=None, beta: float = 0.0) -> LearningRateBound:
+def stable_lr_bound(
+    data: DataMatrices | PopulationDataMatrices,
+    points: Float[ArrayLike, "d d"] | Float[ArrayLike, "R d d"] | None = None,
+    beta: float = 0.0,
+) -> LearningRateBound:
     """Largest lr for which GD on M (equivalently on W) is linearly stable at M = 0 and at ``points``.
 
     GD is linearly stable at M when lr < 2 / lambda_max(H(M)), H the Hessian of

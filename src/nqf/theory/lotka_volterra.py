@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Float
 
 from nqf.core.errors import NqfError
 
@@ -78,9 +79,9 @@ class LotkaVolterra:
     Arrays are stored as read-only float64 numpy arrays; equality and hash are by value.
     """
 
-    c: np.ndarray
-    K: np.ndarray
-    m0: np.ndarray
+    c: Float[np.ndarray, " m"]
+    K: Float[np.ndarray, "m m"] | Float[np.ndarray, " m"]
+    m0: Float[np.ndarray, " m"]
     lr: float
     loss0: float = 0.0
 

@@ -11,7 +11,6 @@ import numpy as np
 
 from nqf.theory.lotka_volterra import _logistic_log_occupation
 
-
 # The closed form is evaluated in (time x mode) blocks: modes in chunks of about
 # _LOGISTIC_MODE_CHUNK (their per-mode constants, 8 x 32 KiB, stay in cache while the
 # block's times reuse them) and at most _LOGISTIC_BLOCK_ELEMENTS elements per block (2 MiB
@@ -69,7 +68,8 @@ def _logistic_evaluate(c, k, m0, lr, m_ref, ts, batch_size, save_occupations):
         (reg, (r, m0, rho, 1.0 - rho), (0.0, 1.0, 1.0, 0.0)),
         (gen, (c, k, np.log(m0)), (0.0, 0.0, 0.0)),
     )
-    args, widths = [], []
+    args: list[tuple[jax.Array, ...] | None] = []
+    widths: list[int] = []
     for idx, consts, pads in kinds:
         if idx.size == 0:
             args.append(None)
@@ -77,7 +77,7 @@ def _logistic_evaluate(c, k, m0, lr, m_ref, ts, batch_size, save_occupations):
         chunks = -(-idx.size // _LOGISTIC_MODE_CHUNK)
         width = -(-idx.size // chunks)  # balanced chunks: less than one chunk of padding
         arrays = []
-        for a, v in zip(consts + weights, pads + (0.0,) * 4):
+        for a, v in zip(consts + weights, pads + (0.0,) * 4, strict=True):
             padded = np.full(chunks * width, v)
             padded[: idx.size] = a[idx]
             arrays.append(jnp.asarray(padded.reshape(chunks, width)))
@@ -88,8 +88,11 @@ def _logistic_evaluate(c, k, m0, lr, m_ref, ts, batch_size, save_occupations):
     padded_ts = np.zeros(time_chunks * time_chunk)  # t = 0 pads: valid, dropped below
     padded_ts[:num_times] = ts
     losses, excess, blocks = _logistic_map(
-        args[0], args[1], jnp.asarray(lr),
-        jnp.asarray(padded_ts.reshape(time_chunks, time_chunk)), save_occupations,
+        args[0],
+        args[1],
+        jnp.asarray(lr),
+        jnp.asarray(padded_ts.reshape(time_chunks, time_chunk)),
+        save_occupations,
     )
     losses = np.asarray(losses).reshape(-1)[:num_times]
     excess = np.asarray(excess).reshape(-1)[:num_times]
@@ -97,7 +100,8 @@ def _logistic_evaluate(c, k, m0, lr, m_ref, ts, batch_size, save_occupations):
         return losses, excess, None
     parts = [
         (idx, np.asarray(b).reshape(time_chunks * time_chunk, -1)[:num_times, : idx.size])
-        for (idx, _, _), b in zip(kinds, blocks) if b is not None
+        for (idx, _, _), b in zip(kinds, blocks, strict=True)
+        if b is not None
     ]
     if gen.size:  # ln m of these modes: exp here keeps subnormal m (XLA flushes them to 0)
         parts[-1] = (gen, np.exp(parts[-1][1]))
@@ -139,7 +143,7 @@ def _logistic_map(regular_args, general_args, lr, ts, save_occupations):
 
     def block(t):
         acc = jnp.zeros_like(jax.lax.complex(t, t))
-        ms = []
+        ms: list[jax.Array | None] = []
         for args, occupation, log_space in (
             (regular_args, _regular_occupation, False),
             (general_args, functools.partial(_general_log_occupation, lr), True),

@@ -46,7 +46,11 @@ def momentum_block(c, K, lr, beta, state, length):
 
 
 def lv_map_records(
-    system: LotkaVolterra, num_steps: int, record: np.ndarray, thresholds: np.ndarray, optimizer: str = "gd",
+    system: LotkaVolterra,
+    num_steps: int,
+    record: np.ndarray,
+    thresholds: np.ndarray,
+    optimizer: str = "gd",
     beta: float = 0.9,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """The LV discrete map of ``optimizer`` (gd, or momentum with ``beta``) from system.m0.
@@ -65,7 +69,8 @@ def lv_map_records(
         out[0] = m0
     _cross(switch, thresholds, 0, m0[None, :g])
     if optimizer == "gd":
-        state = jnp.asarray(np.log(m0))  # in float64 first: tiny m0 underflows in float32
+        # in float64 first: tiny m0 underflows in float32
+        state: jax.Array | tuple[jax.Array, ...] = jnp.asarray(np.log(m0))
     else:
         zero = jnp.zeros(m, dtype=jnp.asarray(m0).dtype)
         state = (jnp.asarray(m0), zero, zero)
@@ -136,8 +141,10 @@ def _momentum_matrices(g: np.ndarray, lr: float, beta: float) -> np.ndarray:
     p+ = R - lr q+ (:func:`momentum_occupations`), all linear in (m, p, q) once g is fixed.
     """
     A = np.empty((g.size, 3, 3))
-    A[:, 0] = np.stack([1 - 4 * lr * g + 4 * lr**2 * g**2, -2 * lr * beta + 4 * lr**2 * beta * g,
-                        np.full_like(g, lr**2 * beta**2)], axis=1)
+    A[:, 0] = np.stack(
+        [1 - 4 * lr * g + 4 * lr**2 * g**2, -2 * lr * beta + 4 * lr**2 * beta * g, np.full_like(g, lr**2 * beta**2)],
+        axis=1,
+    )
     A[:, 1] = np.stack([2 * g - 4 * lr * g**2, beta - 4 * lr * beta * g, np.full_like(g, -lr * beta**2)], axis=1)
     A[:, 2] = np.stack([4 * g**2, 4 * beta * g, np.full_like(g, beta**2)], axis=1)
     return A
@@ -174,7 +181,11 @@ def momentum_occupations(system: LotkaVolterra, beta: float, num_steps: int) -> 
     m0 = jnp.asarray(system.m0)
     zero = jnp.zeros_like(m0)
     ms = momentum_block(
-        jnp.asarray(system.c), jnp.asarray(system.K), jnp.asarray(system.lr), jnp.asarray(beta), (m0, zero, zero),
+        jnp.asarray(system.c),
+        jnp.asarray(system.K),
+        jnp.asarray(system.lr),
+        jnp.asarray(beta),
+        (m0, zero, zero),
         int(num_steps),
     )[0]
     return np.concatenate([np.asarray(m0)[None], np.asarray(ms)], axis=0)

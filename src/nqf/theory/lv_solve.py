@@ -14,6 +14,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
 from nqf.theory.lotka_volterra import (
@@ -47,10 +48,10 @@ class LVSolution:
     """
 
     system: LotkaVolterra
-    ts: np.ndarray
-    occupations: np.ndarray | None
-    losses: np.ndarray
-    excess_losses: np.ndarray | None
+    ts: Float[np.ndarray, " T"]
+    occupations: Float[np.ndarray, "T m"] | None
+    losses: Float[np.ndarray, " T"]
+    excess_losses: Float[np.ndarray, " T"] | None
     num_steps: int
     num_accepted_steps: int
     method: str
@@ -96,9 +97,7 @@ def _solve_log_ode(c, K, lr, u0, t_final, grid, solver, controller, max_steps):
         dt0=None,
         y0=u0,
         args=(c, K, lr),
-        saveat=diffrax.SaveAt(
-            subs=[diffrax.SubSaveAt(ts=grid), diffrax.SubSaveAt(t0=True, steps=True)], dense=True
-        ),
+        saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=grid), diffrax.SubSaveAt(t0=True, steps=True)], dense=True),
         stepsize_controller=controller,
         max_steps=max_steps,
         throw=False,
@@ -131,7 +130,7 @@ def suggested_horizon(system: LotkaVolterra, factor: float = 1.5) -> float:
 def solve_lv(
     system: LotkaVolterra,
     t_final: float,
-    ts=None,
+    ts: Float[ArrayLike, " T"] | None = None,
     *,
     method: str = "auto",
     rtol: float | None = None,
@@ -200,8 +199,10 @@ def _solve_ode(system, t_final, ts, reference, method, rtol, atol, max_steps, sa
 
     if method == "kvaerno5":
         newton_tol = max(1e-2 * min(rtol, atol), 1e-14)
-        solver = diffrax.Kvaerno5(
-            root_finder=optx.Newton(rtol=jnp.asarray(newton_tol), atol=jnp.asarray(newton_tol))
+        # arrays, not floats (see the controller below); optimistix annotates them as float
+        tol = jnp.asarray(newton_tol)
+        solver: diffrax.AbstractSolver = diffrax.Kvaerno5(
+            root_finder=optx.Newton(rtol=tol, atol=tol)  # type: ignore[arg-type]
         )
     else:
         solver = diffrax.Tsit5()
@@ -289,7 +290,9 @@ def _bisect_crossings(sol, lo, hi, thresholds, iterations: int = 64):
     return 0.5 * (a + b)
 
 
-def switch_times(x, *, reference=None, t_final=None) -> np.ndarray:
+def switch_times(
+    x, *, reference: Float[ArrayLike, " m"] | None = None, t_final: float | None = None
+) -> Float[np.ndarray, " m"]:
     """Switch-on time of each mode: the first t with m_k(t) >= m_k*/2.
 
     m* is the stable fixed point (``fixed_point``) or ``reference``; for a K that is not
@@ -335,6 +338,7 @@ def switch_times(x, *, reference=None, t_final=None) -> np.ndarray:
         return out
 
     step_ts, step_us = sol._step_ts, sol._step_us
+    assert step_ts is not None and step_us is not None  # an ODE solution records its steps
     crossed = step_us >= thresholds[None, :]
     first = np.argmax(crossed, axis=0)
     reached = crossed.any(axis=0) & positive
@@ -398,7 +402,14 @@ def flow_switch_times(system: LotkaVolterra, t_final: float, reference) -> np.nd
     args = tuple(
         jnp.asarray(a)
         for a in (
-            system.c, system.dense_K, system.lr, np.log(system.m0), t_final, thresholds, tol, tol,
+            system.c,
+            system.dense_K,
+            system.lr,
+            np.log(system.m0),
+            t_final,
+            thresholds,
+            tol,
+            tol,
             max(1e-2 * tol, 1e-14),
         )
     )

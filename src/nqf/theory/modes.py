@@ -26,9 +26,10 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float
 
-from nqf.theory.data_matrices import DataMatrices
 from nqf.core.errors import NqfError
+from nqf.theory.data_matrices import DataMatrices
 from nqf.theory.lotka_volterra import LotkaVolterra
 
 
@@ -44,23 +45,23 @@ class ModeBasis:
         full_basis: (d, d) the whole eigenbasis (modes first, then the null space of C).
     """
 
-    basis: np.ndarray
-    growth: np.ndarray
-    interactions: np.ndarray
+    basis: Float[np.ndarray, "d m"]
+    growth: Float[np.ndarray, " m"]
+    interactions: Float[np.ndarray, "m m"]
     defect: float
-    full_basis: np.ndarray
+    full_basis: Float[np.ndarray, "d d"]
 
     @property
     def num_growing(self) -> int:
         """Number of modes with c_k > 0 (they come first)."""
         return int(np.sum(self.growth > 0))
 
-    def occupations(self, M) -> np.ndarray:
+    def occupations(self, M: Float[ArrayLike, "d d"]) -> Float[np.ndarray, " m"]:
         """m_k = q_k^T M q_k, (m,)."""
         M = np.asarray(M, dtype=np.float64)
         return np.einsum("ik,ij,jk->k", self.basis, M, self.basis)
 
-    def init_defect(self, M0) -> float:
+    def init_defect(self, M0: Float[ArrayLike, "d d"]) -> float:
         """||offdiag(Q^T M0 Q)||_F / ||M0||_F in the full eigenbasis."""
         M0 = np.asarray(M0, dtype=np.float64)
         R = self.full_basis.T @ M0 @ self.full_basis

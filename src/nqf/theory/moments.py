@@ -29,14 +29,15 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import cast
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures.architecture import Architecture, structure
-from nqf.core.errors import NqfError
 from nqf.architectures.structure import BlockFactors, DenseStructure
+from nqf.core.errors import NqfError
 
 # S is p x p: the moments route is offered only while S stays this small (entries).
 MAX_MOMENT_ENTRIES = 2**24  # 128 MiB in float64
@@ -192,13 +193,14 @@ def _forms_packed(s, m: jax.Array) -> jax.Array:
     if isinstance(s, DenseStructure):
         d = s.dim
         return jnp.einsum("bkij,ij->bk", s.matrices, m.reshape(d, d))
-    out, offset = 0.0, 0
+    out: jax.Array | float = 0.0  # an array once the first term is added
+    offset = 0
     for t in s.terms:
         dl, dr = t.left.shape[-1], t.right.shape[-1]
         block = m[offset : offset + dl * dr].reshape(dl, dr)
         out = out + jnp.einsum("bkrj,bkrj->bk", jnp.einsum("bkri,ij->bkrj", t.left, block), t.right)
         offset += dl * dr
-    return out
+    return jnp.asarray(out)
 
 
 def _chunk_size(layout, outputs: int, ranks: int, requested: int) -> int:
@@ -230,7 +232,8 @@ def _chunk_functions(arch: Architecture):
         return _shared_lefts(structure(arch, X))
 
     def shared(X, Y, w):
-        s = structure(arch, X)
+        # called only where ``lefts`` found block factors (a dense structure has no shared lefts)
+        s = cast(BlockFactors, structure(arch, X))
         rights = [t.right * w[:, None, None, None] for t in s.terms]
         cross = tuple(jnp.einsum("bk,bkrj->krj", Y, r) for r in rights)
         pairs = tuple(
@@ -289,7 +292,7 @@ def moment_data_matrices(
         lefts, pairs, cross = first[0], None, None
         for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
             p_c, c_c, (l_c, same) = shared_fn(Xc, Yc, w)
-            if not (bool(same) and all(bool(jnp.all(a == b)) for a, b in zip(l_c, lefts))):
+            if not (bool(same) and all(bool(jnp.all(a == b)) for a, b in zip(l_c, lefts, strict=True))):
                 pairs = None  # a left factor depends on the sample after all: general features
                 break
             pairs = p_c if pairs is None else jax.tree_util.tree_map(jnp.add, pairs, p_c)
@@ -411,7 +414,11 @@ def choose_route(
     chunk = None
     if num_samples * held > MAX_HELD_STRUCTURE:
         chunk = max(16, (1 << 22) // max(held, 1))
-    chunked = "" if chunk is None else f", in chunks of {chunk} samples (all {num_samples} would need {num_samples * held:.2g} numbers)"
+    chunked = (
+        ""
+        if chunk is None
+        else f", in chunks of {chunk} samples (all {num_samples} would need {num_samples * held:.2g} numbers)"
+    )
 
     def samples(reason):
         return RouteChoice("samples", reason + chunked, p, moments, per_sample, chunk)
@@ -427,7 +434,9 @@ def choose_route(
             "moments",
             f"moments route: a step costs ~{moments:.2g} flops with S ({p} x {p}) against ~{per_sample:.2g} over "
             f"{num_samples} samples",
-            p, moments, per_sample,
+            p,
+            moments,
+            per_sample,
         )
     return samples(
         f"per-sample route: a step costs ~{per_sample:.2g} flops over {num_samples} samples against ~{moments:.2g} "

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float
 
 from nqf.architectures.activations import activation_derivatives
 from nqf.architectures.architecture import Architecture
@@ -97,7 +98,9 @@ class PopulationDataMatrices:
         return self.slope * jnp.sum(a * (self.teacher @ self.covariance @ v), axis=0)
 
 
-def population_data_matrices(arch: Architecture, covariance, teacher, dtype=None) -> PopulationDataMatrices:
+def population_data_matrices(
+    arch: Architecture, covariance: Float[ArrayLike, "D D"], teacher: Float[ArrayLike, "K D"], dtype=None
+) -> PopulationDataMatrices:
     """Population data matrices of ``mlp`` for x ~ N(0, covariance) and y = teacher @ x.
 
     covariance: (D, D) symmetric positive semidefinite; teacher: (K, D), D = inputs, K = outputs.

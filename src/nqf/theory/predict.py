@@ -45,6 +45,7 @@ from dataclasses import replace
 
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
@@ -80,10 +81,10 @@ __all__ = [
 
 def predict(
     arch: Architecture,
-    X,
-    Y,
+    X: Float[ArrayLike, " N *input"] | None,
+    Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"] | None,
     config: PredictConfig,
-    W0=None,
+    W0: Float[ArrayLike, "d n"] | None = None,
     data: DataMatrices | None = None,
     route_choice: RouteChoice | None = None,
 ) -> Prediction:

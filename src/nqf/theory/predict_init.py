@@ -86,5 +86,6 @@ def check_init_scale(log_m0, dtype, config: PredictConfig, given_W0: bool) -> No
         remedy = underflow_remedy(dtype, s0 * factor)
     raise NqfError(
         f"{subject}: the initial occupation of mode {k + 1}, m_k(0) = |W0^T q_k|^2 = {_exp_text(low)}, underflows "
-        f"{name} (smallest normal {info.tiny:.2g}; the M-flow and the LV need m_k(0) >= tiny / u = {floor:.2g}); {remedy}"
+        f"{name} (smallest normal {info.tiny:.2g}; the M-flow and the LV need m_k(0) >= tiny / u = {floor:.2g}); "
+        f"{remedy}"
     )

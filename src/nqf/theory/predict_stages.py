@@ -217,13 +217,21 @@ def stability(data, modes: ModeBasis, m_star, config: PredictConfig) -> Learning
     )
     if config.check_lr and config.lr >= stable.bound:
         raise NqfError(
-            f"learning rate {config.lr:g} is unstable for these data: GD on M is linearly stable only for lr < {stable.bound:.4g}"
+            f"learning rate {config.lr:g} is unstable for these data: GD on M is linearly stable only for lr < "
+            f"{stable.bound:.4g}"
         )
     return stable
 
 
 def mflow(
-    data, config: PredictConfig, modes: ModeBasis, W0, dtype, record, thresholds, stable: LearningRateBound,
+    data,
+    config: PredictConfig,
+    modes: ModeBasis,
+    W0,
+    dtype,
+    record,
+    thresholds,
+    stable: LearningRateBound,
     notes: list[str],
 ) -> FlowResult:
     """The optimizer's exact map on M from W0 (d, n), observed at the steps ``record`` in the
@@ -232,24 +240,49 @@ def mflow(
     basis = jnp.asarray(modes.basis[:, : modes.num_growing], dtype=dtype)
     if config.optimizer == "gd":
         flow = gd_map(
-            data, None, config.lr, config.steps, checkpoints=record, basis=basis, factor=factor, stepping=config.stepping,
+            data,
+            None,
+            config.lr,
+            config.steps,
+            checkpoints=record,
+            basis=basis,
+            factor=factor,
+            stepping=config.stepping,
             jump_from=thresholds,
         )
     elif config.optimizer == "sgd":
+        assert config.batch_size is not None  # PredictConfig requires it for sgd
         key = training_keys(config.seed)[1]
         flow = sgd_map(
-            data, None, config.lr, config.steps, config.batch_size, key=key, checkpoints=record, basis=basis, factor=factor
+            data,
+            None,
+            config.lr,
+            config.steps,
+            config.batch_size,
+            key=key,
+            checkpoints=record,
+            basis=basis,
+            factor=factor,
         )
         notes.append("SGD: the M-flow replays the training minibatches; the LV numbers are its full-batch (GD) mean")
     else:
         flow = momentum_map(
-            data, None, config.lr, config.beta, config.steps, checkpoints=record, basis=basis, factor=factor,
-            stepping=config.stepping, jump_from=thresholds,
+            data,
+            None,
+            config.lr,
+            config.beta,
+            config.steps,
+            checkpoints=record,
+            basis=basis,
+            factor=factor,
+            stepping=config.stepping,
+            jump_from=thresholds,
         )
     if not np.all(np.isfinite(np.asarray(flow.loss))):
         raise NqfError(
             f"the M-flow diverged (non-finite loss) although lr {config.lr:g} is below the linear-stability bound "
-            f"{stable.bound:.4g} at M = 0 and at the fixed point: lower the learning rate (an intermediate plateau may be less stable)"
+            f"{stable.bound:.4g} at M = 0 and at the fixed point: lower the learning rate (an intermediate plateau "
+            "may be less stable)"
         )
     return flow
 
@@ -299,7 +332,8 @@ def mflow_switches(flow: FlowResult, thresholds, record, lv_occ, lv_switch, neve
         notes.append(
             f"the M-flow cannot resolve mode(s) {listed}: before switching on, the mode's weight share "
             f"sqrt(m_k / tr M) falls to {resolution[unresolved].min():.2g} u ({np.dtype(dtype).name} rounding unit u), "
-            f"below {MFLOW_RESOLUTION:g} u, so rounding of the leading modes seeds it and it switches early; its M-flow "
+            f"below {MFLOW_RESOLUTION:g} u, so rounding of the leading modes seeds it and it switches early; its "
+            "M-flow "
             "switch step is left out (null); the LV map (log occupations) and the singular limit stand"
         )
     return mflow_switch, resolution

@@ -93,7 +93,6 @@ class PredictConfig:
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
 
 
-
 @dataclass(frozen=True, eq=False)
 class Prediction:
     """Everything :func:`predict` computes. Modes are the eigenvectors of C with c_k > 0,
@@ -175,7 +174,11 @@ class Prediction:
         m0 = self.lv.m0 if self.initial_occupations is None else self.initial_occupations
         resolution = None if self.mflow_resolution is None else _floats(self.mflow_resolution)
         return {
-            "config": {**asdict(self.config), "arch": self.arch_name, "arch_options": _jsonable(dict(self.arch_options))},
+            "config": {
+                **asdict(self.config),
+                "arch": self.arch_name,
+                "arch_options": _jsonable(dict(self.arch_options)),
+            },
             "expansion": report_json(self.expansion),
             "mflow": {
                 "steps": _ints(self.flow.steps),
@@ -226,14 +229,12 @@ class Prediction:
         }
 
 
-
 def _floats(a) -> list:
     """JSON-safe floats: NaN/inf become None."""
     out = []
     for v in np.asarray(a, dtype=np.float64).ravel():
         out.append(float(v) if math.isfinite(v) else None)
     return out
-
 
 
 def _jsonable(obj):
@@ -253,11 +254,9 @@ def _jsonable(obj):
     return repr(obj)
 
 
-
 def _int_tree(tree):
     """A dict of (dicts of) counts with plain ints (numpy integers are not JSON)."""
     return {k: _int_tree(v) if isinstance(v, dict) else int(v) for k, v in tree.items()}
-
 
 
 def _ints(a) -> list:

@@ -122,8 +122,15 @@ def read_npz(path, names: tuple[str, ...], owner: str = "") -> dict[str, np.ndar
         raise NqfError(f"{where}: cannot read it as .npz ({reason})") from None
     for n, a in arrays.items():
         if a.dtype.kind not in "biuf":
-            kind = {"c": "complex", "O": "Python objects", "U": "strings", "S": "bytes", "V": "records",
-                    "M": "dates", "m": "time spans"}.get(a.dtype.kind, "not real numbers")
+            kind = {
+                "c": "complex",
+                "O": "Python objects",
+                "U": "strings",
+                "S": "bytes",
+                "V": "records",
+                "M": "dates",
+                "m": "time spans",
+            }.get(a.dtype.kind, "not real numbers")
             raise NqfError(f"{where}: array {n} must hold real numbers, got {kind} (dtype {a.dtype})")
         _finite(f"{where}: array {n}", a)
     return arrays
@@ -173,7 +180,9 @@ def _targets(Y, num_samples: int, outputs: int, loss: str, dtype) -> np.ndarray:
     return Y
 
 
-def checked_samples(arch: Architecture, X, Y, loss: str = "squared", dtype=None) -> tuple[np.ndarray, np.ndarray, jnp.dtype]:
+def checked_samples(
+    arch: Architecture, X, Y, loss: str = "squared", dtype=None
+) -> tuple[np.ndarray, np.ndarray, jnp.dtype]:
     """(X, targets (N, K), dtype) after every check of :func:`data_matrices`; X is not copied."""
     _check_loss(loss)
     X = np.asarray(X)

@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nqf.core.errors import NqfError
 from nqf.theory.lotka_volterra import LotkaVolterra
+
+if TYPE_CHECKING:  # jaxtyping imports JAX; annotations only, so this module stays JAX-free
+    from jaxtyping import ArrayLike, Float
 
 __all__ = [
     "PowerLawFit",
@@ -61,13 +65,15 @@ def finite_init_exponent(alpha, gamma, eps, k_star):
     return float(out) if np.ndim(out) == 0 else out
 
 
-def power_law_system(num_modes: int, alpha: float, gamma: float = 0.0, m0: float = 1e-12, lr: float = 0.05,
-                     loss0: float = 0.0) -> LotkaVolterra:
+def power_law_system(
+    num_modes: int, alpha: float, gamma: float = 0.0, m0: float = 1e-12, lr: float = 0.05, loss0: float = 0.0
+) -> LotkaVolterra:
     """LV system with c_k = k^-alpha, diagonal K_kk = k^-gamma (k = 1..num_modes), K stored as a vector."""
     if int(num_modes) < 1:
         raise NqfError("power_law_system: num_modes must be >= 1")
     k = np.arange(1, int(num_modes) + 1, dtype=np.float64)
-    return LotkaVolterra(c=k ** (-float(alpha)), K=k ** (-float(gamma)), m0=m0, lr=lr, loss0=loss0)
+    m0s = np.asarray(m0, dtype=np.float64)  # a scalar: LotkaVolterra spreads it over the modes
+    return LotkaVolterra(c=k ** (-float(alpha)), K=k ** (-float(gamma)), m0=m0s, lr=lr, loss0=loss0)
 
 
 def _excess(loss, loss_inf) -> np.ndarray:
@@ -88,7 +94,7 @@ def _log_interp(t, e, x):
     return np.interp(x, np.log(t), np.log(e))
 
 
-def _positive_part(t, loss, loss_inf):
+def _positive_part(t, loss, loss_inf) -> tuple[np.ndarray, np.ndarray]:
     t = np.asarray(t, dtype=np.float64)
     e = _excess(loss, loss_inf)
     if t.shape != e.shape or t.ndim != 1:
@@ -173,10 +179,10 @@ class PowerLawFit:
 
 
 def fit_power_law(
-    t,
-    loss,
+    t: Float[ArrayLike, " T"],
+    loss: Float[ArrayLike, " T"],
     loss_inf: float = 0.0,
-    window=None,
+    window: tuple[float, float] | None = None,
     *,
     num_points: int = 64,
     confidence: float = 0.95,
@@ -293,8 +299,14 @@ def _shape(x: np.ndarray, y: np.ndarray, resid: np.ndarray, lo: float, hi: float
     local = -np.gradient(y, x)
     total_variation = float(np.abs(np.diff(local)).sum())
     monotone = total_variation == 0 or abs(local[-1] - local[0]) >= 0.8 * total_variation
-    return {"drift": drift, "max_res": max_res, "rel_res": rel_res, "decades": decades, "local": local,
-            "monotone": monotone}
+    return {
+        "drift": drift,
+        "max_res": max_res,
+        "rel_res": rel_res,
+        "decades": decades,
+        "local": local,
+        "monotone": monotone,
+    }
 
 
 def _verdict(shape: dict, min_decades: float, max_relative_residual: float, max_drift: float) -> tuple[bool, str]:

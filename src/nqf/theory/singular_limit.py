@@ -19,11 +19,15 @@ LV switch times satisfy t_k / eps = s_k + O(1/eps).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nqf.core.errors import NqfError
 from nqf.theory.lotka_volterra import LotkaVolterra, _check_symmetric_psd, _stable_equilibrium
+
+if TYPE_CHECKING:  # jaxtyping imports JAX; annotations only, so this module stays JAX-free
+    from jaxtyping import ArrayLike, Bool, Float, Int
 
 __all__ = ["SingularLimit", "plateau_losses", "singular_limit"]
 
@@ -56,15 +60,15 @@ class SingularLimit:
     """
 
     eps: float
-    step_times: np.ndarray
-    activation_order: np.ndarray
-    plateau_losses: np.ndarray
+    step_times: Float[np.ndarray, " n"]
+    activation_order: Int[np.ndarray, " n"]
+    plateau_losses: Float[np.ndarray, " n"]
     events: tuple
-    activation_times: np.ndarray
-    switch_times: np.ndarray
-    fixed_point: np.ndarray
+    activation_times: Float[np.ndarray, " m"]
+    switch_times: Float[np.ndarray, " m"]
+    fixed_point: Float[np.ndarray, " m"]
     suppressed: tuple
-    final_speeds: np.ndarray
+    final_speeds: Float[np.ndarray, " m"]
     initial_loss: float
 
     def steps(self, eps: float | None = None) -> np.ndarray:
@@ -76,7 +80,9 @@ class SingularLimit:
         return self.switch_times * (self.eps if eps is None else float(eps))
 
 
-def singular_limit(system: LotkaVolterra, eps: float | None = None, never=None) -> SingularLimit:
+def singular_limit(
+    system: LotkaVolterra, eps: float | None = None, never: Bool[ArrayLike, " m"] | None = None
+) -> SingularLimit:
     """The exact event-driven singular limit of ``system`` (see module docstring).
 
     Args:

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture, check_width, init_weights
 from nqf.core.errors import NqfError
@@ -64,12 +65,12 @@ class ClosureResult:
 
 def closure_diagnostic(
     arch: Architecture,
-    X,
-    Y,
+    X: Float[ArrayLike, " N *input"],
+    Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"],
     config: TrainConfig,
     until: int | None = None,
     rotation_seed: int = 1,
-    W0=None,
+    W0: Float[ArrayLike, "d n"] | None = None,
 ) -> ClosureResult:
     """Train from W0 and W0 O with ``config`` (model, optimizer, lr, steps, ...) and measure closure.
 
@@ -103,12 +104,16 @@ def closure_diagnostic(
         return jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), jnp.where(num > 0, jnp.inf, 0.0))
 
     def run(W0, O):
-        batches = minibatch_indices(batch_key, N, config.batch_size, config.steps) if minibatch else None
+        batches = (
+            minibatch_indices(batch_key, N, config.batch_size, config.steps)
+            if minibatch and config.batch_size is not None
+            else None
+        )
         grad = jax.grad(loss)
 
         def step(carry, t):
             W, S, S_rot, Wb, Sb = carry
-            idx = batches[t] if minibatch else None
+            idx = batches[t] if batches is not None else None
             G = grad(W, idx)
             U, S_new = opt.update(G, S, W)
             U_rot, S_rot_new = opt.update(G @ O, S_rot, W @ O)

@@ -112,7 +112,6 @@ class TrainConfig:
         return self.beta if self.beta is not None else _DEFAULT_BETA.get(self.optimizer)
 
 
-
 def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> optax.GradientTransformation:
     """The optax transformation named by ``config.optimizer`` (see the module docstring).
 
@@ -122,15 +121,15 @@ def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> 
 
 
 def _optimizer(name: str, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
-    eps = {} if eps is None else {"eps": eps}
+    eps_option = {} if eps is None else {"eps": eps}
     if name in ("gd", "sgd"):
         return optax.sgd(lr)
     if name == "momentum":
         return optax.sgd(lr, momentum=beta)
     if name == "adam":
-        return optax.adam(lr, b1=beta, **eps)
+        return optax.adam(lr, b1=beta, **eps_option)
     matrix = optax.contrib.MuonDimensionNumbers(reduction_axis=0, output_axis=1)
-    return optax.contrib.muon(lr, beta=beta, muon_weight_dimension_numbers=matrix, **eps)
+    return optax.contrib.muon(lr, beta=beta, muon_weight_dimension_numbers=matrix, **eps_option)
 
 
 def checkpoint_steps(steps: int, count: int | None = None) -> np.ndarray:

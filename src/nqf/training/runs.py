@@ -50,6 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture, arch_key, check_width, init_weights, network, structure
 from nqf.core.errors import NqfError
@@ -58,9 +59,10 @@ from nqf.core.sampling import minibatch_indices, training_keys
 from nqf.training.config import (
     DIVERGENCE_FACTOR,
     TrainConfig,
-    checkpoint_steps,
     _optimizer,
+    checkpoint_steps,
 )
+
 
 def _prepare_targets(Y, num_samples: int, outputs: int, dtype) -> jax.Array:
     Y = jnp.asarray(Y, dtype=dtype)
@@ -83,13 +85,13 @@ def _model_loss(arch: Architecture, model: str, inputs, Y: jax.Array):
     if model == "quadratic":
         S = inputs
 
-        def loss(W, idx=None):
+        def quadratic_loss(W, idx=None):
             s = S if idx is None else jax.tree_util.tree_map(lambda a: a[idx], S)
             y = Y if idx is None else Y[idx]
             f = s.forms(W @ W.T)
             return 0.5 * jnp.mean(jnp.sum((f - y) ** 2, axis=-1))
 
-        return loss
+        return quadratic_loss
 
     X = inputs
 
@@ -126,8 +128,6 @@ class TrainResult:
     @property
     def diverged(self) -> bool:
         return self.diverged_at is not None
-
-
 
 
 def _check_scale(config: TrainConfig, dtype, sigma0s) -> None:
@@ -167,7 +167,6 @@ def _static(config: TrainConfig) -> _Static:
         config.model,
         None if config.checkpoints is None else int(config.checkpoints),
     )
-
 
 
 _CACHE_SIZE = 32
@@ -235,7 +234,11 @@ def _make_run(arch: Architecture, static: _Static):
                 jnp.stack([jnp.linalg.norm(W[b.start : b.stop]) for b in blocks]),
             )
 
-        batches = minibatch_indices(batch_key, N, static.batch_size, static.steps) if minibatch else None
+        batches = (
+            minibatch_indices(batch_key, N, static.batch_size, static.steps)
+            if minibatch and static.batch_size is not None
+            else None
+        )
         opt_state = opt.init(W0)
         first = record(W0)
         loss0 = first[0]
@@ -243,7 +246,7 @@ def _make_run(arch: Architecture, static: _Static):
 
         def step(t, carry):
             W, state, diverged_at = carry
-            idx = batches[t] if minibatch else None
+            idx = batches[t] if batches is not None else None
             value, grad = jax.value_and_grad(loss)(W, idx)
             bad = ~(jnp.isfinite(value) & jnp.all(jnp.isfinite(grad)) & (value <= limit))
             diverged_at = jnp.where((diverged_at < 0) & bad, t, diverged_at)
@@ -265,9 +268,7 @@ def _make_run(arch: Architecture, static: _Static):
         final_bad = ~(jnp.isfinite(recs[0][-1]) & (recs[0][-1] <= limit))
         div = jnp.where((div < 0) & final_bad, static.steps, div)
         after = (div >= 0) & (jnp.asarray(ckpts) >= div)
-        recs = jax.tree_util.tree_map(
-            lambda r: jnp.where(after.reshape((-1,) + (1,) * (r.ndim - 1)), jnp.nan, r), recs
-        )
+        recs = jax.tree_util.tree_map(lambda r: jnp.where(after.reshape((-1,) + (1,) * (r.ndim - 1)), jnp.nan, r), recs)
         return recs, div, W
 
     return run, ckpts, tuple(b.name for b in blocks)
@@ -287,7 +288,6 @@ def _compiled_train(arch: Architecture, config: TrainConfig):
         return jax.jit(traced), ckpts, names
 
     return _cached(("train", arch_key(arch), static), build)
-
 
 
 def _build_run(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
@@ -314,11 +314,11 @@ def _records(recs, W, names: tuple[str, ...]) -> dict:
 
 def train(
     arch: Architecture,
-    X,
-    Y,
+    X: Float[ArrayLike, " N *input"],
+    Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"],
     config: TrainConfig,
-    basis=None,
-    W0=None,
+    basis: Float[ArrayLike, "d m"] | None = None,
+    W0: Float[ArrayLike, "d n"] | None = None,
 ) -> TrainResult:
     """Train ``config.model`` of ``arch`` on (X (N, *input_shape), Y (N, K)) and record along the way.
 

@@ -26,11 +26,13 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float, Int, Real
 
 from nqf.architectures.architecture import Architecture, arch_key, check_width, init_weights
 from nqf.core.errors import NqfError
 from nqf.core.precision import resolve_dtype
 from nqf.core.sampling import training_keys
+from nqf.training.config import TrainConfig
 from nqf.training.runs import (
     _TRACES,
     TrainResult,
@@ -42,7 +44,6 @@ from nqf.training.runs import (
     _records,
     _static,
 )
-from nqf.training.config import TrainConfig
 
 __all__ = ["BATCHING", "SweepResult", "default_batching", "train_sweep"]
 
@@ -83,7 +84,7 @@ class SweepResult:
 
 
 def default_batching() -> Literal["loop", "vmap"]:
-    """"vmap" with several devices or an accelerator, else "loop" (see the module docstring)."""
+    """ "vmap" with several devices or an accelerator, else "loop" (see the module docstring)."""
     return "vmap" if jax.device_count() > 1 or jax.default_backend() != "cpu" else "loop"
 
 
@@ -148,12 +149,12 @@ def _vmapped(arch, config, dtype, inputs, Y, Qt, sigma0s, seeds):
 
 def train_sweep(
     arch: Architecture,
-    X,
-    Y,
+    X: Float[ArrayLike, " N *input"],
+    Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"],
     config: TrainConfig,
-    sigma0s: Sequence[float],
-    seeds: Sequence[int],
-    basis=None,
+    sigma0s: Float[ArrayLike, " S"] | Sequence[float],
+    seeds: Int[ArrayLike, " R"] | Sequence[int],
+    basis: Float[ArrayLike, "d m"] | None = None,
     batching: str = "auto",
 ) -> SweepResult:
     """``train`` for every (sigma0, seed) pair, batched as ``batching`` says (module docstring).
@@ -165,25 +166,25 @@ def train_sweep(
     check_width(arch, config.width)
     if batching not in BATCHING:
         raise NqfError(f"batching must be one of {', '.join(BATCHING)}, got {batching!r}")
-    sigma0s = np.asarray(sigma0s, dtype=np.float64).ravel()
-    seeds = np.asarray(seeds).ravel()
-    if sigma0s.size == 0 or seeds.size == 0:
+    sigma0_grid = np.asarray(sigma0s, dtype=np.float64).ravel()
+    seed_grid = np.asarray(seeds).ravel()
+    if sigma0_grid.size == 0 or seed_grid.size == 0:
         raise NqfError("a sweep needs at least one sigma0 and one seed")
-    if np.any(~np.isfinite(sigma0s)) or np.any(sigma0s < 0):
+    if np.any(~np.isfinite(sigma0_grid)) or np.any(sigma0_grid < 0):
         raise NqfError("sigma0 values must be finite and >= 0")
-    if not np.issubdtype(seeds.dtype, np.integer) or np.any(seeds < 0):
+    if not np.issubdtype(seed_grid.dtype, np.integer) or np.any(seed_grid < 0):
         raise NqfError("seeds must be integers >= 0")
-    _check_scale(config, dtype, sigma0s)
+    _check_scale(config, dtype, sigma0_grid)
     inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
     how = default_batching() if batching == "auto" else batching
     runner = _vmapped if how == "vmap" else _looped
-    (recs, div, W), ckpts, names = runner(arch, config, dtype, inputs, Y, Qt, sigma0s, seeds)
-    grid = (sigma0s.size, seeds.size)
+    (recs, div, W), ckpts, names = runner(arch, config, dtype, inputs, Y, Qt, sigma0_grid, seed_grid)
+    grid = (sigma0_grid.size, seed_grid.size)
     recs, div, W = jax.tree_util.tree_map(lambda a: a.reshape(grid + a.shape[1:]), (recs, div, W))
     return SweepResult(
         config=config,
-        sigma0s=sigma0s,
-        seeds=seeds,
+        sigma0s=sigma0_grid,
+        seeds=seed_grid,
         steps=ckpts,
         diverged_at=np.asarray(div),
         **_records(recs, W, names),

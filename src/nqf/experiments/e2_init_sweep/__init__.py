@@ -48,7 +48,6 @@ scale and seed). Run after E1 in the same process, E2 reuses part of predict's c
 ``summary`` (fits, claims, figures' data), ``text``.
 """
 
-
 from __future__ import annotations
 
 from .._base import Experiment

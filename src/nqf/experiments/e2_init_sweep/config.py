@@ -39,9 +39,9 @@ class InitSweepConfig:
         check_gd_run("E2", self.width, self.steps, self.lr)
 
     @classmethod
-    def quick(cls) -> "InitSweepConfig":
+    def quick(cls) -> InitSweepConfig:
         return cls(sigma0s=(1e-2, 1e-4, 1e-6, 1e-9, 1e-12))
 
     @classmethod
-    def full(cls) -> "InitSweepConfig":
+    def full(cls) -> InitSweepConfig:
         return cls()

@@ -51,7 +51,9 @@ def fit_mode(sigma0s, steps, what: str) -> ModeFit:
     rows = finite.any(axis=1)
     if finite.sum() < 3 or np.ptp(np.log(sigma0s[rows])) == 0:
         nan = np.full(steps.shape, np.nan)
-        return ModeFit(math.nan, math.nan, math.nan, nan, math.nan, problem or f"{what}: too few switch-on steps to fit")
+        return ModeFit(
+            math.nan, math.nan, math.nan, nan, math.nan, problem or f"{what}: too few switch-on steps to fit"
+        )
     fit = fit_switch_slope(sigma0s, steps)
     residuals = steps - (fit.intercept + fit.slope * np.log(1.0 / sigma0s))[:, None]
     return ModeFit(fit.slope, fit.stderr, fit.intercept, residuals, float(np.nanmax(np.abs(residuals))), problem)

@@ -16,7 +16,7 @@ def _text(config, c, discrete, continuous, fits, predicted, measured, overlap, f
         return "; ".join(f"mode {k + 1} {fmt_fit(f)}" for k, f in enumerate(fits[name]))
 
     def ratio(name: str, reference: np.ndarray) -> str:
-        return ", ".join(f"{f.slope / r:.3f}" for f, r in zip(fits[name], reference))
+        return ", ".join(f"{f.slope / r:.3f}" for f, r in zip(fits[name], reference, strict=True))
 
     def residuals(name: str) -> str:
         return ", ".join("n/a" if not math.isfinite(f.max_residual) else f"{f.max_residual:.2f}" for f in fits[name])
@@ -38,15 +38,17 @@ def _text(config, c, discrete, continuous, fits, predicted, measured, overlap, f
         return ", ".join("n/a" if not np.isfinite(v) else f"{v:.0f}" for v in steps[i])
 
     paragraphs = [
-        f"Staircase s = {', '.join(f'{s:g}' for s in config.singular_values)} (D = {config.inputs}, K = {config.outputs}, "
+        f"Staircase s = {', '.join(f'{s:g}' for s in config.singular_values)} (D = {config.inputs}, K = "
+        f"{config.outputs}, "
         f"N = {config.samples}, data seed {config.data_seed}), tanh network of width {config.width} and its quadratic "
         f"model, GD with lr {config.lr:g}, float64, {config.steps} steps, init scales sigma0 = "
         f"{', '.join(f'{s:g}' for s in config.sigma0s)}, seeds {', '.join(str(s) for s in config.seeds)}. Growth "
-        f"c_k = {', '.join(f'{v:.4g}' for v in c)} (predict's modes are the task's: overlap {overlap:.6f}). Slopes are in "
+        f"c_k = {', '.join(f'{v:.4g}' for v in c)} (predict's modes are the task's: overlap {overlap:.6f}). Slopes "
+        "are in "
         "steps per unit ln(1/sigma0) with the standard error of the fit.",
         f"Predicted slopes: GD 1/ln(1 + 2 lr c_k) = {', '.join(f'{v:.3f}' for v in discrete)}; gradient flow "
         f"1/(2 lr c_k) = {', '.join(f'{v:.3f}' for v in continuous)} "
-        f"({', '.join(f'{v / d - 1:+.1%}' for v, d in zip(continuous, discrete))} "
+        f"({', '.join(f'{v / d - 1:+.1%}' for v, d in zip(continuous, discrete, strict=True))} "
         f"off). Fitted: quadratic model {row('quadratic')}; tanh network {row('network')}; M-flow {row('mflow')}; LV "
         f"discrete map {row('lv')}; LV gradient flow {row('lv_continuous')}.",
         f"Measured / predicted GD slope per mode: quadratic model {ratio('quadratic', discrete)}; tanh network "
@@ -59,7 +61,8 @@ def _text(config, c, discrete, continuous, fits, predicted, measured, overlap, f
         "switch-on), and its step is not linear in ln(1/sigma0).",
         f"Switch-on steps at sigma0 = {config.sigma0s[first]:g} and {config.sigma0s[last]:g} (seed {config.seeds[0]}): "
         f"quadratic model {steps_at(quad_steps, first)} and {steps_at(quad_steps, last)}; tanh network "
-        f"{steps_at(net_steps, first)} and {steps_at(net_steps, last)}; M-flow {steps_at(predicted['mflow'][:, 0, :], first)} "
+        f"{steps_at(net_steps, first)} and {steps_at(net_steps, last)}; M-flow "
+        f"{steps_at(predicted['mflow'][:, 0, :], first)} "
         f"and {steps_at(predicted['mflow'][:, 0, :], last)}.",
         _gap_paragraph(config, predicted, measured),
     ]
@@ -78,18 +81,26 @@ def _gap_paragraph(config, predicted, measured) -> str:
         return np.where(ok, np.max(np.where(np.isfinite(diff), diff, -np.inf), axis=1), np.nan)
 
     def per_scale(values: np.ndarray) -> str:
-        return ", ".join(f"{s:g}: " + ("n/a" if not np.isfinite(v) else f"{v:.0f}") for s, v in zip(config.sigma0s, values))
+        return ", ".join(
+            f"{s:g}: " + ("n/a" if not np.isfinite(v) else f"{v:.0f}")
+            for s, v in zip(config.sigma0s, values, strict=True)
+        )
 
     mflow_gap, lv_gap = worst("mflow"), worst("lv")
     paragraph = (
         "Largest |difference| of the switch-on steps from the quadratic model's over the modes, per scale: M-flow "
         f"{per_scale(mflow_gap)}; LV discrete map {per_scale(lv_gap)}."
     )
-    off = [sigma0 for sigma0, a, b in zip(config.sigma0s, mflow_gap, lv_gap) if a > MFLOW_STEPS and b <= MFLOW_STEPS]
+    off = [
+        sigma0
+        for sigma0, a, b in zip(config.sigma0s, mflow_gap, lv_gap, strict=True)
+        if a > MFLOW_STEPS and b <= MFLOW_STEPS
+    ]
     if off:
         paragraph += (
             f" At sigma0 = {', '.join(f'{v:g}' for v in off)} the M-flow is off while the LV map (log occupations, no "
-            "rounding floor) is not: the float64 M-flow, which stores M in the standard basis, loses occupations far below "
+            "rounding floor) is not: the float64 M-flow, which stores M in the standard basis, loses occupations far "
+            "below "
             "the rounding of the learned modes' O(1) entries; the theory is not at fault."
         )
     return paragraph

@@ -67,7 +67,6 @@ Cost (2 shared CPU cores, wall time with compilation, measured at load ~4): quic
 theory's helpers), ``runner`` (the three runs), ``summary`` (claims, figures' data, text).
 """
 
-
 from __future__ import annotations
 
 from .._base import Experiment

@@ -72,9 +72,9 @@ class SingularLimitConfig:
             raise NqfError("E3: tolerances must be positive")
 
     @classmethod
-    def quick(cls) -> "SingularLimitConfig":
+    def quick(cls) -> SingularLimitConfig:
         return cls(sigma0s=(1e-2, 1e-4, 1e-8, 1e-16, 1e-30), competition_eps=(10.0, 20.0, 40.0, 80.0, 160.0))
 
     @classmethod
-    def full(cls) -> "SingularLimitConfig":
+    def full(cls) -> SingularLimitConfig:
         return cls()

@@ -86,7 +86,11 @@ def _competition_system(eps: float, lr: float):
     from nqf.theory.lotka_volterra import LotkaVolterra
 
     return LotkaVolterra(
-        c=np.array(COMPETITION_C), K=np.array(COMPETITION_K), m0=math.exp(-eps), lr=lr, loss0=COMPETITION_LOSS0
+        c=np.array(COMPETITION_C),
+        K=np.array(COMPETITION_K),
+        m0=np.full(len(COMPETITION_C), math.exp(-eps)),
+        lr=lr,
+        loss0=COMPETITION_LOSS0,
     )
 
 

@@ -29,7 +29,7 @@ def lv_staircase_run(run: dict[str, Any]) -> dict[str, Any]:
         off_diagonal = np.abs(s.K - np.diag(np.diag(s.K))).max() / np.abs(np.diag(s.K)).max()
         # K diagonal up to rounding (whitened data): the exact logistic closed form, else the ODE
         K = np.diag(s.K) if off_diagonal <= OFF_DIAGONAL_ROUNDING else s.K
-        flow_limit = singular_limit(LotkaVolterra(c=s.c, K=K, m0=1e-12, lr=lr, loss0=loss0))
+        flow_limit = singular_limit(LotkaVolterra(c=s.c, K=K, m0=np.full(len(s.c), 1e-12), lr=lr, loss0=loss0))
         gd_limit = gd_limit_times(s.c, lr)
         s_flow = np.linspace(0.0, HORIZON * np.nanmax(flow_limit.switch_times), points)
         s_gd = np.linspace(0.0, HORIZON * gd_limit.max(), points)
@@ -38,7 +38,7 @@ def lv_staircase_run(run: dict[str, Any]) -> dict[str, Any]:
         num_steps = int(math.ceil(s_gd[-1] * float(eps_of(min(run["sigma0s"]), width))))
         for sigma0 in run["sigma0s"]:
             eps = float(eps_of(sigma0, width))
-            system = LotkaVolterra(c=s.c, K=K, m0=math.exp(-eps), lr=lr, loss0=loss0)
+            system = LotkaVolterra(c=s.c, K=K, m0=np.full(len(s.c), math.exp(-eps)), lr=lr, loss0=loss0)
             sol = solve_lv(system, s_flow[-1] * eps, s_flow * eps)
             out["flow_switch"].append(switch_times(sol))
             out["flow_loss"].append(sol.losses)
@@ -112,7 +112,9 @@ def competition_run(run: dict[str, Any]) -> dict[str, Any]:
         s_grid = np.linspace(0.0, HORIZON * s_last, points)
         # probes halfway between consecutive distinct event times, and after the last
         times = sorted({float(s) for s, _, _ in limit.events})
-        probes = np.array([0.5 * (a + b) for a, b in zip(times[:-1], times[1:])] + [0.5 * (times[-1] + s_grid[-1])])
+        probes = np.array(
+            [0.5 * (a + b) for a, b in zip(times[:-1], times[1:], strict=True)] + [0.5 * (times[-1] + s_grid[-1])]
+        )
         # half of the pushed-out mode's equilibrium while it is on (alone in its pair)
         transient = 0.5 * COMPETITION_C[PUSHED_OUT] / COMPETITION_K[PUSHED_OUT][PUSHED_OUT]
         keys = ("switch", "pushed_on", "pushed_off", "u", "loss", "probe_losses", "final_log")

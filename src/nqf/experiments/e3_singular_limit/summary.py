@@ -198,7 +198,7 @@ def _trained_claims(config: SingularLimitConfig, lv: dict, trained: dict, st: di
     i_plateau = int(np.flatnonzero(sigma0s == config.plateau_sigma0)[0])
     limit_plateaus = as_array(lv["limit_plateaus"])
     measured_plateaus = as_array(trained["plateau_losses"])[i_plateau]
-    for j, (pred, meas) in enumerate(zip(limit_plateaus[:-1], measured_plateaus)):
+    for j, (pred, meas) in enumerate(zip(limit_plateaus[:-1], measured_plateaus, strict=True)):
         claims.append(
             Claim(
                 claim=f"trained quadratic model: plateau after {j + 1} mode(s) at the limit's loss",
@@ -280,7 +280,7 @@ def _competition_claims(config: SingularLimitConfig, comp: dict, cp: dict) -> li
     ]
     comp_probe = as_array(comp["probe_losses"])[-1]
     comp_levels = step_function(comp_limit.step_times, comp_limit.plateau_losses, COMPETITION_LOSS0, comp["probes"])
-    for j, (pred, meas) in enumerate(zip(comp_levels, comp_probe)):
+    for j, (pred, meas) in enumerate(zip(comp_levels, comp_probe, strict=True)):
         claims.append(
             Claim(
                 claim=f"competing LV: plateau {j + 1} at the limit's loss",
@@ -330,8 +330,21 @@ def _fmt(values, digits: int = 3) -> str:
     return ", ".join(f"{v:.{digits}g}" for v in np.asarray(values, dtype=np.float64).ravel())
 
 
-def _text(config, lv, trained, eps, slopes, flow_err, gd_err, trained_err, comp_err, comp_eps, comp_limit,
-          gd_limit, flow_limit) -> str:
+def _text(
+    config,
+    lv,
+    trained,
+    eps,
+    slopes,
+    flow_err,
+    gd_err,
+    trained_err,
+    comp_err,
+    comp_eps,
+    comp_limit,
+    gd_limit,
+    flow_limit,
+) -> str:
     trained_switch = as_array(trained["switch"])
     gd_switch = as_array(lv["gd_switch"])
     lines = [

@@ -51,7 +51,6 @@ of which the three 10^5-mode LV solves take ~27 s. Training: ~2200 GD steps, abo
 models), ``summary`` (fits, claims, figures' data, text).
 """
 
-
 from __future__ import annotations
 
 from .._base import Experiment

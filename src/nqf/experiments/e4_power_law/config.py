@@ -70,9 +70,9 @@ class PowerLawConfig:
             raise NqfError("E4: trained_tolerance must be positive")
 
     @classmethod
-    def quick(cls) -> "PowerLawConfig":
+    def quick(cls) -> PowerLawConfig:
         return cls(lv_modes=10_000)
 
     @classmethod
-    def full(cls) -> "PowerLawConfig":
+    def full(cls) -> PowerLawConfig:
         return cls()

@@ -138,9 +138,7 @@ def _trained_law(
     diverged = rec.get("diverged_at")
     try:
         fit = (
-            None
-            if diverged is not None
-            else fit_power_law(steps, loss[1:], 0.0, window=window, confidence=CONFIDENCE)
+            None if diverged is not None else fit_power_law(steps, loss[1:], 0.0, window=window, confidence=CONFIDENCE)
         )
         problem = "" if fit is not None else f"training diverged at step {diverged}"
     except NqfError as err:
@@ -202,13 +200,11 @@ def _text(config, lv_data, own_fit, trained_data, eps_train, window) -> str:
         f"{_ci(_fit_dict(own_fit))}; fitter: {own_fit.reason}."
     )
     lines.append(own_line)
-    for model, d in trained_data.items():
+    for d in trained_data.values():
         if d["fit"] is None:
             lines.append(f"{d['source']}: no fit ({d['problem']}).")
         else:
             f = d["fit"]
             agree = abs(f["exponent"] - own_fit.exponent) / abs(own_fit.exponent)
-            lines.append(
-                f"{d['source']}: {_ci(f)}, {100 * agree:.1f}% from the LV prediction; fitter: {f['reason']}."
-            )
+            lines.append(f"{d['source']}: {_ci(f)}, {100 * agree:.1f}% from the LV prediction; fitter: {f['reason']}.")
     return "\n\n".join(lines)

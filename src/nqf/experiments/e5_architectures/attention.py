@@ -75,8 +75,10 @@ def attention_claims(record: dict) -> tuple[list[Claim], dict[str, Any]]:
     if math.isfinite(t1):
         at_t1 = int(np.searchsorted(steps, t1))
         qk = max(info["W_Q_first"], info["W_K_first"])
-        vo = min(norms[at_t1, names.index("W_V")] / norms[0, names.index("W_V")],
-                 norms[at_t1, names.index("W_O")] / norms[0, names.index("W_O")])
+        vo = min(
+            norms[at_t1, names.index("W_V")] / norms[0, names.index("W_V")],
+            norms[at_t1, names.index("W_O")] / norms[0, names.index("W_O")],
+        )
         info["vo_growth"] = float(vo)
         missing = ""
     else:

@@ -70,7 +70,7 @@ class ArchitecturesConfig:
                 raise NqfError(f"E5: {name}_lr must be positive")
 
     @classmethod
-    def quick(cls) -> "ArchitecturesConfig":
+    def quick(cls) -> ArchitecturesConfig:
         """Smaller data (ICL 4000 prompts, fixed readout 1024 samples, convolution L = 8) and
         shorter horizons: 67-107 s on 2 shared cores (module docstring)."""
         return cls(
@@ -86,7 +86,7 @@ class ArchitecturesConfig:
         )
 
     @classmethod
-    def full(cls) -> "ArchitecturesConfig":
+    def full(cls) -> ArchitecturesConfig:
         """THEORY.md's ICL size (20000 prompts), L = 16 and horizons past every mode."""
         return cls()
 

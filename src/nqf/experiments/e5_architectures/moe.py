@@ -78,7 +78,7 @@ def moe_claims(records: dict[str, dict]) -> tuple[list[Claim], dict[str, Any]]:
     t_net0 = float(_array(r0["switch"]["network"])[0])
     t_flow0 = float(_array(r0["switch"]["mflow"])[0])
     info: dict[str, Any] = {"experts": experts, "c1": [], "t_network": [], "t_mflow": [], "escape_ratio": []}
-    for e, r in items:
+    for _e, r in items:
         info["c1"].append(float(_array(r["growth"])[0]))
         info["t_network"].append(float(_array(r["switch"]["network"])[0]))
         info["t_mflow"].append(float(_array(r["switch"]["mflow"])[0]))

@@ -52,7 +52,6 @@ cost little.
 ``summary`` (fits, claims, figures' data), ``text``.
 """
 
-
 from __future__ import annotations
 
 from .._base import Experiment

@@ -68,9 +68,9 @@ class OptimizersConfig:
             raise NqfError(f"E6: beta must lie in [0, 1), got {self.beta!r}")
 
     @classmethod
-    def quick(cls) -> "OptimizersConfig":
+    def quick(cls) -> OptimizersConfig:
         return cls(sigma0s=(1e-3, 1e-6, 1e-9, 1e-12), seeds=(0,))
 
     @classmethod
-    def full(cls) -> "OptimizersConfig":
+    def full(cls) -> OptimizersConfig:
         return cls()

@@ -204,7 +204,8 @@ def _closure_claims(config: OptimizersConfig, closure: dict[str, dict[str, Any]]
         if optimizer in EQUIVARIANT:
             claims.append(
                 Claim(
-                    claim=f"{OPTIMIZER_NAMES[optimizer]} keeps the quadratic model closed on M (W0 and W0 O give the same M)",
+                    claim=f"{OPTIMIZER_NAMES[optimizer]} keeps the quadratic model closed on M "
+                    "(W0 and W0 O give the same M)",
                     measured_what=f"max relative M defect ||M - M'||/||M||, quadratic model, {where}",
                     predicted=0.0,
                     measured=info["max_m_window"],

@@ -26,15 +26,21 @@ def _setup_paragraph(config, c, first) -> str:
     m_star = as_array(first["fixed_point"])
     scales = ", ".join(f"{s:g}" for s in config.sigma0s)
     return (
-        f"Staircase (s = {', '.join(f'{s:g}' for s in config.singular_values)}, D = {config.inputs}, K = {config.outputs}, "
-        f"N = {config.samples} whitened samples), tanh network of width {config.width} and its quadratic model, float64. "
-        f"Growth coefficients c_k = q_k^T C q_k = {', '.join(f'{v:.4g}' for v in c)}; switch-on thresholds are half the LV "
-        f"fixed point m_k* = {', '.join(f'{v:.4g}' for v in m_star)} for every model and optimizer. Init scales sigma0 = "
-        f"{scales}, seeds {', '.join(str(s) for s in config.seeds)}. Learning rates: GD, SGD (batch {config.batch_size}) and "
+        f"Staircase (s = {', '.join(f'{s:g}' for s in config.singular_values)}, D = {config.inputs}, K = "
+        f"{config.outputs}, "
+        f"N = {config.samples} whitened samples), tanh network of width {config.width} and its quadratic model, "
+        "float64. "
+        f"Growth coefficients c_k = q_k^T C q_k = {', '.join(f'{v:.4g}' for v in c)}; switch-on thresholds are half "
+        "the LV "
+        f"fixed point m_k* = {', '.join(f'{v:.4g}' for v in m_star)} for every model and optimizer. Init scales "
+        "sigma0 = "
+        f"{scales}, seeds {', '.join(str(s) for s in config.seeds)}. Learning rates: GD, SGD (batch "
+        f"{config.batch_size}) and "
         f"momentum (beta {config.beta:g}) {config.lr:g}; Adam {config.adam_lr:g}; Muon {config.muon_lr:g}. Slopes are "
         "in steps per unit ln(1/sigma0), with standard errors of the fit; switch-on steps are whole steps, so over "
         f"a span of {np.ptp(np.log(np.asarray(config.sigma0s))):.3g} in ln(1/sigma0) a slope is resolved to about "
-        f"{1.0 / np.ptp(np.log(np.asarray(config.sigma0s))):.2g} steps per unit, even where the fit's standard error is smaller."
+        f"{1.0 / np.ptp(np.log(np.asarray(config.sigma0s))):.2g} steps per unit, even where the fit's standard error "
+        "is smaller."
     )
 
 
@@ -45,7 +51,7 @@ def _row(fits, optimizer: str, model: str) -> str:
 
 def _ratio(fits, predicted, optimizer: str, model: str, key: str) -> str:
     """Fitted slope / predicted slope of each mode."""
-    return ", ".join(f"{f.slope / p:.3f}" for f, p in zip(fits[optimizer][model], predicted[key]))
+    return ", ".join(f"{f.slope / p:.3f}" for f, p in zip(fits[optimizer][model], predicted[key], strict=True))
 
 
 def _pred(predicted, key: str) -> str:
@@ -60,21 +66,29 @@ def _slope_paragraphs(config, predicted, fits) -> list[str]:
     if "gd" in fits:
         paragraphs.append(
             f"GD, predicted 1/ln(1 + 2 lr c_k) = {pred('gd')}. Quadratic model: {row('gd', 'quadratic')}. "
-            f"Tanh network: {row('gd', 'network')}. Network slope / predicted slope per mode: {ratio('gd', 'network', 'gd')} "
-            f"(mode 1's slope is {fits['gd']['network'][0].slope:.3f}); only mode 1 is a claim for the network: its later "
-            "modes are a measured finding (beyond the quadratic order the tanh network couples them to the modes already learned)."
+            f"Tanh network: {row('gd', 'network')}. Network slope / predicted slope per mode: "
+            f"{ratio('gd', 'network', 'gd')} "
+            f"(mode 1's slope is {fits['gd']['network'][0].slope:.3f}); only mode 1 is a claim for the network: its "
+            "later "
+            "modes are a measured finding (beyond the quadratic order the tanh network couples them to the modes "
+            "already learned)."
         )
     if "momentum" in fits:
         paragraphs.append(
-            f"Heavy-ball momentum, predicted 1/ln z = {pred('momentum')}; the effective-lr rule lr/(1 - beta) would give "
-            f"{pred('momentum_naive')}, far off because 2 lr c_k is not small against (1 - beta)^2 = {(1 - config.beta) ** 2:.3g}. "
-            f"Quadratic model: {row('momentum', 'quadratic')}. Tanh network: {row('momentum', 'network')}; network slope / "
+            f"Heavy-ball momentum, predicted 1/ln z = {pred('momentum')}; the effective-lr rule lr/(1 - beta) would "
+            "give "
+            f"{pred('momentum_naive')}, far off because 2 lr c_k is not small against (1 - beta)^2 = "
+            f"{(1 - config.beta) ** 2:.3g}. "
+            f"Quadratic model: {row('momentum', 'quadratic')}. Tanh network: {row('momentum', 'network')}; network "
+            "slope / "
             f"predicted per mode: {ratio('momentum', 'network', 'momentum')}."
         )
     if "sgd" in fits:
         paragraphs.append(
-            f"SGD (batch {config.batch_size}, same batches for every scale), no claim; GD's formula gives {pred('gd')}. "
-            f"Quadratic model: {row('sgd', 'quadratic')}. Tanh network: {row('sgd', 'network')}. Quadratic-model slope / "
+            f"SGD (batch {config.batch_size}, same batches for every scale), no claim; GD's formula gives "
+            f"{pred('gd')}. "
+            f"Quadratic model: {row('sgd', 'quadratic')}. Tanh network: {row('sgd', 'network')}. Quadratic-model "
+            "slope / "
             f"GD formula per mode: {ratio('sgd', 'quadratic', 'gd')}."
         )
     return paragraphs
@@ -118,8 +132,10 @@ def _closure_paragraph(config, closure, network_closure) -> str:
     extra = ""
     if network_closure is not None:
         extra = (
-            f" For contrast, the tanh network under GD reaches an M defect of {np.nanmax(network_closure['m_defect']):.2g} "
-            f"(update defect {np.nanmax(network_closure['update_defect']):.2g}): the rotation is not a symmetry of the network."
+            " For contrast, the tanh network under GD reaches an M defect of "
+            f"{np.nanmax(network_closure['m_defect']):.2g} "
+            f"(update defect {np.nanmax(network_closure['update_defect']):.2g}): the rotation is not a symmetry of "
+            "the network."
         )
     return (
         f"Closure on M (quadratic model, W0 versus W0 O, sigma0 = {config.closure_sigma0:g}, seed {config.seeds[0]}), "

@@ -1,4 +1,5 @@
-"""Expanding a spec's axes into points, checking them against the data, grouping them into batches.
+"""Expanding a spec's axes into points and grouping them into batches (the points' checks against
+the data: :mod:`nqf.scans.sweep.checks`).
 
 A *point* is one value per axis on top of the fixed settings; its ``config`` (a plain JSON
 dict: mode, task and its full options, architecture and its full options, every setting)
@@ -122,6 +123,7 @@ def _arch_choice(spec: Spec, task, arch_opts: dict) -> tuple[str, dict]:
     """(name, options) of a point's architecture: the task's natural one (its options, then the
     spec's) when no other is named, as ``nqf compare`` does."""
     if spec.task == "npz":
+        assert spec.arch is not None  # the spec refuses an npz task without [arch] name
         return spec.arch, dict(arch_opts)
     natural_name, natural_options = task.natural_architecture()
     if spec.arch is None or spec.arch == natural_name:
@@ -142,15 +144,15 @@ def expand(spec: Spec, resolver: Resolver | None = None) -> list[Point]:
         try:
             task = resolver.task(spec.task, task_opts)
         except (NqfError, TypeError, ValueError) as err:
-            key = _blame(str(err), spec, "task")
-            problems.setdefault(key, f"spec {key}: {_one_line(err)}")
+            key = blame(str(err), spec, "task")
+            problems.setdefault(key, f"spec {key}: {one_line(err)}")
             continue
         arch_name, arch_options = _arch_choice(spec, task, arch_opts)
         try:
             arch = resolver.arch(arch_name, arch_options)
         except (NqfError, TypeError, ValueError) as err:
-            key = _blame(str(err), spec, "arch")
-            problems.setdefault(key, f"spec {key}: {_one_line(err)}")
+            key = blame(str(err), spec, "arch")
+            problems.setdefault(key, f"spec {key}: {one_line(err)}")
             continue
         config = {
             "mode": spec.mode,
@@ -168,11 +170,11 @@ def expand(spec: Spec, resolver: Resolver | None = None) -> list[Point]:
     return points
 
 
-def _one_line(err) -> str:
+def one_line(err) -> str:
     return " ".join(str(err).split())
 
 
-def _blame(message: str, spec: Spec, owner: str) -> str:
+def blame(message: str, spec: Spec, owner: str) -> str:
     """The spec key a problem is about: an axis or key of ``owner`` ("task", "arch", "settings")
     whose name the message mentions, else the first one of that owner, else the owner's table."""
     candidates: list[str] = []
@@ -189,152 +191,6 @@ def _blame(message: str, spec: Spec, owner: str) -> str:
         if name.replace("_", " ") in lowered or name in lowered or name.replace("_", "-") in lowered:
             return key
     return candidates[0] if candidates else (owner + ".name" if owner != "settings" else "settings")
-
-
-def _where(spec: Spec, name: str) -> str:
-    """The key that sets a setting: its axis, else its [settings] entry."""
-    if name in spec.axes:
-        return f"axes.{name}"
-    return f"settings.{name}"
-
-
-def check_points(spec: Spec, points: list[Point], resolver: Resolver | None = None) -> None:
-    """The checks that need the data (JAX must be started, float64): per distinct group,
-    the theory gate, the width (mixture of experts), the memory estimate (``nqf.comparison.limits``),
-    and one 1-step prediction per learning rate and flow, which applies ``predict``'s own checks
-    (the learning rate against the stability bound ``nqf.stable_lr_bound``, the init scale
-    against underflow at the group's smallest sigma0, a mode that grows). SpecError, one line
-    per key."""
-    from nqf.architectures.architecture import check_width
-    from nqf.architectures.expansion import theory_gate
-    from nqf.comparison.limits import check_compare, check_predict, task_samples
-    from nqf.theory.predict import PredictConfig, predict
-
-    resolver = resolver or Resolver()
-    problems: dict[str, str] = {}
-
-    def bad(key: str, err) -> None:
-        problems.setdefault(key, f"spec {key}: {_one_line(err)}")
-
-    gated: set[str] = set()
-    sized: set[str] = set()
-    flows: dict[str, list[Point]] = {}
-    for p in points:
-        c, s = p.config, p.config["settings"]
-        task = resolver.task(c["task"], c["task_options"])
-        arch = resolver.arch(c["arch"], c["arch_options"])
-        arch_key = json.dumps([c["arch"], c["arch_options"], s["allow_inapplicable"]], sort_keys=True)
-        if arch_key not in gated:
-            gated.add(arch_key)
-            try:
-                theory_gate(arch, s["allow_inapplicable"])
-            except NqfError as err:
-                bad(_blame(str(err), spec, "arch"), err)
-        try:
-            check_width(arch, s["width"])
-        except NqfError as err:
-            bad(_where(spec, "width"), err)
-        size_key = json.dumps(
-            [c["task"], c["task_options"], c["arch"], c["arch_options"], s["width"], s["steps"]], sort_keys=True
-        )
-        if size_key not in sized:
-            sized.add(size_key)
-            try:
-                if spec.mode == "compare":
-                    check_compare(task, arch, s["width"], s["steps"], 1, tuple(s["optimizers"]))
-                else:
-                    check_predict(
-                        arch,
-                        task_samples(task),
-                        s["width"],
-                        s["steps"],
-                        s["loss"],
-                        s["route"],
-                        minibatches=s["optimizer"] == "sgd",
-                        adaptive=s["stepping"] == "adaptive" and s["optimizer"] != "sgd",
-                    )
-            except NqfError as err:
-                bad(_blame(str(err), spec, "settings"), err)
-        for flow, lr, lr_key in _flows(spec, s):
-            # the stability bound depends on the data, the flow and its momentum, not on lr
-            key = json.dumps(
-                [
-                    c["task"],
-                    c["task_options"],
-                    c["arch"],
-                    c["arch_options"],
-                    s["data_seed"],
-                    flow,
-                    s.get("beta"),
-                    s.get("batch"),
-                    s.get("loss", "squared"),
-                ],
-                sort_keys=True,
-            )
-            flows.setdefault(key, []).append((p, lr, lr_key))
-    if problems:
-        raise SpecError(list(problems.values()))
-    for key, group in flows.items():
-        *_, flow, beta, batch, loss = json.loads(key)
-        first, lr, lr_key = min(group, key=lambda e: (e[1], e[0].sigma0))
-        smallest = min(e[0].sigma0 for e in group)
-        c, s = first.config, first.config["settings"]
-        task = resolver.task(c["task"], c["task_options"])
-        arch = resolver.arch(c["arch"], c["arch_options"])
-        try:
-            X, Y = task.generate(s["data_seed"])
-            config = PredictConfig(
-                width=s["width"],
-                lr=lr,
-                steps=1,
-                sigma0=smallest,
-                optimizer=flow,
-                beta=0.9 if beta is None else beta,
-                batch_size=batch if flow == "sgd" else None,
-                seed=first.seed,
-                loss=loss,
-                allow_inapplicable=s["allow_inapplicable"],
-            )
-            bound = float(predict(arch, X, Y, config).stable_lr)
-        except NqfError as err:
-            text = str(err)
-            if "learning rate" in text:
-                where = lr_key
-            elif "sigma0" in text or "underflow" in text:
-                where = _where(spec, "sigma0")
-            elif "mode grows" in text or "no mode" in text:
-                where = _blame(text, spec, "task")
-            else:
-                where = _blame(text, spec, "settings")
-            bad(where, text)
-            continue
-        for p, lr, lr_key in group:
-            if lr >= bound and lr_key not in problems:
-                unstable = sorted({e[1] for e in group if e[1] >= bound})
-                count = sum(1 for e in group if e[1] >= bound)
-                bad(
-                    lr_key,
-                    f"learning rate {', '.join(f'{v:g}' for v in unstable)} is unstable for these data "
-                    f"({flow}): GD on M is linearly stable only for lr < {bound:.4g} ({count} point(s), "
-                    f"e.g. point {p.index})",
-                )
-    if problems:
-        raise SpecError(list(problems.values()))
-
-
-def _flows(spec: Spec, s: dict) -> list[tuple[str, float, str]]:
-    """(flow, lr, spec key of that lr) of every M-flow a point computes (``CompareConfig.flows``)."""
-    if spec.mode == "predict":
-        return [(s["optimizer"], s["lr"], _where(spec, "lr"))]
-    out = [("gd", s["learning_rates"].get("gd", s["lr"]), _where(spec, "lr"))]
-    for opt in s["optimizers"]:
-        flow = {"gd": "gd", "sgd": "sgd", "momentum": "momentum"}.get(opt)
-        if flow is None or flow == "gd":
-            continue
-        lr = s["learning_rates"].get(opt, s["lr"])
-        key = _where(spec, f"lr_{opt}") if opt in s["learning_rates"] else _where(spec, "lr")
-        out.append((flow, lr, key))
-    return out
 
 
 def group_key(config: dict) -> str:

@@ -25,7 +25,8 @@ from typing import Any
 
 from nqf.core.errors import NqfError
 
-from .points import EXPERIMENT, RUN, Point, Resolver, check_points, default_batch_size, expand, make_batches
+from .checks import check_points
+from .points import EXPERIMENT, RUN, Point, Resolver, default_batch_size, expand, make_batches
 from .spec import Spec, SpecError, load_spec
 
 

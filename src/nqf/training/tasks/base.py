@@ -110,7 +110,8 @@ class Task:
         """Draw the data set: X (N, *input_shape), Y (N, K), both of ``dtype``."""
         dt = resolve_dtype(dtype)  # fail before drawing
         X, Y = self._draw(_rng(key))
-        return _cast(dt, X, Y)
+        Xc, Yc = _cast(dt, X, Y)
+        return Xc, Yc
 
     def natural_architecture(self) -> tuple[str, dict[str, Any]]:
         """(registry name, options) of the architecture this task is made for."""

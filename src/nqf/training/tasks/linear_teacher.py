@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,14 @@ class _LinearTeacher(Task):
     teacher is drawn first from the key, then the inputs, so the teacher does not
     depend on the number of samples.
     """
+
+    if TYPE_CHECKING:  # options every subclass declares as dataclass fields, with their defaults
+        inputs: int
+        outputs: int
+        samples: int
+        whiten: bool
+        correlation: float
+        activation: str
 
     def _singular_values(self) -> np.ndarray:
         raise NotImplementedError

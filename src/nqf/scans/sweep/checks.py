@@ -1,0 +1,210 @@
+"""Checking a sweep's points against the data, before anything is computed (JAX started, float64).
+
+Each check runs once per distinct case (an architecture, a size, an M-flow), and every problem is
+reported as one line naming the spec key it is about (an axis, else the [settings] or [task] /
+[arch] entry), all of them at once (:class:`nqf.scans.sweep.spec.SpecError`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from nqf.core.errors import NqfError
+
+from .points import Point, Resolver, blame, one_line
+from .spec import Spec, SpecError
+
+
+def _where(spec: Spec, name: str) -> str:
+    """The key that sets a setting: its axis, else its [settings] entry."""
+    if name in spec.axes:
+        return f"axes.{name}"
+    return f"settings.{name}"
+
+
+def check_points(spec: Spec, points: list[Point], resolver: Resolver | None = None) -> None:
+    """The checks that need the data (JAX must be started, float64): per distinct group,
+    the theory gate, the width (mixture of experts), the memory estimate (``nqf.comparison.limits``),
+    and one 1-step prediction per learning rate and flow, which applies ``predict``'s own checks
+    (the learning rate against the stability bound ``nqf.stable_lr_bound``, the init scale
+    against underflow at the group's smallest sigma0, a mode that grows). SpecError, one line
+    per key."""
+    resolver = resolver or Resolver()
+    problems: dict[str, str] = {}
+    flows = _check_statics(spec, points, resolver, problems)
+    if problems:
+        raise SpecError(list(problems.values()))
+    for key, group in flows.items():
+        *_, flow, beta, batch, loss = json.loads(key)
+        bound = _stable_bound(spec, group, (flow, beta, batch, loss), resolver, problems)
+        if bound is not None:
+            _check_learning_rates(flow, group, bound, problems)
+    if problems:
+        raise SpecError(list(problems.values()))
+
+
+def _note(problems: dict[str, str], key: str, err) -> None:
+    """The first problem of a spec key (one line) is the one reported."""
+    problems.setdefault(key, f"spec {key}: {one_line(err)}")
+
+
+def _check_statics(spec: Spec, points: list[Point], resolver: Resolver, problems: dict[str, str]) -> dict[str, list]:
+    """The checks that need no prediction, each once per distinct case: the theory gate (per
+    architecture), the width, the memory estimate (per task, architecture, width and steps).
+    Returns the (point, lr, spec key of lr) of every M-flow, by ``_flow_key``."""
+    gated: set[str] = set()
+    sized: set[str] = set()
+    flows: dict[str, list] = {}
+    for p in points:
+        c, s = p.config, p.config["settings"]
+        task = resolver.task(c["task"], c["task_options"])
+        arch = resolver.arch(c["arch"], c["arch_options"])
+        arch_key = json.dumps([c["arch"], c["arch_options"], s["allow_inapplicable"]], sort_keys=True)
+        if arch_key not in gated:
+            gated.add(arch_key)
+            _check_gate(spec, arch, s, problems)
+        _check_width(spec, arch, s, problems)
+        size_key = json.dumps(
+            [c["task"], c["task_options"], c["arch"], c["arch_options"], s["width"], s["steps"]], sort_keys=True
+        )
+        if size_key not in sized:
+            sized.add(size_key)
+            _check_memory(spec, task, arch, s, problems)
+        for flow, lr, lr_key in _flows(spec, s):
+            flows.setdefault(_flow_key(c, flow), []).append((p, lr, lr_key))
+    return flows
+
+
+def _check_gate(spec: Spec, arch, s: dict, problems: dict[str, str]) -> None:
+    """The theory applies to the architecture (unless ``allow_inapplicable``)."""
+    from nqf.architectures.expansion import theory_gate
+
+    try:
+        theory_gate(arch, s["allow_inapplicable"])
+    except NqfError as err:
+        _note(problems, blame(str(err), spec, "arch"), err)
+
+
+def _check_width(spec: Spec, arch, s: dict, problems: dict[str, str]) -> None:
+    """The width suits the architecture (a mixture of experts has one unit per expert)."""
+    from nqf.architectures.architecture import check_width
+
+    try:
+        check_width(arch, s["width"])
+    except NqfError as err:
+        _note(problems, _where(spec, "width"), err)
+
+
+def _check_memory(spec: Spec, task, arch, s: dict, problems: dict[str, str]) -> None:
+    """The run fits in memory: ``nqf.comparison.limits``'s estimate for compare or predict."""
+    from nqf.comparison.limits import check_compare, check_predict, task_samples
+
+    try:
+        if spec.mode == "compare":
+            check_compare(task, arch, s["width"], s["steps"], 1, tuple(s["optimizers"]))
+        else:
+            check_predict(
+                arch,
+                task_samples(task),
+                s["width"],
+                s["steps"],
+                s["loss"],
+                s["route"],
+                minibatches=s["optimizer"] == "sgd",
+                adaptive=s["stepping"] == "adaptive" and s["optimizer"] != "sgd",
+            )
+    except NqfError as err:
+        _note(problems, blame(str(err), spec, "settings"), err)
+
+
+def _flow_key(c: dict, flow: str) -> str:
+    """What the stability bound depends on: the data, the flow and its momentum, not lr."""
+    s = c["settings"]
+    return json.dumps(
+        [
+            c["task"],
+            c["task_options"],
+            c["arch"],
+            c["arch_options"],
+            s["data_seed"],
+            flow,
+            s.get("beta"),
+            s.get("batch"),
+            s.get("loss", "squared"),
+        ],
+        sort_keys=True,
+    )
+
+
+def _stable_bound(spec: Spec, group: list, flow_args: tuple, resolver: Resolver, problems: dict[str, str]):
+    """The stability bound of one M-flow (``flow_args``: flow, beta, batch, loss), from a 1-step
+    prediction at the group's smallest lr and sigma0 (which applies predict's checks); None when
+    that prediction fails (the problem noted)."""
+    from nqf.theory.predict import PredictConfig, predict
+
+    flow, beta, batch, loss = flow_args
+    first, lr, lr_key = min(group, key=lambda e: (e[1], e[0].sigma0))
+    smallest = min(e[0].sigma0 for e in group)
+    c, s = first.config, first.config["settings"]
+    task = resolver.task(c["task"], c["task_options"])
+    arch = resolver.arch(c["arch"], c["arch_options"])
+    try:
+        X, Y = task.generate(s["data_seed"])
+        config = PredictConfig(
+            width=s["width"],
+            lr=lr,
+            steps=1,
+            sigma0=smallest,
+            optimizer=flow,
+            beta=0.9 if beta is None else beta,
+            batch_size=batch if flow == "sgd" else None,
+            seed=first.seed,
+            loss=loss,
+            allow_inapplicable=s["allow_inapplicable"],
+        )
+        return float(predict(arch, X, Y, config).stable_lr)
+    except NqfError as err:
+        text = str(err)
+        _note(problems, _prediction_key(spec, text, lr_key), text)
+        return None
+
+
+def _prediction_key(spec: Spec, text: str, lr_key: str) -> str:
+    """The spec key a failed 1-step prediction is about: the learning rate, sigma0, the task or a setting."""
+    if "learning rate" in text:
+        return lr_key
+    if "sigma0" in text or "underflow" in text:
+        return _where(spec, "sigma0")
+    if "mode grows" in text or "no mode" in text:
+        return blame(text, spec, "task")
+    return blame(text, spec, "settings")
+
+
+def _check_learning_rates(flow: str, group: list, bound: float, problems: dict[str, str]) -> None:
+    """Every learning rate of one M-flow below its stability bound: one line per spec key."""
+    for p, lr, lr_key in group:
+        if lr >= bound and lr_key not in problems:
+            unstable = sorted({e[1] for e in group if e[1] >= bound})
+            count = sum(1 for e in group if e[1] >= bound)
+            _note(
+                problems,
+                lr_key,
+                f"learning rate {', '.join(f'{v:g}' for v in unstable)} is unstable for these data "
+                f"({flow}): GD on M is linearly stable only for lr < {bound:.4g} ({count} point(s), "
+                f"e.g. point {p.index})",
+            )
+
+
+def _flows(spec: Spec, s: dict) -> list[tuple[str, float, str]]:
+    """(flow, lr, spec key of that lr) of every M-flow a point computes (``CompareConfig.flows``)."""
+    if spec.mode == "predict":
+        return [(s["optimizer"], s["lr"], _where(spec, "lr"))]
+    out = [("gd", s["learning_rates"].get("gd", s["lr"]), _where(spec, "lr"))]
+    for opt in s["optimizers"]:
+        flow = {"gd": "gd", "sgd": "sgd", "momentum": "momentum"}.get(opt)
+        if flow is None or flow == "gd":
+            continue
+        lr = s["learning_rates"].get(opt, s["lr"])
+        key = _where(spec, f"lr_{opt}") if opt in s["learning_rates"] else _where(spec, "lr")
+        out.append((flow, lr, key))
+    return out

@@ -1,0 +1,208 @@
+"""Reading what a sweep spec varies: ``[axes]`` (each a setting, ``task.OPTION`` or ``arch.OPTION``),
+the axes zipped together (``[sweep] zip``), ``[figures]`` (which name axes and points), and the
+checks across settings and axes (the optimizers' learning rates and minibatch).
+
+The readers note problems in a :class:`nqf.scans.sweep.spec_sections.Problems` and go on; the
+format is in :mod:`nqf.scans.sweep.spec`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .spec_sections import Owner, Problems
+from .spec_values import MAX_POINTS, REQUIRED, SETTINGS, check_setting, expand_axis, is_int, option_value
+
+
+def read_axes(
+    table: dict, mode: str, settings: dict, task: Owner, arch: Owner, natural: tuple | None, problems: Problems
+) -> dict[str, list]:
+    """``[axes]``: name -> checked values. An ``arch.OPTION`` axis with no architecture named
+    settles it on the task's own (``arch`` is updated)."""
+    axes: dict[str, list] = {}
+    for key, spec in table.items():
+        where = f"axes.{key}"
+        values, problem = expand_axis(spec)
+        if problem:
+            problems.bad(where, problem)
+            continue
+        owner, _, option = key.partition(".")
+        if option and owner == "task":
+            checked = _option_axis(where, option, values, task, problems)
+        elif option and owner == "arch":
+            if arch.name is None and natural is not None:
+                from nqf.architectures import architecture_options
+
+                arch.name = natural[0]
+                arch.known = architecture_options(arch.name)
+            checked = _option_axis(where, option, values, arch, problems)
+        elif not option:
+            checked = _setting_axis(where, key, values, mode, settings, problems)
+        else:
+            problems.bad(where, "unknown axis; an axis is a setting, task.OPTION or arch.OPTION")
+            continue
+        if checked is None:
+            continue
+        problem = next((p for _, p in checked if p), "")
+        if problem:
+            problems.bad(where, problem)
+            continue
+        axes[key] = [v for v, _ in checked]
+    return axes
+
+
+def _option_axis(where: str, option: str, values: list, owner: Owner, problems: Problems) -> list | None:
+    """An axis over an option of the task or the architecture: (value, problem) per value, or None
+    (the owner has no name, or the option is unknown or given in its table too)."""
+    if owner.name is None:
+        return None
+    if option not in owner.known:
+        problems.bad(where, owner.no_option(option))
+        return None
+    if option in owner.options:
+        noun, table = ("task", "task") if owner.section == "task" else ("architecture", "arch")
+        problems.bad(where, f"{noun} option {option} is given in [{table}] too; give it in one place")
+        return None
+    return [option_value(owner.known[option], v) for v in values]
+
+
+def _setting_axis(where: str, key: str, values: list, mode: str, settings: dict, problems: Problems) -> list | None:
+    """An axis over a setting of the mode: (value, problem) per value, or None (not a setting,
+    ``optimizers``, or given in [settings] too)."""
+    known = SETTINGS[mode]
+    if key not in known:
+        problems.bad(
+            where,
+            f"unknown axis; an axis is a setting of mode {mode} ({', '.join(known)}), task.OPTION or arch.OPTION",
+        )
+        return None
+    if key == "optimizers":
+        problems.bad(where, "optimizers is not an axis (every point trains each listed optimizer)")
+        return None
+    if key in settings:
+        problems.bad(where, "also given in [settings]; give it in one place")
+        return None
+    return [check_setting(mode, key, v) for v in values]
+
+
+def check_required(tables: dict[str, dict], problems: Problems) -> None:
+    """Every required setting is given, in [settings] or as an axis."""
+    for key in REQUIRED:
+        if key not in tables["settings"] and key not in tables["axes"]:
+            problems.bad(f"settings.{key}", "missing; give it in [settings] or as an axis")
+
+
+def read_zip(zipped: Any, given: dict, axes: dict[str, list], problems: Problems) -> tuple[tuple[str, ...], ...]:
+    """The axes as product factors, in the order of [axes]: each group of ``zip`` (two or more axes
+    of equal length), and every other axis alone. ``given``: the axes as written, ``axes``: the good ones."""
+    if not (isinstance(zipped, list) and all(isinstance(g, list) for g in zipped)):
+        problems.bad("sweep.zip", 'must be a list of lists of axis names, e.g. [["lr", "steps"]]')
+        zipped = []
+    groups: list[tuple[str, ...]] = []
+    in_zip: set[str] = set()
+    for i, group in enumerate(zipped):
+        if _zip_group(f"sweep.zip[{i}]", group, given, axes, in_zip, problems):
+            in_zip.update(group)
+            groups.append(tuple(group))
+    ordered: list[tuple[str, ...]] = []
+    for key in axes:
+        group = next((g for g in groups if key in g), (key,))
+        if group not in ordered and (key in in_zip or len(group) == 1):
+            ordered.append(group)
+    return tuple(ordered)
+
+
+def _zip_group(where: str, group: list, given: dict, axes: dict[str, list], in_zip: set[str], problems) -> bool:
+    """Whether one group of ``zip`` is good: two or more distinct axes, not zipped before, of equal lengths."""
+    if len(group) < 2:
+        problems.bad(where, "zips at least two axes")
+        return False
+    missing = [n for n in group if n not in given]
+    if missing:
+        problems.bad(where, f"{missing[0]!r} is not an axis")
+        return False
+    twice = [n for n in group if n in in_zip]
+    if twice or len(set(group)) != len(group):
+        problems.bad(where, f"axis {(twice or group)[0]!r} is zipped twice")
+        return False
+    if not all(n in axes for n in group):
+        return False  # the axis itself is bad, reported above
+    lengths = {n: len(axes[n]) for n in group}
+    if len(set(lengths.values())) != 1:
+        problems.bad(where, "zipped axes need equal lengths, got " + ", ".join(f"{n} {k}" for n, k in lengths.items()))
+        return False
+    return True
+
+
+def count_points(axes: dict[str, list], groups: tuple[tuple[str, ...], ...]) -> int:
+    """The number of points: the product of the groups' lengths."""
+    total = 1
+    for group in groups:
+        total *= len(axes[group[0]])
+    return total
+
+
+def read_heatmap(figures: dict, given: dict, problems: Problems) -> tuple[str, str] | None:
+    """``[figures] heatmap``: two different axes, or None."""
+    heatmap = figures.get("heatmap")
+    if heatmap is None:
+        return None
+    if not (isinstance(heatmap, list) and len(heatmap) == 2 and all(isinstance(h, str) for h in heatmap)):
+        problems.bad("figures.heatmap", 'names two axes, e.g. ["sigma0", "lr"]')
+        return None
+    if heatmap[0] == heatmap[1]:
+        problems.bad("figures.heatmap", "names the same axis twice")
+        return None
+    for h in heatmap:
+        if h not in given:
+            problems.bad("figures.heatmap", f"{h!r} is not an axis")
+            return None
+    return heatmap[0], heatmap[1]
+
+
+def read_curves(figures: dict, total: int, problems: Problems) -> tuple[int, ...] | int:
+    """``[figures] curves``: a count, or point indices (checked against ``total`` when the spec has
+    no other problem)."""
+    curves = figures.get("curves", 3)
+    if is_int(curves):
+        if curves < 0:
+            problems.bad("figures.curves", f"must be a count >= 0 or a list of point indices, got {curves}")
+    elif isinstance(curves, list) and all(is_int(c) for c in curves):
+        out_of_range = [c for c in curves if not 0 <= c < total]
+        if out_of_range and not problems:
+            problems.bad(
+                "figures.curves",
+                f"point index {out_of_range[0]} out of range (the sweep has {total} points: 0..{total - 1})",
+            )
+        curves = tuple(curves)
+    else:
+        problems.bad("figures.curves", f"must be a count or a list of point indices, got {curves!r}")
+    return curves
+
+
+def check_size(total: int, problems: Problems) -> None:
+    """At most MAX_POINTS points."""
+    if total > MAX_POINTS:
+        problems.bad("axes", f"{total} points; a sweep has at most {MAX_POINTS}")
+
+
+def check_optimizers(mode: str, settings: dict, axes: dict[str, list], problems: Problems) -> None:
+    """Learning rates and the minibatch against the optimizers (only for an otherwise good spec):
+    ``lr_OPT`` only for a listed optimizer, ``batch`` exactly when sgd runs."""
+    if problems:
+        return
+    batched = "batch" in settings or "batch" in axes
+    if mode == "compare":
+        opts = settings.get("optimizers", ("gd",))
+        for key in ("lr_sgd", "lr_momentum", "lr_adam", "lr_muon"):
+            if (key in settings or key in axes) and key[3:] not in opts:
+                where = f"settings.{key}" if key in settings else f"axes.{key}"
+                problems.bad(where, f"{key[3:]} is not among the optimizers")
+        if "sgd" in opts and not batched:
+            problems.bad("settings.batch", "optimizer sgd needs a minibatch size (batch = B)")
+        if batched and "sgd" not in opts:
+            where = "settings.batch" if "batch" in settings else "axes.batch"
+            problems.bad(where, "batch is used by sgd only; add sgd to the optimizers or drop it")
+    if mode == "predict":
+        if settings.get("optimizer", "gd") == "sgd" and not batched:
+            problems.bad("settings.batch", "optimizer sgd needs a minibatch size (batch = B)")
