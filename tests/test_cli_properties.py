@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 SPECIAL = [0.0, 1.0, -1.0, 0.5, 3.0, 1e-300, 1e29, -1e31, 1e300, np.nan, np.inf, -np.inf]
@@ -77,6 +77,25 @@ def cases(draw):
 OUTCOMES: list[int] = []
 
 
+def _valid(command: str, seed: int, cols: int, outputs: int, width: str, lr: str) -> tuple:
+    """A well-formed case: the random examples are mostly errors, and which of them succeed
+    depends on hypothesis's seed (derived from this file's source), so the successes the
+    property must reach are also given explicitly."""
+    rng = np.random.default_rng(seed)
+    X, Y = rng.standard_normal((6, cols)), rng.standard_normal((6, outputs))
+    options = {"--width": width, "--lr": lr, "--steps": "20", "--sigma0": "0.1", "--seed": str(seed)}
+    return X, Y, command, options, ["--inputs", str(cols), "--outputs", str(outputs)]
+
+
+VALID = [
+    _valid("predict", 0, 2, 2, "2", "0.05"),
+    _valid("predict", 1, 3, 1, "3", "0.01"),
+    _valid("compare", 2, 2, 2, "2", "0.05"),
+    _valid("compare", 3, 1, 3, "1", "0.01"),
+    _valid("predict", 4, 3, 3, "2", "0.1"),
+]
+
+
 @settings(
     max_examples=60,
     deadline=None,
@@ -85,6 +104,11 @@ OUTCOMES: list[int] = []
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 @given(cases())
+@example(VALID[0])
+@example(VALID[1])
+@example(VALID[2])
+@example(VALID[3])
+@example(VALID[4])
 def _property(capfd, example):
     from nqf.cli import main
 
