@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import jax
+import numpy as np
 
 # -- timing ----------------------------------------------------------------------------
 
@@ -86,3 +87,35 @@ class Outcome:
     summary: dict
     targets: dict[str, bool]
     notes: list[str] = field(default_factory=list)
+
+
+# -- output: one format for run.py and the stand-alone bench_*.py scripts ----------------
+
+
+def _format(value) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        if v == 0 or 1e-3 <= abs(v) < 1e5:
+            return f"{v:.4g}" if abs(v) < 1 else f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+        return f"{v:.2g}"
+    return str(value)
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(_format(row.get(col, "")) for col in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def print_outcome(outcome: Outcome, columns: list[str]) -> bool:
+    """Print an outcome's table, targets and notes (markdown); True when every target is met."""
+    print(markdown_table(outcome.rows, columns))
+    for target, met in outcome.targets.items():
+        print(f"- target: {target}: {'met' if met else 'MISSED'}")
+    for note in outcome.notes:
+        print(f"- note: {note}")
+    return all(outcome.targets.values())

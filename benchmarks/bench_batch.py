@@ -35,7 +35,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
-from _timing import Outcome, timed_with_compile
+from _timing import Outcome, print_outcome, timed_with_compile
 
 import nqf
 
@@ -173,14 +173,5 @@ if __name__ == "__main__":
     outcome = batch_vs_loop(args.quick, args.repeats or (3 if args.quick else 5))
     columns = COLUMNS["batch_vs_loop"]
 
-    def cell(v):
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
-
-    print("| " + " | ".join(columns) + " |\n|" + "|".join("---" for _ in columns) + "|")
-    for row in outcome.rows:
-        print("| " + " | ".join(cell(row[c]) for c in columns) + " |")
-    for name, met in outcome.targets.items():
-        print(f"{'met' if met else 'MISSED'}: {name}")
-    for note in outcome.notes:
-        print(f"note: {note}")
-    raise SystemExit(0 if all(outcome.targets.values()) else 1)
+    met = print_outcome(outcome, columns)
+    raise SystemExit(0 if met else 1)

@@ -52,7 +52,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _timing import Outcome
+from _timing import Outcome, print_outcome
 
 SIZES = {  # quick, full
     True: {"sigma0s": 4, "seeds": 4, "steps": 400, "batch_size": 2},
@@ -376,15 +376,6 @@ if __name__ == "__main__":
     outcome = sweep_executors(args.quick, 1, rounds=args.rounds, keep=args.keep)
     columns = COLUMNS["sweep_executors"]
 
-    def cell(v):
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
-
-    print("| " + " | ".join(columns) + " |\n|" + "|".join("---" for _ in columns) + "|")
-    for row in outcome.rows:
-        print("| " + " | ".join(cell(row[c]) for c in columns) + " |")
-    for name, met in outcome.targets.items():
-        print(f"{'met' if met else 'MISSED'}: {name}")
-    for note in outcome.notes:
-        print(f"note: {note}")
+    met = print_outcome(outcome, columns)
     print(f"({time.perf_counter() - t0:.0f} s)")
-    raise SystemExit(0 if all(outcome.targets.values()) else 1)
+    raise SystemExit(0 if met else 1)

@@ -51,7 +51,7 @@ OUT_DIR = Path(__file__).resolve().parent / "out"
 DTYPE = "float64"
 
 
-from _timing import Outcome, Timing, time_calls, timed_with_compile, _timed  # noqa: E402,F401
+from _timing import Outcome, Timing, print_outcome, time_calls, timed_with_compile, _timed  # noqa: E402,F401
 
 
 def _staircase():
@@ -351,25 +351,6 @@ _load_benchmark_modules()
 # -- output ----------------------------------------------------------------------------
 
 
-def _format(value) -> str:
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, (int, np.integer)):
-        return str(value)
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        if v == 0 or 1e-3 <= abs(v) < 1e5:
-            return f"{v:.4g}" if abs(v) < 1 else f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
-        return f"{v:.2g}"
-    return str(value)
-
-
-def markdown_table(rows: list[dict], columns: list[str]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    lines += ["| " + " | ".join(_format(row.get(col, "")) for col in columns) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def machine() -> dict:
     try:
         cores = len(os.sched_getaffinity(0))
@@ -442,13 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = {"elapsed_s": elapsed, "params": outcome.params, "rows": outcome.rows,
                          "summary": outcome.summary, "targets": outcome.targets, "notes": outcome.notes}
         print(f"## {name}  ({elapsed:.0f} s)\n")
-        print(markdown_table(outcome.rows, COLUMNS[name]))
-        for target, met in outcome.targets.items():
-            print(f"- target: {target}: {'met' if met else 'MISSED'}")
-            if not met:
-                failed.append(f"{name}: missed target {target}")
-        for note in outcome.notes:
-            print(f"- note: {note}")
+        print_outcome(outcome, COLUMNS[name])
+        failed += [f"{name}: missed target {target}" for target, met in outcome.targets.items() if not met]
         print()
 
     record = {"date_utc": started.isoformat(timespec="seconds"), "mode": mode, "repeats": repeats,

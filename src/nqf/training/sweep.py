@@ -10,11 +10,14 @@ shares ``train``'s cache entry). The default on one CPU device.
 ``"vmap"``: one program vmapped over the P = len(sigma0s) len(seeds) points, the point
 axis sharded over the devices (``jax.sharding``: a 1-D mesh "points", P padded to a
 multiple of the device count; data replicated). The default with several devices or an
-accelerator, where a batch keeps the devices busy. On one CPU core it is the slower
-choice, measured: per point the vmapped program holds (P, N, n, K) intermediates of the
-layer's sum over units, which leave the caches as P grows (width 32, 300 steps, staircase:
-1.32x the loop's CPU time at 16 points, 1.95x at 64; ``benchmarks/bench_batch.py``).
-Agrees with the loop to rounding (about 1e-14 relative).
+accelerator, where a batch keeps the devices busy. On the CPU it depends on the machine,
+measured (width 32, 300 steps, staircase, ``benchmarks/bench_batch.py``): pinned to one busy
+core it cost 1.32x the loop's CPU time at 16 points and 1.95x at 64, because per point the
+vmapped program holds (P, N, n, K) intermediates of the layer's sum over units that leave the
+caches as P grows; on an idle 2-core machine it was faster, 0.71x the CPU time and 0.56x the
+wall time at 16 points (XLA spreads its large fusions over both cores). The loop never costs
+more than the runs one by one, so it is the CPU default. Agrees with the loop to rounding
+(about 1e-14 relative).
 """
 
 from __future__ import annotations
