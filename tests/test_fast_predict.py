@@ -239,7 +239,7 @@ s = np.array([3.0, 2.0, 1.0, 0.5])
 c = np.concatenate([s / 2, -s / 2])
 K = np.block([[np.eye(4) / 4, -np.eye(4) / 4], [-np.eye(4) / 4, np.eye(4) / 4]]) + 0.01
 system = lvm.LotkaVolterra(c, K, np.full(8, 1e-12), 0.05, 7.125)
-out = lvs.flow_switch_times(system, 3000.0, lvm.fixed_point(system))
+out = lvs.flow_switch_times(system, 3000.0, lvm.fixed_point(system), method="compiled")
 print(json.dumps([None if np.isnan(v) else float(v) for v in out]))
 """
 
@@ -254,7 +254,9 @@ def _flow_switch_system():
 
 
 def test_flow_switch_times_equal_the_solver_path():
-    """The one-program LV flow switch times equal ``switch_times(solve_lv(...))`` exactly."""
+    """The one-program LV flow switch times equal ``switch_times(solve_lv(...))`` exactly; the
+    numpy route (the default for this size) agrees to the solver's tolerance (rtol 1e-8 on ln m:
+    measured 7e-8 relative here)."""
     import nqf.theory.lotka_volterra as lvm
     import nqf.theory.lv_solve as lvs
 
@@ -262,7 +264,10 @@ def test_flow_switch_times_equal_the_solver_path():
     reference = lvm.fixed_point(system)
     expected = lvs.switch_times(lvs.solve_lv(system, 3000.0), reference=reference)
     assert np.isfinite(expected[:4]).all()
-    np.testing.assert_array_equal(lvs.flow_switch_times(system, 3000.0, reference), expected)
+    np.testing.assert_array_equal(lvs.flow_switch_times(system, 3000.0, reference, method="compiled"), expected)
+    numpy_route = lvs.flow_switch_times(system, 3000.0, reference)
+    np.testing.assert_array_equal(numpy_route, lvs.flow_switch_times(system, 3000.0, reference, method="numpy"))
+    assert_allclose(numpy_route, expected, rtol=1e-6)
 
 
 def test_flow_switch_times_through_a_stored_artifact(tmp_path):

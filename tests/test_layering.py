@@ -4,9 +4,10 @@ itself back through others (no circles, lazy imports inside functions included).
 Floors, lowest first (a package may import its own floor and the ones below)::
 
     core < architectures < theory < training < comparison < store < executors
-         < experiments < report < scans < cli < demo
+         < experiments < report < scans < cli < demo < __main__
 
-``nqf/__init__.py`` sits above everything (it re-exports the public API lazily).
+``nqf/__init__.py`` sits above everything (it re-exports the public API lazily);
+``nqf/__main__.py`` (``python -m nqf``) only runs the command line.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ FLOORS = (
     "scans",
     "cli",
     "demo",
+    "__main__",
 )
 
 

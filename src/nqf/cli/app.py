@@ -33,6 +33,26 @@ app = typer.Typer(
 _settings: dict[str, object] = {"cache": True, "cache_dir": None, "pruned": False}
 
 
+def package_version() -> str:
+    """The installed distribution's version (the one pip and bug reports see), else the
+    package's own string (a source tree on sys.path, never installed). Reading it imports no JAX."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nqf")
+    except PackageNotFoundError:
+        from nqf.core.version import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    """``--version``: eager, so it answers before any command is looked for (and JAX is never loaded)."""
+    if value:
+        typer.echo(f"nqf {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     no_cache: Annotated[
@@ -42,6 +62,10 @@ def _root(
             help="Do not use the on-disk compilation cache (see NQF_CACHE_DIR above); every run compiles afresh.",
         ),
     ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
 ) -> None:
     """Neural Quadratic Forms."""
     _settings.update(cache=not no_cache, cache_dir=None, pruned=False)
@@ -50,25 +74,41 @@ def _root(
 def start_jax() -> None:
     """Prepare JAX for a command that computes; call it after the arguments are parsed.
 
-    Switches the persistent compilation cache on (unless switched off), then float64
-    (the CLI is an application; the library never flips either). With the cache on,
+    Switches the persistent compilation cache on (unless switched off, :func:`start_cache`),
+    then float64 (the CLI is an application; the library never flips it). With the cache on,
     ``EQX_ON_ERROR`` defaults to ``nan``: equinox's runtime checks inside diffrax's ODE
     solves then need no Python callback, which JAX cannot store in the cache (the
     checks concern arrays nqf builds and validates itself, and nqf calls diffrax with
-    ``throw=False``). Cache read/write problems are silenced; at the first unreadable
-    entry the cache's unreadable entries are removed, so that this run stores them afresh.
+    ``throw=False``).
     """
-    if _settings["cache"] and _settings["cache_dir"] is None:
-        from nqf.core.cache import CACHE_WARNING, enable_compilation_cache
-
-        path = enable_compilation_cache()
-        if path is not None:
-            _settings["cache_dir"] = path
-            os.environ.setdefault("EQX_ON_ERROR", "nan")  # read by equinox when first imported
-            _watch_cache_warnings(CACHE_WARNING)
+    if start_cache():
+        os.environ.setdefault("EQX_ON_ERROR", "nan")  # read by equinox when first imported
     import jax
 
     jax.config.update("jax_enable_x64", True)
+
+
+def start_cache() -> bool:
+    """The persistent compilation cache on (at ``NQF_CACHE_DIR`` or its default) unless
+    ``--no-cache``; returns whether it is on. The choice goes into the environment, so that
+    spawned workers (reproduce, sweep) use the same cache, or none: the library would
+    otherwise switch its default on (``nqf.core.cache.ensure_default_cache``). Cache read/write
+    problems are silenced; at the first unreadable entry the cache's unreadable entries are
+    removed, so that this run stores them afresh.
+    """
+    from nqf.core.cache import CACHE_WARNING, ENV_VAR, enable_compilation_cache
+
+    if not _settings["cache"]:
+        os.environ[ENV_VAR] = ""
+        return False
+    if _settings["cache_dir"] is None:
+        path = enable_compilation_cache()
+        if path is None:
+            return False
+        _settings["cache_dir"] = path
+        os.environ[ENV_VAR] = str(path)
+        _watch_cache_warnings(CACHE_WARNING)
+    return True
 
 
 def _watch_cache_warnings(pattern) -> None:

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from nqf.cli.app import app
+from nqf.cli.app import app, start_cache
 
 if TYPE_CHECKING:  # the library is imported inside the commands, after parsing
     from nqf.scans.reproduce import ProgressEvent, ReproduceOutcome
@@ -216,9 +216,9 @@ def reproduce_command(
     --address) or on Slurm (--executor slurm; the output folder must be on a filesystem the
     compute nodes share).
     """
-    # No compilation cache here (start_jax is not called): the results store already resumes
-    # finished runs, spawned workers would not share the cache, and the experiments keep
-    # equinox's default runtime checks; they choose their own precision.
+    # The compilation cache, shared with the spawned workers through NQF_CACHE_DIR; not
+    # start_jax: the experiments choose their own precision and keep equinox's runtime checks.
+    start_cache()
     bars = _Bars(Console(stderr=True))
     with _signals_as_interrupts():
         try:

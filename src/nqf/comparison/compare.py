@@ -55,6 +55,7 @@ from nqf.comparison import stages
 from nqf.comparison.config import COMPARE_OPTIMIZERS, FLOW_OF, CompareConfig
 from nqf.comparison.measures import measured_plateau_losses
 from nqf.comparison.result import Comparison
+from nqf.core.cache import ensure_default_cache
 from nqf.training.sweep import train_sweep
 
 __all__ = ["COMPARE_OPTIMIZERS", "FLOW_OF", "CompareConfig", "Comparison", "compare", "measured_plateau_losses"]
@@ -76,6 +77,7 @@ def compare(task, arch: Architecture | None, config: CompareConfig, *, train=Non
     signature and result. ``nqf sweep`` passes one that answers the points of a batch from
     one batched call over all their init scales and seeds.
     """
+    ensure_default_cache()
     train = train_sweep if train is None else train
     prep = stages.prepare(task, arch, config)
     predictions = stages.theory(prep, config)

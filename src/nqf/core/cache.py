@@ -1,9 +1,14 @@
 """JAX's persistent compilation cache for nqf: compiled programs are kept on disk, so a
 second run of the same computation loads them instead of compiling them again.
 
-The library never switches it on by itself (importing nqf changes no global JAX
-setting); the ``nqf`` command line does at startup unless ``--no-cache`` is given, and
-library users call :func:`enable_compilation_cache` before their first computation.
+It is on by default, for the command line and the library alike: importing nqf changes no
+global JAX setting, but the first ``predict``, ``train``, ``train_sweep`` or ``compare`` of a
+process calls :func:`ensure_default_cache`, which switches the cache on at :func:`cache_dir`
+unless ``NQF_CACHE_DIR`` is set and empty (the switch the command line's ``--no-cache``
+sets too) or JAX already has a cache directory of the user's own (then that one is used and
+nothing is changed). :func:`enable_compilation_cache` puts it elsewhere, at any time. A
+first prediction compiles about fifteen small programs; with the cache, a later process
+loads them from disk instead (``benchmarks/README.md``, ``first_call``).
 
 Location (:func:`cache_dir`): ``$NQF_CACHE_DIR`` if set (an empty value switches the
 cache off), else ``$XDG_CACHE_HOME/nqf/jax`` if XDG_CACHE_HOME is set to an absolute
@@ -31,7 +36,7 @@ import re
 import tempfile
 from pathlib import Path
 
-__all__ = ["cache_dir", "enable_compilation_cache", "prune_unreadable_entries"]
+__all__ = ["cache_dir", "enable_compilation_cache", "ensure_default_cache", "prune_unreadable_entries"]
 
 ENV_VAR = "NQF_CACHE_DIR"
 # JAX's wording when reading or writing an entry fails (jax._src.compiler._cache_read/_cache_write)
@@ -109,6 +114,25 @@ def enable_compilation_cache(path: str | os.PathLike[str] | None = None) -> Path
     except Exception:  # noqa: BLE001 - an older/newer JAX without it: the config update still applies
         pass
     return target
+
+
+_default_decided = False
+
+
+def ensure_default_cache() -> None:
+    """Switch the persistent cache on at :func:`cache_dir`, once per process, unless it is
+    switched off (``NQF_CACHE_DIR=""``) or JAX already has a cache directory (the user's own,
+    or one :func:`enable_compilation_cache` set): the library's default (module docstring).
+    Never raises: a location that cannot be written leaves the cache off."""
+    global _default_decided
+    if _default_decided:
+        return
+    _default_decided = True
+    from nqf.core.precision import jax_option
+
+    if jax_option("jax_compilation_cache_dir"):
+        return
+    enable_compilation_cache()
 
 
 def prune_unreadable_entries(path: str | os.PathLike[str]) -> int:

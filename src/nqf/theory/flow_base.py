@@ -39,11 +39,11 @@ class FlowResult:
             not an array of the pytree.
     """
 
-    steps: jax.Array
-    loss: jax.Array
-    final: jax.Array
-    M: jax.Array | None = None
-    occupations: jax.Array | None = None
+    steps: jax.Array | np.ndarray  # numpy from the numpy engine (nqf.theory.host_flow)
+    loss: jax.Array | np.ndarray
+    final: jax.Array | np.ndarray
+    M: jax.Array | np.ndarray | None = None
+    occupations: jax.Array | np.ndarray | None = None
     state: Any = None
     stats: tuple[tuple[str, int], ...] | None = field(default=None, metadata=dict(static=True))
 

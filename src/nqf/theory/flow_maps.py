@@ -16,6 +16,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float, Int
 
 from nqf.core.errors import NqfError
+from nqf.core.programs import bucket_length, to_device
 from nqf.core.sampling import minibatch_indices
 from nqf.theory.chunked import ChunkedDataMatrices
 from nqf.theory.flow_base import (
@@ -53,6 +54,19 @@ def _drive(step, record_M, data, carry0, hyper, gaps, remaining, basis):
     (carry, t), (loss, Ms, occ) = jax.lax.scan(between, (carry0, jnp.zeros((), gaps.dtype)), gaps)
     carry = run(carry, t, remaining)
     return carry, loss, Ms, occ
+
+
+@jax.jit
+def _momentum_state(carry):
+    """The closed momentum state (P, Q) = (W V^T, V V^T) = (F V_F^T, V_F V_F^T), one program."""
+    F, V = carry
+    return F @ V.T, V @ V.T
+
+
+@jax.jit
+def _gram(F):
+    """M = F F^T as one program (eager, the transpose and the product compile one each)."""
+    return F @ F.T
 
 
 def _sym(X):
@@ -160,15 +174,18 @@ def _run_map(
             step, kind, data, carry0, hyper, steps, cps, basis, record_M, jump_from
         )
     else:
-        remaining = jnp.asarray(steps - cps[-1], dtype=jnp.int32)
-        carry, loss, Ms, occ = _drive(
-            step, record_M, data, carry0, hyper, jnp.asarray(gaps, dtype=jnp.int32), remaining, basis
-        )
+        remaining = to_device(steps - cps[-1], dtype=np.int32)
+        # gaps padded with zeros to a bucketed length (another horizon reuses the program): a
+        # zero gap takes no step and repeats the last observation, which is dropped below
+        padded = np.zeros(bucket_length(gaps.size), dtype=np.int32)
+        padded[: gaps.size] = gaps
+        carry, loss, Ms, occ = _drive(step, record_M, data, carry0, hyper, to_device(padded), remaining, basis)
+        loss, Ms, occ = (None if a is None else to_device(np.asarray(a)[: gaps.size]) for a in (loss, Ms, occ))
         stats = {"stepped": int(steps), "jumped": 0, "jumps": 0}
     return FlowResult(
-        steps=jnp.asarray(cps),
+        steps=to_device(cps),
         loss=loss,
-        final=carry[0] @ carry[0].T,
+        final=_gram(carry[0]),
         M=Ms,
         occupations=occ,
         state=None if state_out is None else state_out(carry),
@@ -391,7 +408,7 @@ def momentum_map(
     if not 0.0 <= beta < 1.0:
         raise NqfError(f"momentum beta must lie in [0, 1), got {beta}")
     hyper = (lr, jnp.asarray(beta, dtype=F0.dtype))
-    carry0 = (F0, jnp.zeros_like(F0))  # (F, V_F) with V0 = 0
+    carry0 = (F0, to_device(np.zeros(F0.shape, dtype=F0.dtype)))  # (F, V_F) with V0 = 0
     # report the closed state (P, Q) = (W V^T, V V^T) = (F V_F^T, V_F V_F^T)
     return _run_map(
         _momentum_step,
@@ -403,7 +420,7 @@ def momentum_map(
         checkpoints,
         basis,
         record_M,
-        lambda c: (c[0] @ c[1].T, c[1] @ c[1].T),
+        _momentum_state,
         stepping=stepping,
         kind="momentum",
         jump_from=None if jump_from is None else np.asarray(jump_from, dtype=np.float64),

@@ -23,7 +23,10 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
+from nqf.core.programs import to_device
 from nqf.theory.flow_base import _check_data
+from nqf.theory.host_flow import host_hessian_vector_product
+from nqf.theory.moments import HostMoments
 from nqf.theory.population import PopulationDataMatrices
 from nqf.theory.sample_matrices import DataMatrices
 
@@ -60,8 +63,9 @@ def _hessian_vector_product(data, W, V):
 
 
 # Up to this many entries of W (d^2) the Hessian is built densely from Hessian-vector
-# products; above, its top eigenvalue comes from Lanczos (scipy's eigsh) on the products.
-_DENSE_HESSIAN_LIMIT = 64
+# products in one compiled program (d^2 products: at d = 16 still milliseconds); above, its
+# top eigenvalue comes from Lanczos (scipy's eigsh, 0.5 s to import) on the products.
+_DENSE_HESSIAN_LIMIT = 256
 
 
 @jax.jit
@@ -74,8 +78,38 @@ def _hessian_of_w(data, W):
 
 
 @jax.jit
-def _top_gradient_eigenvalue(data, M):
-    return jnp.linalg.eigvalsh(data.gradient_matrix(M))[-1]
+def _top_gradient_eigenvalue(data, W):
+    """lambda_max of G(M) at M = W W^T (one program with the product)."""
+    return jnp.linalg.eigvalsh(data.gradient_matrix(W @ W.T))[-1]
+
+
+def _host_hessian_top(data: HostMoments, M: np.ndarray) -> float:
+    """:func:`_hessian_top` in numpy (``nqf.theory.host_flow``): the same dense Hessian, or Lanczos."""
+    evals, evecs = np.linalg.eigh(0.5 * (M + M.T))
+    W = ((evecs * np.sqrt(np.clip(evals, 0.0, None))) @ evecs.T).astype(data.dtype)
+    d = W.shape[0]
+    top_g = 2.0 * float(np.linalg.eigvalsh(data.gradient_matrix(W @ W.T))[-1])
+
+    def matvec(v):
+        V = np.reshape(v, (d, d)).astype(data.dtype)
+        return np.asarray(host_hessian_vector_product(data, W, V), dtype=np.float64).ravel()
+
+    if d * d <= _DENSE_HESSIAN_LIMIT:
+        H = np.stack([matvec(e) for e in np.eye(d * d)], axis=1)
+        top_h = float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1])
+    else:
+        top_h = _lanczos_top(matvec, d * d)
+    return max(top_h, top_g)
+
+
+def _lanczos_top(matvec, size: int) -> float:
+    """The largest eigenvalue of a symmetric operator by Lanczos (scipy's eigsh)."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    op = LinearOperator((size, size), matvec=matvec, dtype=np.float64)
+    # a fixed start vector: the bound is then a deterministic function of the data
+    start = np.cos(np.arange(1, size + 1, dtype=np.float64))
+    return float(eigsh(op, k=1, which="LA", tol=1e-10, v0=start, return_eigenvectors=False)[0])
 
 
 def _hessian_top(data, M: np.ndarray) -> float:
@@ -87,28 +121,24 @@ def _hessian_top(data, M: np.ndarray) -> float:
     costs one gradient and its derivative, i.e. one pass of the data route) finds the top.
     """
     evals, evecs = np.linalg.eigh(0.5 * (M + M.T))
-    W = jnp.asarray((evecs * np.sqrt(np.clip(evals, 0.0, None))) @ evecs.T, dtype=data.dtype)
+    W = to_device((evecs * np.sqrt(np.clip(evals, 0.0, None))) @ evecs.T, dtype=data.dtype)
     d = W.shape[0]
-    top_g = 2.0 * float(_top_gradient_eigenvalue(data, W @ W.T))
+    top_g = 2.0 * float(_top_gradient_eigenvalue(data, W))
     if d * d <= _DENSE_HESSIAN_LIMIT:
         H = np.asarray(_hessian_of_w(data, W), dtype=np.float64)
         top_h = float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1])
     else:
-        from scipy.sparse.linalg import LinearOperator, eigsh
 
         def matvec(v):
-            V = jnp.asarray(np.reshape(v, (d, d)), dtype=data.dtype)
+            V = to_device(np.reshape(v, (d, d)), dtype=data.dtype)
             return np.asarray(_hessian_vector_product(data, W, V), dtype=np.float64).ravel()
 
-        op = LinearOperator((d * d, d * d), matvec=matvec, dtype=np.float64)
-        # a fixed start vector: the bound is then a deterministic function of the data
-        start = np.cos(np.arange(1, d * d + 1, dtype=np.float64))
-        top_h = float(eigsh(op, k=1, which="LA", tol=1e-10, v0=start, return_eigenvectors=False)[0])
+        top_h = _lanczos_top(matvec, d * d)
     return max(top_h, top_g)
 
 
 def stable_lr_bound(
-    data: DataMatrices | PopulationDataMatrices,
+    data: DataMatrices | PopulationDataMatrices | HostMoments,
     points: Float[ArrayLike, "d d"] | Float[ArrayLike, "R d d"] | None = None,
     beta: float = 0.0,
 ) -> LearningRateBound:
@@ -126,13 +156,17 @@ def stable_lr_bound(
     Intermediate plateaus (saddles) are only checked if they are among ``points``.
     SGD is judged by the full-batch bound.
     """
-    _check_data(data)
+    host = isinstance(data, HostMoments)
+    if not host:
+        _check_data(data)
     beta = float(beta)
     if not 0.0 <= beta < 1.0:
         raise NqfError(f"momentum beta must lie in [0, 1), got {beta}")
     d = data.dim
-    zero = jnp.zeros((d, d), dtype=data.dtype)
-    curvature_start = 2.0 * float(_top_gradient_eigenvalue(data, zero))
+    if isinstance(data, HostMoments):
+        curvature_start = 2.0 * float(np.linalg.eigvalsh(data.gradient_matrix(np.zeros((d, d), data.dtype)))[-1])
+    else:
+        curvature_start = 2.0 * float(_top_gradient_eigenvalue(data, to_device(np.zeros((d, d), dtype=data.dtype))))
     curvature, worst = curvature_start, None
     if points is not None:
         pts = np.asarray(points)
@@ -145,7 +179,7 @@ def stable_lr_bound(
         if not np.all(np.isfinite(pts)):
             raise NqfError("points contain non-finite values")
         for i, M in enumerate(pts):
-            top = _hessian_top(data, M)
+            top = _host_hessian_top(data, M) if isinstance(data, HostMoments) else _hessian_top(data, M)
             if top > curvature:
                 curvature, worst = top, i
     bound = float("inf") if curvature <= 0 else 2.0 * (1.0 + beta) / curvature

@@ -55,7 +55,7 @@ def _logistic_evaluate(c, k, m0, lr, m_ref, ts, batch_size, save_occupations):
     # the float range of the device arrays (float32 without jax_enable_x64): rho >= rho_min
     # makes every e^{-x} that still moves rho + sigma e^{-x} (> eps rho) a normal float
     # (XLA flushes subnormals to 0)
-    tiny, rho_min = (1e-300, 1e-250) if jnp.asarray(1.0).dtype == jnp.float64 else (1e-30, 1e-25)
+    tiny, rho_min = (1e-300, 1e-250) if jnp.result_type(float) == jnp.float64 else (1e-30, 1e-25)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         rho = m0 * k / c
         regular = (c > 0) & (k > 0) & (r >= tiny) & (m0 >= tiny) & (m0 <= 1.0 / tiny)

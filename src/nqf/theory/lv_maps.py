@@ -16,11 +16,14 @@ Switch-on steps are found exactly along the way: the first step with m_k >= thre
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nqf.core.programs import bucket_length, to_device
+from nqf.theory.host_flow import host_gd_log_occupations, host_momentum_block
 from nqf.theory.lotka_volterra import LotkaVolterra, _gd_log_occupations
 
 BLOCK = 4096
@@ -52,13 +55,21 @@ def lv_map_records(
     thresholds: np.ndarray,
     optimizer: str = "gd",
     beta: float = 0.9,
+    engine: str = "compiled",
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """The LV discrete map of ``optimizer`` (gd, or momentum with ``beta``) from system.m0.
 
     Returns (occupations at the steps ``record`` (R, m), switch-on steps (g,) for the g
     ``thresholds`` (NaN: not reached by num_steps), {"stepped", "extrapolated"}).
     """
-    c, K, lr = jnp.asarray(system.c), jnp.asarray(system.K), jnp.asarray(system.lr)
+    host = engine == "numpy"  # the same maps in numpy (nqf.theory.host_flow): nothing compiled
+    c: Any
+    K: Any
+    lr: Any
+    if host:
+        c, K, lr = system.c, system.K, float(system.lr)
+    else:
+        c, K, lr = to_device(system.c), to_device(system.K), to_device(np.float64(system.lr))
     thresholds = np.asarray(thresholds, dtype=np.float64)
     g, m = thresholds.size, system.num_modes
     record = np.asarray(record, dtype=np.int64)
@@ -70,21 +81,32 @@ def lv_map_records(
     _cross(switch, thresholds, 0, m0[None, :g])
     if optimizer == "gd":
         # in float64 first: tiny m0 underflows in float32
-        state: jax.Array | tuple[jax.Array, ...] = jnp.asarray(np.log(m0))
+        state: jax.Array | np.ndarray | tuple = np.log(m0) if host else to_device(np.log(m0))
     else:
-        zero = jnp.zeros(m, dtype=jnp.asarray(m0).dtype)
-        state = (jnp.asarray(m0), zero, zero)
+        zero = np.zeros(m)
+        state = (m0, zero, zero) if host else (to_device(m0), to_device(zero), to_device(zero))
     t, stats = 0, {"stepped": 0, "extrapolated": 0}
     while t < num_steps:
         length = min(BLOCK, num_steps - t)
+        # a bucketed block (another horizon reuses the program); the steps past ``length`` are dropped
+        run = bucket_length(length, cap=BLOCK)
         if optimizer == "gd":
-            us = np.asarray(_gd_log_occupations(c, K, lr, state, length))
+            if host:
+                us = host_gd_log_occupations(c, K, lr, state, length)
+            else:
+                with np.errstate(over="ignore"):  # the dropped steps may overflow
+                    us = np.asarray(_gd_log_occupations(c, K, lr, state, run))[:length]
             occ = np.exp(us)
-            state = jnp.asarray(us[-1])
+            state = us[-1] if host else to_device(us[-1])
         else:
-            trajectory = momentum_block(c, K, lr, jnp.asarray(beta), state, length)
-            occ = np.asarray(trajectory[0])
-            state = tuple(a[-1] for a in trajectory)
+            trajectory: tuple[np.ndarray, ...]
+            if host:
+                trajectory = host_momentum_block(c, K, lr, float(beta), state, length)
+            else:
+                beta_arg = to_device(np.float64(beta))
+                trajectory = tuple(np.asarray(a)[:length] for a in momentum_block(c, K, lr, beta_arg, state, run))
+            occ = trajectory[0]
+            state = tuple(a[-1] for a in trajectory) if host else tuple(to_device(a[-1]) for a in trajectory)
         steps = np.arange(t + 1, t + length + 1)
         _fill(out, record, steps, occ)
         _cross(switch, thresholds, t + 1, occ[:, :g])

@@ -24,6 +24,7 @@ from nqf.theory.lotka_volterra import (
     fixed_point,
     logistic_switch_time,
 )
+from nqf.theory.lv_kvaerno import MAX_NUMPY_MODES, kvaerno_switch_times
 from nqf.theory.lv_logistic import _logistic_evaluate
 from nqf.theory.singular_limit import singular_limit
 
@@ -164,7 +165,7 @@ def solve_lv(
         method = "logistic" if system.is_diagonal else "kvaerno5"
     if method not in ("logistic", "kvaerno5", "tsit5"):
         raise NqfError(f"solve_lv: unknown method {method!r} (auto, logistic, kvaerno5, tsit5)")
-    default_tol = 1e-8 if jnp.asarray(1.0).dtype == jnp.float64 else 1e-5
+    default_tol = 1e-8 if jnp.result_type(float) == jnp.float64 else 1e-5
     rtol = default_tol if rtol is None else float(rtol)
     atol = default_tol if atol is None else float(atol)
     try:
@@ -385,20 +386,34 @@ def _flow_switch_core(c, K, lr, u0, t_final, thresholds, rtol, atol, newton_tol,
 _flow_switch_program = jax.jit(_flow_switch_core, static_argnames=("max_steps",))
 
 
-def flow_switch_times(system: LotkaVolterra, t_final: float, reference) -> np.ndarray:
-    """``switch_times(solve_lv(system, t_final), reference=reference)``, in one compiled program
-    that later processes reuse without tracing (``nqf.core.exported``) when K is not diagonal."""
+def flow_switch_times(system: LotkaVolterra, t_final: float, reference, method: str = "auto") -> np.ndarray:
+    """``switch_times(solve_lv(system, t_final), reference=reference)``: the LV gradient flow's
+    switch-on times (m,), NaN where not reached by ``t_final``.
+
+    Diagonal K: the exact logistic times. Otherwise the same Kvaerno5 solve to the same
+    tolerance, by ``method``: "numpy" (``nqf.theory.lv_kvaerno``: nothing to trace or
+    compile), "compiled" (diffrax, one program that later processes reuse without tracing,
+    ``nqf.core.exported``), or "auto": numpy up to ``MAX_NUMPY_MODES`` modes, else compiled.
+    The two agree to the solver's tolerance (about 1e-7 relative), not to rounding.
+    """
     from nqf.core.exported import call_exported
 
     t_final = float(t_final)
     if system.is_diagonal or not (math.isfinite(t_final) and t_final > 0):
         return switch_times(solve_lv(system, t_final), reference=reference)
-    double = jnp.asarray(1.0).dtype == jnp.float64
+    if method not in ("auto", "numpy", "compiled"):
+        raise NqfError(f"flow_switch_times: unknown method {method!r} (auto, numpy, compiled)")
+    double = jnp.result_type(float) == jnp.float64
     tol = 1e-8 if double else 1e-5
     reference = np.asarray(reference, dtype=np.float64)
     positive = reference > 0
     with np.errstate(divide="ignore"):
         thresholds = np.where(positive, np.log(np.where(positive, 0.5 * reference, 1.0)), np.inf)
+    if method == "numpy" or (method == "auto" and system.num_modes <= MAX_NUMPY_MODES):
+        times, _ = kvaerno_switch_times(
+            system.c, system.dense_K, system.lr, np.log(system.m0), t_final, thresholds, rtol=tol, atol=tol
+        )
+        return times
     args = tuple(
         jnp.asarray(a)
         for a in (

@@ -21,7 +21,9 @@ quality the two numbers state.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -29,8 +31,10 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
+from nqf.core.programs import to_device
 from nqf.theory.data_matrices import DataMatrices
 from nqf.theory.lotka_volterra import LotkaVolterra
+from nqf.theory.moments import HostMoments
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,6 +79,12 @@ class ModeBasis:
 
 
 @jax.jit
+def _C_of(data):
+    """C of any data matrices as one compiled program (eager, its scatters compile one by one)."""
+    return data.C
+
+
+@jax.jit
 def _k_apply(data, M):
     return data.K_apply(M)
 
@@ -99,7 +109,7 @@ def _groups(values: np.ndarray, rtol: float) -> list[np.ndarray]:
     return groups
 
 
-def mode_basis(data: DataMatrices, rtol: float = 1e-8) -> ModeBasis:
+def mode_basis(data: DataMatrices | HostMoments, rtol: float = 1e-8) -> ModeBasis:
     """Eigenbasis of C with LV coefficients and the defect of the data matrices.
 
     Degenerate eigenvalues (relative gap <= rtol of the largest |c|) form one eigenspace
@@ -109,7 +119,8 @@ def mode_basis(data: DataMatrices, rtol: float = 1e-8) -> ModeBasis:
     """
     if not isinstance(data, DataMatrices) and not hasattr(data, "K_apply"):
         raise NqfError(f"mode_basis needs data matrices, got {type(data).__name__}")
-    C = np.asarray(data.C, dtype=np.float64)
+    host = isinstance(data, HostMoments)  # numpy data matrices (nqf.theory.host_flow): nothing compiled
+    C = np.asarray(data.C if host else _C_of(data), dtype=np.float64)
     C = 0.5 * (C + C.T)
     if not np.any(C):
         raise NqfError("C = E[y A(x)] vanishes: the targets do not couple to the structure matrix, no mode grows")
@@ -117,12 +128,12 @@ def mode_basis(data: DataMatrices, rtol: float = 1e-8) -> ModeBasis:
     order = np.argsort(-values, kind="stable")
     values, vectors = values[order], vectors[:, order]
     dtype = data.dtype
-    K_apply = functools.partial(_k_apply, data)
+    K_apply: Callable[[Any], Any] = data.K_apply if host else functools.partial(_k_apply, data)
     columns = []
     for idx in _groups(values, rtol):
         V = vectors[:, idx]
         if idx.size > 1:
-            S = V.T @ np.asarray(K_apply(jnp.asarray(V @ V.T, dtype=dtype)), dtype=np.float64) @ V
+            S = V.T @ np.asarray(K_apply(np.asarray(V @ V.T, dtype=dtype)), dtype=np.float64) @ V
             _, R = np.linalg.eigh(0.5 * (S + S.T))
             V = V @ R
         columns.append(V)
@@ -139,7 +150,12 @@ def mode_basis(data: DataMatrices, rtol: float = 1e-8) -> ModeBasis:
 
     # K[P_k] for each mode, in the full basis
     # one mode at a time: a vmap over modes would hold m copies of the per-sample intermediates
-    responses = np.asarray(_k_apply_projectors(data, jnp.asarray(basis, dtype=dtype)), dtype=np.float64)  # (m, d, d)
+    if host:
+        Qd = np.asarray(basis, dtype=dtype)
+        responses = np.stack([K_apply(np.outer(q, q)) for q in Qd.T]) if m else np.zeros((0, *C.shape))
+        responses = np.asarray(responses, dtype=np.float64)
+    else:
+        responses = np.asarray(_k_apply_projectors(data, to_device(basis, dtype=dtype)), dtype=np.float64)  # (m, d, d)
     in_basis = np.einsum("ia,kij,jb->kab", Q, responses, Q)
     diag = np.einsum("kaa->ka", in_basis)
     off = np.sqrt(np.maximum(np.sum(in_basis**2, axis=(1, 2)) - np.sum(diag**2, axis=1), 0.0))

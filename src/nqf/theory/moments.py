@@ -162,6 +162,84 @@ class MomentDataMatrices:
         """c_k = pack(P_k) . u, (m,)."""
         return self._packed_projectors(jnp.atleast_2d(jnp.asarray(Q).T).T) @ self.cross
 
+    def on_host(self) -> HostMoments:
+        """The same data matrices as numpy arrays, computed without compiling (:class:`HostMoments`)."""
+        return HostMoments(
+            second=np.asarray(self.second),
+            cross=np.asarray(self.cross),
+            optimum=np.asarray(self.optimum),
+            residual=np.asarray(self.residual),
+            target_energy=np.asarray(self.target_energy),
+            layout=self.layout,
+            dim=self.dim,
+            outputs=self.outputs,
+            samples=self.samples,
+        )
+
+
+@dataclass(frozen=True)
+class HostMoments:
+    """:class:`MomentDataMatrices` in numpy: the same S, u, m_hat, L_res and the same formulas,
+    evaluated without compiling anything (a first prediction on a small problem spends seconds
+    compiling programs whose arithmetic takes microseconds; ``nqf.theory.host_flow``).
+
+    Every method computes what the MomentDataMatrices method of the same name computes, in
+    the same order of operations (``tests/test_host_path.py`` checks them against each other
+    on every built-in architecture). Arrays are numpy arrays of the working dtype.
+    """
+
+    second: np.ndarray
+    cross: np.ndarray
+    optimum: np.ndarray
+    residual: np.ndarray
+    target_energy: np.ndarray
+    layout: tuple[TermLayout, ...]
+    dim: int
+    outputs: int
+    samples: int
+    loss_type: str = "squared"
+
+    @property
+    def outputs_count(self) -> int:
+        return self.outputs
+
+    @property
+    def num_samples(self) -> int:
+        return self.samples
+
+    @property
+    def dtype(self):
+        return self.second.dtype
+
+    @property
+    def size(self) -> int:
+        return int(self.second.shape[0])
+
+    def pack(self, M: np.ndarray) -> np.ndarray:
+        return np.concatenate([M[t.left[0] : t.left[1], t.right[0] : t.right[1]].ravel() for t in self.layout])
+
+    def unpack(self, v: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.dim, self.dim), dtype=v.dtype)
+        for t in self.layout:
+            V = 0.5 * v[t.offset : t.offset + t.size].reshape(t.shape)
+            out[t.left[0] : t.left[1], t.right[0] : t.right[1]] += V
+            out[t.right[0] : t.right[1], t.left[0] : t.left[1]] += V.T
+        return out
+
+    def loss(self, M: np.ndarray) -> np.ndarray:
+        delta = self.pack(M) - self.optimum
+        return self.residual + 0.5 * delta @ (self.second @ delta)
+
+    def gradient_matrix(self, M: np.ndarray) -> np.ndarray:
+        return self.unpack(self.second @ (self.pack(M) - self.optimum))
+
+    @property
+    def C(self) -> np.ndarray:
+        return self.unpack(self.cross)
+
+    def K_apply(self, M: np.ndarray) -> np.ndarray:
+        return self.unpack(self.second @ self.pack(M))
+
 
 # -- building the moments ----------------------------------------------------------------
 
@@ -228,11 +306,8 @@ def _chunk_functions(arch: Architecture):
     padding of the last chunk), so every chunk has one shape and compiles once.
     """
 
-    def lefts(X):
-        return _shared_lefts(structure(arch, X))
-
     def shared(X, Y, w):
-        # called only where ``lefts`` found block factors (a dense structure has no shared lefts)
+        # called only for block factors (a dense structure has no shared lefts)
         s = cast(BlockFactors, structure(arch, X))
         rights = [t.right * w[:, None, None, None] for t in s.terms]
         cross = tuple(jnp.einsum("bk,bkrj->krj", Y, r) for r in rights)
@@ -250,7 +325,7 @@ def _chunk_functions(arch: Architecture):
         F = _forms_packed(structure(arch, X), m_hat)
         return 0.5 * jnp.sum(w[:, None] * (F - Y) ** 2)
 
-    return jax.jit(lefts), jax.jit(shared), jax.jit(general), jax.jit(residual)
+    return jax.jit(shared), jax.jit(general), jax.jit(residual)
 
 
 def _chunks(X, Y, chunk: int, dtype):
@@ -283,50 +358,53 @@ def moment_data_matrices(
     p = sum(t.size for t in layout)
     if p * p > MAX_MOMENT_ENTRIES:
         raise NqfError(f"{arch.name}: the moments route needs a {p} x {p} matrix; use the per-sample route")
-    lefts_fn, shared_fn, general_fn, residual_fn = _chunk_functions(arch)
+    shared_fn, general_fn, residual_fn = _chunk_functions(arch)
     Y = np.asarray(targets)
     energy = 0.5 * float(np.sum(np.square(Y, dtype=np.float64))) / N
-    first = lefts_fn(jnp.asarray(X[:chunk], dtype=dtype))
+    # The sums and the assembly run in numpy, in the working dtype: as eager JAX every slice,
+    # einsum and scatter of a new shape compiles a program of its own (20 of them on the staircase).
     S = u = None
-    if first is not None and bool(first[1]):
-        lefts, pairs, cross = first[0], None, None
+    if isinstance(shape, BlockFactors):  # left factors shared by every sample? (the first chunk's)
+        lefts, pairs, cross = None, None, None
         for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
-            p_c, c_c, (l_c, same) = shared_fn(Xc, Yc, w)
-            if not (bool(same) and all(bool(jnp.all(a == b)) for a, b in zip(l_c, lefts, strict=True))):
+            p_c, c_c, (l_c, same) = jax.tree_util.tree_map(np.asarray, shared_fn(Xc, Yc, w))
+            lefts = l_c if lefts is None else lefts
+            if not (bool(same) and all(np.array_equal(a, b) for a, b in zip(l_c, lefts, strict=True))):
                 pairs = None  # a left factor depends on the sample after all: general features
                 break
-            pairs = p_c if pairs is None else jax.tree_util.tree_map(jnp.add, pairs, p_c)
-            cross = c_c if cross is None else jax.tree_util.tree_map(jnp.add, cross, c_c)
+            pairs = p_c if pairs is None else jax.tree_util.tree_map(np.add, pairs, p_c)
+            cross = c_c if cross is None else jax.tree_util.tree_map(np.add, cross, c_c)
         if pairs is not None:
             S, u = _assemble_shared(layout, lefts, pairs, cross, p, dtype)
     if S is None:
-        S = jnp.zeros((p, p), dtype=dtype)
-        u = jnp.zeros((p,), dtype=dtype)
+        S = np.zeros((p, p), dtype=dtype)
+        u = np.zeros((p,), dtype=dtype)
         for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
             S_c, u_c = general_fn(Xc, Yc, w)
-            S, u = S + S_c, u + u_c
+            S, u = S + np.asarray(S_c), u + np.asarray(u_c)
     return _finish(X, Y, dtype, chunk, layout, S / N, u / N, energy, residual_fn, arch)
 
 
 def _assemble_shared(layout, lefts, pairs, cross_parts, p, dtype):
-    """S and u (not yet divided by N) from shared left factors and right-factor moments."""
-    S = jnp.zeros((p, p), dtype=dtype)
-    u = jnp.zeros((p,), dtype=dtype)
+    """S and u (not yet divided by N), numpy (p, p) and (p,), from shared left factors and
+    right-factor moments (numpy arrays)."""
+    S = np.zeros((p, p), dtype=dtype)
+    u = np.zeros((p,), dtype=dtype)
     for i, ti in enumerate(layout):
-        u = u.at[ti.offset : ti.offset + ti.size].set(jnp.einsum("kri,krj->ij", lefts[i], cross_parts[i]).ravel())
+        u[ti.offset : ti.offset + ti.size] = np.einsum("kri,krj->ij", lefts[i], cross_parts[i]).ravel()
         for j in range(i + 1):
             tj = layout[j]
             # S[(a, b), (c, e)] = sum_{k, r, s} l_i[k, r, a] l_j[k, s, c] E[r_i[k, r, b] r_j[k, s, e]]
-            block = jnp.einsum("kra,ksc,krsbe->abce", lefts[i], lefts[j], pairs[i][j]).reshape(ti.size, tj.size)
-            S = S.at[ti.offset : ti.offset + ti.size, tj.offset : tj.offset + tj.size].set(block)
+            block = np.einsum("kra,ksc,krsbe->abce", lefts[i], lefts[j], pairs[i][j]).reshape(ti.size, tj.size)
+            S[ti.offset : ti.offset + ti.size, tj.offset : tj.offset + tj.size] = block
             if j != i:
-                S = S.at[tj.offset : tj.offset + tj.size, ti.offset : ti.offset + ti.size].set(block.T)
+                S[tj.offset : tj.offset + tj.size, ti.offset : ti.offset + ti.size] = block.T
     return S, u
 
 
 def _finish(X, Y, dtype, chunk, layout, S, u, energy, residual_fn, arch) -> MomentDataMatrices:
     """m_hat = S^+ u and the exact residual loss at it (one more pass over the samples)."""
-    S = 0.5 * (S + S.T)
+    S = 0.5 * (S + S.T)  # numpy (p, p), in the working dtype
     values, vectors = np.linalg.eigh(np.asarray(S, dtype=np.float64))
     keep = values > 1e-14 * max(float(values[-1]), 1e-300)
     coef = (vectors[:, keep].T @ np.asarray(u, dtype=np.float64)) / values[keep]

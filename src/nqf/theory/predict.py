@@ -48,11 +48,12 @@ import numpy as np
 from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture
+from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.theory import predict_stages as stage
 from nqf.theory.data_matrices import DataMatrices
 from nqf.theory.lv_maps import momentum_occupations
-from nqf.theory.moments import RouteChoice
+from nqf.theory.moments import MomentDataMatrices, RouteChoice
 from nqf.theory.predict_init import check_init_scale, initial_weights, log_occupations
 from nqf.theory.predict_stages import (
     LV_DEFECT_TOLERANCE,
@@ -104,20 +105,24 @@ def predict(
     map and flow; the M-flow's switch steps; the closed form; the singular limit; the power
     law; then the Prediction, and the departure when ``config.departure``.
     """
+    ensure_default_cache()
     expansion = stage.gate(arch, config)
     dtype = jnp.result_type(float)
     data, choice = stage.data_route(arch, X, Y, config, data, route_choice, dtype)
+    engine, engine_reason = stage.engine_of(data, config)
+    # the stages below read ``flow_data``: numpy twins of the moments for the numpy engine
+    flow_data = data.on_host() if engine == "numpy" and isinstance(data, MomentDataMatrices) else data
     notes: list[str] = []
     stage.inapplicable_note(arch, expansion, notes)
     W0, given_W0 = initial_weights(arch, config, W0, dtype)
-    modes = stage.modes_of(data, arch, expansion)
+    modes = stage.modes_of(flow_data, arch, expansion)
     g = modes.num_growing
     log_m0, never = stage.initial_occupations(modes, W0, dtype, config, given_W0, notes)
-    system = stage.lv_system(modes, data, W0, log_m0, config, notes)
-    stable = stage.stability(data, modes, system.m_star, config)
+    system = stage.lv_system(modes, flow_data, W0, log_m0, config, notes)
+    stable = stage.stability(flow_data, modes, system.m_star, config)
     record = _record_steps(config.steps)
-    flow = stage.mflow(data, config, modes, W0, dtype, record, system.thresholds, stable, notes)
-    lv_occ, lv_switch, continuous, lv_stats = stage.lv_map(system, config, record, never, g)
+    flow = stage.mflow(flow_data, config, modes, W0, dtype, record, system.thresholds, stable, notes)
+    lv_occ, lv_switch, continuous, lv_stats = stage.lv_map(system, config, record, never, g, engine)
     mflow_switch, resolution = stage.mflow_switches(
         flow, system.thresholds, record, lv_occ, lv_switch, never, dtype, notes
     )
@@ -153,6 +158,8 @@ def predict(
         arch_options=tuple(arch.options),
         initial_occupations=np.exp(log_m0),
         mflow_resolution=resolution,
+        engine=engine,
+        engine_reason=engine_reason,
     )
     return with_departure(prediction, arch, X, Y, W0, data) if config.departure else prediction
 

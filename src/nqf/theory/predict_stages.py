@@ -6,22 +6,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, label, theory_gate
 from nqf.core.errors import NqfError
+from nqf.core.programs import to_device
 from nqf.core.sampling import training_keys
 from nqf.theory.data_matrices import flow_data
 from nqf.theory.flow_base import FlowResult
 from nqf.theory.flow_maps import gd_map, momentum_map, sgd_map, square_factor
 from nqf.theory.flow_stability import LearningRateBound, stable_lr_bound
+from nqf.theory.host_flow import HOST_BUDGET_S, HOST_MAX_STEPS, host_map, host_seconds
 from nqf.theory.lotka_volterra import LotkaVolterra, fixed_point, logistic_switch_time
 from nqf.theory.lv_maps import lv_map_records
 from nqf.theory.lv_solve import flow_switch_times
 from nqf.theory.modes import ModeBasis, mode_basis
-from nqf.theory.moments import MomentDataMatrices, RouteChoice
+from nqf.theory.moments import HostMoments, MomentDataMatrices, RouteChoice
 from nqf.theory.predict_init import check_init_scale, log_occupations
 from nqf.theory.prediction import PredictConfig
 from nqf.theory.scaling import PowerLawFit, fit_power_law
@@ -68,6 +71,12 @@ def _record_steps(steps: int) -> np.ndarray:
     log = np.rint(np.geomspace(1, steps, 1000))
     lin = np.rint(np.linspace(0, steps, 1000))
     return np.unique(np.concatenate([[0, steps], log, lin]).astype(np.int64))
+
+
+@jax.jit
+def _loss_at_zero(data):
+    """L(M = 0) as one compiled program (eager, the packing compiles op by op)."""
+    return data.loss(jnp.zeros((data.dim, data.dim), dtype=data.dtype))
 
 
 def _subsystem(system: LotkaVolterra, idx: np.ndarray) -> LotkaVolterra:
@@ -119,6 +128,34 @@ def data_route(arch: Architecture, X, Y, config: PredictConfig, data, route_choi
     if isinstance(data, MomentDataMatrices):
         return data, RouteChoice("moments", "moments route (data matrices given)")
     return data, RouteChoice("samples", "per-sample route (data matrices given)")
+
+
+def engine_of(data, config: PredictConfig) -> tuple[str, str]:
+    """(engine, reason): ``numpy`` for the stages after the data matrices when the moments
+    route, GD or momentum, at most HOST_MAX_STEPS steps and an estimated numpy time below
+    HOST_BUDGET_S (``nqf.theory.host_flow``), and ``config.engine`` allows it; else ``compiled``.
+
+    Raises NqfError when ``config.engine == "numpy"`` and it does not apply.
+    """
+    if config.engine == "compiled":
+        return "compiled", "compiled (asked for)"
+    blockers = []
+    if not isinstance(data, MomentDataMatrices):
+        blockers.append("the numpy engine reads the data through their moments, not the per-sample route")
+    if config.optimizer not in ("gd", "momentum"):
+        blockers.append(f"{config.optimizer} replays minibatches (per-sample route)")
+    if config.steps > HOST_MAX_STEPS:
+        blockers.append(f"{config.steps} steps, above {HOST_MAX_STEPS} (the compiled map jumps long horizons)")
+    elif isinstance(data, MomentDataMatrices) and host_seconds(data.size, config.steps) > HOST_BUDGET_S:
+        estimate = host_seconds(data.size, config.steps)
+        blockers.append(f"S is {data.size} x {data.size}: {config.steps} numpy steps would take ~{estimate:.2g} s")
+    if blockers:
+        if config.engine == "numpy":
+            raise NqfError(f"the numpy engine does not apply here: {'; '.join(blockers)}")
+        return "compiled", f"compiled: {'; '.join(blockers)}"
+    why = "asked for" if config.engine == "numpy" else "nothing to compile"
+    estimate = host_seconds(data.size, config.steps)
+    return "numpy", f"numpy ({why}): S is {data.size} x {data.size}, {config.steps} steps in ~{estimate:.2g} s"
 
 
 def inapplicable_note(arch: Architecture, expansion: ExpansionReport, notes: list[str]) -> None:
@@ -186,10 +223,12 @@ class LVStage:
 def lv_system(modes: ModeBasis, data, W0, log_m0, config: PredictConfig, notes: list[str]) -> LVStage:
     """The LV system in the mode basis from the data matrices, W0 (d, n) and ln m_k(0) (m,)."""
     g = modes.num_growing
+    W0 = np.asarray(W0)
     M0 = W0 @ W0.T
     # from W0 itself, not from M0 = W0 W0^T (whose rounding, ~u |M0|, would hide a tiny m_k(0))
     m0 = np.exp(log_m0)
-    loss0 = float(data.loss(jnp.zeros_like(M0)))
+    host = isinstance(data, HostMoments)
+    loss0 = float(data.loss(np.zeros((data.dim, data.dim), dtype=data.dtype)) if host else _loss_at_zero(data))
     lv = modes.lotka_volterra(m0, config.lr, loss0)
     m_star = fixed_point(lv)
     thresholds = 0.5 * m_star[:g]
@@ -237,7 +276,13 @@ def mflow(
     """The optimizer's exact map on M from W0 (d, n), observed at the steps ``record`` in the
     growing modes; NqfError if it diverges (``stable`` gives the bound for the message)."""
     factor = square_factor(W0=np.asarray(W0))
-    basis = jnp.asarray(modes.basis[:, : modes.num_growing], dtype=dtype)
+    if isinstance(data, HostMoments):  # engine "numpy": every step, nothing compiled
+        flow = host_map(
+            data, config.optimizer, config.lr, config.steps, factor, modes.basis[:, : modes.num_growing], config.beta
+        )
+        _check_finite(flow, config, stable)
+        return flow
+    basis = to_device(modes.basis[:, : modes.num_growing], dtype=dtype)
     if config.optimizer == "gd":
         flow = gd_map(
             data,
@@ -278,16 +323,20 @@ def mflow(
             stepping=config.stepping,
             jump_from=thresholds,
         )
+    _check_finite(flow, config, stable)
+    return flow
+
+
+def _check_finite(flow: FlowResult, config: PredictConfig, stable: LearningRateBound) -> None:
     if not np.all(np.isfinite(np.asarray(flow.loss))):
         raise NqfError(
             f"the M-flow diverged (non-finite loss) although lr {config.lr:g} is below the linear-stability bound "
             f"{stable.bound:.4g} at M = 0 and at the fixed point: lower the learning rate (an intermediate plateau "
             "may be less stable)"
         )
-    return flow
 
 
-def lv_map(system: LVStage, config: PredictConfig, record, never, g: int):
+def lv_map(system: LVStage, config: PredictConfig, record, never, g: int, engine: str = "compiled"):
     """The LV map at the M-flow's recorded steps (its switch-ons exact to the step) and the LV
     gradient flow's switch times.
 
@@ -299,7 +348,7 @@ def lv_map(system: LVStage, config: PredictConfig, record, never, g: int):
     horizon = float(config.steps)
     if not never.any():
         lv_occ, lv_switch, lv_stats = lv_map_records(
-            lv, config.steps, record, thresholds, optimizer=lv_optimizer, beta=config.beta
+            lv, config.steps, record, thresholds, optimizer=lv_optimizer, beta=config.beta, engine=engine
         )
         continuous = flow_switch_times(lv, horizon, m_star)[:g]
         return lv_occ, lv_switch, continuous, lv_stats
@@ -311,7 +360,7 @@ def lv_map(system: LVStage, config: PredictConfig, record, never, g: int):
     if live_g.size:
         sub = _subsystem(lv, live)
         occ, switch, lv_stats = lv_map_records(
-            sub, config.steps, record, thresholds[live_g], optimizer=lv_optimizer, beta=config.beta
+            sub, config.steps, record, thresholds[live_g], optimizer=lv_optimizer, beta=config.beta, engine=engine
         )
         lv_occ[:, live], lv_switch[live_g] = occ, switch
         continuous[live_g] = flow_switch_times(sub, horizon, m_star[live])[: live_g.size]

@@ -21,6 +21,7 @@ from nqf.theory.singular_limit import SingularLimit
 
 PREDICT_OPTIMIZERS = ("gd", "sgd", "momentum")
 STEPPINGS = ("adaptive", "every")
+ENGINES = ("auto", "compiled", "numpy")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,10 @@ class PredictConfig:
         departure: also evaluate the network along the predicted path and correct the
             switch-on steps by the network's plateau states (``nqf.theory.departure``; off by default:
             it steps the map one step at a time and runs the network).
+        engine: how the stages after the data matrices run: ``compiled`` (JAX programs),
+            ``numpy`` (nothing compiled: ``nqf.theory.host_flow``; the moments route, GD or
+            momentum, small S and horizon) or ``auto`` (numpy where it applies; the two give
+            the same numbers to rounding, ``Prediction.engine`` says which ran and why).
     """
 
     width: int
@@ -65,6 +70,7 @@ class PredictConfig:
     stepping: str = "adaptive"
     allow_inapplicable: bool = False
     departure: bool = False
+    engine: str = "auto"
 
     def __post_init__(self):
         if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
@@ -89,6 +95,8 @@ class PredictConfig:
             raise NqfError(f"unknown data route {self.route!r}; choose one of {', '.join(ROUTES)}")
         if self.stepping not in STEPPINGS:
             raise NqfError(f"unknown stepping {self.stepping!r}; choose one of {', '.join(STEPPINGS)}")
+        if self.engine not in ENGINES:
+            raise NqfError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
         if self.optimizer == "momentum" and not 0 <= self.beta < 1:
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
 
@@ -126,6 +134,7 @@ class Prediction:
             (``nqf.theory.predict``'s docstring); below MFLOW_RESOLUTION its M-flow switch step is NaN.
         departure: the network along the predicted path and the corrected switch-on steps
             (``nqf.theory.departure.Departure``) when ``config.departure``, else None.
+        engine, engine_reason: ``compiled`` or ``numpy`` (``PredictConfig.engine``) and why.
     """
 
     config: PredictConfig
@@ -157,6 +166,8 @@ class Prediction:
     initial_occupations: np.ndarray | None = None
     mflow_resolution: np.ndarray | None = None
     departure: Any = None
+    engine: str = "compiled"
+    engine_reason: str = ""
 
     @property
     def num_growing(self) -> int:
@@ -223,6 +234,8 @@ class Prediction:
             "stable_lr": float(self.stable_lr),
             "route": self.route,
             "route_reason": self.route_reason,
+            "engine": self.engine,
+            "engine_reason": self.engine_reason,
             "flow_stats": _int_tree(self.flow_stats),
             "notes": list(self.notes),
             "departure": None if self.departure is None else self.departure.to_json(),

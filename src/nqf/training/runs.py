@@ -53,6 +53,7 @@ import optax
 from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture, arch_key, check_width, init_weights, network, structure
+from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.precision import occupation_floor, resolve_dtype, underflow_remedy
 from nqf.core.sampling import minibatch_indices, training_keys
@@ -325,6 +326,7 @@ def train(
     W0 defaults to ``init_weights(arch, training_keys(seed)[0], width, sigma0)``; basis
     (d, m) gives the directions whose occupations are recorded. See the module docstring.
     """
+    ensure_default_cache()
     dtype = resolve_dtype(config.dtype)
     check_width(arch, config.width)
     init_key, batch_key = training_keys(config.seed)

@@ -32,6 +32,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float, Int, Real
 
 from nqf.architectures.architecture import Architecture, arch_key, check_width, init_weights
+from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.precision import resolve_dtype
 from nqf.core.sampling import training_keys
@@ -165,6 +166,7 @@ def train_sweep(
     Run (i, j) equals ``train(arch, X, Y, replace(config, sigma0=sigma0s[i], seed=seeds[j]))``
     (config.sigma0 and config.seed are ignored). Records have leading axes (len(sigma0s), len(seeds)).
     """
+    ensure_default_cache()
     dtype = resolve_dtype(config.dtype)
     check_width(arch, config.width)
     if batching not in BATCHING:

@@ -1,0 +1,270 @@
+"""The first call, as a researcher meets it: every case in fresh processes with empty caches.
+
+``first_call``: the README's five lines (staircase, mlp tanh, width 32, lr 0.05, sigma0 1e-6,
+800 steps) and scikit-learn's iris (4 whitened inputs, one-hot targets, width 64, lr 0.05,
+3000 steps): the first ``nqf.predict`` in a fresh process against the first ``nqf.train`` of
+the same network (GD, same steps) in another fresh process, and against an independent
+numpy loop (written here, no nqf or JAX) training the same tanh network with full-batch GD.
+Each process gets its own empty ``NQF_CACHE_DIR``. Reported: the call itself (wall), the
+import before it, the process CPU time (user + sys), and how many XLA programs the call
+compiled (``jax.monitoring``'s backend-compile events).
+
+``new_config``: in the predict process, a second ``predict`` with another lr, sigma0, steps
+and seed (no recompilation wanted); and a third process, with the cache the first one left,
+on a data set of another size (the staircase with 200 samples instead of 256).
+
+``cli_cold``: ``nqf predict`` on iris through the console script with an empty cache,
+against the independent numpy loop for the same steps (process wall times).
+
+Run against another checkout (the figures before a change) with
+``PYTHONPATH=/path/to/other/src python benchmarks/run.py --only first_call``: the child
+processes import whichever nqf comes first on the path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+
+from _timing import Outcome
+
+NQF = Path(sys.executable).parent / "nqf"
+FIRST_CALL_TARGET = 0.5  # first predict / first train
+CLI_TARGET = 3.0  # nqf predict (cold) / independent numpy training
+NEW_CONFIG_TARGET = 0.05  # second predict / first predict
+
+STAIRCASE = {"width": 32, "lr": 0.05, "steps": 800, "sigma0": 1e-6}
+IRIS = {"width": 64, "lr": 0.05, "steps": 3000, "sigma0": 1e-6}
+
+# What every child runs first: the clock, float64 (as the README's five lines), and a count of
+# the XLA programs compiled (backend compiles) and of their seconds.
+_PRELUDE = """
+import json, resource, sys, time
+t_start = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+import nqf
+compiled = [0, 0.0]
+def _count(event, duration, **_):
+    if event == "/jax/core/compile/backend_compile_duration":
+        compiled[0] += 1
+    if event.startswith("/jax/core/compile/"):
+        compiled[1] += duration
+jax.monitoring.register_event_duration_secs_listener(_count)
+t_import = time.perf_counter() - t_start
+def load(case):
+    if case == "staircase":
+        return nqf.get_task("staircase").generate(0)
+    if case == "staircase200":
+        return nqf.get_task("staircase", samples=200).generate(0)
+    data = np.load(case)
+    return data["X"], data["Y"]
+def arch_for(X, Y):
+    return nqf.get_architecture("mlp", activation="tanh", inputs=X.shape[1], outputs=Y.shape[1])
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+"""
+
+_PREDICT = """
+X, Y = load(sys.argv[1])
+arch = arch_for(X, Y)
+settings = json.loads(sys.argv[2])
+before = list(compiled)
+t = time.perf_counter()
+p = nqf.predict(arch, X, Y, nqf.PredictConfig(**settings))
+first = time.perf_counter() - t
+first_programs, first_compile = compiled[0] - before[0], compiled[1] - before[1]
+again = dict(settings, lr=settings["lr"] * 0.8, sigma0=settings["sigma0"] * 0.1, steps=settings["steps"] + 100, seed=7)
+t = time.perf_counter()
+q = nqf.predict(arch, X, Y, nqf.PredictConfig(**again))
+second = time.perf_counter() - t
+print(json.dumps({"import_s": t_import, "call_s": first, "programs": first_programs, "compile_s": first_compile,
+                  "second_s": second, "second_programs": compiled[0] - first_programs - before[0], "cpu_s": cpu(),
+                  "switch": [None if v != v else float(v) for v in p.mflow_switch_steps], "route": p.route}))
+"""
+
+_TRAIN = """
+X, Y = load(sys.argv[1])
+arch = arch_for(X, Y)
+settings = json.loads(sys.argv[2])
+before = list(compiled)
+t = time.perf_counter()
+r = nqf.train(arch, X, Y, nqf.TrainConfig(optimizer="gd", **settings))
+loss = np.asarray(r.loss)
+first = time.perf_counter() - t
+print(json.dumps({"import_s": t_import, "call_s": first, "programs": compiled[0] - before[0],
+                  "compile_s": compiled[1] - before[1],
+                  "cpu_s": cpu(), "final_loss": float(loss[-1])}))
+"""
+
+# An independent training loop: numpy only, the tanh network f(x) = sum_i a_i tanh(v_i . x) with
+# full-batch GD on the mean squared loss (1/2N) sum |f(x) - y|^2 from W0 ~ N(0, sigma0^2).
+_NUMPY_TRAIN = """
+import json, sys, time
+t_start = time.perf_counter()
+import numpy as np
+data = np.load(sys.argv[1]); X, Y = data["X"], data["Y"]
+s = json.loads(sys.argv[2])
+rng = np.random.default_rng(0)
+N, D = X.shape; K = Y.shape[1]; n = s["width"]
+A = s["sigma0"] * rng.standard_normal((K, n)); V = s["sigma0"] * rng.standard_normal((D, n))
+t = time.perf_counter()
+for _ in range(s["steps"]):
+    H = np.tanh(X @ V)            # (N, n)
+    R = (H @ A.T - Y) / N         # (N, K): the residual, scaled
+    gA = R.T @ H                  # (K, n)
+    gV = X.T @ ((R @ A) * (1.0 - H * H))
+    A -= s["lr"] * gA; V -= s["lr"] * gV
+loss = 0.5 * np.mean(np.sum((np.tanh(X @ V) @ A.T - Y) ** 2, axis=1))
+print(json.dumps({"call_s": time.perf_counter() - t, "process_s": time.perf_counter() - t_start, "final_loss": loss}))
+"""
+
+
+def write_iris(path: Path) -> Path:
+    """scikit-learn's bundled iris: X whitened (zero mean, identity covariance), Y one-hot (150, 3)."""
+    from sklearn.datasets import load_iris
+
+    X, labels = load_iris(return_X_y=True)
+    X = X - X.mean(axis=0)
+    values, vectors = np.linalg.eigh(np.cov(X, rowvar=False, bias=True))
+    X = X @ vectors / np.sqrt(values)
+    np.savez(path, X=X, Y=np.eye(3)[labels])
+    return path
+
+
+def _env(cache: Path) -> dict:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", NQF_CACHE_DIR=str(cache))
+    env.pop("EQX_ON_ERROR", None)
+    return env
+
+
+def _child(script: str, args: list[str], env: dict) -> tuple[dict, float, float]:
+    """(the child's JSON, process wall s, process CPU s)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=1200)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"child exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return json.loads(done.stdout.strip().splitlines()[-1]), wall, cpu
+
+
+def _case(tmp: Path, label: str, data: str, settings: dict) -> tuple[dict, dict, dict]:
+    predict, p_wall, p_cpu = _child(_PREDICT_SCRIPT, [data, json.dumps(settings)], _env(tmp / f"{label}-predict"))
+    train, t_wall, t_cpu = _child(_TRAIN_SCRIPT, [data, json.dumps(settings)], _env(tmp / f"{label}-train"))
+    predict.update(process_s=p_wall, process_cpu_s=p_cpu)
+    train.update(process_s=t_wall, process_cpu_s=t_cpu)
+    return predict, train, settings
+
+
+_PREDICT_SCRIPT = textwrap.dedent(_PRELUDE) + textwrap.dedent(_PREDICT)
+_TRAIN_SCRIPT = textwrap.dedent(_PRELUDE) + textwrap.dedent(_TRAIN)
+
+
+def first_call(quick: bool, repeats: int) -> Outcome:
+    rows, summary, targets = [], {}, {}
+    with tempfile.TemporaryDirectory(prefix="nqf-bench-first-") as tmp:
+        tmp = Path(tmp)
+        staircase = tmp / "staircase.npz"
+        iris = write_iris(tmp / "iris.npz")
+        cases = {"staircase": "staircase", "iris": str(iris)}
+        settings = {"staircase": STAIRCASE, "iris": IRIS}
+        import nqf
+
+        X, Y = nqf.get_task("staircase").generate(0)
+        np.savez(staircase, X=np.asarray(X), Y=np.asarray(Y))
+        for label, data in cases.items():
+            predict, train, s = _case(tmp, label, data, settings[label])
+            independent, ind_wall, _ = _child(_NUMPY_TRAIN, [str(staircase if label == "staircase" else iris),
+                                                             json.dumps(s)], _env(tmp / "unused"))
+            ratio = predict["call_s"] / train["call_s"]
+            rows.append({"case": label, "run": "predict (first call)", "call_s": predict["call_s"],
+                         "import_s": predict["import_s"], "programs": predict["programs"],
+                         "compile_s": predict["compile_s"], "process_s": predict["process_s"],
+                         "process_cpu_s": predict["process_cpu_s"], "ratio_to_train": ratio,
+                         "ratio_to_numpy": predict["call_s"] / independent["call_s"]})
+            rows.append({"case": label, "run": "nqf.train (first call)", "call_s": train["call_s"],
+                         "import_s": train["import_s"], "programs": train["programs"],
+                         "compile_s": train["compile_s"], "process_s": train["process_s"],
+                         "process_cpu_s": train["process_cpu_s"]})
+            rows.append({"case": label, "run": "numpy GD loop (independent)", "call_s": independent["call_s"],
+                         "process_s": ind_wall})
+            rows.append({"case": label, "run": "second predict (new lr, sigma0, steps, seed)",
+                         "call_s": predict["second_s"], "programs": predict["second_programs"],
+                         "ratio_to_first": predict["second_s"] / predict["call_s"]})
+            summary[f"{label}_predict_over_train"] = ratio
+            summary[f"{label}_second_over_first"] = predict["second_s"] / predict["call_s"]
+            summary[f"{label}_predict_programs"] = predict["programs"]
+            targets[f"{label}: first predict <= {FIRST_CALL_TARGET} x first train"] = ratio <= FIRST_CALL_TARGET
+            targets[f"{label}: second predict (new config) <= {NEW_CONFIG_TARGET:.0%} of the first"] = (
+                predict["second_s"] / predict["call_s"] <= NEW_CONFIG_TARGET
+            )
+        # a data set of another size, with the cache the first staircase process left
+        other, _, _ = _child(_PREDICT_SCRIPT, ["staircase200", json.dumps(STAIRCASE)], _env(tmp / "staircase-predict"))
+        first = rows[0]["call_s"]
+        rows.append({"case": "staircase, 200 samples", "run": "predict, cache of the 256-sample run",
+                     "call_s": other["call_s"], "programs": other["programs"], "ratio_to_first": other["call_s"] / first})
+        summary["other_size_over_first"] = other["call_s"] / first
+    return Outcome(
+        params={"staircase": STAIRCASE, "iris": IRIS, "JAX_PLATFORMS": "cpu", "float": "float64"},
+        rows=rows,
+        summary=summary,
+        targets=targets,
+        notes=[
+            "each predict / train row is its own fresh process with an empty NQF_CACHE_DIR; call_s is the call alone, "
+            "import_s the `import jax, numpy, nqf` before it, process_s / process_cpu_s the whole child",
+            "programs: XLA programs compiled during the call (jax.monitoring backend-compile events)",
+            "the numpy GD loop is independent code (no nqf, no JAX): the same tanh network, full batch, same steps",
+        ],
+    )
+
+
+def cli_cold(quick: bool, repeats: int) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="nqf-bench-cli-cold-") as tmp:
+        tmp = Path(tmp)
+        iris = write_iris(tmp / "iris.npz")
+        args = ["--arch", "mlp", "--inputs", "4", "--outputs", "3", "--width", str(IRIS["width"]), "--lr", str(IRIS["lr"]), "--steps", str(IRIS["steps"]),
+                "--sigma0", str(IRIS["sigma0"])]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run([str(NQF), "predict", "--data", str(iris), *args], capture_output=True, text=True,
+                              env=_env(tmp / "cache"), timeout=1200)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise RuntimeError(f"nqf predict exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        independent, ind_wall, ind_cpu = _child(_NUMPY_TRAIN, [str(iris), json.dumps(IRIS)], _env(tmp / "unused"))
+    ratio = wall / ind_wall
+    return Outcome(
+        params={"command": f"nqf predict --data iris.npz {' '.join(args)}", "JAX_PLATFORMS": "cpu"},
+        rows=[
+            {"run": "nqf predict, empty cache (process)", "wall_s": wall, "cpu_s": cpu},
+            {"run": "numpy GD loop, tanh network (process)", "wall_s": ind_wall, "cpu_s": ind_cpu,
+             "loop_s": independent["call_s"]},
+        ],
+        summary={"ratio_cli_over_numpy": ratio, "cli_s": wall, "numpy_s": ind_wall},
+        targets={f"nqf predict (cold) <= {CLI_TARGET:g} x the numpy training (process wall)": ratio <= CLI_TARGET},
+        notes=["both are whole processes; the numpy loop imports only numpy"],
+    )
+
+
+BENCHMARKS = {"first_call": first_call, "cli_cold": cli_cold}
+COLUMNS = {
+    "first_call": ["case", "run", "call_s", "import_s", "programs", "compile_s", "process_s", "process_cpu_s",
+                   "ratio_to_train", "ratio_to_numpy", "ratio_to_first"],
+    "cli_cold": ["run", "wall_s", "cpu_s", "loop_s"],
+}

@@ -1,0 +1,147 @@
+"""The numpy engine of predict (nqf.theory.host_flow, HostMoments) against the compiled one.
+
+Both compute the same formulas; the numpy engine only skips compiling. Required: the same
+data matrices to 1e-13 on every built-in architecture, and on real cases (the staircase, a
+correlated staircase, in-context regression, digits, iris), for GD and momentum, identical
+switch-on steps of every source and losses to 1e-10 relative against the compiled
+step-by-step map (``stepping="every"``, the reference); the real-valued switch-on times of the
+LV flow, the closed form and the singular limit to 1e-12."""
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import nqf
+from nqf.theory.data_matrices import flow_data
+from nqf.theory.flow_stability import _hessian_vector_product
+from nqf.theory.host_flow import host_gd_log_occupations, host_hessian_vector_product, host_momentum_block
+from nqf.theory.lotka_volterra import _gd_log_occupations
+from nqf.theory.lv_maps import momentum_block
+
+from .conftest import assert_allclose
+
+
+def _random_samples(arch, n=64, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, *arch.input_shape)), rng.standard_normal((n, arch.outputs))
+
+
+def _close(a, b, what, rel=1e-13):
+    a, b = np.asarray(a), np.asarray(b)
+    assert_allclose(b, a, rtol=0, atol=rel * max(np.abs(a).max(), 1e-300), err_msg=what)
+
+
+@pytest.mark.parametrize("name", sorted(nqf.ARCHITECTURES))
+def test_host_moments_equal_the_compiled_moments(name):
+    """C, K[M], G(M), L(M) and the Hessian-vector product of W -> L(W W^T) agree to 1e-13."""
+    arch = nqf.get_architecture(name)
+    X, Y = _random_samples(arch)
+    moments, choice = flow_data(arch, X, Y, route="moments")
+    assert choice.route == "moments"
+    host = moments.on_host()
+    rng = np.random.default_rng(1)
+    W = 0.3 * rng.standard_normal((arch.dim, arch.dim))
+    V = rng.standard_normal((arch.dim, arch.dim))
+    M = W @ W.T
+    _close(moments.C, host.C, f"{name}: C")
+    _close(moments.K_apply(jnp.asarray(M)), host.K_apply(M), f"{name}: K[M]")
+    _close(moments.gradient_matrix(jnp.asarray(M)), host.gradient_matrix(M), f"{name}: G(M)")
+    _close(moments.loss(jnp.asarray(M)), host.loss(M), f"{name}: L(M)")
+    _close(moments.loss(jnp.zeros_like(M)), host.loss(np.zeros_like(M)), f"{name}: L(0)")
+    compiled_hvp = _hessian_vector_product(moments, jnp.asarray(W), jnp.asarray(V))
+    _close(compiled_hvp, host_hessian_vector_product(host, W, V), f"{name}: H V", rel=1e-12)
+
+
+def test_host_lv_maps_equal_the_compiled_scans():
+    s = np.array([3.0, 2.0, 1.0, 0.5])
+    c = np.concatenate([s / 2, -s / 2])
+    K = np.block([[np.eye(4) / 4, -np.eye(4) / 4], [-np.eye(4) / 4, np.eye(4) / 4]]) + 0.01
+    u0 = np.log(np.full(8, 1e-12))
+    compiled = np.asarray(_gd_log_occupations(jnp.asarray(c), jnp.asarray(K), jnp.asarray(0.05), jnp.asarray(u0), 700))
+    assert_allclose(host_gd_log_occupations(c, K, 0.05, u0, 700), compiled, rtol=1e-12, atol=1e-12)
+    state = (np.exp(u0), np.zeros(8), np.zeros(8))
+    compiled = momentum_block(*(jnp.asarray(a) for a in (c, K, 0.01, 0.9)), tuple(map(jnp.asarray, state)), 700)
+    # m - 2 lr R + lr^2 q and R - lr q cancel (decaying modes fall to ~1e-27, p crosses zero):
+    # there the relative digits are rounding in either engine (measured up to 1.6e-7 relative,
+    # 2.3e-14 absolute), so each of m, p, q is compared on the scale of its largest entry
+    for host, ref in zip(host_momentum_block(c, K, 0.01, 0.9, state, 700), compiled, strict=True):
+        ref = np.asarray(ref)
+        assert_allclose(host, ref, rtol=1e-11, atol=1e-12 * np.abs(ref).max())
+
+
+def _iris():
+    from sklearn.datasets import load_iris
+
+    X, labels = load_iris(return_X_y=True)
+    X = X - X.mean(axis=0)
+    values, vectors = np.linalg.eigh(np.cov(X, rowvar=False, bias=True))
+    return X @ vectors / np.sqrt(values), np.eye(3)[labels]
+
+
+def _cases():
+    tanh = {"name": "mlp", "activation": "tanh"}
+    iris_X, iris_Y = _iris()
+    digits = nqf.get_task("digits")
+    arch_name, options = digits.natural_architecture()
+    return {
+        "staircase": (nqf.get_task("staircase").generate(0), tanh, 0.05, 1e-8, 800),
+        "correlated": (nqf.get_task("staircase", correlation=0.5).generate(0), tanh, 0.05, 1e-6, 800),
+        "icl": (
+            nqf.get_task("icl", prompts=2000).generate(0),
+            {"name": "linear-attention", "dim": 4, "context": 31},
+            0.1,
+            1e-3,
+            600,
+        ),
+        "digits": (digits.generate(0), {"name": arch_name, **options}, 0.02, 1e-4, 600),
+        "iris": ((iris_X, iris_Y), {**tanh, "inputs": 4, "outputs": 3}, 0.05, 1e-6, 3000),
+    }
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+@pytest.mark.parametrize("case", ["staircase", "correlated", "icl", "digits", "iris"])
+def test_numpy_engine_equals_the_compiled_reference(case, optimizer):
+    (X, Y), options, lr, sigma0, steps = _cases()[case]
+    options = dict(options)
+    arch = nqf.get_architecture(options.pop("name"), **options)
+    if optimizer == "momentum":
+        lr = lr / 5
+    cfg = nqf.PredictConfig(width=16, lr=lr, steps=steps, sigma0=sigma0, optimizer=optimizer, beta=0.5)
+    host = nqf.predict(arch, X, Y, dataclasses.replace(cfg, engine="numpy"))
+    auto = nqf.predict(arch, X, Y, cfg)
+    reference = nqf.predict(arch, X, Y, dataclasses.replace(cfg, engine="compiled", stepping="every"))
+    assert host.engine == "numpy" and reference.engine == "compiled"
+    assert auto.engine == "numpy" and "nothing to compile" in auto.engine_reason
+    what = f"{case} {optimizer}"
+    for field in ("mflow_switch_steps", "lv_switch_steps"):  # steps of the maps: integers, identical
+        np.testing.assert_array_equal(getattr(host, field), getattr(reference, field), err_msg=f"{what}: {field}")
+    for field in ("closed_form_switch_steps", "singular_switch_steps", "lv_continuous_switch_steps"):
+        # times from c_k, K_kj, whose last digits differ between the engines (measured: 4e-15)
+        assert_allclose(getattr(host, field), getattr(reference, field), rtol=1e-12, err_msg=f"{what}: {field}")
+    np.testing.assert_array_equal(np.asarray(host.flow.steps), np.asarray(reference.flow.steps))
+    for name, a, b in (
+        ("M-flow loss", host.flow.loss, reference.flow.loss),
+        ("M-flow occupations", host.flow.occupations, reference.flow.occupations),
+        ("LV loss", host.lv_loss, reference.lv_loss),
+        ("plateau losses", host.lv_plateau_losses, reference.lv_plateau_losses),
+    ):
+        b = np.asarray(b)
+        assert_allclose(a, b, rtol=1e-10, atol=1e-12 * np.abs(b).max(), err_msg=f"{what}: {name}")
+    assert_allclose(host.stable_lr, reference.stable_lr, rtol=1e-10)
+    assert_allclose(host.modes.growth, reference.modes.growth, rtol=1e-12, atol=1e-14)
+
+
+def test_numpy_engine_refuses_what_it_cannot_do():
+    X, Y = nqf.get_task("staircase").generate(0)
+    arch = nqf.get_architecture("mlp", activation="tanh")
+    cfg = nqf.PredictConfig(width=8, lr=0.05, steps=300, engine="numpy")
+    with pytest.raises(nqf.NqfError, match="numpy engine does not apply.*per-sample"):
+        nqf.predict(arch, X, Y, dataclasses.replace(cfg, route="samples"))
+    with pytest.raises(nqf.NqfError, match="numpy engine does not apply.*steps"):
+        nqf.predict(arch, X, Y, dataclasses.replace(cfg, steps=50000))
+    long = nqf.predict(arch, X, Y, dataclasses.replace(cfg, steps=50000, engine="auto"))
+    assert long.engine == "compiled" and "steps" in long.engine_reason
+    with pytest.raises(nqf.NqfError, match="unknown engine"):
+        nqf.PredictConfig(width=8, lr=0.05, steps=300, engine="gpu")
