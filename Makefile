@@ -7,6 +7,7 @@
 #   make check        ruff lint, ruff format --check, mypy on src/
 #   make test-latest  the suite on the newest allowed releases, in build/venv-latest (not run by CI;
 #                     PYTHON=python3.12 there to reach the releases that need a newer Python, e.g. jax 0.12)
+#   make test-fast    the suite without the tests that start processes (the `slow` marker): the dev loop
 # TEST_ARGS passes arguments to pytest, e.g. make test TEST_ARGS='-k lotka'.
 PYTHON ?= python3
 VENV := .venv
@@ -20,7 +21,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_PYTHON_DOWNLOADS := never
 export UV_NO_PROGRESS := 1
 
-.PHONY: test demo bench venv check lock lock-upgrade test-latest clean
+.PHONY: test test-fast demo bench venv check lock lock-upgrade test-latest clean
 
 $(STAMP): pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +34,11 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(TEST_ARGS)
+
+# The developer's loop: everything but the tests that start processes or run the tutorial
+# (the `slow` marker, tests/conftest.py). `make test` stays the full contract CI runs.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" $(TEST_ARGS)
 
 # All three run; the target fails if any of them found something. One line a finding
 # (`.venv/bin/ruff check src tests` / `ruff format --diff src tests` show the full context).

@@ -1,6 +1,7 @@
 """Tests run in float64 (the library itself never flips jax_enable_x64)."""
 
 import atexit
+import re
 import importlib.util
 import os
 import secrets
@@ -25,6 +26,43 @@ if "NQF_CACHE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["NQF_CACHE_DIR"], ignore_errors=True)
 
 jax.config.update("jax_enable_x64", True)
+
+
+# -- test tiers: `make test-fast` runs `-m "not slow"`, `make test` (CI) runs everything ---------------
+# Slow: whole modules whose tests start processes (the console script, reproduce, Ray, Slurm's
+# local executor, a headless browser), run the experiments or execute the tutorial, and in the
+# other modules the tests that go through the real command (their names say cli / console /
+# real_command) or a second Python process (subprocess / stored_artifact).
+SLOW_MODULES = {
+    "test_architecture_comparisons",
+    "test_bad_inputs",
+    "test_cache",
+    "test_cli_properties",
+    "test_cli_structure",
+    "test_cli_unit",
+    "test_curves",
+    "test_executors",
+    "test_experiment_e6",
+    "test_experiment_e7",
+    "test_experiments_e1_e2",
+    "test_experiments_e3_e4",
+    "test_packaging",
+    "test_report",
+    "test_reproduce",
+    "test_reproduce_kill",
+    "test_store_code",
+    "test_store_tamper",
+    "test_sweep",
+    "test_tutorial",
+}
+SLOW_NAMES = re.compile(r"cli|console|real_command|subprocess|stored_artifact")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        if module in SLOW_MODULES or SLOW_NAMES.search(item.name):
+            item.add_marker(pytest.mark.slow)
 
 
 def assert_allclose(actual, desired, rtol, atol=0.0, err_msg=""):

@@ -127,7 +127,10 @@ main(sys.argv[1:])
 
 def test_cache_is_filled_then_reused(populated, staircase_file, reference):
     stored = entries(populated)
-    assert len(stored) > 10, sorted(stored)  # every jitted program, however small, is stored
+    # every jitted program, however small, is stored: the predict's few (the expansion probe,
+    # the init draw; the numpy engine compiles no M-flow) and eager operations of milliseconds
+    names = {name.split("-")[0] for name in stored}
+    assert {"jit_probe", "jit__standard_normal"} <= names and len(stored) >= 5, sorted(stored)
     result = subprocess.run(
         [sys.executable, "-c", _LOGGED_RUN, "predict", "--data", str(staircase_file), *PREDICT],
         capture_output=True,

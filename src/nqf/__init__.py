@@ -6,8 +6,9 @@ flow of M = W W^T and its Lotka-Volterra reduction, and compares with real train
 
 Importing nqf is cheap: the public names below are loaded from their modules (and JAX
 with them) on first use (PEP 562), so ``nqf --help`` starts without JAX. Importing nqf
-changes no global JAX setting; :func:`enable_compilation_cache` switches JAX's
-persistent compilation cache on.
+changes no global JAX setting; the first computation switches JAX's persistent
+compilation cache on (``nqf.core.cache.ensure_default_cache``; ``NQF_CACHE_DIR=""`` keeps
+it off) and :func:`enable_compilation_cache` puts it elsewhere.
 """
 
 from __future__ import annotations

@@ -189,7 +189,8 @@ def cached_expansion_check(arch: Architecture) -> ExpansionReport:
     report = None if path is None else _read_verdict(path)
     if report is None:
         # the key's data written out: jax.random.key(seed) would compile two programs to make it
-        report = expansion_check(arch, key=jax.random.wrap_key_data(jax.device_put(np.array([0, GATE_SEED], dtype=np.uint32))))
+        key_data = jax.device_put(np.array([0, GATE_SEED], dtype=np.uint32))
+        report = expansion_check(arch, key=jax.random.wrap_key_data(key_data))
         if path is not None:
             _write_verdict(path, report)
     _GATE_MEMORY[key] = report

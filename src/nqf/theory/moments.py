@@ -38,6 +38,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, structure
 from nqf.architectures.structure import BlockFactors, DenseStructure
 from nqf.core.errors import NqfError
+from nqf.core.programs import bucket_length
 
 # S is p x p: the moments route is offered only while S stays this small (entries).
 MAX_MOMENT_ENTRIES = 2**24  # 128 MiB in float64
@@ -354,7 +355,9 @@ def moment_data_matrices(
     shape = jax.eval_shape(lambda x: structure(arch, x), jax.ShapeDtypeStruct((1, *X.shape[1:]), dtype))
     layout = _layout_of(shape)
     ranks = 1 if isinstance(shape, DenseStructure) else max(t.left.shape[2] for t in shape.terms)
-    chunk = max(1, min(_chunk_size(layout, arch.outputs, ranks, chunk), N))
+    # a data set smaller than a chunk is padded (zero weights) to a power of two: another data
+    # set of a size in the same bucket reuses the compiled chunk programs (persistent cache)
+    chunk = max(1, min(_chunk_size(layout, arch.outputs, ranks, chunk), bucket_length(N, floor=16)))
     p = sum(t.size for t in layout)
     if p * p > MAX_MOMENT_ENTRIES:
         raise NqfError(f"{arch.name}: the moments route needs a {p} x {p} matrix; use the per-sample route")
