@@ -31,6 +31,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 import nqf
@@ -146,6 +148,24 @@ def _versus_training(arch, X, Y, *, width, lr, sigma0, steps_list, quick, repeat
     return rows
 
 
+def _versus_independent(arch, X, Y, width, lr, sigma0, steps, predict_s) -> dict:
+    """An independent JAX + optax training loop of the same tanh network (``bench_training``), warm."""
+    from bench_training import _independent
+
+    from nqf.architectures.architecture import init_weights
+    from nqf.core.sampling import training_keys
+
+    K = arch.outputs
+    W0 = init_weights(arch, training_keys(0)[0], width, sigma0, jnp.float64)
+    run = _independent(K, steps, lr)
+    X, Y = jnp.asarray(X), jnp.asarray(Y)
+    jax.block_until_ready(run(W0[:K], W0[K:], X, Y))
+    start = time.perf_counter()
+    jax.block_until_ready(run(W0[:K], W0[K:], X, Y))
+    independent = time.perf_counter() - start
+    return {"independent_s": independent, "ratio_independent_over_predict": independent / predict_s}
+
+
 _TRAIN_NOTE = ("train: full-batch GD of the network, same width, lr, sigma0, seed and steps, recording only the "
                "first and last loss (checkpoints=2, the cheapest run: the ratio is a lower bound); train_method "
                "says whether it was timed warm, as one call with compilation, or extrapolated from a warm "
@@ -178,6 +198,8 @@ def predict_staircase(quick: bool, repeats: int) -> Outcome:
     steps_list = [2000] if quick else [2000, 20000]
     rows = _versus_training(arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=steps_list, quick=quick,
                             repeats=repeats)
+    for row in rows[:1]:  # the independent loop at 2000 steps (bench_training.py), warm
+        row.update(_versus_independent(arch, X, Y, width, lr, sigma0, row["steps"], row["predict_s"]))
     ratio = rows[0]["ratio_train_over_predict"]
     return Outcome(
         params={"task": "staircase", "arch": "mlp (tanh)", "samples": int(X.shape[0]), "d": arch.dim,
@@ -473,7 +495,8 @@ COLUMNS = {
     "predict_icl": ["steps", "predict_s", "predict_first_s", "train_s", "train_method", "ratio_train_over_predict",
                     "switch_steps", "route"],
     "predict_staircase": ["steps", "predict_s", "predict_first_s", "train_s", "train_method",
-                          "ratio_train_over_predict", "switch_steps", "route"],
+                          "ratio_train_over_predict", "independent_s", "ratio_independent_over_predict",
+                          "switch_steps", "route"],
     "predict_horizon": ["steps", "predict_s", "predict_first_s", "ratio_over_1e4", "stepped", "jumped", "jumps",
                         "every_s", "every_over_adaptive", "max_rel_loss_diff", "switch_steps_identical",
                         "switch_steps", "route"],

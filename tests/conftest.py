@@ -1,9 +1,9 @@
 """Tests run in float64 (the library itself never flips jax_enable_x64)."""
 
 import atexit
-import re
 import importlib.util
 import os
+import re
 import secrets
 import shutil
 import signal

@@ -64,6 +64,22 @@ class Router:
     route: Callable[[jax.Array], jax.Array]
 
 
+@dataclass(frozen=True)
+class Readout:
+    """A unit that ends in a readout: phi(w, x) = R(w) g(w, x), with R the parameter block
+    ``block`` read as a (K, r) matrix and g the unit's r features, ``features(w, X) -> (N, r)``
+    for one unit's parameters and a batch X (N, *input_shape).
+
+    The layer is then f(X) = sum_i R_i g_i(X), one contraction over the units (a matrix
+    product for r = 1), instead of evaluating phi unit by unit, which builds the (N, n, K)
+    products of every readout with every feature (:func:`network_batch`). A declaration, not
+    a second definition: the tests check it against ``unit`` for every architecture that has one.
+    """
+
+    block: str
+    features: Callable[[Any, jax.Array], jax.Array]
+
+
 class Block(NamedTuple):
     """A parameter leaf of the unit: its name, shape and [start, stop) in the flat vector."""
 
@@ -98,6 +114,7 @@ class Architecture:
         closed_form: optional ``x -> tuple[ClosedTerm, ...]``, the hand-derived A(x).
         closed_form_text: ``((block pair, formula), ...)`` describing that closed form.
         description: one line for ``nqf structure --list``.
+        readout: optional :class:`Readout` (phi = R g): the layer as matrix products in training.
     """
 
     name: str
@@ -110,6 +127,7 @@ class Architecture:
     closed_form: Callable[[jax.Array], tuple[ClosedTerm, ...]] | None = None
     closed_form_text: tuple[tuple[str, str], ...] = ()
     description: str = ""
+    readout: Readout | None = None
 
     def __post_init__(self):
         leaves = jax.tree_util.tree_leaves(self.template)
@@ -208,6 +226,22 @@ def init_weights(arch: Architecture, key: jax.Array, n: int, sigma0: float, dtyp
     check_width(arch, n)
     dtype = dtype or jnp.result_type(float)
     return sigma0 * jax.random.normal(key, (arch.dim, n), dtype=dtype)
+
+
+def network_batch(arch: Architecture, W: Float[Array, "d n"], X: Float[Array, " N *input"]) -> Float[Array, "N K"]:
+    """The layer on a batch, (N, K): ``network`` for every sample, or, for a unit that declares
+    its :class:`Readout` (and has no gate), f = sum_i R_i g_i(X) as contractions over the units:
+    the features of every unit (n, N, r) and one product with the readouts (K, r, n)."""
+    readout = arch.readout
+    if readout is None or arch.router is not None:
+        return jax.vmap(lambda x: network(arch, W, x))(X)
+    if W.ndim != 2 or W.shape[0] != arch.dim:
+        raise NqfError(f"{arch.name}: W must have shape (d={arch.dim}, n), got {tuple(W.shape)}")
+    params = jax.vmap(arch.unravel, in_axes=1)(W)
+    features = jax.vmap(readout.features, in_axes=(0, None))(params, X)  # (n, N, r)
+    block = arch.block(readout.block)
+    R = W[block.start : block.stop].reshape(arch.outputs, -1, W.shape[1])  # (K, r, n)
+    return jnp.einsum("krn,nNr->Nk", R, features)
 
 
 def structure_matrix(arch: Architecture, x: Float[ArrayLike, "*input"]) -> Float[Array, "K d d"]:
@@ -310,6 +344,7 @@ def arch_key(arch: Architecture) -> Any:
         _function_key(arch.unit),
         _function_key(arch.closed_form),
         None if router is None else (router.units, _function_key(router.gate_logit), _function_key(router.route)),
+        None if arch.readout is None else (arch.readout.block, _function_key(arch.readout.features)),
     )
     try:
         hash(key)

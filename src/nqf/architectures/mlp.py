@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from nqf.architectures.activations import activation_derivatives, get_activation
-from nqf.architectures.architecture import Architecture, ClosedTerm
+from nqf.architectures.architecture import Architecture, ClosedTerm, Readout
 
 from ._options import positive_int
 
@@ -26,6 +26,9 @@ def mlp(inputs: int = 8, outputs: int = 4, activation: str = "tanh") -> Architec
 
     def unit(w, x):
         return w["a"] * sigma(jnp.dot(w["v"], x))
+
+    def features(w, X):  # the readout's one feature per sample: phi = a sigma(v.x) = R g, R = a (K, 1)
+        return sigma(X @ w["v"])[:, None]
 
     def closed_form(x):
         left = slope * jnp.eye(outputs, dtype=x.dtype)[:, None, :]  # (K, 1, K): sigma'(0) e_c
@@ -43,4 +46,5 @@ def mlp(inputs: int = 8, outputs: int = 4, activation: str = "tanh") -> Architec
         closed_form=closed_form,
         closed_form_text=(("a x v", f"A_c = sigma'(0)/2 (e_c x^T + x e_c^T), sigma'(0) = {slope:.6g}"),),
         description="perceptron units with trainable readout, phi = a sigma(v.x)",
+        readout=Readout("a", features),
     )

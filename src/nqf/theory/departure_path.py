@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nqf.architectures.architecture import Architecture, init_weights, network
+from nqf.architectures.architecture import Architecture, init_weights, network_batch
 from nqf.core.errors import NqfError
 from nqf.core.sampling import training_keys
 from nqf.theory.data_matrices import checked_samples, flow_data
@@ -26,8 +26,8 @@ _SUBSET_SEED = 0  # the fixed random subset beyond them
 
 
 def network_outputs(arch: Architecture, W, X) -> jax.Array:
-    """f_net(x_n; W) for every sample: (N, K)."""
-    return jax.vmap(lambda x: network(arch, W, x))(X)
+    """f_net(x_n; W) for every sample: (N, K) (matrix products for a unit with a readout)."""
+    return network_batch(arch, W, X)
 
 
 def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:

@@ -4,7 +4,7 @@ Both models minimise the squared loss
 
     L(W) = (1/2) mean_n sum_c (f_c(x_n; W) - y_nc)^2,
 
-with f = ``network(arch, W, x)`` (vmapped over samples; model ``"network"``) or
+with f = ``network_batch(arch, W, X)`` (model ``"network"``: matrix products for a unit with a readout) or
 f = ``structure(arch, X).forms(W W^T)`` (model ``"quadratic"``, THEORY.md section 1).
 Gradients come from autodiff in both cases (for the quadratic model autodiff gives
 2 G(M) W, G = contract(f - y); tests compare with the explicit M-map).
@@ -52,7 +52,14 @@ import numpy as np
 import optax
 from jaxtyping import ArrayLike, Float, Real
 
-from nqf.architectures.architecture import Architecture, arch_key, check_width, init_weights, network, structure
+from nqf.architectures.architecture import (
+    Architecture,
+    arch_key,
+    check_width,
+    init_weights,
+    network_batch,
+    structure,
+)
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.precision import occupation_floor, resolve_dtype, underflow_remedy
@@ -99,7 +106,7 @@ def _model_loss(arch: Architecture, model: str, inputs, Y: jax.Array):
     def loss(W, idx=None):
         x = X if idx is None else X[idx]
         y = Y if idx is None else Y[idx]
-        f = jax.vmap(lambda xi: network(arch, W, xi))(x)
+        f = network_batch(arch, W, x)
         return 0.5 * jnp.mean(jnp.sum((f - y) ** 2, axis=-1))
 
     return loss
