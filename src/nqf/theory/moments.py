@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -67,9 +67,71 @@ class TermLayout:
         return self.shape[0] * self.shape[1]
 
 
+class _PackedForms:
+    """What the moments route computes from S, u, m_hat and L_res through ``pack`` and ``unpack``
+    (module docstring), in operators only: the same formulas for :class:`MomentDataMatrices`
+    (JAX arrays, jnp's pack and unpack) and :class:`HostMoments` (numpy arrays, numpy's)."""
+
+    second: Any
+    cross: Any
+    optimum: Any
+    residual: Any
+    outputs: int
+    samples: int
+
+    def pack(self, M):  # pragma: no cover - defined by each subclass
+        raise NotImplementedError
+
+    def unpack(self, v):  # pragma: no cover - defined by each subclass
+        raise NotImplementedError
+
+    @property
+    def outputs_count(self) -> int:
+        return self.outputs
+
+    @property
+    def num_samples(self) -> int:
+        return self.samples
+
+    @property
+    def dtype(self):
+        return self.second.dtype
+
+    @property
+    def size(self) -> int:
+        """p, the number of packed block entries."""
+        return int(self.second.shape[0])
+
+    def _delta(self, M):
+        return self.pack(M) - self.optimum
+
+    def loss(self, M):
+        """L(M) = L_res + (1/2) delta^T S delta, delta = m - m_hat."""
+        delta = self._delta(M)
+        return self.residual + 0.5 * delta @ (self.second @ delta)
+
+    def gradient_matrix(self, M):
+        """G(M) = K[M] - C = unpack(S delta)."""
+        return self.unpack(self.second @ self._delta(M))
+
+    def loss_and_gradient(self, M):
+        delta = self._delta(M)
+        Sd = self.second @ delta
+        return self.residual + 0.5 * delta @ Sd, self.unpack(Sd)
+
+    @property
+    def C(self):
+        """C = E[sum_c y_c A_c(x)] = unpack(u), (d, d)."""
+        return self.unpack(self.cross)
+
+    def K_apply(self, M):
+        """K[M] = unpack(S pack(M)), (d, d)."""
+        return self.unpack(self.second @ self.pack(M))
+
+
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
-class MomentDataMatrices:
+class MomentDataMatrices(_PackedForms):
     """Squared-loss data matrices from moments (module docstring); the interface of ``DataMatrices``
     for everything the M-flow, the mode basis and the stability check use (no minibatches).
 
@@ -90,23 +152,6 @@ class MomentDataMatrices:
     samples: int = field(metadata=dict(static=True))
     loss_type: str = field(default="squared", metadata=dict(static=True))
 
-    @property
-    def outputs_count(self) -> int:
-        return self.outputs
-
-    @property
-    def num_samples(self) -> int:
-        return self.samples
-
-    @property
-    def dtype(self):
-        return self.second.dtype
-
-    @property
-    def size(self) -> int:
-        """p, the number of packed block entries."""
-        return int(self.second.shape[0])
-
     def pack(self, M: jax.Array) -> jax.Array:
         """m = (vec M[L, R] over terms), (p,)."""
         return jnp.concatenate([M[t.left[0] : t.left[1], t.right[0] : t.right[1]].ravel() for t in self.layout])
@@ -119,32 +164,6 @@ class MomentDataMatrices:
             out = out.at[t.left[0] : t.left[1], t.right[0] : t.right[1]].add(V)
             out = out.at[t.right[0] : t.right[1], t.left[0] : t.left[1]].add(V.T)
         return out
-
-    def _delta(self, M: jax.Array) -> jax.Array:
-        return self.pack(M) - self.optimum
-
-    def loss(self, M: jax.Array) -> jax.Array:
-        """L(M) = L_res + (1/2) delta^T S delta, delta = m - m_hat."""
-        delta = self._delta(M)
-        return self.residual + 0.5 * delta @ (self.second @ delta)
-
-    def gradient_matrix(self, M: jax.Array) -> jax.Array:
-        """G(M) = K[M] - C = unpack(S delta)."""
-        return self.unpack(self.second @ self._delta(M))
-
-    def loss_and_gradient(self, M: jax.Array) -> tuple[jax.Array, jax.Array]:
-        delta = self._delta(M)
-        Sd = self.second @ delta
-        return self.residual + 0.5 * delta @ Sd, self.unpack(Sd)
-
-    @property
-    def C(self) -> jax.Array:
-        """C = E[sum_c y_c A_c(x)] = unpack(u), (d, d)."""
-        return self.unpack(self.cross)
-
-    def K_apply(self, M: jax.Array) -> jax.Array:
-        """K[M] = unpack(S pack(M)), (d, d)."""
-        return self.unpack(self.second @ self.pack(M))
 
     def _packed_projectors(self, Q: jax.Array) -> jax.Array:
         """pack(q_k q_k^T) for the columns of Q (d, m): (m, p)."""
@@ -179,14 +198,15 @@ class MomentDataMatrices:
 
 
 @dataclass(frozen=True)
-class HostMoments:
+class HostMoments(_PackedForms):
     """:class:`MomentDataMatrices` in numpy: the same S, u, m_hat, L_res and the same formulas,
     evaluated without compiling anything (a first prediction on a small problem spends seconds
     compiling programs whose arithmetic takes microseconds; ``nqf.theory.host_flow``).
 
-    Every method computes what the MomentDataMatrices method of the same name computes, in
-    the same order of operations (``tests/test_host_path.py`` checks them against each other
-    on every built-in architecture). Arrays are numpy arrays of the working dtype.
+    The formulas are MomentDataMatrices' own (``_PackedForms``); only pack and unpack are
+    numpy's, in the same order of operations (``tests/test_host_path.py`` checks the two
+    against each other on every built-in architecture). Arrays are numpy arrays of the
+    working dtype.
     """
 
     second: np.ndarray
@@ -200,22 +220,6 @@ class HostMoments:
     samples: int
     loss_type: str = "squared"
 
-    @property
-    def outputs_count(self) -> int:
-        return self.outputs
-
-    @property
-    def num_samples(self) -> int:
-        return self.samples
-
-    @property
-    def dtype(self):
-        return self.second.dtype
-
-    @property
-    def size(self) -> int:
-        return int(self.second.shape[0])
-
     def pack(self, M: np.ndarray) -> np.ndarray:
         return np.concatenate([M[t.left[0] : t.left[1], t.right[0] : t.right[1]].ravel() for t in self.layout])
 
@@ -226,20 +230,6 @@ class HostMoments:
             out[t.left[0] : t.left[1], t.right[0] : t.right[1]] += V
             out[t.right[0] : t.right[1], t.left[0] : t.left[1]] += V.T
         return out
-
-    def loss(self, M: np.ndarray) -> np.ndarray:
-        delta = self.pack(M) - self.optimum
-        return self.residual + 0.5 * delta @ (self.second @ delta)
-
-    def gradient_matrix(self, M: np.ndarray) -> np.ndarray:
-        return self.unpack(self.second @ (self.pack(M) - self.optimum))
-
-    @property
-    def C(self) -> np.ndarray:
-        return self.unpack(self.cross)
-
-    def K_apply(self, M: np.ndarray) -> np.ndarray:
-        return self.unpack(self.second @ self.pack(M))
 
 
 # -- building the moments ----------------------------------------------------------------
