@@ -370,6 +370,7 @@ def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> No
         f"M-flow: {result['route_reason']}; {stats.get('stepped', steps)} steps stepped, "
         f"{stats.get('jumped', 0)} jumped ({stats.get('jumps', 0)} jumps)"
     )
+    console.print(f"engine: {result['engine_reason']}")
     if result["departure"] is not None:
         print_departure(console, result["departure"], result["mflow"]["switch_steps"])
     for note in result["notes"]:

@@ -144,7 +144,7 @@ def engine_of(data, config: PredictConfig) -> tuple[str, str]:
         blockers.append("the numpy engine reads the data through their moments, not the per-sample route")
     if config.optimizer not in ("gd", "momentum"):
         blockers.append(f"{config.optimizer} replays minibatches (per-sample route)")
-    if config.steps > HOST_MAX_STEPS:
+    if config.steps > min(HOST_MAX_STEPS, _EVERY_STEP_LIMIT):  # the numpy map records every step
         blockers.append(f"{config.steps} steps, above {HOST_MAX_STEPS} (the compiled map jumps long horizons)")
     elif isinstance(data, MomentDataMatrices) and host_seconds(data.size, config.steps) > HOST_BUDGET_S:
         estimate = host_seconds(data.size, config.steps)
