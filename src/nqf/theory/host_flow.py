@@ -78,18 +78,15 @@ def host_map(
     Qt = np.asarray(basis, dtype=dtype).T
     step_size = np.asarray(lr, dtype=dtype)
     momentum = np.asarray(beta, dtype=dtype)
-    S, m_hat, residual = data.second, data.optimum, data.residual
     loss = np.empty(steps + 1, dtype=dtype)
     occupations = np.empty((steps + 1, Qt.shape[0]), dtype=dtype)
     V = np.zeros_like(F)
 
     def observe(t, F):
-        # loss and G from one delta = pack(F F^T) - m_hat (as MomentDataMatrices computes each)
-        delta = data.pack(F @ F.T) - m_hat
-        Sd = S @ delta
-        loss[t] = residual + 0.5 * delta @ Sd
+        # loss and G from one delta = pack(F F^T) - m_hat (the moments' own loss_and_gradient)
+        loss[t], G = data.loss_and_gradient(F @ F.T)
         occupations[t] = np.sum((Qt @ F) ** 2, axis=1)
-        return data.unpack(Sd)
+        return G
 
     G = observe(0, F)
     for t in range(steps):
