@@ -8,6 +8,14 @@ records its default 16 checkpoints (``checkpoints=16``). Cases: the staircase (N
 D = 8, K = 4) at widths 32, 256, 1024, 4096 and 2000 steps (quick: 500), and synthetic data
 with D = 64, K = 10, N = 10^4, width 256 and 200 steps (quick: 50). Both must end at the same
 loss (1e-10 relative), which checks that they train the same network.
+
+``readout_vs_generic``: ``nqf.train`` of the built-in units that declare a ``Readout`` (the
+layer as matrix products, ``network_batch``) against the same architecture with
+``readout=None`` (phi vmapped over units and samples), on each one's natural task: tokens
+(attention, widths 32 and 256), experts (moe: 4 experts, and 64), fourier (conv1d, per-position
+readout, widths 32 and 256) and icl (linear attention, width 32). GD, lr 0.05, sigma0 1e-2,
+16 checkpoints, both warm, taken in turn, best of ``repeats``; time per step = call / steps.
+The losses must agree to 1e-12.
 """
 
 from __future__ import annotations
@@ -96,6 +104,59 @@ def train_vs_independent(quick: bool, repeats: int) -> Outcome:
     )
 
 
-BENCHMARKS = {"train_vs_independent": train_vs_independent}
+READOUT_CASES = (  # task, its options, widths, steps (full, quick)
+    ("tokens", {}, (32, 256), (400, 100)),
+    ("experts", {}, (4,), (4000, 1000)),
+    ("experts", {"experts": 64}, (64,), (1000, 250)),
+    ("fourier", {}, (32, 256), (200, 50)),
+    ("icl", {}, (32,), (40, 10)),
+)
+READOUT_SLOWER = 1.25  # readout / generic per step, at most, in every case
+
+
+def readout_vs_generic(quick: bool, repeats: int) -> Outcome:
+    import dataclasses
+
+    import nqf
+
+    rows = []
+    for task_name, task_options, widths, (full_steps, quick_steps) in READOUT_CASES:
+        task = nqf.get_task(task_name, **task_options)
+        X, Y = map(jnp.asarray, task.generate(0))
+        name, options = task.natural_architecture()
+        arch = nqf.get_architecture(name, **options)
+        archs = {"generic": dataclasses.replace(arch, readout=None), "readout": arch}
+        steps = quick_steps if quick else full_steps
+        for width in widths:
+            config = nqf.TrainConfig(optimizer="gd", lr=0.05, steps=steps, width=width, sigma0=1e-2, checkpoints=16)
+            losses = {k: np.asarray(nqf.train(a, X, Y, config).loss) for k, a in archs.items()}  # compile
+            best = dict.fromkeys(archs, np.inf)
+            for _ in range(max(repeats, 2)):
+                for k, a in archs.items():
+                    seconds, _ = _timed(lambda: nqf.train(a, X, Y, config).loss)  # noqa: B023
+                    best[k] = min(best[k], seconds / steps)
+            same = bool(np.allclose(losses["readout"], losses["generic"], rtol=1e-12, atol=0))
+            rows.append({"task": task_name, "architecture": name, "samples": int(X.shape[0]), "width": width,
+                         "steps": steps, "generic_ms_per_step": 1e3 * best["generic"],
+                         "readout_ms_per_step": 1e3 * best["readout"], "speedup": best["generic"] / best["readout"],
+                         "same_loss": same})
+    return Outcome(
+        params={"optimizer": "gd", "lr": 0.05, "sigma0": 1e-2, "checkpoints": 16, "float": "float64"},
+        rows=rows,
+        summary={f"{r['task']} ({r['architecture']}) n = {r['width']}": r["speedup"] for r in rows},
+        targets={
+            "the same losses (1e-12)": all(r["same_loss"] for r in rows),
+            f"readout never slower than {READOUT_SLOWER} x generic": all(
+                1 / r["speedup"] <= READOUT_SLOWER for r in rows
+            ),
+        },
+        notes=["warm: each train compiled by a first call; the two paths timed in turn, best of the repeats; "
+               "generic = dataclasses.replace(arch, readout=None)"],
+    )
+
+
+BENCHMARKS = {"train_vs_independent": train_vs_independent, "readout_vs_generic": readout_vs_generic}
 COLUMNS = {"train_vs_independent": ["case", "width", "steps", "nqf_train_s", "independent_s", "ratio", "final_loss",
-                                    "same_loss"]}
+                                    "same_loss"],
+           "readout_vs_generic": ["task", "architecture", "samples", "width", "steps", "generic_ms_per_step",
+                                  "readout_ms_per_step", "speedup", "same_loss"]}

@@ -32,7 +32,8 @@ jax.config.update("jax_enable_x64", True)
 # Slow: whole modules whose tests start processes (the console script, reproduce, Ray, Slurm's
 # local executor, a headless browser), run the experiments or execute the tutorial, and in the
 # other modules the tests that go through the real command (their names say cli / console /
-# real_command) or a second Python process (subprocess / stored_artifact).
+# real_command) or a second Python process (subprocess / stored_artifact); and the heaviest numerical
+# equivalences (digits-sized data, the chunked route), marked `slow` where they are defined.
 SLOW_MODULES = {
     "test_architecture_comparisons",
     "test_bad_inputs",

@@ -104,6 +104,17 @@ def make_inputs(folder: Path) -> None:
     (folder / "bad.toml").write_text("this is not toml\n")
     (folder / "unit.py").write_text(UNIT_FILE)  # for --unit FILE.py:FUNCTION
     (folder / "unit_raises.py").write_text("raise ImportError('a module this unit needs is missing')\n")
+    (folder / "unit_generator_exit.py").write_text("raise GeneratorExit('stop at import')\n")
+    # sweep specs: a good one, axes too long to expand, an npz path longer than the OS allows
+    (folder / "sweep.toml").write_text(SWEEP_SPEC.format(axis="[0.05, 0.1]"))
+    (folder / "sweep_range.toml").write_text(
+        SWEEP_SPEC.format(axis="[0.05]").replace("[axes]", "[axes]\nseed = {range = [0, 1000000000000]}")
+    )
+    (folder / "sweep_logspace.toml").write_text(SWEEP_SPEC.format(axis="{logspace = [-3, -1, 1000000000000000000]}"))
+    (folder / "sweep_npz_long.toml").write_text(
+        SWEEP_SPEC.format(axis="[0.1]").replace('name = "staircase"', f'name = "npz"\npath = "{"n" * 300}.npz"')
+        + '[arch]\nname = "mlp"\n'
+    )
     # measured loss curves (--overlay)
     (folder / "curve_columns.csv").write_text("epoch,value\n0,1\n10,0.5\n")
     (folder / "curve_text.csv").write_text("step,loss\n0,1\n10,abc\n")
@@ -164,6 +175,41 @@ def number():
 
 def no_arrays():
     return Static(), (8,), 4
+
+
+class Logged(Perceptron):  # log|v|^2 is -inf at w = 0: phi(0, x) is NaN
+    def __call__(self, x):
+        return self.a * jnp.log(jnp.sum(self.v**2))
+
+
+class Rooted(Perceptron):  # finite at w = 0, but its second derivative there is not
+    def __call__(self, x):
+        return self.a * jnp.sqrt(jnp.abs(jnp.dot(self.v, x)))
+
+
+def nan_at_zero(input_shape, outputs):
+    return Logged(jnp.zeros(outputs), jnp.zeros(input_shape[0]))
+
+
+def root_at_zero(input_shape, outputs):
+    return Rooted(jnp.zeros(outputs), jnp.zeros(input_shape[0]))
+
+
+def generator_exit():
+    raise GeneratorExit("a BaseException from the user's function")
+"""
+
+SWEEP_SPEC = """
+[sweep]
+mode = "predict"
+[task]
+name = "staircase"
+[settings]
+width = 4
+steps = 50
+sigma0 = 0.01
+[axes]
+lr = {axis}
 """
 
 
@@ -513,6 +559,39 @@ case("compare-npz-unit-inputs-10-data-8", NPZ + ["--unit", UNIT + "fixed10"])
 case("compare-unit-and-arch", COMPARE + ["--arch", "mlp", "--unit", UNIT + "perceptron"])
 case("compare-unit-unknown-option", COMPARE + ["--unit", UNIT + "perceptron", "--depth", "2"])
 case("unknown-root-option", ["--fast", "structure", "mlp"])
+# units that are not finite at w = 0, or raise a BaseException that is not an Exception
+case("structure-unit-nan-at-zero", ["structure", "--unit", UNIT + "nan_at_zero", "--inputs", "8", "--outputs", "4"])
+case("structure-unit-root-at-zero", ["structure", "--unit", UNIT + "root_at_zero", "--inputs", "8", "--outputs", "4"])
+case("predict-unit-nan-at-zero", with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "nan_at_zero"])
+case("predict-unit-generator-exit", with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "generator_exit"])
+case("structure-unit-generator-exit-at-import", ["structure", "--unit", "{D}/unit_generator_exit.py:perceptron"])
+
+# output paths: too long for the OS, one path for two outputs
+LONG = "L" * 300
+case("predict-plot-name-too-long", PREDICT + ["--plot", "{C}/" + LONG + ".png"])
+case("predict-csv-name-too-long", PREDICT + ["--csv", "{C}/" + LONG])
+case("predict-csv-path-too-long", PREDICT + ["--csv", "{C}/" + "d/" * 3000])
+case("predict-plot-and-csv-same-path", PREDICT + ["--plot", "{C}/x.png", "--csv", "{C}/x.png"])
+case("compare-plot-and-csv-same-path", COMPARE + ["--plot", "{C}/x.png", "--csv", "{C}/./x.png"])
+
+# sweep: outputs, axes too long to expand, a bad Ray address (fails in seconds), an npz path too long
+SWEEP = ["sweep", "{D}/sweep.toml", "--out", "{C}/out"]
+for label, args in [
+    ("out-proc", ["sweep", "{D}/sweep.toml", "--out", "/proc/nqf-out"]),
+    ("out-name-too-long", ["sweep", "{D}/sweep.toml", "--out", "{C}/" + LONG]),
+    ("store-path-too-long", SWEEP + ["--store", "{C}/" + "s/" * 3000]),
+    ("out-file", ["sweep", "{D}/sweep.toml", "--out", "{D}/file"]),
+    ("range-10^12", ["sweep", "{D}/sweep_range.toml", "--out", "{C}/out", "--dry-run"]),
+    ("logspace-10^18", ["sweep", "{D}/sweep_logspace.toml", "--out", "{C}/out", "--dry-run"]),
+    ("npz-path-too-long", ["sweep", "{D}/sweep_npz_long.toml", "--out", "{C}/out", "--dry-run"]),
+    ("ray-nothing-listening", SWEEP + ["--executor", "ray", "--address", "127.0.0.1:1"]),
+    ("ray-address-no-port", SWEEP + ["--executor", "ray", "--address", "localhost"]),
+]:
+    case(f"sweep-{label}", args)
+case(
+    "reproduce-ray-nothing-listening",
+    ["reproduce", "--only", "E1", "--out", "{C}/r", "--executor", "ray", "--address", "127.0.0.1:1"],
+)
 
 # output paths
 PLOT = COMPARE + ["--json"]
@@ -623,6 +702,13 @@ SCRIPT_CASES = XLA_SIZES + [
     "predict-init-w_nan.npz",
     "structure-unit-function-raises",
     "predict-unit-inputs-10-data-8",
+    "predict-unit-generator-exit",
+    "structure-unit-generator-exit-at-import",
+    "predict-csv-path-too-long",
+    "predict-plot-and-csv-same-path",
+    "sweep-out-proc",
+    "sweep-range-10^12",
+    "sweep-ray-nothing-listening",
 ]
 assert set(SCRIPT_CASES) <= set(CASES)
 
@@ -746,6 +832,20 @@ def test_interrupt_prints_one_line_and_exits_130(tmp_path):
     assert lines == ["interrupted: nothing was written"], err
     assert "Traceback" not in err and out == ""
     assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("json", [True, False])
+def test_a_full_disk_under_stdout_is_one_line(json, inputs, tmp_path):
+    """stdout on /dev/full (a full disk): one ``error:`` line, exit 2, no traceback."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    args = expand(PREDICT, inputs, tmp_path) + (["--json"] if json else [])
+    with open("/dev/full", "w") as full:
+        run = subprocess.run(
+            [_console_script(), *args], cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines() == ["error: cannot write the output (the standard output): No space left on device"]
 
 
 def test_case_count():

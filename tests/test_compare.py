@@ -157,6 +157,26 @@ def test_bad_configs():
         compare(get_task("experts"), None, CompareConfig(width=8, steps=10))
 
 
+def test_task_and_architecture_by_name():
+    """compare("staircase", "mlp", ...) is compare(get_task("staircase"), get_architecture("mlp"), ...),
+    as ``nqf compare --task staircase --arch mlp``; other types and unknown names are one-line errors."""
+    from nqf.architectures import get_architecture
+
+    config = CompareConfig(width=8, sigma0=1e-6, lr=0.05, steps=100, optimizers=("gd",))
+    by_name = compare("staircase", "mlp", config)
+    by_object = compare(get_task("staircase"), get_architecture("mlp"), config)
+    assert by_name.task_name == "staircase" and by_name.arch.name == "mlp"
+    assert json.dumps(by_name.to_json()) == json.dumps(by_object.to_json())
+    with pytest.raises(NqfError, match="^compare needs a task \\(nqf.get_task\\), got int$"):
+        compare(3, None, config)
+    with pytest.raises(NqfError, match="^compare needs an architecture .*, its name or None, got int$"):
+        compare("staircase", 3, config)
+    with pytest.raises(NqfError, match="^unknown task 'nope'"):
+        compare("nope", None, config)
+    with pytest.raises(NqfError, match="^unknown architecture 'nope'"):
+        compare("staircase", "nope", config)
+
+
 def test_plot(staircase, tmp_path):
     from nqf.report.compare_plot import plot_comparison
 

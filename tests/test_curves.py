@@ -271,6 +271,9 @@ def test_predict_plot_csv_overlay(tmp_path):
     assert result["mflow"] == base["mflow"]  # the overlay changes nothing else
     block = result["overlay"]
     assert block["file"] == str(overlay) and block["records"] == steps.size
+    # the shifted curve runs past the prediction's horizon: said, and counted
+    assert block["horizon"] == steps[-1]
+    assert block["records_beyond_horizon"] == np.count_nonzero(steps + shift > steps[-1]) > 0
     predicted = np.array(block["predicted_switch_steps_by_loss"], dtype=float)
     assert predicted.size == 4 and np.all(np.isfinite(predicted))
     levels = np.array(block["levels"])

@@ -101,7 +101,9 @@ def _cases():
 
 
 @pytest.mark.parametrize("optimizer", ["gd", "momentum"])
-@pytest.mark.parametrize("case", ["staircase", "correlated", "icl", "digits", "iris"])
+@pytest.mark.parametrize(
+    "case", ["staircase", "correlated", "icl", pytest.param("digits", marks=pytest.mark.slow), "iris"]
+)
 def test_numpy_engine_equals_the_compiled_reference(case, optimizer):
     (X, Y), options, lr, sigma0, steps = _cases()[case]
     options = dict(options)

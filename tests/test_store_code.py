@@ -114,17 +114,20 @@ def test_store_ls_and_gc_through_the_command(tmp_path):
     assert "leftovers: 1 temporary or lock file(s) of interrupted runs" in lines
 
     files_before = sorted(p for p in root.rglob("*") if p.is_file())
-    dry = _nqf("store", "gc", "--dry-run", str(root))
+    dry = _nqf("store", "gc", "--dry-run", str(root))  # records of other code are kept without --other-code
+    assert dry.returncode == 0 and "would remove 2 file(s)" in dry.stdout
+    assert "kept 2 record(s) of other code (2 of 0.0.9+code.0000000000000000)" in dry.stdout
+    dry = _nqf("store", "gc", "--dry-run", "--other-code", str(root))
     assert dry.returncode == 0 and "would remove 4 file(s)" in dry.stdout
     assert sorted(p for p in root.rglob("*") if p.is_file()) == files_before
 
     # A key another process is working on (its claim held) is left alone.
     busy = old.path("E2", old.key("E2", "c", {"x": 1}))
     with ResultsStore(root).claim("E2", busy.stem):
-        held = _nqf("store", "gc", str(root))
+        held = _nqf("store", "gc", "--other-code", str(root))
     assert held.returncode == 0 and f"kept (in use by another process): {busy}" in held.stdout
     assert "removed 3 file(s)" in held.stdout
-    done = _nqf("store", "gc", str(root))
+    done = _nqf("store", "gc", "--other-code", str(root))
     assert "removed 1 file(s)" in done.stdout
 
     assert current.get("E1", "a", {"x": 1}) == {"y": 1.0} and current.get("E1", "b", {"x": 2}) == {"y": 2.0}

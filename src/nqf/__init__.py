@@ -36,7 +36,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "structure_matrix",
     ),
     ".architectures.activations": ("ACTIVATIONS",),
-    ".core.errors": ("NqfError", "TheoryDoesNotApply"),
+    ".core.errors": ("NqfError", "PrecisionWarning", "TheoryDoesNotApply"),
     ".architectures.structure": ("BlockFactors", "BlockTerm", "DenseStructure"),
     ".architectures": (
         "ARCHITECTURES",
@@ -180,6 +180,7 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
     from nqf.comparison.compare import compare as compare
     from nqf.core.cache import enable_compilation_cache as enable_compilation_cache
     from nqf.core.errors import NqfError as NqfError
+    from nqf.core.errors import PrecisionWarning as PrecisionWarning
     from nqf.core.errors import TheoryDoesNotApply as TheoryDoesNotApply
     from nqf.core.measure import (
         SlopeFit as SlopeFit,

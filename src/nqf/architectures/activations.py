@@ -6,6 +6,7 @@ from autodiff (``activation_derivatives``), so adding an activation is one line.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import jax
@@ -36,9 +37,16 @@ def get_activation(name: str) -> Callable[[jax.Array], jax.Array]:
 
 
 def activation_derivatives(name: str) -> tuple[float, float]:
-    """(sigma'(0), sigma''(0)) by autodiff, as Python floats."""
-    sigma = get_activation(name)
-    d1 = jax.grad(sigma)
-    d2 = jax.grad(d1)
-    zero = jnp.zeros((), dtype=jnp.result_type(float))
-    return float(d1(zero)), float(d2(zero))
+    """(sigma'(0), sigma''(0)) by autodiff, as Python floats, in the default float precision:
+    one compiled program per activation, precision and process (building an architecture
+    again compiles nothing)."""
+    get_activation(name)  # an unknown name is one line
+    return _derivatives_at_zero(name, str(jnp.result_type(float)))
+
+
+@functools.cache
+def _derivatives_at_zero(name: str, dtype: str) -> tuple[float, float]:
+    d1 = jax.grad(get_activation(name))
+    both = jax.jit(lambda z: (d1(z), jax.grad(d1)(z)))
+    first, second = both(jnp.zeros((), dtype=dtype))
+    return float(first), float(second)

@@ -10,6 +10,12 @@ where each column w_i is the unit's parameter PyTree flattened in template leaf 
 with a gate across units: f = sum_i g_i(x) phi(w_i, x), g = route(gate logits); at
 w = 0 the softmax gate is uniform (g_i = 1/n).
 
+A unit whose output is a trainable readout of features, phi(w, x) = R(w) g(w, x), may
+declare it (:class:`Readout`); ``network_batch`` then evaluates the layer on a batch as
+matrix products, f(X) = sum_i R_i g_i(X). Built-in units that declare it: mlp, attention
+(R = W_O, g = the head's attended value), linear-attention (R = w_OV), moe (R = a, weighted
+by the gate) and conv1d/conv2d (R = a); mlp-fixed has no trainable readout.
+
 Near w = 0 the layer is the quadratic form (THEORY.md section 1)
 
     f_c(x; W) ~= Tr[W W^T A_c(x)] = <M, A_c(x)>,   A_c(x) = (1/2) Hessian_w (g0 phi_c)(0, x),
@@ -68,16 +74,24 @@ class Router:
 class Readout:
     """A unit that ends in a readout: phi(w, x) = R(w) g(w, x), with R the parameter block
     ``block`` read as a (K, r) matrix and g the unit's r features, ``features(w, X) -> (N, r)``
-    for one unit's parameters and a batch X (N, *input_shape).
+    for one unit's parameters and a batch X (N, *input_shape), computed for the whole batch
+    at once (matrix products over X, not the unit called sample by sample).
+
+    ``transposed``: the block holds R^T, an (r, K) output matrix that multiplies the features
+    on the right, phi = g^T R^T (attention's W_O, a per-position convolution readout (P, K)).
+    Both are read row-major from the flat W, as ``Architecture.unravel`` does.
 
     The layer is then f(X) = sum_i R_i g_i(X), one contraction over the units (a matrix
     product for r = 1), instead of evaluating phi unit by unit, which builds the (N, n, K)
-    products of every readout with every feature (:func:`network_batch`). A declaration, not
-    a second definition: the tests check it against ``unit`` for every architecture that has one.
+    products of every readout with every feature (:func:`network_batch`). With a router
+    (mixture of experts) the gate weights route(logits(x))_i weight the features of unit i
+    sample by sample. A declaration, not a second definition: the tests check it against
+    ``unit`` for every architecture that has one.
     """
 
     block: str
     features: Callable[[Any, jax.Array], jax.Array]
+    transposed: bool = False
 
 
 class Block(NamedTuple):
@@ -141,6 +155,13 @@ class Architecture:
                 )
         if self.outputs < 1:
             raise NqfError(f"architecture {self.name!r}: outputs must be >= 1")
+        if self.readout is not None:
+            size = self.block(self.readout.block).stop - self.block(self.readout.block).start
+            if size % self.outputs:
+                raise NqfError(
+                    f"architecture {self.name!r}: the readout block {self.readout.block!r} has {size} entries, "
+                    f"not a multiple of outputs = {self.outputs}, so it is no (K, r) readout"
+                )
 
     # -- parameter layout -------------------------------------------------------------
     @property
@@ -230,18 +251,33 @@ def init_weights(arch: Architecture, key: jax.Array, n: int, sigma0: float, dtyp
 
 def network_batch(arch: Architecture, W: Float[Array, "d n"], X: Float[Array, " N *input"]) -> Float[Array, "N K"]:
     """The layer on a batch, (N, K): ``network`` for every sample, or, for a unit that declares
-    its :class:`Readout` (and has no gate), f = sum_i R_i g_i(X) as contractions over the units:
-    the features of every unit (n, N, r) and one product with the readouts (K, r, n)."""
+    its :class:`Readout`, f = sum_i R_i g_i(X) as contractions over the units: the features of
+    every unit (N, r, n) and one product with the readouts (K, r, n). With a router the
+    features are first weighted by the gate, G[N, i] = route(logits(x_N))_i, so the layer is
+    f = sum_i G[:, i] R_i g_i(X); the (N, n, K) outputs of every unit are never formed."""
     readout = arch.readout
-    if readout is None or arch.router is not None:
+    if readout is None:
         return jax.vmap(lambda x: network(arch, W, x))(X)
     if W.ndim != 2 or W.shape[0] != arch.dim:
         raise NqfError(f"{arch.name}: W must have shape (d={arch.dim}, n), got {tuple(W.shape)}")
+    check_width(arch, W.shape[1])
+    n = W.shape[1]
     params = jax.vmap(arch.unravel, in_axes=1)(W)
-    features = jax.vmap(readout.features, in_axes=(0, None))(params, X)  # (n, N, r)
+    # units on the last axis: (N, r, n), so the contraction over (r, n) is one (N, r n) matrix product
+    features = jax.vmap(readout.features, in_axes=(0, None), out_axes=-1)(params, X)
+    if arch.router is not None:
+        router = arch.router
+        per_sample = jax.vmap(router.gate_logit, in_axes=(None, 0))  # one unit, the batch: (N,)
+        logits = jax.vmap(per_sample, in_axes=(0, None), out_axes=-1)(params, X).reshape(X.shape[0], n)
+        gates = jax.vmap(router.route)(logits)  # (N, n)
+        features = features * gates[:, None, :]
     block = arch.block(readout.block)
-    R = W[block.start : block.stop].reshape(arch.outputs, -1, W.shape[1])  # (K, r, n)
-    return jnp.einsum("krn,nNr->Nk", R, features)
+    flat = W[block.start : block.stop]
+    if readout.transposed:
+        R = flat.reshape(-1, arch.outputs, n)  # (r, K, n)
+        return jnp.einsum("rkn,Nrn->Nk", R, features)
+    R = flat.reshape(arch.outputs, -1, n)  # (K, r, n)
+    return jnp.einsum("krn,Nrn->Nk", R, features)
 
 
 def structure_matrix(arch: Architecture, x: Float[ArrayLike, "*input"]) -> Float[Array, "K d d"]:
@@ -344,7 +380,9 @@ def arch_key(arch: Architecture) -> Any:
         _function_key(arch.unit),
         _function_key(arch.closed_form),
         None if router is None else (router.units, _function_key(router.gate_logit), _function_key(router.route)),
-        None if arch.readout is None else (arch.readout.block, _function_key(arch.readout.features)),
+        None
+        if arch.readout is None
+        else (arch.readout.block, _function_key(arch.readout.features), arch.readout.transposed),
     )
     try:
         hash(key)

@@ -22,6 +22,9 @@ phi_c = sum_{a,b} xbar_a (W_V)_{ab} (W_O)_{bc}, xbar = (1/T) sum_t x_t:
 and every block involving W_Q or W_K is exactly zero. The head is a perceptron on the
 mean token with a linear activation and a dv-dimensional hidden layer. The remainder
 phi(eps w) - eps^2 w^T A w is O(eps^4).
+
+Readout (``network_batch``): phi = g^T W_O with g = mean_q sum_{t'} alpha_{q t'} x_{t'} W_V
+(dv,), the head's attended value at the read position(s); W_O (dv, K) is R^T.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from nqf.architectures.architecture import Architecture, ClosedTerm
+from nqf.architectures.architecture import Architecture, ClosedTerm, Readout
 
 from ._options import one_of, positive_int
 
@@ -57,6 +60,20 @@ def attention(
         alpha = jax.nn.softmax(scores, axis=-1)
         heads = alpha @ (x @ w["W_V"]) @ w["W_O"]  # (Tq, K)
         return jnp.mean(heads, axis=0)
+
+    # the scores q k^T = x_q (W_Q W_K^T) x_t^T through the merged (D, D) matrix when that is
+    # cheaper than the keys (multiply-adds per sample, the readout's queries Tq = 1 or T)
+    Tq = 1 if readout == "last" else T
+    merged = Tq * D * D + Tq * T * D < (Tq + T) * D * dk + Tq * T * dk
+
+    def features(w, X):  # phi = g^T W_O, g = mean_q alpha_q (x W_V): the attended value, (N, dv)
+        queries = X[:, -1:] if readout == "last" else X  # (N, Tq, D)
+        if merged:
+            scores = jnp.einsum("nqd,ntd->nqt", queries @ (w["W_Q"] @ w["W_K"].T), X)
+        else:
+            scores = jnp.einsum("nqk,ntk->nqt", queries @ w["W_Q"], X @ w["W_K"])
+        weights = jnp.mean(jax.nn.softmax(scores * scale, axis=-1), axis=1)  # (N, T): mean over the queries
+        return jnp.einsum("nt,ntd->nd", weights, X) @ w["W_V"]
 
     def closed_form(x):
         xbar = jnp.mean(x, axis=0)
@@ -94,4 +111,5 @@ def attention(
             ("W_Q, W_K", "0 (scores enter at fourth order)"),
         ),
         description=f"softmax attention heads as units ({readout} readout), phi = softmax(q k^T/sqrt(dk)) x W_V W_O",
+        readout=Readout("W_O", features, transposed=True),
     )

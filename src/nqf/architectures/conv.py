@@ -22,6 +22,10 @@ With circular padding the summed patches are all sum_i x_i: at leading order the
 global readout sees only the mean of x. With a per-position readout, circular padding
 and a kernel spanning the signal (s = L), P(x)_pj = x_{(p+j) mod L} is a circular
 Hankel matrix: its singular values are |fft(x)|, its singular vectors Fourier modes.
+
+Readout (``network_batch``): the channel's readout a times its features, g = sum_p
+sigma(pre_p) (global, R = a: (K, 1)) or g_p = sigma(pre_p) (position, a: (P, K) is R^T),
+with the patches of the whole batch gathered once (X[:, P(x) index] @ k).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures.activations import activation_derivatives, get_activation
-from nqf.architectures.architecture import Architecture, ClosedTerm
+from nqf.architectures.architecture import Architecture, ClosedTerm, Readout
 from nqf.core.errors import NqfError
 
 from ._options import one_of, positive_int
@@ -81,10 +85,16 @@ def _conv(
     def patches(x):
         return jnp.ravel(x)[index]  # (P, S)
 
+    def activations(w, X):  # sigma(pre_p) for a batch X: (N, P)
+        return sigma(X.reshape(X.shape[0], -1)[:, index] @ jnp.ravel(w["k"]))
+
     if readout == "global":
 
         def unit(w, x):
             return w["a"] * jnp.sum(sigma(patches(x) @ jnp.ravel(w["k"])))
+
+        def features(w, X):  # phi = a g, g = sum_p sigma(pre_p): R = a (K, 1)
+            return jnp.sum(activations(w, X), axis=1, keepdims=True)
 
         def closed_form(x):
             left = slope * jnp.eye(K, dtype=x.dtype)[:, None, :]  # (K, 1, K): sigma'(0) e_c
@@ -92,10 +102,14 @@ def _conv(
             return (ClosedTerm("a", "k", left, right),)
 
         readout_shape: tuple[int, ...] = (K,)
+        declared = Readout("a", features)
     else:
 
         def unit(w, x):
             return sigma(patches(x) @ jnp.ravel(w["k"])) @ w["a"]
+
+        def position_features(w, X):  # phi = g^T a, g_p = sigma(pre_p): a (P, K) is R^T
+            return activations(w, X)
 
         def closed_form(x):
             # term r = j: left = sigma'(0) vec(P[:, j] e_c^T) on a, right = e_j on k
@@ -105,6 +119,7 @@ def _conv(
             return (ClosedTerm("a", "k", left, right),)
 
         readout_shape = (P, K)
+        declared = Readout("a", position_features, transposed=True)
 
     sizes = (("length", shape[0]),) if len(shape) == 1 else (("rows", shape[0]), ("columns", shape[1]))
     pooled = "sum_p P(x)_pj" if readout == "global" else "P(x)_pj"
@@ -129,6 +144,7 @@ def _conv(
             ),
         ),
         description=f"convolution channels as units ({padding} padding, {readout} readout), phi = a . sigma(P(x) k)",
+        readout=declared,
     )
 
 

@@ -15,7 +15,8 @@ The unit is bilinear in (w_OV, W_KQ), so the quadratic form is exact at every sc
     A(x) = (1/2) [[0, B^T], [B, 0]] in the [W_KQ, w_OV] layout,   B[a, (b, c)] = S_ab (z_q)_c,
 
 B: (D+1) x (D+1)^2 couples w_OV (rows) with W_KQ (columns); its entries are cubic in
-the tokens. THEORY.md section 1.
+the tokens. THEORY.md section 1. Readout (``network_batch``): R = w_OV (1 x (D+1)),
+g = S W_KQ z_q.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from nqf.architectures.architecture import Architecture, ClosedTerm
+from nqf.architectures.architecture import Architecture, ClosedTerm, Readout
 
 from ._options import positive_int
 
@@ -39,6 +40,11 @@ def linear_attention(dim: int = 4, context: int = 16) -> Architecture:
         context_tokens, query = x[:N], x[N]
         scores = context_tokens @ (w["W_KQ"] @ query)  # (N,): z_i^T W_KQ z_q
         return (w["w_OV"] @ (context_tokens.T @ scores) / N)[None]
+
+    def features(w, X):  # phi = w_OV . g, g = S W_KQ z_q: (N, D+1); S does not depend on w (one for all units)
+        context_tokens, queries = X[:, :N], X[:, N]
+        S = jnp.einsum("bia,bic->bac", context_tokens, context_tokens) / N  # (B, D+1, D+1)
+        return jnp.einsum("bac,bc->ba", S, queries @ w["W_KQ"].T)
 
     def closed_form(x):
         context_tokens, query = x[:N], x[N]
@@ -64,4 +70,5 @@ def linear_attention(dim: int = 4, context: int = 16) -> Architecture:
             ("w_OV x W_KQ", "A[w_a, W_bc] = S_ab (z_q)_c / 2, S = (1/N) sum_i z_i z_i^T (exact: the unit is bilinear)"),
         ),
         description="linear attention with merged W_KQ and w_OV (in-context regression), phi = w_OV^T S W_KQ z_q",
+        readout=Readout("w_OV", features),
     )

@@ -28,10 +28,34 @@ Flax is optional (``pip install 'nqf[flax]'``); importing nqf never imports it.
 The module must take ONE input x of shape ``input_shape`` (no batch axis: callers vmap)
 and return K = ``outputs`` numbers, shape (K,) (or () when K = 1). The values of the
 module's arrays are not used: only their shapes (w starts from the layer's init).
+
+An Equinox module whose output is a trainable readout of features, phi = R(w) g(w, x),
+may declare it so that the layer is trained as matrix products (``network_batch``,
+:class:`~nqf.architectures.architecture.Readout`). The class names the readout's block
+and computes the features of a whole batch::
+
+    class Perceptron(eqx.Module):
+        a: jax.Array                      # (K, r): the readout R
+        v: jax.Array                      # (r, D)
+        readout_block: ClassVar[str] = "a"
+
+        def __call__(self, x):            # one input: phi = a tanh(v x), (K,)
+            return self.a @ jnp.tanh(self.v @ x)
+
+        def features(self, X):            # a batch X (N, *input_shape): g, (N, r)
+            return jnp.tanh(X @ self.v.T)
+
+``readout_block`` is a block name as ``Architecture.blocks`` spells it (``a``,
+``linear.weight``), read row-major as the (K, r) matrix R; a class that stores R^T, an
+(r, K) matrix applied on the right (``g @ self.w_out``), also sets ``readout_transposed:
+ClassVar[bool] = True``. ``features`` must agree with ``__call__``: ``__call__(x)`` =
+R @ features(x[None])[0]. The tests compare the two for the built-in units; for a
+user's module compare ``network_batch`` with ``network`` once.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 import sys
 from collections.abc import Mapping, Sequence
@@ -40,7 +64,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from nqf.architectures.architecture import Architecture, _leaf_name
+from nqf.architectures.architecture import Architecture, Readout, _leaf_name
 from nqf.core.errors import NqfError
 
 _MAX_MESSAGE = 400  # characters of a module's own error message kept in ours
@@ -79,7 +103,29 @@ def _names(tree: Any, strip: str = "") -> list[tuple[str, tuple[int, ...]]]:
     return [(_leaf_name(path).removesuffix(strip), tuple(jnp.shape(leaf))) for path, leaf in leaves]
 
 
-def _build(name, framework, type_name, unit, template, input_shape, outputs) -> Architecture:
+def _check_readout(name: str, readout: Readout, template: Any, input_shape: tuple[int, ...], outputs: int) -> None:
+    """The declared readout names a block of the module, and ``features`` gives (N, r) with K r = |block|."""
+    blocks = dict(_names(template))
+    if readout.block not in blocks:
+        raise NqfError(
+            f"{name}: readout_block {readout.block!r} is not a parameter block of the module; its blocks are "
+            f"{', '.join(blocks)}"
+        )
+    size = math.prod(blocks[readout.block])
+    X = jax.ShapeDtypeStruct((2, *input_shape), jnp.result_type(float))
+    try:
+        out = jax.eval_shape(readout.features, template, X)
+    except Exception as err:  # the user's method
+        raise NqfError(f"{name}: features on a batch of shape {(2, *input_shape)} raised {_one_line(err)}") from None
+    shape = tuple(getattr(out, "shape", ()))
+    if len(shape) != 2 or shape[0] != 2 or shape[1] * outputs != size:
+        raise NqfError(
+            f"{name}: features(X) must return (N, r) with outputs x r = {size} (the size of readout block "
+            f"{readout.block!r}), got shape {shape} for a batch of shape {(2, *input_shape)}"
+        )
+
+
+def _build(name, framework, type_name, unit, template, input_shape, outputs, readout=None) -> Architecture:
     """The Architecture of a module's unit, after checking what the module returns for one input."""
     if not jax.tree_util.tree_leaves(template):
         raise NqfError(
@@ -101,6 +147,8 @@ def _build(name, framework, type_name, unit, template, input_shape, outputs) -> 
             f"{name}: the module returns shape {tuple(out.shape)} for one input of shape {input_shape}, "
             f"but outputs = {outputs} asks for shape ({outputs},)"
         )
+    if readout is not None:
+        _check_readout(name, readout, template, input_shape, outputs)
     return Architecture(
         name=name,
         unit=unit,
@@ -109,6 +157,7 @@ def _build(name, framework, type_name, unit, template, input_shape, outputs) -> 
         outputs=outputs,
         options=(("framework", framework), ("input_shape", input_shape), ("outputs", outputs)),
         description=f"a user's {framework} module {type_name} as the unit",
+        readout=readout,
     )
 
 
@@ -123,9 +172,12 @@ def from_equinox(module: Any, input_shape: int | Sequence[int], outputs: int, na
 
     The parameters are ``eqx.partition(module, eqx.is_inexact_array)[0]`` (every
     floating-point array, also ones the user may think of as buffers), flattened in the
-    module's leaf order; the rest is kept as it is. Raises NqfError (one line) for a
-    module without floating-point arrays, or one that fails on, or returns the wrong
-    shape for, one input.
+    module's leaf order; the rest is kept as it is. A module class that declares
+    ``readout_block`` (and ``features(self, X)``; see the module docstring) gets a
+    :class:`~nqf.architectures.architecture.Readout`, so the layer trains as matrix products.
+    Raises NqfError (one line) for a module without floating-point arrays, one that fails
+    on, or returns the wrong shape for, one input, and for a readout declaration whose block
+    does not exist or whose features do not have shape (N, r) with outputs x r = the block's size.
     """
     import equinox as eqx
 
@@ -139,7 +191,26 @@ def from_equinox(module: Any, input_shape: int | Sequence[int], outputs: int, na
     def unit(w, x):
         return eqx.combine(w, static)(x)
 
-    return _build(name, "equinox", type_name, unit, _template(params), input_shape, outputs)
+    readout = _equinox_readout(name, module, static)
+    return _build(name, "equinox", type_name, unit, _template(params), input_shape, outputs, readout)
+
+
+def _equinox_readout(name: str, module: Any, static: Any) -> Readout | None:
+    """The Readout a module class declares with ``readout_block`` and ``features(self, X)``, or None."""
+    import equinox as eqx
+
+    block = getattr(module, "readout_block", None)
+    if block is None:
+        return None
+    if not isinstance(block, str):
+        raise NqfError(f"{name}: readout_block must be the name of a parameter block (a str), got {block!r}")
+    if not callable(getattr(module, "features", None)):
+        raise NqfError(f"{name}: a module that declares readout_block must define features(self, X) -> (N, r)")
+
+    def features(w, X):
+        return eqx.combine(w, static).features(X)
+
+    return Readout(block, features, transposed=bool(getattr(module, "readout_transposed", False)))
 
 
 def _import_flax():

@@ -22,6 +22,9 @@ with a zero gate block. Top-k is not smooth at w = 0 (the selected set depends o
 direction of U, not its scale), so no quadratic form holds; the closed form given for
 it is only the formal one with g0 = route(0)_0 = 1/top_k that the autodiff route also
 computes, and the expansion check rejects the architecture.
+
+Readout (``network_batch``): h_e = a_e sigma(v_e . x), R = a, one feature sigma(v_e . x)
+weighted by g_e(x), so f(X) = sum_e (g_e(X) sigma(X v_e)) a_e^T as matrix products.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from nqf.architectures.activations import activation_derivatives, get_activation
-from nqf.architectures.architecture import Architecture, ClosedTerm, Router
+from nqf.architectures.architecture import Architecture, ClosedTerm, Readout, Router
 from nqf.core.errors import NqfError
 
 from ._options import one_of, positive_int
@@ -71,6 +74,9 @@ def moe(
     def unit(w, x):
         return w["a"] * sigma(jnp.dot(w["v"], x))
 
+    def features(w, X):  # h = a sigma(v.x) = R g, R = a (K, 1); the gate weights g_e apply per sample
+        return sigma(X @ w["v"])[:, None]
+
     def gate_logit(w, x):
         return jnp.dot(w["u"], x)
 
@@ -102,4 +108,5 @@ def moe(
             ("u", "0 (the gate enters at third order)" if routing == "softmax" else "top-k is not smooth at w = 0"),
         ),
         description=f"mixture of {E} experts ({routing} gate), f = sum_e g_e(u.x) a_e sigma(v_e.x)",
+        readout=Readout("a", features),
     )

@@ -14,6 +14,7 @@ string. ``reproduce`` does not use the cache (its results store resumes runs ins
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -152,9 +153,35 @@ def _run(argv: list[str] | None) -> int | None:
         if message:  # empty for a bare `nqf`: rich has already printed the help
             print(f"error: {_one_line(message)}", file=sys.stderr)
         return 2
+    except OSError as err:
+        if err.errno not in _FULL:
+            raise
+        # a full disk (or quota) under stdout or an output file: files are written atomically,
+        # so none is left half-written; stdout is what it is, and later flushes must not fail again
+        _quiet_stdout()
+        where = f" ({err.filename})" if err.filename else " (the standard output)"
+        print(f"error: cannot write the output{where}: {err.strerror or err}", file=sys.stderr)
+        return 2
     if isinstance(code, int) and not isinstance(code, bool) and code != 0:
         return code
     return None
+
+
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: what is buffered for a full device is dropped, not retried at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives until exit)
+    except OSError:
+        pass
 
 
 def _one_line(message) -> str:

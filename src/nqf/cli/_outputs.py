@@ -13,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-from nqf.comparison.limits import check_output_path
+from nqf.comparison.limits import check_output_path, shown_path
 from nqf.core.errors import NqfError
 
 TABLE_FILES = ("curves.csv", "modes.csv")
@@ -25,6 +25,16 @@ def check_output_folder(option: str, folder: Path, names: tuple[str, ...] = TABL
     An existing ``folder`` must be a writable folder whose ``names`` can be replaced; a
     new one needs a writable parent folder (it is made when the tables are written).
     """
+    try:
+        return _check_output_folder(option, folder, names)
+    except NqfError:
+        raise
+    except (OSError, ValueError) as err:  # a name too long for the OS, a NUL byte
+        reason = getattr(err, "strerror", None) or str(err)
+        raise NqfError(f"{option} {shown_path(folder)}: {reason}") from None
+
+
+def _check_output_folder(option: str, folder: Path, names: tuple[str, ...]) -> Path:
     if folder.exists():
         if not folder.is_dir():
             raise NqfError(f"{option} {folder} exists and is not a folder")
@@ -46,6 +56,8 @@ def check_outputs(plot: Path | None, csv_dir: Path | None, overlay: Path | None)
         check_output_path("--plot", plot)
     if csv_dir is not None:
         check_output_folder("--csv", csv_dir)
+        if plot is not None and _same_place(plot, csv_dir):
+            raise NqfError(f"--plot and --csv name the same path {plot}; give the figure and the table folder apart")
     if overlay is None:
         return None
     from nqf.comparison.curves import read_loss_curve
@@ -54,6 +66,14 @@ def check_outputs(plot: Path | None, csv_dir: Path | None, overlay: Path | None)
         return read_loss_curve(overlay)
     except NqfError as err:
         raise NqfError(f"--overlay {err}") from None
+
+
+def _same_place(a: Path, b: Path) -> bool:
+    """Whether two output paths name one place (as written, or resolved through links)."""
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):
+        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def write_tables(csv_dir: Path, tables: dict) -> None:
@@ -105,6 +125,14 @@ def print_overlay(console, overlay: dict) -> None:
             "-" if error is None else f"{100 * error:+.1f}%",
         )
     console.print(table)
+    beyond = overlay.get("records_beyond_horizon", 0)
+    if beyond:
+        console.print(
+            f"  note: {beyond} of the {overlay['records']} measured records lie past the prediction's horizon "
+            f"(step {overlay['horizon']}): a mode the prediction does not switch on by then has no predicted "
+            "step to compare with (predict with more --steps)",
+            highlight=False,
+        )
     console.print(
         "  switch-on here: the first step at which the loss falls to the midpoint between the predicted plateaus "
         "before and after the mode (vanishing-init limit), for both curves; error: (measured - predicted) / predicted",

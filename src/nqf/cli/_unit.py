@@ -85,7 +85,9 @@ def load_function(spec: str):
     sys.dont_write_bytecode = True  # nothing written next to the user's file
     try:
         module_spec.loader.exec_module(module)
-    except (Exception, SystemExit) as err:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # SystemExit, GeneratorExit, ...: a user's file, one line
         sys.modules.pop(name, None)
         raise NqfError(f"--unit {spec}: running {path} raised {_error(err)}") from None
     finally:
@@ -123,7 +125,9 @@ def _call(spec: str, fn, input_shape, outputs):
             )
     try:
         return fn(**kwargs)
-    except (Exception, SystemExit) as err:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # SystemExit, GeneratorExit, ...: a user's function, one line
         raise NqfError(f"--unit {spec}: the function raised {_error(err)}") from None
 
 
@@ -136,8 +140,10 @@ def _architecture(spec: str, result: Any, input_shape, outputs):
     if isinstance(result, Architecture):
         return result
     if isinstance(result, tuple) and len(result) == 3 and framework_of(result[0]) is not None:
+        _note_precision(spec, result[0])
         return from_module(result[0], result[1], result[2], name=name)
     if framework_of(result) is not None:
+        _note_precision(spec, result)
         if input_shape is None or outputs is None:
             missing = "--inputs" if input_shape is None else "--outputs"
             raise NqfError(
@@ -150,6 +156,27 @@ def _architecture(spec: str, result: Any, input_shape, outputs):
         f"--unit {spec}: the function returned {kind}; expected an nqf.Architecture, an Equinox or Flax module, "
         "or (module, input_shape, outputs)"
     )
+
+
+def _note_precision(spec: str, module: Any) -> None:
+    """A ``note:`` line when the module holds floating arrays narrower than float64: nqf takes
+    only their shapes (it draws its own weights) and computes in float64, which may surprise."""
+    import jax
+    import numpy as np
+
+    narrow = sorted(
+        {
+            str(leaf.dtype)
+            for leaf in jax.tree_util.tree_leaves(module)
+            if hasattr(leaf, "dtype") and np.issubdtype(leaf.dtype, np.floating) and np.dtype(leaf.dtype).itemsize < 8
+        }
+    )
+    if narrow:
+        print(
+            f"note: --unit {spec}: the module's arrays are {', '.join(narrow)}; nqf takes their shapes only "
+            "(it draws its own weights) and computes in float64",
+            file=sys.stderr,
+        )
 
 
 def _shape_option(value: Any) -> tuple[int, ...] | None:
@@ -204,7 +231,41 @@ def unit_architecture(spec: str, options: dict[str, Any], data: tuple | None = N
         )
     if outputs is not None and arch.outputs != outputs:
         raise NqfError(f"--unit {spec}: the unit has {arch.outputs} outputs, but {_where(data, source)} has {outputs}")
+    check_finite_at_zero(spec, arch)
     return arch
+
+
+def check_finite_at_zero(spec: str, arch) -> None:
+    """NqfError unless phi(0, x) and A(x) = (1/2) Hessian at w = 0 are finite at a probe input x
+    (standard normal, seeded): the theory expands the unit about w = 0, and a unit that is NaN
+    or infinite there (a log or a division by the weights, sqrt|w| whose second derivative
+    blows up) has no such expansion. Whatever the unit raises is one line too."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from nqf.architectures.architecture import structure_matrix
+
+    x = jnp.asarray(np.random.default_rng(0).standard_normal(arch.input_shape))
+    try:
+        value = np.asarray(arch.effective_unit(jnp.zeros((arch.dim,), dtype=x.dtype), x))
+        second = np.asarray(structure_matrix(arch, x))
+    except KeyboardInterrupt:
+        raise
+    except NqfError:
+        raise
+    except BaseException as err:
+        raise NqfError(f"--unit {spec}: evaluating the unit at w = 0 raised {_error(err)}") from None
+    if not np.all(np.isfinite(value)):
+        bad = value.ravel()[~np.isfinite(value.ravel())][0]
+        raise NqfError(
+            f"--unit {spec}: the unit is not finite at w = 0 (phi(0, x) = {bad} at a standard normal x); "
+            "the theory expands the unit about w = 0"
+        )
+    if not np.all(np.isfinite(second)):
+        raise NqfError(
+            f"--unit {spec}: the unit's second derivative at w = 0 (A(x)) is not finite at a standard normal x "
+            "(e.g. sqrt|w| or log of the weights); the theory expands the unit about w = 0"
+        )
 
 
 def _where(data, source: str) -> str:

@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nqf.cli.app import app, start_jax
-from nqf.comparison.limits import MAX_STEPS, check_predict, check_seed
+from nqf.comparison.limits import MAX_STEPS, check_departure, check_predict, check_seed
 from nqf.core.errors import NqfError
 
 from ._options import parse_factory_options
@@ -309,6 +309,8 @@ def load_problem(args: PredictArgs):
         minibatches=args.optimizer == "sgd",
         adaptive=args.stepping == "adaptive" and args.optimizer != "sgd",
     )
+    if args.departure:  # its memory and time on top of the prediction's
+        check_departure(architecture, X.shape[0], args.width, args.steps, args.loss, args.route, args.optimizer)
     return architecture, arch, X, Y_checked
 
 

@@ -167,6 +167,10 @@ def _engine_options(
         raise NqfError("--jobs does not apply to --executor slurm; --slurm-array-size limits the runs at once")
     if jobs is not None and executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):
         raise NqfError("--jobs does not apply to a Ray cluster given by address: its CPUs decide")
+    if executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):
+        from nqf.executors.ray_engine import check_ray_address  # seconds, not Ray's minutes of retries
+
+        check_ray_address(address or os.environ["RAY_ADDRESS"])
     options: dict[str, Any] = {"executor": executor, "jobs": jobs or 1, "address": address}
     if executor == "slurm":
         options["slurm"] = SlurmOptions(
@@ -216,6 +220,9 @@ def reproduce_command(
     --address) or on Slurm (--executor slurm; the output folder must be on a filesystem the
     compute nodes share).
     """
+    from nqf.comparison.limits import check_output_folder_path  # JAX-free: a bad --out costs no startup
+
+    check_output_folder_path("--out", out)
     # The compilation cache, shared with the spawned workers through NQF_CACHE_DIR; not
     # start_jax: the experiments choose their own precision and keep equinox's runtime checks.
     start_cache()

@@ -17,6 +17,7 @@ all the same), 2 for bad input.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -96,7 +97,11 @@ def sweep_command(
     retries: Annotated[int, typer.Option("--retries", help="Retries of a task whose worker died.")] = 2,
     force: Annotated[bool, typer.Option("--force", help="Recompute points that are already stored.")] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the number of points, batches and stored points; run nothing.")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the points, batches and stored points; run nothing (the checks that compute wait for the run).",
+        ),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
@@ -117,6 +122,10 @@ def run_sweep_command(args: SweepArgs) -> None:
         from nqf.scans.sweep.run import describe_plan
 
         print(f"dry run: {describe_plan(plan)}")
+        print(
+            "dry run: not checked (they compute): the theory gate and the learning rates against the "
+            "stability bound; the sweep checks both before its first point"
+        )
         return
     from nqf.scans.sweep.run import run_sweep
 
@@ -159,6 +168,14 @@ def check_arguments(args: SweepArgs):
         raise NqfError(f"{given_slurm[0]} applies to --executor slurm, not {args.executor}")
     if args.address is not None and args.executor != "ray":
         raise NqfError(f"--address applies to --executor ray, not {args.executor}")
+    from nqf.comparison.limits import check_output_folder_path  # JAX-free: before the spec and JAX
+
+    if args.executor == "ray" and (args.address or os.environ.get("RAY_ADDRESS")):
+        from nqf.executors.ray_engine import check_ray_address  # seconds, not Ray's minutes of retries
+
+        check_ray_address(args.address or os.environ["RAY_ADDRESS"])
+    check_output_folder_path("--out", args.out)
+    check_output_folder_path("--store", args.store if args.store is not None else args.out / "store")
     return slurm_options(args) if args.executor == "slurm" else None
 
 
@@ -185,7 +202,13 @@ def plan_or_exit(args: SweepArgs):
         from nqf.scans.sweep.run import plan_sweep
 
         return plan_sweep(
-            args.spec, args.out, store=args.store, batch_size=args.batch_size, jobs=args.jobs, force=args.force
+            args.spec,
+            args.out,
+            store=args.store,
+            batch_size=args.batch_size,
+            jobs=args.jobs,
+            force=args.force,
+            check_data=not args.dry_run,
         )
     except SpecError as err:
         for line in err.lines:

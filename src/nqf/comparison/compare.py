@@ -50,24 +50,29 @@ the horizon) and per-seed values and spreads are kept.
 
 from __future__ import annotations
 
+from typing import Any
+
 from nqf.architectures.architecture import Architecture
 from nqf.comparison import stages
 from nqf.comparison.config import COMPARE_OPTIMIZERS, FLOW_OF, CompareConfig
 from nqf.comparison.measures import measured_plateau_losses
 from nqf.comparison.result import Comparison
 from nqf.core.cache import ensure_default_cache
+from nqf.core.errors import NqfError
 from nqf.training.sweep import train_sweep
 
 __all__ = ["COMPARE_OPTIMIZERS", "FLOW_OF", "CompareConfig", "Comparison", "compare", "measured_plateau_losses"]
 
 
-def compare(task, arch: Architecture | None, config: CompareConfig, *, train=None) -> Comparison:
+def compare(task, arch: Architecture | str | None, config: CompareConfig, *, train=None) -> Comparison:
     """Train the network (each optimizer), the quadratic model and the theory's flows side by side.
 
-    task: a ``nqf`` Task (``get_task``); arch: the architecture (None: the task's natural one).
-    See the module docstring for what is measured and how. Raises NqfError for bad input
-    (width != experts for a mixture of experts, a learning rate above the GD stability
-    bound, data for which no mode grows, ...).
+    task: a ``nqf`` Task (``get_task``) or a task's name (``"staircase"``: ``get_task(name)``,
+    its default options, as ``nqf compare --task NAME``); arch: the architecture, an
+    architecture's name (``get_architecture(name)``, default options) or None (the task's
+    natural one). See the module docstring for what is measured and how. Raises NqfError for
+    bad input (an unknown name, width != experts for a mixture of experts, a learning rate
+    above the GD stability bound, data for which no mode grows, ...).
 
     The pipeline (``nqf.comparison.stages``): prepare (input, gate, data) -> theory (the
     predictions) -> the reference modes and predicted numbers -> train and measure the
@@ -77,6 +82,7 @@ def compare(task, arch: Architecture | None, config: CompareConfig, *, train=Non
     signature and result. ``nqf sweep`` passes one that answers the points of a batch from
     one batched call over all their init scales and seeds.
     """
+    task, arch = _by_name(task, arch)
     ensure_default_cache()
     train = train_sweep if train is None else train
     prep = stages.prepare(task, arch, config)
@@ -91,3 +97,22 @@ def compare(task, arch: Architecture | None, config: CompareConfig, *, train=Non
     return stages.assemble(
         task, prep, config, predictions, modes, predicted, quadratic, networks, closures, reference_only, notes
     )
+
+
+def _by_name(task: Any, arch: Architecture | str | None) -> tuple[Any, Architecture | None]:
+    """A task's name as ``get_task(name)`` and an architecture's as ``get_architecture(name)``;
+    anything else unchanged (stage 1 refuses what is not a task). NqfError for an unknown
+    name, or an ``arch`` that is neither an Architecture, a name nor None."""
+    if isinstance(task, str):
+        from nqf.training.tasks import get_task
+
+        task = get_task(task)
+    if isinstance(arch, str):
+        from nqf.architectures import get_architecture
+
+        arch = get_architecture(arch)
+    elif arch is not None and not isinstance(arch, Architecture):
+        raise NqfError(
+            f"compare needs an architecture (nqf.get_architecture), its name or None, got {type(arch).__name__}"
+        )
+    return task, arch

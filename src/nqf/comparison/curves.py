@@ -325,6 +325,8 @@ class OverlayComparison:
         switch_steps: (g,) the measured curve's switch-on steps (NaN: never reached).
         predicted_switch_steps: (g,) the M-flow loss curve's, same convention.
         relative_error: (g,) (measured - predicted) / predicted.
+        horizon: the prediction's last step; measured records past it have no prediction to
+            meet (``records_beyond_horizon``), so a mode that switches on after it has no error.
     """
 
     curve: LossCurve
@@ -333,12 +335,20 @@ class OverlayComparison:
     switch_steps: np.ndarray
     predicted_switch_steps: np.ndarray
     relative_error: np.ndarray
+    horizon: float = math.inf  # the prediction's last step: the measured curve is compared up to it
+
+    @property
+    def records_beyond_horizon(self) -> int:
+        """How many measured records lie past the prediction's horizon (compared with nothing)."""
+        return int(np.count_nonzero(np.asarray(self.curve.steps) > self.horizon))
 
     def to_json(self) -> dict:
         """JSON form (non-finite numbers as null; per-mode lists in the modes' order)."""
         return {
             "file": self.curve.path,
             "records": int(self.curve.steps.size),
+            "horizon": _numbers([self.horizon], integral=True)[0],
+            "records_beyond_horizon": self.records_beyond_horizon,
             "steps": _numbers(self.curve.steps, integral=True),
             "loss": _numbers(self.curve.loss),
             "against": self.against,
@@ -357,7 +367,10 @@ def compare_overlay(curve: LossCurve, prediction: Prediction, against: str = "M-
     predicted = loss_switch_steps(np.asarray(prediction.flow.steps), np.asarray(prediction.flow.loss), levels)
     with np.errstate(divide="ignore", invalid="ignore"):
         error = (measured - predicted) / predicted
-    return OverlayComparison(curve, against, levels, measured, predicted, np.where(np.isfinite(error), error, np.nan))
+    horizon = float(np.asarray(prediction.flow.steps)[-1]) if np.asarray(prediction.flow.steps).size else 0.0
+    return OverlayComparison(
+        curve, against, levels, measured, predicted, np.where(np.isfinite(error), error, np.nan), horizon
+    )
 
 
 def _numbers(values, integral: bool = False) -> list:

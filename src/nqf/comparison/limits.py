@@ -21,10 +21,30 @@ when its estimate exceeds half of the memory available now (``psutil``).
                 slots and W0 (5 S d n) and the per-sample activations of the forward
                 and backward pass (S N n (K + 4)); twice that for the quadratic model
                 running alongside
+    departure   predict's, plus (N: at most 2048 samples, P <= 1000 evaluated steps) the
+                samples 3 N (D + K), the path's weights and velocities 2 P d n, and the
+                larger of the curve (8 steps at once: 8 N n (K + 4)) and the corrections:
+                the unlearned rows' maps, pushing c basis directions of D at a time through
+                the linearised gradient, N n (h + c e) with (h, e) = (15, 14 K + 3) for the
+                quadratic model's ``linearised`` map (``departure_plateaus.map_numbers``,
+                measured from XLA's buffer sizes on mlp units), c as many as fit
+                ``departure_plateaus.MAP_BYTES`` (32 MiB, one direction at least; all d n
+                when they fit: ``choose_path``), plus the maps' matrices J (d n x d n):
+                4 (d n)^2 held at once, 3 more for the lowest curvature up to 1024 weights;
+                beyond 4096 weights no J, one direction a step. And the process itself
+                (Python, JAX, XLA and compiled programs): RUNTIME_BYTES, and
+                DEPARTURE_RUNTIME_BYTES for the departure's own programs. Measured peak
+                RSS of ``nqf predict --departure`` against this estimate: iris (width 64,
+                3000 steps) 0.48 GiB against 0.54, the staircase (width 32, 600 steps) 0.52
+                against 0.54, 569 samples, 6 inputs, 10 outputs (width 64, 600 steps) 0.60
+                against 0.61
 
 Time estimates (printed on stderr, ``note: ...``, when above ~10 s) are rough on
 purpose: about 2e9 flops a second on the CPU plus ~1 microsecond a step (measured
-for small problems on a 2-core machine).
+for small problems on a 2-core machine). The departure's corrections: per plateau (up to
+min(K, d / 2) of them) the maps' matrices, d n directions each, about N n (180 K + 20)
+flops a direction over the four maps (measured: the quadratic model's ``linearised`` map
+~100 K), their steps ((d n)^2 a step, eight runs over the horizon), and ~10 s of compiling.
 """
 
 from __future__ import annotations
@@ -45,6 +65,13 @@ BYTES = 8  # float64
 FLOPS_PER_SECOND = 2e9
 SECONDS_PER_STEP = 1e-6
 ANNOUNCE_AFTER_S = 10.0
+# What the process holds besides its arrays (Python, JAX, XLA's CPU client and the compiled
+# programs): the peak RSS of a small ``nqf predict`` (iris, staircase: 0.27-0.29 GiB), and what the
+# departure's programs add (their compiling and code: 0.2-0.24 GiB more on both, its arrays ~0.05)
+RUNTIME_BYTES = 0.3 * 2**30
+DEPARTURE_RUNTIME_BYTES = 0.2 * 2**30
+# Compiling the departure's programs (the path, the curve, the plateau states and four maps)
+DEPARTURE_COMPILE_S = 10.0
 
 
 def check_seed(option: str, value: int, count: int = 1) -> int:
@@ -62,7 +89,26 @@ def check_output_path(option: str, path: Path) -> Path:
     that cannot be replaced). ``os.access`` answers for the permission bits; as root it
     says yes to everything but a read-only mount, so root also probes the folder with an
     empty temporary file, removed at once (pseudo file systems such as /proc refuse it).
+    A name the OS cannot take (too long, a NUL byte) is one line too.
     """
+    try:
+        return _check_output_path(option, Path(path))
+    except NqfError:
+        raise
+    except (OSError, ValueError) as err:  # ENAMETOOLONG and friends from stat, "embedded null byte"
+        reason = getattr(err, "strerror", None) or str(err)
+        raise NqfError(f"{option} {shown_path(path)}: {reason}") from None
+
+
+def shown_path(path: str | os.PathLike, limit: int = 120) -> str:
+    """``path`` for an error line: whole when short, else its start and end around an ellipsis."""
+    text = os.fspath(path)
+    return text if len(text) <= limit else f"{text[: limit // 2]}...{text[-limit // 2 :]} ({len(text)} characters)"
+
+
+def _check_output_path(option: str, path: Path) -> Path:
+    if len(path.name.encode()) > _name_max(path.parent):
+        raise NqfError(f"{option} {shown_path(path)}: the file name is longer than the file system allows")
     if path.is_dir():
         raise NqfError(f"{option} {path} is a folder; give a file name")
     parent = path.parent if str(path.parent) else Path(".")
@@ -87,6 +133,60 @@ def check_output_path(option: str, path: Path) -> Path:
         os.close(fd)
         os.unlink(probe)
     return path
+
+
+def check_output_folder_path(option: str, path: Path) -> Path:
+    """NqfError unless ``path`` is a writable folder, or can be made one; creates nothing that
+    stays (as root, which ``os.access`` answers yes for, a temporary folder is made in the
+    nearest existing folder and removed at once: pseudo file systems such as /proc refuse it)."""
+    try:
+        return _check_output_folder_path(option, Path(path))
+    except NqfError:
+        raise
+    except (OSError, ValueError) as err:  # ENAMETOOLONG and friends from stat, "embedded null byte"
+        reason = getattr(err, "strerror", None) or str(err)
+        raise NqfError(f"{option} {shown_path(path)}: {reason}") from None
+
+
+def _check_output_folder_path(option: str, path: Path) -> Path:
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe != path and not probe.is_dir():
+        raise NqfError(f"{option} {shown_path(path)}: {shown_path(probe)} is not a folder")
+    if path.exists() and not path.is_dir():
+        raise NqfError(f"{option} {shown_path(path)} exists and is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise NqfError(f"{option} {shown_path(path)}: cannot write in {shown_path(probe)} (permission denied)")
+    for part in path.parts:
+        if len(part.encode()) > _name_max(probe):
+            raise NqfError(f"{option} {shown_path(path)}: a folder name is longer than the file system allows")
+    try:
+        if os.statvfs(probe).f_flag & os.ST_RDONLY:
+            raise NqfError(f"{option} {shown_path(path)}: {shown_path(probe)} is on a read-only file system")
+    except OSError:
+        pass
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        try:
+            os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".nqf-probe-"))
+        except OSError as err:
+            raise NqfError(
+                f"{option} {shown_path(path)}: cannot write in {shown_path(probe)} ({err.strerror})"
+            ) from None
+    return path
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name the file system under ``folder`` takes (255 where it cannot say)."""
+    probe = folder if str(folder) else Path(".")
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return os.pathconf(probe, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 def available_bytes() -> int:
@@ -227,3 +327,52 @@ def check_compare(task, arch, width: int, steps: int, seeds: int, optimizers: tu
         (train_flops + flows * seeds * flow_flops) / FLOPS_PER_SECOND + (runs + flows) * SECONDS_PER_STEP
     )
     announce(f"training {steps} steps x {runs} run(s) x {seeds} seed(s) on {N} samples", seconds)
+
+
+def departure_cost(arch, samples: int, width: int, steps: int, corrections: bool = True) -> tuple[float, float, str]:
+    """(bytes, seconds, path) of ``nqf.theory.departure`` on ``samples`` samples, on top of the
+    prediction and the runtime (module docstring); ``corrections``: with the corrected switch-on
+    steps (gd and momentum). ``path``: how the unlearned rows' maps are built (``dense``,
+    ``chunked`` or ``matrix_free``: ``nqf.theory.departure_plateaus.choose_path``; ``none``
+    without corrections)."""
+    from nqf.theory.departure_path import DEFAULT_SAMPLES
+    from nqf.theory.departure_plateaus import _EIGEN_LIMIT, choose_path, held_directions, map_bytes
+
+    N, d, n, K = min(int(samples), DEFAULT_SAMPLES), arch.dim, int(width), arch.outputs
+    size = d * n
+    points = min(int(steps) + 1, 1000)  # at most nqf.theory.departure.DEFAULT_POINTS evaluated steps
+    held = BYTES * (3.0 * N * (_numbers(arch.input_shape) + K) + 2.0 * points * size)
+    curve = BYTES * 8.0 * N * n * (K + 4.0)
+    curve_flops = points * N * n * 10.0 * (K + d)
+    if not corrections:
+        return held + curve, curve_flops / FLOPS_PER_SECOND, "none"
+    path, chunk = choose_path(arch, N, n)
+    variants = [(m, c) for m in ("network", "quadratic") for c in ("linearised", "near_zero")]
+    maps = max(map_bytes(arch, m, c, N, n, held_directions(size, chunk)) for m, c in variants)
+    matrices = 0.0 if path == "matrix_free" else BYTES * size * size * (4.0 + (3.0 if size <= _EIGEN_LIMIT else 0.0))
+    per_direction = N * n * (180.0 * K + 20.0)  # flops over the four maps
+    if path == "matrix_free":  # one direction a step, eight runs over the horizon
+        work = 8.0 * steps * per_direction
+    else:  # d n directions for the matrices, then (d n)^2 a step
+        work = size * per_direction + 8.0 * steps * float(size) ** 2
+    plateaus = max(1, min(K, d // 2))
+    seconds = DEPARTURE_COMPILE_S + (plateaus * work + curve_flops) / FLOPS_PER_SECOND
+    return held + max(curve, maps + matrices), seconds, path
+
+
+def check_departure(arch, samples: int, width: int, steps: int, loss: str, route: str, optimizer: str = "gd") -> None:
+    """Refuse a departure (``predict --departure``) that cannot fit with its prediction; announce a long one."""
+    minibatches = optimizer == "sgd"
+    flow_bytes, flow_flops = flow_cost(arch, samples, loss, route, minibatches)
+    nbytes, seconds, path = departure_cost(arch, samples, width, steps, corrections=optimizer in ("gd", "momentum"))
+    total = RUNTIME_BYTES + DEPARTURE_RUNTIME_BYTES + flow_bytes + BYTES * 3.0 * arch.dim * width + nbytes
+    used = min(int(samples), 2048)
+    check_memory(
+        f"the departure (--departure) with d = {arch.dim}, width {width}, {used} samples",
+        total,
+        "use a smaller --width, fewer samples or leave out --departure",
+    )
+    # the quadratic path is run step by step (the curve's weights and the corrections' start)
+    seconds += 2.0 * steps * (flow_flops / FLOPS_PER_SECOND + SECONDS_PER_STEP)
+    maps = "" if path == "none" else f"; the unlearned rows' maps {path.replace('_', '-')}, d n = {arch.dim * width}"
+    announce(f"departure (--departure{maps})", seconds, bound=True)

@@ -7,29 +7,8 @@ import math
 
 import numpy as np
 
+from nqf.core.measure import measured_plateau_losses as measured_plateau_losses  # defined there, re-exported
 from nqf.core.measure import switch_steps
-
-
-def measured_plateau_losses(steps, loss, switch, horizon: float) -> np.ndarray:
-    """Loss on the plateau after each switch: loss at sqrt(t_k t_next) (module docstring).
-
-    steps: (R,) record steps; loss: (R,); switch: (g,) switch steps (NaN: never).
-    t_next is the earliest switch step > t_k of any mode, else ``horizon``; t_k is floored
-    at 1 (a log-time midpoint). The loss is linearly interpolated between records.
-    Returns (g,), NaN where t_k is NaN or the loss there is not finite.
-    """
-    steps = np.asarray(steps, dtype=np.float64)
-    loss = np.asarray(loss, dtype=np.float64)
-    switch = np.asarray(switch, dtype=np.float64)
-    out = np.full(switch.shape, np.nan)
-    for k, t in enumerate(switch):
-        if not math.isfinite(t):
-            continue
-        later = switch[np.isfinite(switch) & (switch > t)]
-        t_next = float(later.min()) if later.size else float(horizon)
-        at = math.sqrt(max(t, 1.0) * max(t_next, 1.0))
-        out[k] = np.interp(at, steps, loss)
-    return out
 
 
 def relative(measured: np.ndarray, reference: np.ndarray) -> np.ndarray:

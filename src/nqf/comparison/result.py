@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from nqf.theory.predict import Prediction
 from nqf.training.closure import ClosureResult
 from nqf.training.config import DIVERGENCE_FACTOR
 from nqf.training.sweep import SweepResult
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,6 +186,37 @@ class Comparison:
                 }
             )
         return out
+
+    def to_dataframes(self) -> dict[str, pd.DataFrame]:
+        """The tables of ``nqf compare --csv DIR`` as pandas DataFrames, ``{"curves", "modes"}``.
+
+        ``"curves"``: columns source, optimizer, seed, step, loss; one row per (source,
+        optimizer, seed, recorded step): every curve of :meth:`all_loss_curves` (sources
+        ``network``, ``quadratic``, ``mflow``, ``lv``). ``"modes"``: columns source, optimizer,
+        seed, mode, convention, switch_step, plateau_loss; one row per (source, optimizer,
+        seed, mode, convention): the measured switch-on steps (``network``, ``quadratic``;
+        conventions ``occupation`` and ``own_occupation``) and every flow's predicted ones, per
+        seed (not the means over seeds of :meth:`to_json`). The rows and columns of curves.csv
+        and modes.csv (``nqf.report.curve_tables``, which says what each holds), cells as
+        numbers: NaN where the CSV cell is empty (never switched, diverged, not available);
+        ``nqf.core.dataframes`` gives the dtypes. Needs pandas (``pip install
+        'nqf[dataframe]'``): NqfError without it.
+        """
+        from nqf.comparison.tables import comparison_tables
+        from nqf.core.dataframes import require_pandas, tables_frames
+
+        require_pandas()
+        return tables_frames(comparison_tables(self))
+
+    def to_dataframe(self, table: str = "curves") -> pd.DataFrame:
+        """One table of :meth:`to_dataframes` as a pandas DataFrame: ``"curves"`` (the
+        default; one row per source, optimizer, seed and recorded step, long format) or
+        ``"modes"`` (one row per source, optimizer, seed, mode and convention). NqfError for
+        another name, or without pandas."""
+        from nqf.core.dataframes import check_table
+
+        name = check_table(table)
+        return self.to_dataframes()[name]
 
     def to_json(self) -> dict:
         """The stable JSON form printed by ``nqf compare --json`` (null: never switched / not available).

@@ -13,3 +13,8 @@ class TheoryDoesNotApply(NqfError):
     The message says why: not smooth at w = 0, a linear term is present,
     or the quadratic form vanishes (leading order is cubic).
     """
+
+
+class PrecisionWarning(UserWarning):
+    """A computation runs in lower precision than nqf's quoted numbers (float32: JAX's
+    ``jax_enable_x64`` is off); its results can differ from float64's beyond rounding."""

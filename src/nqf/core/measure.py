@@ -167,3 +167,26 @@ def gd_escape_slope(lr: float, growth: float, beta: float = 0.0) -> float:
     b = 1.0 + beta + 2.0 * lr * growth
     z = 0.5 * (b + math.sqrt(b * b - 4.0 * beta))
     return 1.0 / math.log(z)
+
+
+def measured_plateau_losses(steps, loss, switch, horizon: float) -> np.ndarray:
+    """Loss on the plateau after each switch: loss at sqrt(t_k t_next), the middle of the
+    plateau on the log-time axis (``nqf.comparison.compare``'s docstring).
+
+    steps: (R,) record steps; loss: (R,); switch: (g,) switch steps (NaN: never).
+    t_next is the earliest switch step > t_k of any mode, else ``horizon``; t_k is floored
+    at 1 (a log-time midpoint). The loss is linearly interpolated between records.
+    Returns (g,), NaN where t_k is NaN or the loss there is not finite.
+    """
+    steps = np.asarray(steps, dtype=np.float64)
+    loss = np.asarray(loss, dtype=np.float64)
+    switch = np.asarray(switch, dtype=np.float64)
+    out = np.full(switch.shape, np.nan)
+    for k, t in enumerate(switch):
+        if not math.isfinite(t):
+            continue
+        later = switch[np.isfinite(switch) & (switch > t)]
+        t_next = float(later.min()) if later.size else float(horizon)
+        at = math.sqrt(max(t, 1.0) * max(t_next, 1.0))
+        out[k] = np.interp(at, steps, loss)
+    return out

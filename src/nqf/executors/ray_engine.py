@@ -35,6 +35,33 @@ def _import_ray() -> Any:
     return ray
 
 
+PROBE_TIMEOUT_S = 5.0
+
+
+def check_ray_address(address: str) -> None:
+    """NqfError (one line, within ``PROBE_TIMEOUT_S``) unless ``address`` (HOST:PORT, or
+    ray://HOST:PORT) accepts a TCP connection: ``ray.init`` would otherwise retry an address
+    where nothing listens for minutes. ``auto`` (Ray finds its own cluster) is left to Ray."""
+    import socket
+
+    text = address.strip()
+    if text == "auto":
+        return
+    bare = text.removeprefix("ray://")
+    host, sep, port_text = bare.rpartition(":")
+    host = host.strip("[]")  # [::1]:6379
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise NqfError(f"--address {address!r}: give HOST:PORT of the Ray cluster (e.g. 127.0.0.1:6379)")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=PROBE_TIMEOUT_S):
+            pass
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise NqfError(
+            f"cannot connect to Ray at {address}: nothing answers at {host}:{port_text} ({reason})"
+        ) from None
+
+
 def _ray_call(fn: Callable[..., Any], args: tuple) -> tuple[bool, Any]:
     """The Ray task: ``fn(*args)`` through :func:`call_task` (module-level, sent by reference)."""
     return call_task(fn, args)
@@ -59,6 +86,8 @@ class RayExecutor(Executor):
             raise NqfError(f"retries must be at least 0, got {retries}")
         self.retries = int(retries)
         self.address = address or os.environ.get("RAY_ADDRESS") or None
+        if self.address is not None:
+            check_ray_address(self.address)  # in seconds, before Ray is imported
         if self.address is None:
             os.environ[LOOPBACK_ONLY] = "0"  # before Ray is imported: it reads it then
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

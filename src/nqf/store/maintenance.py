@@ -1,28 +1,61 @@
 """``nqf store ls`` and ``nqf store gc``: what a results store holds, and pruning what is stale.
 
 A record is *current* when it was computed by the running code (its ``nqf_code`` equals
-:func:`nqf.store.code.code_identity`), *stale* when another code identity computed it (it
-is never read again by this code: its key differs), and *damaged* when it fails the
-store's checks (unreadable, edited, older format, foreign file). ``gc`` removes stale and
-damaged files, and leftovers of interrupted writes and claims, but only those no live
-process holds: a key whose claim another process holds right now is left alone.
+:func:`nqf.store.code.code_identity`), *stale* when another code identity (or another
+record format) computed it (this code never reads it again: its key differs), and
+*damaged* when it fails the store's checks (unreadable, not JSON, edited, hashed to
+another name).
+
+``gc`` prunes only a folder nqf marked as its store (:data:`nqf.store.results.MARKER`; a
+store of an older nqf is marked with ``adopt`` when ``runs/`` holds nothing but nqf's
+files), and in it only files whose names nqf writes (:func:`nqf.store.results.nqf_file`):
+damaged records, leftovers of interrupted writes and claims, and stale records only with
+``other_code`` (another checkout may be running a sweep on the same store right now: its
+finished records hold no claim, and its code is not this one). A key whose claim another
+process holds right now is left alone. Anything else (foreign files, folders, symbolic
+links, FIFOs, sockets, devices) is reported as a problem and never touched: nothing is
+opened through a symbolic link, and nothing but a regular file is opened at all.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import json
 import os
+import stat
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nqf.core.errors import NqfError
-from nqf.store.results import ResultsStore
+from nqf.store.results import (
+    EXPERIMENT_NAME,
+    FORMAT,
+    FORMAT_VERSION,
+    MARKER,
+    PROBE_PREFIX,
+    ResultsStore,
+    file_kind,
+    foreign_entries,
+    nqf_file,
+    read_marker,
+    read_regular,
+    write_marker,
+)
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
 class StoreSummary:
     """Counts per experiment: ``{experiment: {"current": n, "stale": n, "damaged": n}}``,
-    the stale records' code identities with their counts, and the bytes on disk."""
+    the stale records' code identities with their counts, and the bytes on disk.
+
+    ``unmarked`` is empty for a marked store, else why it is not one (``"missing"`` when
+    there is no marker): such a folder is only listed, ``gc`` refuses it.
+    """
 
     root: Path
     code: str
@@ -31,115 +64,329 @@ class StoreSummary:
     problems: tuple[str, ...]
     bytes_on_disk: int
     leftovers: int = 0
+    unmarked: str = ""
 
 
 @dataclass
 class GcResult:
     removed: list[Path] = field(default_factory=list)
     kept_busy: list[Path] = field(default_factory=list)
+    kept_other_code: list[Path] = field(default_factory=list)
+    other_codes: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
     bytes_freed: int = 0
+    adopted: bool = False
 
 
 def find_store(path: str | os.PathLike) -> Path:
-    """The store root at ``path``: a folder with ``runs/`` in it, or a sweep's ``path/store``."""
+    """The store root at ``path``: a folder with the store marker or ``runs/`` in it, or a sweep's ``path/store``."""
     root = Path(path)
-    if (root / "runs").is_dir():
-        return root
-    if (root / "store" / "runs").is_dir():
-        return root / "store"
+    for candidate in (root, root / "store"):
+        if (candidate / MARKER).exists() or (candidate / "runs").is_dir():
+            return candidate
     if not root.exists():
         raise NqfError(f"{root}: no such folder")
     raise NqfError(f"{root}: not a results store (no runs/ folder in it or in {root / 'store'})")
 
 
-def _entries(root: Path):
-    """(experiment, path) of every file under ``root/runs/<experiment>/``."""
-    runs = root / "runs"
-    for folder in sorted(runs.iterdir()):
-        if folder.is_dir() and not folder.name.startswith("."):
-            for path in sorted(folder.iterdir()):
-                yield folder.name, path
-
-
-def _leftover(path: Path) -> bool:
-    return path.name.startswith(".") and path.name.endswith((".tmp", ".lock"))
-
-
-def _size(path: Path) -> int:
+def _mode(name: str, dir_fd: int) -> int | None:
     try:
-        return path.lstat().st_size
-    except OSError:
-        return 0
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
+
+
+def _experiments(root: Path, problem: Callable[[Path, str], None], prune: bool = False) -> Iterator[tuple[str, int]]:
+    """``(name, descriptor)`` of each experiment folder under ``root/runs``, opened without
+    following a symbolic link; everything else there is reported with ``problem``. With
+    ``prune`` an experiment folder left empty is removed (``rmdir``: only when empty)."""
+    runs = root / "runs"
+    try:
+        runs_fd = os.open(runs, _DIR_FLAGS)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            problem(runs, f"a {file_kind(runs.lstat().st_mode)}, not a folder (not followed)")
+        else:
+            problem(runs, f"cannot be opened ({type(err).__name__})")
+        return
+    try:
+        for name in sorted(os.listdir(runs_fd)):
+            path = runs / name
+            mode = _mode(name, runs_fd)
+            if mode is None:
+                continue
+            if name.startswith(PROBE_PREFIX) and stat.S_ISREG(mode):
+                continue  # an output-folder write probe, removed by its maker at once
+            if stat.S_ISLNK(mode):
+                problem(path, "a symbolic link in the store (not followed)")
+                continue
+            if not stat.S_ISDIR(mode):
+                problem(path, f"foreign {file_kind(mode)} in the store")
+                continue
+            if not EXPERIMENT_NAME.match(name):
+                problem(path, "a folder not named like an experiment")
+                continue
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=runs_fd)
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                problem(path, f"cannot be opened ({type(err).__name__})")
+                continue
+            try:
+                yield name, fd
+            finally:
+                os.close(fd)
+            if prune:
+                try:
+                    os.rmdir(name, dir_fd=runs_fd)  # an experiment with nothing left
+                except OSError:
+                    pass
+    finally:
+        os.close(runs_fd)
+
+
+def _entries(folder_fd: int) -> Iterator[tuple[str, os.stat_result]]:
+    """``(name, lstat)`` of every entry of an open folder."""
+    for name in sorted(os.listdir(folder_fd)):
+        try:
+            yield name, os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+
+
+def _foreign(mode: int) -> str:
+    """Why an entry of an experiment folder named as nqf names files is still not one of them ("" if it is)."""
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link stands where nqf keeps a file (not followed)"
+    if stat.S_ISDIR(mode):
+        return "a folder stands where nqf keeps a file"
+    return f"a {file_kind(mode)} stands where nqf keeps a file (not opened)"
+
+
+def _judge(store: ResultsStore, name: str, folder_fd: int, path: Path, experiment: str, action: str) -> tuple[str, str]:
+    """``(state, code)`` of one record file: state is current, stale, damaged (reported) or gone."""
+
+    def damaged(message: str) -> tuple[str, str]:
+        store._problem(path, message, action)
+        return "damaged", ""
+
+    try:
+        text = read_regular(name, dir_fd=folder_fd).decode("utf-8")
+    except FileNotFoundError:
+        return "gone", ""
+    except (OSError, UnicodeDecodeError) as err:
+        return damaged(f"unreadable ({type(err).__name__})")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as err:
+        return damaged(f"not valid JSON ({err.msg} at line {err.lineno})")
+    if isinstance(document, dict) and document.get("format") == FORMAT:
+        version = document.get("format_version")
+        if version != FORMAT_VERSION:  # written by an older or newer nqf: another code's record
+            code = document.get("nqf_code") or document.get("nqf_version")
+            return "stale", f"{code if isinstance(code, str) else 'unknown'} (record format {version!r})"
+    message = store._header_problem(document, path, experiment)
+    if message:
+        return damaged(message)
+    return ("current" if document["nqf_code"] == store.code else "stale"), document["nqf_code"]
 
 
 def summarise(path: str | os.PathLike) -> StoreSummary:
-    """Read every record once and classify it (see the module docstring)."""
+    """Read every record once and classify it (see the module docstring). Reads only: an
+    unmarked folder is listed too (``unmarked`` says why it is not a store)."""
     root = find_store(path)
+    _, unmarked = read_marker(root)
     store = ResultsStore(root)
     counts: dict[str, Counter] = {}
     stale: Counter = Counter()
     size = leftovers = 0
-    for experiment, entry in _entries(root):
-        size += _size(entry)
-        if _leftover(entry):
-            leftovers += 1
-            continue
+
+    def problem(where: Path, message: str) -> None:
+        store._problem(where, message)
+
+    for experiment, folder_fd in _experiments(root, problem):
         tally = counts.setdefault(experiment, Counter())
-        document = store._read(entry, experiment) if entry.suffix == ".json" else None
-        if document is None:
-            if entry.suffix != ".json":
-                store._problem(entry, "foreign file in the store")
-            tally["damaged"] += 1
-        elif document["nqf_code"] == store.code:
-            tally["current"] += 1
-        else:
-            tally["stale"] += 1
-            stale[document["nqf_code"]] += 1
-    experiments = {name: {k: c[k] for k in ("current", "stale", "damaged")} for name, c in counts.items()}
-    return StoreSummary(root, store.code, experiments, dict(stale), tuple(store.problems), size, leftovers)
-
-
-def collect_garbage(path: str | os.PathLike, dry_run: bool = False) -> GcResult:
-    """Remove stale and damaged records and unheld leftovers; with ``dry_run`` only list them."""
-    root = find_store(path)
-    store = ResultsStore(root)
-    result = GcResult()
-    for experiment, entry in _entries(root):
-        if _leftover(entry):
-            key = entry.name[1:].split(".", 1)[0]
-        else:
-            document = store._read(entry, experiment) if entry.suffix == ".json" else None
-            if document is not None and document["nqf_code"] == store.code:
+        for name, info in _entries(folder_fd):
+            entry = root / "runs" / experiment / name
+            size += info.st_size if stat.S_ISREG(info.st_mode) else 0
+            known = nqf_file(name)
+            if known is None:
+                problem(entry, f"foreign {file_kind(info.st_mode)} in the store")
                 continue
-            key = entry.stem
-        claim = store.claim(experiment, key) if _is_key(key) else None
-        if _is_key(key) and claim is None:  # another process is computing or writing this key now
-            result.kept_busy.append(entry)
-            continue
-        try:
-            size = _size(entry)
-            if not dry_run:
-                _remove(entry)
-            result.removed.append(entry)
-            result.bytes_freed += size
-        finally:
-            if claim is not None:
-                claim.release()
+            why = _foreign(info.st_mode)
+            if why:
+                problem(entry, why)
+                continue
+            if known[0] != "record":
+                leftovers += 1
+                continue
+            state, code = _judge(store, name, folder_fd, entry, experiment, "skipped")
+            if state == "gone":
+                continue
+            tally[state] += 1
+            if state == "stale":
+                stale[code] += 1
+    experiments = {name: {k: c[k] for k in ("current", "stale", "damaged")} for name, c in counts.items()}
+    return StoreSummary(root, store.code, experiments, dict(stale), tuple(store.problems), size, leftovers, unmarked)
+
+
+def _require_marker(root: Path, path: str | os.PathLike, adopt: bool, dry_run: bool) -> bool:
+    """Refuse (NqfError) a folder that is not a marked nqf store; with ``adopt`` mark one
+    whose ``runs/`` holds nothing but nqf's files. True when it was (or would be) adopted."""
+    _, why = read_marker(root)
+    if not why:
+        return False
+    if "format version" in why:
+        raise NqfError(f"{root}: {why} (another nqf made this store: prune it with that nqf); nothing removed")
+    if why != "missing":
+        raise NqfError(
+            f"{root}: {why}; nothing removed (gc prunes only a folder nqf marked as its store; "
+            f"if this is an nqf store, remove {root / MARKER} and run `nqf store gc --adopt {path}`)"
+        )
+    if not adopt:
+        raise NqfError(
+            f"{root} is not marked as an nqf results store (no {MARKER}); nothing removed. If an older nqf "
+            f"made it, `nqf store gc --adopt {path}` marks it (only when runs/ holds nothing but nqf's files)"
+        )
+    foreign = foreign_entries(root)
+    if foreign:
+        raise NqfError(
+            f"{root} cannot be adopted as an nqf store: {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} "
+            f"under runs/ that nqf does not write, first {foreign[0]}; nothing removed or marked"
+        )
     if not dry_run:
-        for folder in (root / "runs").iterdir():
-            if folder.is_dir() and not folder.name.startswith(".") and not any(folder.iterdir()):
-                folder.rmdir()  # an experiment with nothing left
+        write_marker(root)
+    return True
+
+
+def _busy(name: str, folder_fd: int) -> bool:
+    """Whether another process holds the claim whose lock file is ``name`` (changes nothing)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder_fd)
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise NqfError(f"{name}: a symbolic link stands where a claim's lock file goes") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NqfError(f"{name}: not a regular file where a claim's lock file goes")
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return True
+        raise
+    finally:
+        os.close(fd)
+    return False
+
+
+def _same(name: str, folder_fd: int, before: os.stat_result) -> bool:
+    """Whether ``name`` is still the very file ``before`` describes (not rewritten or replaced since)."""
+    try:
+        now = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns, now.st_mode) == (
+        before.st_dev,
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_mode,
+    )
+
+
+def collect_garbage(
+    path: str | os.PathLike, dry_run: bool = False, other_code: bool = False, adopt: bool = False
+) -> GcResult:
+    """Remove damaged records, unheld leftovers and (with ``other_code``) stale records of a
+    marked store; with ``dry_run`` only list them. ``adopt`` marks an unmarked store first
+    when ``runs/`` holds nothing but nqf's files. Raises NqfError, removing nothing, for a
+    folder that is not a marked store."""
+    root = find_store(path)
+    result = GcResult()
+    result.adopted = _require_marker(root, path, adopt, dry_run)
+    store = ResultsStore(root)
+    action = "left alone"
+    other: Counter = Counter()
+
+    def problem(where: Path, message: str) -> None:
+        store._problem(where, message, action)
+
+    for experiment, folder_fd in _experiments(root, problem, prune=not dry_run):
+        for name, info in _entries(folder_fd):
+            entry = root / "runs" / experiment / name
+            known = nqf_file(name)
+            if known is None:
+                problem(entry, f"foreign {file_kind(info.st_mode)} (not a name nqf writes)")
+                continue
+            why = _foreign(info.st_mode)
+            if why:
+                problem(entry, why)
+                continue
+            kind, key = known
+            if kind == "record":
+                state, code = _judge(store, name, folder_fd, entry, experiment, "a damaged record")
+                if state in ("current", "gone"):
+                    continue
+                if state == "stale" and not other_code:
+                    result.kept_other_code.append(entry)
+                    other[code] += 1
+                    continue
+            _remove_unheld(store, experiment, key, kind, name, folder_fd, info, entry, dry_run, result)
+    result.problems = store.problems + result.problems
+    result.other_codes = dict(other)
     return result
 
 
-def _is_key(text: str) -> bool:
-    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        import shutil
-
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
+def _remove_unheld(
+    store: ResultsStore,
+    experiment: str,
+    key: str,
+    kind: str,
+    name: str,
+    folder_fd: int,
+    info: os.stat_result,
+    entry: Path,
+    dry_run: bool,
+    result: GcResult,
+) -> None:
+    """Remove one nqf file unless another process holds its key's claim (then it is kept)."""
+    lock_name = f".{key}.lock"
+    try:
+        if dry_run:
+            busy = _busy(lock_name, folder_fd)
+            claim = None
+        else:
+            claim = store.claim(experiment, key)
+            busy = claim is None
+    except (OSError, NqfError) as err:  # the lock file is a link, a FIFO, ...: the claim cannot be judged
+        why = "its lock file is not a regular file" if isinstance(err, NqfError) else type(err).__name__
+        result.problems.append(f"{entry.relative_to(store.root)}: its claim cannot be checked ({why}); left alone")
+        return
+    if busy:  # another process is computing or writing this key now
+        result.kept_busy.append(entry)
+        return
+    try:
+        if kind == "lock":  # held by us now: releasing the claim removes it
+            if dry_run or _mode(name, folder_fd) is not None:
+                result.removed.append(entry)
+            return
+        if not _same(name, folder_fd, info):  # rewritten meanwhile (by a process that held the claim)
+            return
+        if not dry_run:
+            try:
+                os.unlink(name, dir_fd=folder_fd)
+            except FileNotFoundError:
+                return
+        result.removed.append(entry)
+        result.bytes_freed += info.st_size
+    finally:
+        if claim is not None:
+            claim.release()

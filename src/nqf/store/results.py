@@ -24,6 +24,13 @@ a file that is unreadable, not valid JSON, lacks the header, does not hash to it
 fails its checksum or has an older format is *reported* (:attr:`ResultsStore.problems`,
 one line each) and treated as absent, so the run is recomputed and the file overwritten.
 
+The store marks itself: ``root/nqf-store.json`` (:data:`MARKER`), written atomically by
+the first :meth:`ResultsStore.put` into a store whose ``runs/`` holds nothing but files nqf
+writes (:func:`nqf_file`), so ``nqf store gc`` only ever prunes a folder nqf made; a folder
+that merely has a ``runs/`` subfolder (a TensorBoard project, say) is never taken for one.
+Records are read only from regular files, opened without following a symbolic link and
+without blocking (a FIFO named like a record is reported, never waited on).
+
 Processes sharing a store share the work through :meth:`ResultsStore.claim`: an
 exclusive ``flock`` on ``runs/<experiment>/.<key>.lock`` held while a run is computed.
 The kernel releases it when its holder dies, even by SIGKILL, so no claim goes stale.
@@ -39,6 +46,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -54,6 +62,144 @@ FORMAT = "nqf-run"
 FORMAT_VERSION = 3
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 _CHECKSUM_PREFIX = "sha256:"
+
+MARKER = "nqf-store.json"
+MARKER_FORMAT = "nqf-store"
+MARKER_FORMAT_VERSION = 1
+EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_NQF_FILES = (
+    ("record", re.compile(r"^([0-9a-f]{64})\.json$")),
+    ("temporary", re.compile(r"^\.([0-9a-f]{64})\.[A-Za-z0-9_.]+\.tmp$")),  # atomic_write_bytes: .<key>.json.*.tmp
+    ("lock", re.compile(r"^\.([0-9a-f]{64})\.lock$")),
+)
+PROBE_PREFIX = ".nqf-probe-"  # the output-folder write probe (nqf.scans.plan), made and removed at once
+
+
+def nqf_file(name: str) -> tuple[str, str] | None:
+    """``(kind, key)`` when ``name`` is one nqf writes in ``runs/<experiment>/``: ``"record"``
+    (``<key>.json``), ``"temporary"`` (``.<key>.*.tmp`` of an interrupted write) or ``"lock"``
+    (``.<key>.lock`` of a claim); None for any other name."""
+    for kind, pattern in _NQF_FILES:
+        match = pattern.match(name)
+        if match:
+            return kind, match.group(1)
+    return None
+
+
+def file_kind(mode: int) -> str:
+    """What an ``lstat`` mode is, in words (for problem lines)."""
+    for test, word in (
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISREG, "file"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    ):
+        if test(mode):
+            return word
+    return "special file"
+
+
+class NotRegularFile(OSError):
+    """Raised by :func:`read_regular` for a FIFO, socket or device: never read, never waited on."""
+
+    def __init__(self, kind: str):
+        super().__init__(errno.EINVAL, f"a {kind}, not a regular file")
+        self.kind = kind
+
+
+def read_regular(path: str | os.PathLike, dir_fd: int | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (relative to ``dir_fd`` if given).
+
+    Opened with ``O_NOFOLLOW`` (a symbolic link raises ``OSError`` ELOOP) and ``O_NONBLOCK``
+    (opening a FIFO does not wait for a writer); anything but a regular file raises
+    :class:`NotRegularFile` (``IsADirectoryError`` for a folder) before a byte is read.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(file_kind(mode))
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def read_marker(root: str | os.PathLike) -> tuple[dict | None, str]:
+    """The store marker of ``root``: ``(document, "")`` when it is sound, ``(None, "missing")``
+    when there is none, else ``(None, why it is not a marker)``."""
+    path = Path(root) / MARKER
+    try:
+        data = read_regular(path)
+    except FileNotFoundError:
+        return None, "missing"
+    except NotRegularFile as err:
+        return None, f"{MARKER} is a {err.kind}, not a file"
+    except IsADirectoryError:
+        return None, f"{MARKER} is a folder, not a file"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return None, f"{MARKER} is a symbolic link"
+        return None, f"{MARKER} is unreadable ({type(err).__name__})"
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None, f"{MARKER} is not valid JSON"
+    if not isinstance(document, dict) or document.get("format") != MARKER_FORMAT:
+        return None, f"{MARKER} is not an nqf store marker"
+    if document.get("format_version") != MARKER_FORMAT_VERSION:
+        return None, (
+            f"{MARKER} has format version {document.get('format_version')!r}; this nqf knows {MARKER_FORMAT_VERSION}"
+        )
+    return document, ""
+
+
+def write_marker(root: str | os.PathLike) -> None:
+    """Mark ``root`` as an nqf results store (atomically)."""
+    document = {"format": MARKER_FORMAT, "format_version": MARKER_FORMAT_VERSION, "created_by": package_version()}
+    atomic_write_bytes(Path(root) / MARKER, (json.dumps(document, sort_keys=True, indent=1) + "\n").encode("utf-8"))
+
+
+def foreign_entries(root: str | os.PathLike) -> list[str]:
+    """Every entry under ``root/runs`` that nqf does not write (paths relative to ``root``):
+    anything but folders named like experiments holding regular files named as :func:`nqf_file`
+    allows. Symbolic links are foreign and never followed; ``runs`` itself must be a folder."""
+    runs = Path(root) / "runs"
+    try:
+        mode = runs.lstat().st_mode
+    except FileNotFoundError:
+        return []
+    if not stat.S_ISDIR(mode):
+        return [f"runs (a {file_kind(mode)})"]
+    found = []
+    for folder in sorted(runs.iterdir()):
+        try:
+            mode = folder.lstat().st_mode
+        except FileNotFoundError:
+            continue
+        if folder.name.startswith(PROBE_PREFIX) and stat.S_ISREG(mode):
+            continue
+        if not (stat.S_ISDIR(mode) and EXPERIMENT_NAME.match(folder.name)):
+            found.append(f"runs/{folder.name} (a {file_kind(mode)})")
+            continue
+        for path in sorted(folder.iterdir()):
+            try:
+                mode = path.lstat().st_mode
+            except FileNotFoundError:
+                continue
+            if not (stat.S_ISREG(mode) and nqf_file(path.name)):
+                found.append(f"runs/{folder.name}/{path.name} (a {file_kind(mode)})")
+    return found
 
 
 def _read_umask() -> int:
@@ -137,8 +283,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     alone makes it 0600).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    for attempt in range(5):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            break
+        except FileNotFoundError:  # the folder was removed meanwhile (`nqf store gc` prunes empty ones)
+            if attempt == 4:
+                raise
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -200,9 +352,20 @@ def _lock(path: Path, wait: bool) -> Claim | None:
     A holder unlinks the file before releasing it, so a lock taken on a descriptor whose
     file is no longer at ``path`` guards nothing: then the file is opened afresh.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # never through a symbolic link: a lock file is created only in the store itself
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, _FILE_MODE)
+        except FileNotFoundError:  # the folder was removed meanwhile (`nqf store gc` prunes empty ones)
+            continue
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise NqfError(f"{path}: a symbolic link stands where a claim's lock file goes") from None
+            raise
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise NqfError(f"{path}: a {file_kind(mode)} stands where a claim's lock file goes")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except OSError as err:
@@ -238,6 +401,7 @@ class ResultsStore:
         self.code = code_identity() if code is None else code
         self.recompute = recompute
         self._problems: dict[str, str] = {}
+        self._marked = False
 
     @property
     def version(self) -> str:
@@ -297,8 +461,25 @@ class ResultsStore:
         if path.is_dir() and not path.is_symlink():  # a folder where the record goes (damage): a file cannot replace it
             shutil.rmtree(path)
         atomic_write_bytes(path, text.encode("utf-8"))
+        self._mark()
         # Hand back exactly what a later `get` returns, so fresh and resumed runs summarise alike.
         return json.loads(text)["record"]
+
+    def _mark(self) -> None:
+        """Write the store marker if it is missing and ``runs/`` holds nothing but nqf's files
+        (a store of an older nqf is adopted; a folder mixed with foreign files stays unmarked,
+        so ``nqf store gc`` will not prune it). Checked once per instance."""
+        if self._marked:
+            return
+        if (self.root / MARKER).exists() or (self.root / MARKER).is_symlink():
+            self._marked = True  # whatever is there (even a bad marker) is left for `nqf store gc` to judge
+            return
+        try:
+            if not foreign_entries(self.root):
+                write_marker(self.root)
+        except OSError:
+            pass  # the record is stored; an unmarked store is only refused by `nqf store gc` (until --adopt)
+        self._marked = True
 
     def get(self, experiment: str, run: str, config: Mapping[str, Any]) -> dict | None:
         """The stored record of this run, or None when absent, corrupt or foreign (then reported)."""
@@ -316,15 +497,25 @@ class ResultsStore:
     def _read(self, path: Path, experiment: str, action: str = "skipped") -> dict | None:
         """Read and validate one run file; None (and a problem line ending in ``action``) unless it is sound."""
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular(path).decode("utf-8")
         except FileNotFoundError:
             return None
         except IsADirectoryError:
             self._problem(path, "a folder stands where the record should be", action)
             return None
-        except (OSError, UnicodeDecodeError) as err:
-            self._problem(path, f"unreadable ({type(err).__name__})", action)
+        except NotRegularFile as err:
+            self._problem(path, f"a {err.kind} stands where the record should be (not read)", action)
             return None
+        except (OSError, UnicodeDecodeError) as err:
+            if isinstance(err, OSError) and err.errno == errno.ELOOP:
+                self._problem(path, "a symbolic link stands where the record should be (not followed)", action)
+            else:
+                self._problem(path, f"unreadable ({type(err).__name__})", action)
+            return None
+        return self._parse(text, path, experiment, action)
+
+    def _parse(self, text: str, path: Path, experiment: str, action: str = "skipped") -> dict | None:
+        """Validate the text of one run file; None (and a problem line) unless it is sound."""
         try:
             document = json.loads(text)
         except json.JSONDecodeError as err:
@@ -380,6 +571,9 @@ class ResultsStore:
             return
         for entry in sorted(runs.iterdir()):
             if entry.name.startswith("."):
+                continue
+            if entry.is_symlink():
+                self._problem(entry, "a symbolic link in the store (not followed)")
                 continue
             if not entry.is_dir():
                 self._problem(entry, "foreign file in the store")

@@ -16,6 +16,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float, Int
 
 from nqf.core.errors import NqfError
+from nqf.core.names import STEPPINGS as STEPPINGS
 from nqf.core.programs import bucket_length, to_device
 from nqf.core.sampling import minibatch_indices
 from nqf.theory.chunked import ChunkedDataMatrices
@@ -138,9 +139,6 @@ def _start_map(data, M0, factor, lr, steps):
     """The checked inputs every M map shares: (F0 (d, d) with F0 F0^T = M0, lr as F0's dtype, steps)."""
     F0 = _initial_factor(data, M0, factor)
     return F0, jnp.asarray(_check_positive("lr", lr), dtype=F0.dtype), _check_steps(steps)
-
-
-STEPPINGS = ("every", "adaptive")
 
 
 def _check_stepping(stepping: str) -> str:

@@ -38,6 +38,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, structure
 from nqf.architectures.structure import BlockFactors, DenseStructure
 from nqf.core.errors import NqfError
+from nqf.core.names import ROUTES as ROUTES
 from nqf.core.programs import bucket_length
 
 # S is p x p: the moments route is offered only while S stays this small (entries).
@@ -47,7 +48,6 @@ MAX_MOMENT_ENTRIES = 2**24  # 128 MiB in float64
 MAX_HELD_STRUCTURE = 2**26
 # Samples per chunk when accumulating moments (the chunk's factors are the working memory).
 DEFAULT_CHUNK = 4096
-ROUTES = ("auto", "moments", "samples")
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ Every prediction knows its own validity:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import jax.numpy as jnp
@@ -49,7 +50,7 @@ from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture
 from nqf.core.cache import ensure_default_cache
-from nqf.core.errors import NqfError
+from nqf.core.errors import NqfError, PrecisionWarning
 from nqf.theory import predict_stages as stage
 from nqf.theory.data_matrices import DataMatrices
 from nqf.theory.lv_maps import momentum_occupations
@@ -100,6 +101,10 @@ def predict(
     init that underflows the working dtype, and (TheoryDoesNotApply) for a unit the
     expansion check rejects unless ``config.allow_inapplicable`` (module docstring).
 
+    Precision: predict computes in JAX's default float, float32 unless ``jax_enable_x64`` is
+    on; in float32 it warns once per process (``nqf.core.errors.PrecisionWarning``): its
+    switch-on steps can differ from float64's by a few percent.
+
     The stages (``nqf.theory.predict_stages``): the gate and the data route; W0 and its
     occupations; the mode basis and the LV system; the stability bound; the M-flow; the LV
     map and flow; the M-flow's switch steps; the closed form; the singular limit; the power
@@ -108,6 +113,8 @@ def predict(
     ensure_default_cache()
     expansion = stage.gate(arch, config)
     dtype = jnp.result_type(float)
+    if dtype == np.float32:
+        _warn_float32_once()
     data, choice = stage.data_route(arch, X, Y, config, data, route_choice, dtype)
     engine, engine_reason = stage.engine_of(data, config)
     # the stages below read ``flow_data``: numpy twins of the moments for the numpy engine
@@ -162,6 +169,24 @@ def predict(
         engine_reason=engine_reason,
     )
     return with_departure(prediction, arch, X, Y, W0, data) if config.departure else prediction
+
+
+FLOAT32_WARNING = (
+    "nqf.predict runs in float32 (JAX's default: jax_enable_x64 is off); switch-on steps can differ "
+    "from float64's by a few percent (the README's staircase: 91, 132, 260, 488 against 93, 136, 256, 491). "
+    "For float64, call jax.config.update('jax_enable_x64', True) before computing anything "
+    "(the nqf command always does; nqf never flips it). Shown once per process."
+)
+_float32_warned = False
+
+
+def _warn_float32_once() -> None:
+    """The PrecisionWarning of a float32 prediction, the first time in this process (the
+    caller of :func:`predict` is the warning's location)."""
+    global _float32_warned
+    if not _float32_warned:
+        _float32_warned = True
+        warnings.warn(FLOAT32_WARNING, PrecisionWarning, stacklevel=3)
 
 
 def with_departure(prediction: Prediction, arch: Architecture, X, Y, W0, data) -> Prediction:

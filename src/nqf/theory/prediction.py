@@ -6,22 +6,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nqf.architectures.expansion import ExpansionReport, report_json
 from nqf.core.errors import NqfError
+from nqf.core.names import ENGINES as ENGINES
+from nqf.core.names import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
+from nqf.core.names import ROUTES as ROUTES
+from nqf.core.names import STEPPINGS as STEPPINGS
 from nqf.theory.flow_base import FlowResult
 from nqf.theory.lotka_volterra import LotkaVolterra
 from nqf.theory.modes import ModeBasis
-from nqf.theory.moments import ROUTES
 from nqf.theory.scaling import PowerLawFit
 from nqf.theory.singular_limit import SingularLimit
 
-PREDICT_OPTIMIZERS = ("gd", "sgd", "momentum")
-STEPPINGS = ("adaptive", "every")
-ENGINES = ("auto", "compiled", "numpy")
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,34 @@ class Prediction:
     def growth_rates(self) -> np.ndarray:
         """r_k = 4 lr c_k of the growing modes."""
         return 4.0 * self.config.lr * self.modes.growth[: self.num_growing]
+
+    def to_dataframes(self) -> dict[str, pd.DataFrame]:
+        """The tables of ``nqf predict --csv DIR`` as pandas DataFrames, ``{"curves", "modes"}``.
+
+        ``"curves"``: columns source, optimizer, seed, step, loss; one row per (source, step),
+        sources ``mflow`` (the M-flow) and ``lv`` (the Lotka-Volterra map), optimizer and seed
+        those of ``config``. ``"modes"``: columns source, optimizer, seed, mode, convention,
+        switch_step, plateau_loss; one row per (source, mode), sources ``mflow``, ``lv``,
+        ``lv_flow``, ``closed_form``, ``singular_limit``, convention ``occupation``. The rows
+        and columns of curves.csv and modes.csv (``nqf.report.curve_tables``, which says what
+        each holds), cells as numbers: NaN where the CSV cell is empty (never switched, not
+        available); ``nqf.core.dataframes`` gives the dtypes. Needs pandas (``pip install
+        'nqf[dataframe]'``): NqfError without it.
+        """
+        from nqf.core.dataframes import require_pandas, tables_frames
+        from nqf.theory.tables import prediction_tables
+
+        require_pandas()
+        return tables_frames(prediction_tables(self))
+
+    def to_dataframe(self, table: str = "curves") -> pd.DataFrame:
+        """One table of :meth:`to_dataframes` as a pandas DataFrame: ``"curves"`` (the
+        default; one row per source and recorded step, long format) or ``"modes"`` (one row
+        per source and mode). NqfError for another name, or without pandas."""
+        from nqf.core.dataframes import check_table
+
+        name = check_table(table)
+        return self.to_dataframes()[name]
 
     def to_json(self) -> dict:
         """The stable JSON form printed by ``nqf predict --json``."""

@@ -31,10 +31,10 @@ import numpy as np
 import optax
 
 from nqf.core.errors import NqfError
+from nqf.core.names import MODELS as MODELS
+from nqf.core.names import OPTIMIZERS as OPTIMIZERS
 from nqf.core.precision import resolve_dtype
 
-OPTIMIZERS = ("gd", "sgd", "momentum", "adam", "muon")
-MODELS = ("network", "quadratic")
 _DEFAULT_BETA = {"momentum": 0.9, "adam": 0.9, "muon": 0.95}
 # A run has diverged once its loss exceeds this multiple of the initial full-data loss.
 DIVERGENCE_FACTOR = 100.0

@@ -14,6 +14,14 @@ from nqf.core.errors import NqfError
 from .points import Point, Resolver, blame, one_line
 from .spec import Spec, SpecError
 
+# the settings besides width and steps that the memory estimate reads
+_MEMORY_SETTINGS = ("loss", "route", "optimizer", "stepping", "optimizers")
+
+
+def _frozen(value):
+    """A setting as a dict key (the optimizers are a list)."""
+    return tuple(value) if isinstance(value, list) else value
+
 
 def _where(spec: Spec, name: str) -> str:
     """The key that sets a setting: its axis, else its [settings] entry."""
@@ -22,20 +30,22 @@ def _where(spec: Spec, name: str) -> str:
     return f"settings.{name}"
 
 
-def check_points(spec: Spec, points: list[Point], resolver: Resolver | None = None) -> None:
-    """The checks that need the data (JAX must be started, float64): per distinct group,
-    the theory gate, the width (mixture of experts), the memory estimate (``nqf.comparison.limits``),
-    and one 1-step prediction per learning rate and flow, which applies ``predict``'s own checks
-    (the learning rate against the stability bound ``nqf.stable_lr_bound``, the init scale
-    against underflow at the group's smallest sigma0, a mode that grows). SpecError, one line
-    per key."""
+def check_points(spec: Spec, points: list[Point], resolver: Resolver | None = None, data: bool = True) -> None:
+    """The checks that need the architectures, per distinct group: the width (mixture of
+    experts) and the memory estimate (``nqf.comparison.limits``); and with ``data`` (JAX started,
+    float64) those that compute: the theory gate and one 1-step prediction per learning rate and
+    flow, which applies ``predict``'s own checks (the learning rate against the stability bound
+    ``nqf.stable_lr_bound``, the init scale against underflow at the group's smallest sigma0, a
+    mode that grows). SpecError, one line per key."""
     resolver = resolver or Resolver()
     problems: dict[str, str] = {}
-    flows = _check_statics(spec, points, resolver, problems)
+    flows = _check_statics(spec, points, resolver, problems, gate=data)
     if problems:
         raise SpecError(list(problems.values()))
+    if not data:
+        return
     for key, group in flows.items():
-        *_, flow, beta, batch, loss = json.loads(key)
+        *_, flow, beta, batch, loss = key
         bound = _stable_bound(spec, group, (flow, beta, batch, loss), resolver, problems)
         if bound is not None:
             _check_learning_rates(flow, group, bound, problems)
@@ -48,30 +58,43 @@ def _note(problems: dict[str, str], key: str, err) -> None:
     problems.setdefault(key, f"spec {key}: {one_line(err)}")
 
 
-def _check_statics(spec: Spec, points: list[Point], resolver: Resolver, problems: dict[str, str]) -> dict[str, list]:
+def _check_statics(
+    spec: Spec, points: list[Point], resolver: Resolver, problems: dict[str, str], gate: bool = True
+) -> dict[tuple, list]:
     """The checks that need no prediction, each once per distinct case: the theory gate (per
-    architecture), the width, the memory estimate (per task, architecture, width and steps).
-    Returns the (point, lr, spec key of lr) of every M-flow, by ``_flow_key``."""
-    gated: set[str] = set()
-    sized: set[str] = set()
-    flows: dict[str, list] = {}
+    architecture; only with ``gate``), the width, the memory estimate (per task, architecture and
+    the settings it reads).
+    Returns the (point, lr, spec key of lr) of every M-flow, by ``_flow_key``. Per point only
+    tuples are compared: the task and architecture of a point's case are named once."""
+    gated: set[tuple] = set()
+    widths: set[tuple] = set()
+    sized: set[tuple] = set()
+    flows: dict[tuple, list] = {}
+    names: dict[str, tuple[str, str]] = {}
     for p in points:
         c, s = p.config, p.config["settings"]
-        task = resolver.task(c["task"], c["task_options"])
-        arch = resolver.arch(c["arch"], c["arch_options"])
-        arch_key = json.dumps([c["arch"], c["arch_options"], s["allow_inapplicable"]], sort_keys=True)
-        if arch_key not in gated:
-            gated.add(arch_key)
-            _check_gate(spec, arch, s, problems)
-        _check_width(spec, arch, s, problems)
-        size_key = json.dumps(
-            [c["task"], c["task_options"], c["arch"], c["arch_options"], s["width"], s["steps"]], sort_keys=True
-        )
+        named = names.get(p.case) if p.case else None
+        if named is None:
+            named = (
+                json.dumps([c["arch"], c["arch_options"]], sort_keys=True),
+                json.dumps([c["task"], c["task_options"], c["arch"], c["arch_options"]], sort_keys=True),
+            )
+            if p.case:
+                names[p.case] = named
+        arch_name, case_name = named
+        if gate and (arch_name, s["allow_inapplicable"]) not in gated:
+            gated.add((arch_name, s["allow_inapplicable"]))
+            _check_gate(spec, resolver.arch(c["arch"], c["arch_options"]), s, problems)
+        if (arch_name, s["width"]) not in widths:
+            widths.add((arch_name, s["width"]))
+            _check_width(spec, resolver.arch(c["arch"], c["arch_options"]), s, problems)
+        size_key = (case_name, s["width"], s["steps"], *(_frozen(s.get(k)) for k in _MEMORY_SETTINGS))
         if size_key not in sized:
             sized.add(size_key)
-            _check_memory(spec, task, arch, s, problems)
+            task = resolver.task(c["task"], c["task_options"])
+            _check_memory(spec, task, resolver.arch(c["arch"], c["arch_options"]), s, problems)
         for flow, lr, lr_key in _flows(spec, s):
-            flows.setdefault(_flow_key(c, flow), []).append((p, lr, lr_key))
+            flows.setdefault(_flow_key(case_name, s, flow), []).append((p, lr, lr_key))
     return flows
 
 
@@ -117,23 +140,10 @@ def _check_memory(spec: Spec, task, arch, s: dict, problems: dict[str, str]) -> 
         _note(problems, blame(str(err), spec, "settings"), err)
 
 
-def _flow_key(c: dict, flow: str) -> str:
-    """What the stability bound depends on: the data, the flow and its momentum, not lr."""
-    s = c["settings"]
-    return json.dumps(
-        [
-            c["task"],
-            c["task_options"],
-            c["arch"],
-            c["arch_options"],
-            s["data_seed"],
-            flow,
-            s.get("beta"),
-            s.get("batch"),
-            s.get("loss", "squared"),
-        ],
-        sort_keys=True,
-    )
+def _flow_key(case_name: str, s: dict, flow: str) -> tuple:
+    """What the stability bound depends on: the data (task, architecture, data seed), the flow and
+    its momentum, minibatch and loss; not lr. The last four entries are the flow's."""
+    return (case_name, s["data_seed"], flow, s.get("beta"), s.get("batch"), s.get("loss", "squared"))
 
 
 def _stable_bound(spec: Spec, group: list, flow_args: tuple, resolver: Resolver, problems: dict[str, str]):

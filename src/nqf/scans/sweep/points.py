@@ -42,6 +42,9 @@ class Point:
     index: int
     values: dict[str, Any]
     config: dict[str, Any]
+    # which task and architecture options the point has (points of one case share them; the
+    # config's task_options and arch_options dicts are shared between them too: read-only)
+    case: str = ""
 
     @property
     def sigma0(self) -> float:
@@ -83,14 +86,34 @@ def axis_assignments(spec: Spec):
 
 def _settings(spec: Spec, values: dict[str, Any]) -> dict[str, Any]:
     """Every setting of the mode: given, axis, or default."""
-    out = {}
-    for name, (_, default) in SETTINGS[spec.mode].items():
-        out[name] = values.get(name, spec.settings.get(name, default))
-    if spec.mode == "compare":
+    return _settings_of(spec)(values)
+
+
+def _settings_of(spec: Spec):
+    """``values -> settings`` for ``spec`` (:func:`_settings`), with what no axis changes worked
+    out once: a point then costs a dict copy and its axis values."""
+    fixed = {name: spec.settings.get(name, default) for name, (_, default) in SETTINGS[spec.mode].items()}
+    varied = tuple(name for name in fixed if name in spec.axes)
+    if spec.mode != "compare":
+
+        def settings(values: dict[str, Any]) -> dict[str, Any]:
+            out = dict(fixed)
+            for name in varied:
+                out[name] = values[name]
+            return out
+
+        return settings
+
+    def compare_settings(values: dict[str, Any]) -> dict[str, Any]:
+        out = dict(fixed)
+        for name in varied:
+            out[name] = values[name]
         out["optimizers"] = list(out["optimizers"])
-        out["learning_rates"] = {o: out.pop(f"lr_{o}") for o in ("sgd", "momentum", "adam", "muon")}
-        out["learning_rates"] = {o: lr for o, lr in out["learning_rates"].items() if lr is not None}
-    return out
+        rates = {o: out.pop(f"lr_{o}") for o in ("sgd", "momentum", "adam", "muon")}
+        out["learning_rates"] = {o: lr for o, lr in rates.items() if lr is not None}
+        return out
+
+    return compare_settings
 
 
 class Resolver:
@@ -133,41 +156,63 @@ def _arch_choice(spec: Spec, task, arch_opts: dict) -> tuple[str, dict]:
 
 def expand(spec: Spec, resolver: Resolver | None = None) -> list[Point]:
     """Every point of the spec (SpecError naming the axis or key when a task or an architecture
-    cannot be built from a point's options)."""
+    cannot be built from a point's options).
+
+    The task and the architecture are built once per distinct combination of their options
+    (``case``), not once per point: a 10^5-point grid over settings builds one of each."""
     resolver = resolver or Resolver()
     digest = file_digest(spec.data_file) if spec.data_file is not None else None
     points: list[Point] = []
     problems: dict[str, str] = {}
+    cases: dict[tuple, tuple[tuple[dict, str, dict], str] | None] = {}
+    settings_of = _settings_of(spec)
+    case_axes = tuple(k for k in spec.axes if k.startswith(("task.", "arch.")))
     for index, values in enumerate(axis_assignments(spec)):
-        task_opts = {**spec.task_options, **{k[5:]: v for k, v in values.items() if k.startswith("task.")}}
-        arch_opts = {**spec.arch_options, **{k[5:]: v for k, v in values.items() if k.startswith("arch.")}}
-        try:
-            task = resolver.task(spec.task, task_opts)
-        except (NqfError, TypeError, ValueError) as err:
-            key = blame(str(err), spec, "task")
-            problems.setdefault(key, f"spec {key}: {one_line(err)}")
+        case_values = tuple(repr(values[k]) for k in case_axes)
+        if case_values not in cases:
+            built = _case(spec, values, resolver, problems)
+            cases[case_values] = (
+                None if built is None else (built, repr(list(zip(case_axes, case_values, strict=True))))
+            )
+        case = cases[case_values]
+        if case is None:
             continue
-        arch_name, arch_options = _arch_choice(spec, task, arch_opts)
-        try:
-            arch = resolver.arch(arch_name, arch_options)
-        except (NqfError, TypeError, ValueError) as err:
-            key = blame(str(err), spec, "arch")
-            problems.setdefault(key, f"spec {key}: {one_line(err)}")
-            continue
+        (task_options, arch_name, arch_options), case_name = case
         config = {
             "mode": spec.mode,
             "task": spec.task,
-            "task_options": _plain(task.options()),
+            "task_options": task_options,
             "arch": arch_name,
-            "arch_options": _plain(dict(arch.options)),
-            "settings": _settings(spec, values),
+            "arch_options": arch_options,
+            "settings": settings_of(values),
         }
         if digest is not None:
             config["data_sha256"] = digest
-        points.append(Point(index, dict(values), config))
+        points.append(Point(index, values, config, case=case_name))
     if problems:
         raise SpecError(list(problems.values()))
     return points
+
+
+def _case(spec: Spec, values: dict[str, Any], resolver: Resolver, problems: dict[str, str]):
+    """(task options, architecture name, architecture options) of a point, as plain data, or None
+    when the task or the architecture cannot be built (the problem noted under its spec key)."""
+    task_opts = {**spec.task_options, **{k[5:]: v for k, v in values.items() if k.startswith("task.")}}
+    arch_opts = {**spec.arch_options, **{k[5:]: v for k, v in values.items() if k.startswith("arch.")}}
+    try:
+        task = resolver.task(spec.task, task_opts)
+    except (NqfError, TypeError, ValueError) as err:
+        key = blame(str(err), spec, "task")
+        problems.setdefault(key, f"spec {key}: {one_line(err)}")
+        return None
+    arch_name, arch_options = _arch_choice(spec, task, arch_opts)
+    try:
+        arch = resolver.arch(arch_name, arch_options)
+    except (NqfError, TypeError, ValueError) as err:
+        key = blame(str(err), spec, "arch")
+        problems.setdefault(key, f"spec {key}: {one_line(err)}")
+        return None
+    return _plain(task.options()), arch_name, _plain(dict(arch.options))
 
 
 def one_line(err) -> str:
@@ -193,9 +238,13 @@ def blame(message: str, spec: Spec, owner: str) -> str:
     return candidates[0] if candidates else (owner + ".name" if owner != "settings" else "settings")
 
 
-def group_key(config: dict) -> str:
-    """What a batch shares: the config without the traced values (sigma0, seed)."""
+def group_key(point: Point) -> str:
+    """What a batch shares: the config without the traced values (sigma0, seed). Points of one
+    case differ only in their settings, so only those are written out per point."""
+    config = point.config
     settings = {k: v for k, v in config["settings"].items() if k not in TRACED}
+    if point.case:
+        return point.case + repr(sorted(settings.items())) + repr(config.get("data_sha256"))
     return json.dumps({**config, "settings": settings}, sort_keys=True)
 
 
@@ -211,7 +260,7 @@ def make_batches(points: list[Point], batch_size: int) -> list[list[Point]]:
         raise NqfError(f"batch size must be a positive integer, got {batch_size}")
     groups: dict[str, list[Point]] = {}
     for p in points:
-        groups.setdefault(group_key(p.config), []).append(p)
+        groups.setdefault(group_key(p), []).append(p)
     batches: list[list[Point]] = []
     for members in groups.values():
         rows: dict[float, list[Point]] = {}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nqf.comparison.limits import check_output_folder_path
 from nqf.core.errors import NqfError
 
 from .checks import check_points
@@ -53,20 +54,17 @@ class SweepResult:
     def count(self, state: str) -> int:
         return sum(1 for s in self.states.values() if s == state)
 
+    def to_dataframe(self) -> Any:
+        """The sweep's table as a ``pandas.DataFrame``: ``table`` (points.parquet, or points.csv
+        without pyarrow) as :func:`run_sweep` wrote it, one row per point and mode (one row
+        for a failed point), the columns of ``nqf.scans.sweep.table`` in its order. Missing
+        numbers (never switched, not applicable, a failed point's) are NaN / None; ``error``
+        is text, empty for a point with a record. Needs pandas (``pip install
+        'nqf[dataframe]'``): NqfError without it, or before the table is written.
+        """
+        from nqf.core.dataframes import points_frame
 
-def _check_folder(option: str, path: Path) -> None:
-    """NqfError unless ``path`` is a folder, or can be made one (creates nothing)."""
-    probe = path
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe != path and not probe.is_dir():
-        raise NqfError(f"{option} {path}: {probe} is not a folder")
-    if path.exists() and not path.is_dir():
-        raise NqfError(f"{option} {path} exists and is not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise NqfError(f"{option} {path}: cannot write in {probe} (permission denied)")
+        return points_frame(self.table)
 
 
 def plan_sweep(
@@ -76,30 +74,47 @@ def plan_sweep(
     batch_size: int | None = None,
     jobs: int = 1,
     force: bool = False,
+    check_data: bool = True,
 ) -> SweepPlan:
     """Everything before the work: the checked spec, its points, which are stored, the batches.
 
     Raises SpecError (one line per problem) or NqfError; computes nothing, writes nothing.
-    JAX must be started (float64) by the caller.
+    JAX must be started (float64) by the caller. ``check_data=False`` (a dry run) leaves out
+    the checks that compute (:func:`check_points`: the theory gate's probes, and the stability
+    bound, which draws the data and runs a prediction); the plan is the same.
     """
     spec = load_spec(spec_path)
     out = Path(out)
     store_root = Path(store) if store is not None else out / "store"
-    _check_folder("--out", out)
-    _check_folder("--store", store_root)
+    check_output_folder_path("--out", out)
+    check_output_folder_path("--store", store_root)
     if batch_size is not None and batch_size < 1:
         raise NqfError(f"--batch-size must be a positive integer, got {batch_size}")
     resolver = Resolver()
     points = expand(spec, resolver)
-    check_points(spec, points, resolver)
+    check_points(spec, points, resolver, data=check_data)
     from nqf.store.results import ResultsStore
 
     results = ResultsStore(store_root)
     experiment = EXPERIMENT[spec.mode]
-    stored = set() if force else {p.index for p in points if results.get(experiment, RUN, p.config) is not None}
+    stored = set() if force or not _has_records(store_root, experiment) else _stored(results, experiment, points)
     todo = [p for p in points if p.index not in stored]
     size = batch_size or spec.batch_size or default_batch_size(len(todo), jobs)
     return SweepPlan(spec, points, stored, make_batches(todo, size), size, store_root, results.version)
+
+
+def _has_records(store_root: Path, experiment: str) -> bool:
+    """Whether the store's folder of ``experiment`` holds any record (keys are only computed then)."""
+    try:
+        with os.scandir(store_root / "runs" / experiment) as entries:
+            return any(e.name.endswith(".json") for e in entries)
+    except OSError:  # no such folder yet
+        return False
+
+
+def _stored(results, experiment: str, points: list[Point]) -> set[int]:
+    """The indices of the points whose record the store holds (and that read back sound)."""
+    return {p.index for p in points if results.get(experiment, RUN, p.config) is not None}
 
 
 def describe_plan(plan: SweepPlan) -> str:

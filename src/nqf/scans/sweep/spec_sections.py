@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nqf.comparison.limits import shown_path
 from nqf.core.errors import NqfError
 
 from .spec_values import MODES, SETTINGS, SWEEP_KEYS, TOP_KEYS, check_setting, is_int, option_value
@@ -113,9 +114,16 @@ def read_task(table: dict, path: Path, problems: Problems) -> tuple[Owner, Path 
         if not given:
             problems.bad("task.path", 'the npz task needs path = "FILE.npz" (relative to the spec)')
         else:
-            data_file = (path.parent / given).resolve()
-            if not data_file.is_file():
-                problems.bad("task.path", f"no such file {data_file}")
+            try:
+                data_file = (path.parent / given).resolve()
+                found = data_file.is_file()
+            except (OSError, ValueError, TypeError) as err:  # a name too long for the OS, a NUL byte
+                problems.bad(
+                    "task.path", f"cannot use {shown_path(str(given))}: {getattr(err, 'strerror', None) or err}"
+                )
+                return task, None
+            if not found:
+                problems.bad("task.path", f"no such file {shown_path(data_file)}")
             task.options["path"] = str(data_file)
     return task, data_file
 

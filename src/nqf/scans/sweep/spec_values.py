@@ -11,11 +11,10 @@ import math
 from typing import Any
 
 # re-exported for the spec readers: the library's lists and limits, not copies
-from nqf.comparison.config import COMPARE_OPTIMIZERS as COMPARE_OPTIMIZERS
 from nqf.comparison.limits import MAX_SEED as MAX_SEED
 from nqf.comparison.limits import MAX_STEPS as MAX_STEPS
-from nqf.theory.moments import ROUTES
-from nqf.theory.prediction import PREDICT_OPTIMIZERS, STEPPINGS
+from nqf.core.names import LOSSES, PREDICT_OPTIMIZERS, ROUTES, STEPPINGS
+from nqf.core.names import OPTIMIZERS as COMPARE_OPTIMIZERS
 
 MODES = ("compare", "predict")
 TOP_KEYS = ("sweep", "task", "arch", "settings", "axes", "figures")
@@ -56,7 +55,7 @@ SETTINGS: dict[str, dict[str, tuple[str, Any]]] = {
 }
 CHOICES = {  # the library's own lists: a new optimizer or route is a sweep setting at once
     "optimizer": PREDICT_OPTIMIZERS,
-    "loss": ("squared", "cross_entropy"),
+    "loss": LOSSES,
     "route": ROUTES,
     "stepping": STEPPINGS,
 }
@@ -177,7 +176,10 @@ def _range_axis(args: Any) -> tuple[list, str]:
     step = args[2] if len(args) == 3 else 1
     if step == 0:
         return [], "range step must not be 0"
-    values = list(range(args[0], args[1], step))
+    span = range(args[0], args[1], step)
+    if len(span) > MAX_POINTS:  # counted before a value is made: a sweep has at most MAX_POINTS points
+        return [], f"{len(span)} values; a sweep has at most {MAX_POINTS} points"
+    values = list(span)
     return values, "" if values else "empty axis"
 
 
@@ -188,6 +190,8 @@ def _spaced_axis(kind: str, args: Any) -> tuple[list, str]:
     a, b, n = float(args[0]), float(args[1]), args[2]
     if n < 1:
         return [], "empty axis"
+    if n > MAX_POINTS:
+        return [], f"{n} values; a sweep has at most {MAX_POINTS} points"
     if not (math.isfinite(a) and math.isfinite(b)):
         return [], f"{kind} bounds must be finite"
     import numpy as np

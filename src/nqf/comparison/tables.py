@@ -1,0 +1,46 @@
+"""The rows of the tidy tables of a comparison (``nqf compare --csv DIR``, ``Comparison.to_dataframes``).
+
+The tables, their columns and what each row holds: ``nqf.report.curve_tables`` (which
+writes them as CSV); the cells and the rows of each prediction: ``nqf.theory.tables``.
+"""
+
+from __future__ import annotations
+
+from nqf.theory.tables import CURVE_COLUMNS, MODE_COLUMNS, curve_rows, mode_rows, overlay_rows, prediction_mode_rows
+
+
+def comparison_tables(comparison, overlay=None, overlay_flow: str = "gd", overlay_seed=None):
+    """{"curves.csv", "modes.csv"}: (columns, rows) of ``nqf compare`` (``nqf.report.curve_tables``);
+    the overlay's M-flow rows are labelled with ``overlay_flow`` and ``overlay_seed``."""
+    curves: list[tuple] = []
+    for entry in comparison.all_loss_curves():
+        for seed, loss in zip(entry["seeds"], entry["loss"], strict=True):
+            curves += curve_rows(entry["source"], entry["optimizer"], int(seed), entry["steps"], loss)
+    modes: list[tuple] = []
+    seeds = [int(s) for s in comparison.seeds]
+    for opt in comparison.network:
+        for j, seed in enumerate(seeds):
+            modes += mode_rows(
+                "network",
+                opt,
+                seed,
+                "occupation",
+                comparison.network_switch[opt][j],
+                comparison.plateau_network[opt][j],
+            )
+            modes += mode_rows("network", opt, seed, "own_occupation", comparison.network_switch_own[opt][j])
+    if comparison.quadratic_switch is not None:
+        for j, seed in enumerate(seeds):
+            modes += mode_rows(
+                "quadratic", "gd", seed, "occupation", comparison.quadratic_switch[j], comparison.plateau_quadratic[j]
+            )
+            modes += mode_rows("quadratic", "gd", seed, "own_occupation", comparison.quadratic_switch_own[j])
+    for flow, preds in comparison.predictions.items():
+        for seed, p in zip(seeds, preds, strict=True):
+            modes += prediction_mode_rows(p, flow, seed)
+    if overlay is not None:
+        seed = seeds[0] if overlay_seed is None else overlay_seed
+        extra_curves, extra_modes = overlay_rows(overlay, overlay_flow, seed)
+        curves += extra_curves
+        modes += extra_modes
+    return {"curves.csv": (CURVE_COLUMNS, curves), "modes.csv": (MODE_COLUMNS, modes)}

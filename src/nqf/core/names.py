@@ -1,0 +1,22 @@
+"""The names a user may pass for a choice (optimizers, routes, steppings, engines, models, losses),
+in one JAX-free place.
+
+The library's modules re-export these tuples, and the command line and the sweep spec check their
+arguments against them before JAX is imported, so a bad name costs no startup and a new name
+needs one edit.
+"""
+
+from __future__ import annotations
+
+# optimizers nqf.train runs; the M-flow (theory) exists for the first three
+OPTIMIZERS = ("gd", "sgd", "momentum", "adam", "muon")
+PREDICT_OPTIMIZERS = ("gd", "sgd", "momentum")
+# what the M-flow is driven by: the moments of the data, the samples, or the cheaper of the two
+ROUTES = ("auto", "moments", "samples")
+# the M map every step, or exact steps where M moves and jumps across plateaus
+STEPPINGS = ("adaptive", "every")
+# where the stages after the data matrices run (nqf.theory.host_flow)
+ENGINES = ("auto", "compiled", "numpy")
+# what nqf.train trains: the network, or its quadratic model (closed on M)
+MODELS = ("network", "quadratic")
+LOSSES = ("squared", "cross_entropy")
