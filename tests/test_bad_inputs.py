@@ -566,6 +566,10 @@ case("predict-unit-nan-at-zero", with_option(PREDICT, "--arch", None) + ["--unit
 case("predict-unit-generator-exit", with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "generator_exit"])
 case("structure-unit-generator-exit-at-import", ["structure", "--unit", "{D}/unit_generator_exit.py:perceptron"])
 
+# the departure's memory, estimated before anything runs (about 320 GiB at width 2,000,000)
+case("predict-departure-too-wide", with_option(PREDICT, "--width", "2000000") + ["--departure"])
+case("compare-departure-too-wide", with_option(COMPARE, "--width", "2000000") + ["--departure"])
+
 # output paths: too long for the OS, one path for two outputs
 LONG = "L" * 300
 case("predict-plot-name-too-long", PREDICT + ["--plot", "{C}/" + LONG + ".png"])
@@ -816,17 +820,20 @@ def test_bad_input_console_script(name, inputs, tmp_path):
     assert snapshot(cwd) == before
 
 
-def test_interrupt_prints_one_line_and_exits_130(tmp_path):
-    """Ctrl-C during a long comparison: ``interrupted: ...``, exit 130, no traceback, no file."""
+@pytest.mark.parametrize("after", [4.0, 15.0])
+def test_interrupt_prints_one_line_and_exits_130(after, tmp_path):
+    """Ctrl-C during a long comparison: ``interrupted: ...``, exit 130, no traceback, no file;
+    after 4 s (start-up, compiling) and after 15 s (inside the compiled training loop of about
+    3 min, where the main thread cannot run a Python handler: the watcher thread answers)."""
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     args = COMPARE[:-1] + ["2000000", "--plot", str(cwd / "x.png")]
     proc = subprocess.Popen(
         [_console_script(), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    time.sleep(6.0)  # past the start-up, inside JAX
+    time.sleep(after)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=60)  # the run itself would take minutes
     lines = [line for line in err.splitlines() if not line.startswith("note: ")]
     assert proc.returncode == 130, (proc.returncode, err)
     assert lines == ["interrupted: nothing was written"], err

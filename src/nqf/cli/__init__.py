@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     outputs are written at the end (atomically), so nothing was written.
     """
     interrupted: list[bool] = []
-    previous = _watch_interrupt(interrupted)
+    previous = _watch_interrupt(interrupted, stuck_exit=argv is None)
     code: str | int | None  # SystemExit.code: an exit status or a message
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -112,10 +112,17 @@ def _repeated_option(argv: list[str]) -> str | None:
     return None
 
 
-def _watch_interrupt(interrupted: list[bool]):
+def _watch_interrupt(interrupted: list[bool], stuck_exit: bool = False):
     """Note Ctrl-C in ``interrupted`` (typer turns KeyboardInterrupt into a bare exit 130 when not
     standalone); returns the previous handler, or None when the handler was left alone (another
-    thread, or a handler someone else installed)."""
+    thread, or a handler someone else installed).
+
+    A Python signal handler runs only when the main thread runs Python, and a compiled training
+    loop can keep it in XLA for minutes. With ``stuck_exit`` (the console script) a watcher
+    thread hears the signal through :func:`signal.set_wakeup_fd`; when this module's handler is
+    still the one installed and has not run within ``STUCK_GRACE_S``, it prints the interrupt
+    line and leaves at once (exit 130): outputs are written at the end, atomically, so nothing
+    is half-written. Commands with handlers of their own (``reproduce``) are left to them."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -129,7 +136,47 @@ def _watch_interrupt(interrupted: list[bool]):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_interrupt)
+    if stuck_exit:
+        _watch_stuck_main_thread(interrupted, on_interrupt)
     return previous
+
+
+STUCK_GRACE_S = 1.5
+
+
+def _watch_stuck_main_thread(interrupted: list[bool], handler) -> None:
+    """The watcher of :func:`_watch_interrupt` (a daemon thread reading a wakeup pipe)."""
+    import threading
+    import time
+
+    try:
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    except (OSError, ValueError):  # no pipes, or another wakeup fd in use: plain Ctrl-C only
+        return
+
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(read_end, 64)
+            except OSError:
+                return
+            if not data:
+                return
+            if signal.SIGINT not in data or signal.getsignal(signal.SIGINT) is not handler:
+                continue
+            deadline = time.monotonic() + STUCK_GRACE_S
+            while time.monotonic() < deadline and not interrupted:
+                time.sleep(0.05)
+            if not interrupted:  # the main thread is inside compiled code and cannot hear it
+                try:
+                    sys.stderr.write("interrupted: nothing was written\n")
+                    sys.stderr.flush()
+                finally:
+                    os._exit(130)
+
+    threading.Thread(target=watch, name="nqf-interrupt-watch", daemon=True).start()
 
 
 def _run(argv: list[str] | None) -> int | None:

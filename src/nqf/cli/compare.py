@@ -43,7 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nqf.cli.app import app, start_jax
-from nqf.comparison.limits import MAX_STEPS, check_compare, check_seed
+from nqf.comparison.limits import MAX_STEPS, check_compare, check_departure, check_seed, task_samples
 from nqf.core.errors import NqfError
 
 from ._options import parse_factory_options
@@ -238,6 +238,12 @@ def run_compare_command(args: CompareArgs) -> None:
         the_task, architecture = resolve_task_and_unit(args.task, args.unit, list(args.extra))
     else:
         the_task, architecture = resolve_task_and_arch(args.task, args.arch, list(args.extra))
+    if args.departure:  # one departure per M-flow and seed, after the training: its memory and time
+        flows = tuple(config.flows)
+        check_departure(
+            architecture, task_samples(the_task), args.width, args.steps, "squared", "auto", flows[0],
+            runs=len(flows) * args.seeds,
+        )  # fmt: skip
     check_compare(the_task, architecture, args.width, args.steps, args.seeds, chosen)
     comparison = compare(the_task, architecture, config)
     result = comparison.to_json()

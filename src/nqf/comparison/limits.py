@@ -360,8 +360,12 @@ def departure_cost(arch, samples: int, width: int, steps: int, corrections: bool
     return held + max(curve, maps + matrices), seconds, path
 
 
-def check_departure(arch, samples: int, width: int, steps: int, loss: str, route: str, optimizer: str = "gd") -> None:
-    """Refuse a departure (``predict --departure``) that cannot fit with its prediction; announce a long one."""
+def check_departure(
+    arch, samples: int, width: int, steps: int, loss: str, route: str, optimizer: str = "gd", runs: int = 1
+) -> None:
+    """Refuse a departure (``predict --departure``) that cannot fit with its prediction; announce a long one.
+    ``runs``: how many departures the command computes one after another (``compare``: one per
+    M-flow and seed); the memory is one's, the time all of theirs."""
     minibatches = optimizer == "sgd"
     flow_bytes, flow_flops = flow_cost(arch, samples, loss, route, minibatches)
     nbytes, seconds, path = departure_cost(arch, samples, width, steps, corrections=optimizer in ("gd", "momentum"))
@@ -374,5 +378,6 @@ def check_departure(arch, samples: int, width: int, steps: int, loss: str, route
     )
     # the quadratic path is run step by step (the curve's weights and the corrections' start)
     seconds += 2.0 * steps * (flow_flops / FLOPS_PER_SECOND + SECONDS_PER_STEP)
+    seconds *= max(1, int(runs))
     maps = "" if path == "none" else f"; the unlearned rows' maps {path.replace('_', '-')}, d n = {arch.dim * width}"
     announce(f"departure (--departure{maps})", seconds, bound=True)
