@@ -335,8 +335,11 @@ def test_cli_refuses_bad_output_folders_in_one_line_before_computing(tmp_path):
     markers = tmp_path / "markers"
     (tmp_path / "file").write_text("x")
     cases = [
-        (["reproduce", "--out", "/proc/nqf-test"], "error: output folder /proc/nqf-test cannot be written"),
-        (["reproduce", "--out", str(tmp_path / "file")], f"error: output folder {tmp_path / 'file'} is a file"),
+        (["reproduce", "--out", "/proc/nqf-test"], "error: --out /proc/nqf-test: cannot be written"),
+        (
+            ["reproduce", "--out", str(tmp_path / "file")],
+            f"error: --out {tmp_path / 'file'} exists and is not a folder",
+        ),
         (["report", "--out", str(tmp_path / "none")], f"error: {tmp_path / 'none' / 'manifest.json'} does not exist"),
     ]
     for args, expected in cases:

@@ -173,7 +173,7 @@ def _check_output_folder_path(option: str, path: Path) -> Path:
             os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".nqf-probe-"))
         except OSError as err:
             raise NqfError(
-                f"{option} {shown_path(path)}: cannot write in {shown_path(probe)} ({err.strerror})"
+                f"{option} {shown_path(path)}: cannot be written ({err.strerror} in {shown_path(probe)})"
             ) from None
     return path
 
