@@ -35,10 +35,12 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(TEST_ARGS)
 
-# The developer's loop: everything but the tests that start processes or run the tutorial
-# (the `slow` marker, tests/conftest.py). `make test` stays the full contract CI runs.
+# The developer's loop: everything but the tests that start processes, run the tutorial or are
+# the heaviest equivalences (the `slow` marker, tests/conftest.py), one pytest-xdist worker per
+# core (FAST_WORKERS=1 for one process). `make test` stays the full contract CI runs.
+FAST_WORKERS ?= auto
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" $(TEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow" -n $(FAST_WORKERS) $(TEST_ARGS)
 
 # All three run; the target fails if any of them found something. One line a finding
 # (`.venv/bin/ruff check src tests` / `ruff format --diff src tests` show the full context).

@@ -74,6 +74,7 @@ def test_gap_of_tanh_grows_and_matches_numpy():
     assert d.network_loss[-1] > d.quadratic_loss[-1]
 
 
+@pytest.mark.slow  # heavy for the dev loop (make test-fast); CI runs it
 def test_exactly_quadratic_unit_has_no_departure():
     """mlp-fixed with z^2/2 is its own quadratic form: gap ~ 0, corrected steps = the M-flow's."""
     arch = mlp_fixed(inputs=8, activation="square")

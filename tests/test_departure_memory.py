@@ -63,6 +63,7 @@ def test_every_path_gives_the_dense_numbers(model, construction, optimizer):
             assert np.isnan(other.lowest)  # no matrix, no curvature
 
 
+@pytest.mark.slow  # heavy for the dev loop (make test-fast); CI runs it
 def test_corrections_the_same_on_the_dense_and_the_chunked_path(monkeypatch):
     """The whole corrected switch-on steps with every map dense (a budget they all fit) and
     every map pushed one direction at a time (a budget of one byte): the same steps, orders,

@@ -261,6 +261,7 @@ def _flow_switch_system():
     return lvm.LotkaVolterra(c, K, np.full(8, 1e-12), 0.05, 7.125)
 
 
+@pytest.mark.slow  # heavy for the dev loop (make test-fast); CI runs it
 def test_flow_switch_times_equal_the_solver_path():
     """The one-program LV flow switch times equal ``switch_times(solve_lv(...))`` exactly; the
     numpy route (the default for this size) agrees to the solver's tolerance (rtol 1e-8 on ln m:

@@ -176,6 +176,7 @@ def test_momentum_map_equals_optax_sgd_momentum(name):
     assert rel(momentum_map(data, M0, lr, 0.0, 10).M, gd_map(data, M0, lr, 10).M) <= 1e-12
 
 
+@pytest.mark.slow  # heavy for the dev loop (make test-fast); CI runs it
 def test_continuous_flow_is_the_small_lr_limit_of_gd():
     """At fixed lr * t the GD map differs from the flow by O(lr): fitted order 1 +- 0.15."""
     arch = small_arch("mlp")
@@ -270,6 +271,7 @@ def test_stable_lr_bound_whitened_two_layer_network():
     assert not np.all(np.isfinite(above.final)) or (rel(above.final, end) > 1e-2 and above.loss[-1] > 1e-2)
 
 
+@pytest.mark.slow  # heavy for the dev loop (make test-fast); CI runs it
 def test_maps_accept_population_data_matrices():
     """The population closed form drives the same maps; samples whose empirical covariance
     equals Sigma exactly have the same data matrices, hence the same trajectories."""

@@ -82,6 +82,7 @@ SHARDED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # heavy for the dev loop (make test-fast); CI runs it
 def test_several_devices_shard_the_points_and_agree_with_the_loop():
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
     done = subprocess.run([sys.executable, "-c", SHARDED], env=env, capture_output=True, text=True, timeout=300)

@@ -126,6 +126,7 @@ def _traces_of(call) -> int:
     return _trace_count() - before
 
 
+@pytest.mark.slow  # heavy for the dev loop (make test-fast); CI runs it
 def test_static_settings_compile_again_traced_values_do_not():
     _clear_compiled()
     arch = STAIRCASE.architecture()
