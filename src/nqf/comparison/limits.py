@@ -41,7 +41,10 @@ when its estimate exceeds half of the memory available now (``psutil``).
 
 Time estimates (printed on stderr, ``note: ...``, when above ~10 s) are rough on
 purpose: about 2e9 flops a second on the CPU plus ~1 microsecond a step (measured
-for small problems on a 2-core machine). The departure's corrections: per plateau (up to
+for small problems on a 2-core machine); training through a declared readout (matrix
+products) about 1.5e10, plus ~2 s of compilation a run: within 2x of `compare`'s wall time
+at 4000-100000 steps on the staircase; a lower bound ("at least") for other units.
+The departure's corrections: per plateau (up to
 min(K, d / 2) of them) the maps' matrices, d n directions each, about N n (180 K + 20)
 flops a direction over the four maps (measured: the quadratic model's ``linearised`` map
 ~100 K), their steps ((d n)^2 a step, eight runs over the horizon), and ~10 s of compiling.
@@ -64,6 +67,11 @@ MAX_STEPS = 2**31 - 1
 BYTES = 8  # float64
 FLOPS_PER_SECOND = 2e9
 SECONDS_PER_STEP = 1e-6
+# nqf.train of a unit with a declared readout runs as matrix products: measured about 1.5e10 to
+# 3e10 flops a second on the 2-core machine (staircase, width 64, 4000-100000 steps); plus its
+# compilation, about 2 s a run (each optimizer, the quadratic model)
+MATMUL_FLOPS_PER_SECOND = 1.5e10
+COMPILE_SECONDS_PER_RUN = 2.0
 ANNOUNCE_AFTER_S = 10.0
 # What the process holds besides its arrays (Python, JAX, XLA's CPU client and the compiled
 # programs): the peak RSS of a small ``nqf predict`` (iris, staircase: 0.27-0.29 GiB), and what the
@@ -216,8 +224,9 @@ def check_memory(what: str, needed: float, advice: str) -> None:
         )
 
 
-def announce(what: str, seconds: float, bound: bool = False) -> None:
-    """One ``note:`` line on stderr when a run will take long (a rough estimate; ``bound``: at most)."""
+def announce(what: str, seconds: float, bound: bool = False, at_least: bool = False) -> None:
+    """One ``note:`` line on stderr when a run will take long (a rough estimate; ``bound``: at
+    most; ``at_least``: a lower bound, where the cost model is not calibrated)."""
     if seconds > ANNOUNCE_AFTER_S:
         if seconds < 120:
             span = f"{seconds:.0f} s"
@@ -226,7 +235,8 @@ def announce(what: str, seconds: float, bound: bool = False) -> None:
         else:
             span = f"{seconds / 3600:.1f} h"
         print(
-            f"note: {what}: {'up to ' if bound else ''}roughly {span} (rough estimate; interrupt with Ctrl-C)",
+            f"note: {what}: {'up to ' if bound else 'at least ' if at_least else ''}roughly {span} "
+            "(rough estimate; interrupt with Ctrl-C)",
             file=sys.stderr,
             flush=True,
         )
@@ -322,11 +332,19 @@ def check_compare(task, arch, width: int, steps: int, seeds: int, optimizers: tu
     )
     runs = len(optimizers) + 1  # each optimizer and the quadratic model
     train_flops = 6.0 * N * d * width * seeds * runs
+    # calibrated (within 2x of the measured time) for perceptron-like units on the matrix-product
+    # path: a vector input, a declared readout, no gate; for other units (attention over tokens,
+    # convolutions, experts) a unit costs more than its parameter count says: a lower bound
+    calibrated = arch.readout is not None and arch.router is None and len(arch.input_shape) == 1
     flows = len(set(optimizers) | {"gd"})
-    seconds = steps * (
-        (train_flops + flows * seeds * flow_flops) / FLOPS_PER_SECOND + (runs + flows) * SECONDS_PER_STEP
+    seconds = runs * COMPILE_SECONDS_PER_RUN + steps * (
+        train_flops / MATMUL_FLOPS_PER_SECOND
+        + flows * seeds * flow_flops / FLOPS_PER_SECOND
+        + (runs + flows) * SECONDS_PER_STEP
     )
-    announce(f"training {steps} steps x {runs} run(s) x {seeds} seed(s) on {N} samples", seconds)
+    announce(
+        f"training {steps} steps x {runs} run(s) x {seeds} seed(s) on {N} samples", seconds, at_least=not calibrated
+    )
 
 
 def departure_cost(arch, samples: int, width: int, steps: int, corrections: bool = True) -> tuple[float, float, str]:
