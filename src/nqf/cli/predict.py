@@ -27,8 +27,10 @@ M-flow's (``nqf.comparison.curves``). Files are written at the end, each atomica
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -266,10 +268,33 @@ def run_prediction(args: PredictArgs):
     samples = (np.asarray(X, dtype=np.float64), Y) if args.departure else (None, None)
     del X, Y
     X_kept, Y_kept = samples
-    prediction = run_predict(
-        architecture, X_kept, Y_kept, config, W0=W0, data=data_route[0], route_choice=data_route[1]
-    )
+    with _departure_bar(args.departure):
+        prediction = run_predict(
+            architecture, X_kept, Y_kept, config, W0=W0, data=data_route[0], route_choice=data_route[1]
+        )
     return prediction, architecture, label
+
+
+@contextlib.contextmanager
+def _departure_bar(departure: bool):
+    """A progress bar on a terminal's stderr for ``--departure``'s corrections (minutes on real
+    data), fed by the library's progress reports (``nqf.core.progress``); nothing otherwise."""
+    if not departure or not sys.stderr.isatty():
+        yield
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from nqf.core.progress import progress_to
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("departure", total=None)
+
+        def update(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total)
+
+        with progress_to(update):
+            yield
 
 
 def load_problem(args: PredictArgs):

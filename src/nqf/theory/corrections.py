@@ -20,6 +20,7 @@ from jaxtyping import ArrayLike, Float, Real
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
 from nqf.core.measure import switch_steps
+from nqf.core.progress import report
 from nqf.theory.departure_path import DEFAULT_SAMPLES, _inputs, path_weights
 from nqf.theory.departure_plateaus import _UnlearnedMap, plateau_state
 
@@ -186,7 +187,9 @@ def _restart_rows(s: _Setting, states: dict, seg_start: int, new_start: int) -> 
     return rows
 
 
-def _corrected_switches(s: _Setting, construction: str, plateau: dict | None, curvature: dict | None) -> dict:
+def _corrected_switches(
+    s: _Setting, construction: str, plateau: dict | None, curvature: dict | None, on_segment=lambda: None
+) -> dict:
     """{mode: corrected switch step} of one construction, in the order found (the first mode: T_1).
 
     Segment by segment (:func:`_run_segment`, :func:`_next_switch`) until every mode is
@@ -204,6 +207,7 @@ def _corrected_switches(s: _Setting, construction: str, plateau: dict | None, cu
     while not learned.all():
         newest = list(switched)[-1]  # the mode learned last (insertion order: ties in time are possible)
         occ, states, found = _run_segment(s, construction, learned, newest, B, rows, seg_start)
+        on_segment()
         if plateau is not None and curvature is not None and newest < s.g:
             for model, (value, lowest) in found.items():
                 plateau[model][newest] = value
@@ -278,11 +282,21 @@ def corrected_switch_steps(
     if not np.isfinite(mflow).any():
         return out_steps, out_order, plateau, curvature, ("no mode switches on in the M-flow: nothing to correct",)
     setting = _setting(arch, prediction, Xs, Ys, W0, data, mflow)
+    # progress: one plateau segment at a time, at most one per growing mode and construction
+    total, done = len(constructions) * max(g, 1), [0]
+    stage = "departure: network-corrected switch-on steps (plateaus)"
+
+    def segment_done() -> None:
+        done[0] += 1
+        report(stage, done[0], max(total, done[0]))
+
+    report(stage, 0, total)
     for construction in constructions:
         recorded = (plateau, curvature) if construction == constructions[0] else (None, None)
-        switched = _corrected_switches(setting, construction, *recorded)
+        switched = _corrected_switches(setting, construction, recorded[0], recorded[1], on_segment=segment_done)
         for k, t in switched.items():
             if k < g:
                 out_steps[construction][k] = t
         out_order[construction] = [k for k, _ in sorted(switched.items(), key=lambda kv: kv[1]) if k < g]
+    report(stage, total, total)
     return out_steps, out_order, plateau, curvature, tuple(_saddle_notes(out_order[constructions[0]], curvature))
