@@ -388,7 +388,8 @@ def _assemble_shared(layout, lefts, pairs, cross_parts, p, dtype):
         for j in range(i + 1):
             tj = layout[j]
             # S[(a, b), (c, e)] = sum_{k, r, s} l_i[k, r, a] l_j[k, s, c] E[r_i[k, r, b] r_j[k, s, e]]
-            block = np.einsum("kra,ksc,krsbe->abce", lefts[i], lefts[j], pairs[i][j]).reshape(ti.size, tj.size)
+            block = np.einsum("kra,ksc,krsbe->abce", lefts[i], lefts[j], pairs[i][j], optimize=True)
+            block = block.reshape(ti.size, tj.size)
             S[ti.offset : ti.offset + ti.size, tj.offset : tj.offset + tj.size] = block
             if j != i:
                 S[tj.offset : tj.offset + tj.size, ti.offset : ti.offset + ti.size] = block.T
