@@ -13,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-from nqf.comparison.limits import check_output_path, shown_path
+from nqf.comparison.limits import check_output_path, one_line_path_errors
 from nqf.core.errors import NqfError
 
 TABLE_FILES = ("curves.csv", "modes.csv")
@@ -25,13 +25,7 @@ def check_output_folder(option: str, folder: Path, names: tuple[str, ...] = TABL
     An existing ``folder`` must be a writable folder whose ``names`` can be replaced; a
     new one needs a writable parent folder (it is made when the tables are written).
     """
-    try:
-        return _check_output_folder(option, folder, names)
-    except NqfError:
-        raise
-    except (OSError, ValueError) as err:  # a name too long for the OS, a NUL byte
-        reason = getattr(err, "strerror", None) or str(err)
-        raise NqfError(f"{option} {shown_path(folder)}: {reason}") from None
+    return one_line_path_errors(option, folder, lambda opt, path: _check_output_folder(opt, path, names))
 
 
 def _check_output_folder(option: str, folder: Path, names: tuple[str, ...]) -> Path:

@@ -99,11 +99,17 @@ def check_output_path(option: str, path: Path) -> Path:
     empty temporary file, removed at once (pseudo file systems such as /proc refuse it).
     A name the OS cannot take (too long, a NUL byte) is one line too.
     """
+    return one_line_path_errors(option, Path(path), _check_output_path)
+
+
+def one_line_path_errors(option: str, path: Path, check) -> Path:
+    """``check(option, path)``, with what the OS says of an impossible name (ENAMETOOLONG from
+    stat, "embedded null byte") as one NqfError line naming ``option``."""
     try:
-        return _check_output_path(option, Path(path))
+        return check(option, path)
     except NqfError:
         raise
-    except (OSError, ValueError) as err:  # ENAMETOOLONG and friends from stat, "embedded null byte"
+    except (OSError, ValueError) as err:
         reason = getattr(err, "strerror", None) or str(err)
         raise NqfError(f"{option} {shown_path(path)}: {reason}") from None
 
@@ -147,13 +153,7 @@ def check_output_folder_path(option: str, path: Path) -> Path:
     """NqfError unless ``path`` is a writable folder, or can be made one; creates nothing that
     stays (as root, which ``os.access`` answers yes for, a temporary folder is made in the
     nearest existing folder and removed at once: pseudo file systems such as /proc refuse it)."""
-    try:
-        return _check_output_folder_path(option, Path(path))
-    except NqfError:
-        raise
-    except (OSError, ValueError) as err:  # ENAMETOOLONG and friends from stat, "embedded null byte"
-        reason = getattr(err, "strerror", None) or str(err)
-        raise NqfError(f"{option} {shown_path(path)}: {reason}") from None
+    return one_line_path_errors(option, Path(path), _check_output_folder_path)
 
 
 def _check_output_folder_path(option: str, path: Path) -> Path:
@@ -168,8 +168,9 @@ def _check_output_folder_path(option: str, path: Path) -> Path:
         raise NqfError(f"{option} {shown_path(path)} exists and is not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise NqfError(f"{option} {shown_path(path)}: cannot write in {shown_path(probe)} (permission denied)")
+    longest = _name_max(probe)
     for part in path.parts:
-        if len(part.encode()) > _name_max(probe):
+        if len(part.encode()) > longest:
             raise NqfError(f"{option} {shown_path(path)}: a folder name is longer than the file system allows")
     try:
         if os.statvfs(probe).f_flag & os.ST_RDONLY:
