@@ -1,10 +1,11 @@
 # Two commands are the contract: `make test` and `make demo`.
 # Both create .venv when it is missing (a fresh machine has only python3) and install into it
 # exactly the versions pinned in uv.lock: the project (editable) with every extra
-# (test, flax, ray, slurm, parquet, check). The install reruns when pyproject.toml or uv.lock changes.
+# (test, flax, ray, slurm, parquet, check, docs). The install reruns when pyproject.toml or uv.lock changes.
 #   make lock         refresh uv.lock after editing pyproject.toml (keeps the other pins)
 #   make lock-upgrade move every pin to the newest release that pyproject.toml allows
 #   make check        ruff lint, ruff format --check, mypy on src/
+#   make docs         the documentation site (mkdocs.yml) in build/site, warnings as errors
 #   make test-latest  the suite on the newest allowed releases, in build/venv-latest (not run by CI;
 #                     PYTHON=python3.12 there to reach the releases that need a newer Python, e.g. jax 0.12)
 #   make test-fast    the suite without the tests that start processes (the `slow` marker): the dev loop
@@ -21,7 +22,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_PYTHON_DOWNLOADS := never
 export UV_NO_PROGRESS := 1
 
-.PHONY: test test-fast demo bench venv check lock lock-upgrade test-latest clean
+.PHONY: test test-fast demo bench venv check docs lock lock-upgrade test-latest clean
 
 $(STAMP): pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +51,15 @@ check: $(STAMP)
 	echo '+ ruff format --check src tests'; $(BIN)/ruff format --check --output-format concise src tests || rc=1; \
 	echo '+ mypy (src/nqf, config in pyproject.toml)'; $(BIN)/mypy || rc=1; \
 	exit $$rc
+
+# The documentation site (mkdocs.yml) into build/site. --strict: any warning fails the build (a
+# broken internal link or anchor, a page missing from the nav, a docstring griffe cannot read);
+# external links are not checked. The API reference comes from the docstrings, the CLI page from
+# every command's --help (docs/hooks/). First, docs/tutorial.ipynb must be the conversion of
+# docs/tutorial.md (regenerate it with `$(BIN)/python docs/tutorial_notebook.py`).
+docs: $(STAMP)
+	$(BIN)/python docs/tutorial_notebook.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 demo: $(STAMP)
 	$(BIN)/nqf reproduce --quick --out results

@@ -13,6 +13,9 @@ compiled (``jax.monitoring``'s backend-compile events).
 and seed (no recompilation wanted); and a third process, with the cache the first one left,
 on a data set of another size (the staircase with 200 samples instead of 256).
 
+``theory_grid``: 1000 predictions (10 lr x 100 sigma0) through ``nqf.predict_grid`` against one
+cold ``predict``, and ``nqf sweep`` over 100 predict points against one cold ``nqf predict``.
+
 ``cli_cold``: ``nqf predict`` on iris through the console script with an empty cache,
 against the independent numpy loop for the same steps (process wall times).
 
@@ -262,9 +265,143 @@ def cli_cold(quick: bool, repeats: int) -> Outcome:
     )
 
 
-BENCHMARKS = {"first_call": first_call, "cli_cold": cli_cold}
+# theory_grid: 10 learning rates x 100 init scales on the five lines' staircase (one cold process)
+GRID_LRS = [0.01 + 0.005 * i for i in range(10)]  # 0.01 ... 0.055, all below the bound 0.0625
+GRID_SIGMA0S = np.geomspace(1e-8, 1e-3, 100).tolist()
+GRID_TARGET = 3.0  # 1000 predictions through predict_grid / one cold predict
+SWEEP_TARGET = 5.0  # nqf sweep, 100 predict points / one cold nqf predict
+LOOP_POINTS = 100  # the same predictions as a loop of predict calls, timed on this many
+
+_GRID = """
+X, Y = load("staircase")
+arch = arch_for(X, Y)
+settings, lrs, sigma0s, loop = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])
+config = nqf.PredictConfig(**settings)
+before = list(compiled)
+t = time.perf_counter()
+grid = nqf.predict_grid(arch, X, Y, config, lrs=lrs, sigma0s=sigma0s)
+call = time.perf_counter() - t
+programs = compiled[0] - before[0]
+cpu_grid = cpu()
+# the same predictions as a loop of predict calls (warm: the grid's process compiled what they share)
+points = [(i, j) for i in range(len(lrs)) for j in range(len(sigma0s))][:: max(1, len(lrs) * len(sigma0s) // loop)][:loop]
+t = time.perf_counter()
+worst = 0
+for i, j in points:
+    p = nqf.predict(arch, X, Y, nqf.PredictConfig(**dict(settings, lr=lrs[i], sigma0=sigma0s[j])))
+    a, b = p.mflow_switch_steps, grid.mflow_switch_steps[i, j, 0]
+    worst = max(worst, int(np.sum(~((a == b) | (np.isnan(a) & np.isnan(b))))))
+loop_s = time.perf_counter() - t
+print(json.dumps({"import_s": t_import, "call_s": call, "programs": programs, "cpu_s": cpu_grid,
+                  "loop_s": loop_s, "loop_points": len(points), "mismatched_switch_steps": worst,
+                  "points": int(grid.mflow_switch_steps[..., 0].size)}))
+"""
+_GRID_SCRIPT = textwrap.dedent(_PRELUDE) + textwrap.dedent(_GRID)
+
+_SWEEP_SPEC = """
+[sweep]
+mode = "predict"
+[task]
+name = "staircase"
+[settings]
+width = {width}
+steps = {steps}
+[axes]
+sigma0 = {{logspace = [-8, -3, 10]}}
+lr = {lrs}
+"""
+
+
+def _process(command: list[str], env: dict) -> tuple[float, float]:
+    """(wall s, CPU s of the process and its children) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:3])} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def theory_grid(quick: bool, repeats: int) -> Outcome:
+    """1000 predictions (10 lr x 100 sigma0, the five lines' staircase) through ``nqf.predict_grid``
+    in a fresh process against one cold ``predict`` in another; and ``nqf sweep`` in predict mode
+    over 100 points (10 lr x 10 sigma0) against one cold ``nqf predict``, both whole processes
+    with empty caches."""
+    rows, summary, targets = [], {}, {}
+    with tempfile.TemporaryDirectory(prefix="nqf-bench-grid-") as tmp:
+        tmp = Path(tmp)
+        one, one_wall, one_cpu = _child(_PREDICT_SCRIPT, ["staircase", json.dumps(STAIRCASE)], _env(tmp / "one"))
+        grid, grid_wall, grid_cpu = _child(
+            _GRID_SCRIPT,
+            [json.dumps(STAIRCASE), json.dumps(GRID_LRS), json.dumps(GRID_SIGMA0S), str(LOOP_POINTS)],
+            _env(tmp / "grid"),
+        )
+        ratio = grid["call_s"] / one["call_s"]
+        per_point_loop = grid["loop_s"] / grid["loop_points"]
+        rows += [
+            {"run": "one predict (first call)", "points": 1, "call_s": one["call_s"], "programs": one["programs"],
+             "process_s": one_wall, "process_cpu_s": one_cpu},
+            {"run": "predict_grid, 10 lr x 100 sigma0 (first call)", "points": grid["points"],
+             "call_s": grid["call_s"], "programs": grid["programs"], "process_s": grid_wall,
+             "process_cpu_s": grid_cpu, "ratio_to_one": ratio},
+            {"run": f"a loop of predict, {grid['loop_points']} of the grid's points (warm)",
+             "points": grid["loop_points"], "call_s": grid["loop_s"], "per_point_s": per_point_loop},
+        ]
+        summary.update(grid_over_one=ratio, grid_points=grid["points"], grid_s=grid["call_s"],
+                       grid_per_point_s=grid["call_s"] / grid["points"], loop_per_point_s=per_point_loop,
+                       mismatched_switch_steps=grid["mismatched_switch_steps"])
+        targets[f"1000 predictions through predict_grid <= {GRID_TARGET:g} x one cold predict"] = ratio <= GRID_TARGET
+        targets["the grid's M-flow switch steps equal predict's at the looped points"] = (
+            grid["mismatched_switch_steps"] == 0
+        )
+
+        # the command line: nqf sweep (100 points) against nqf predict (one), whole processes, empty caches
+        staircase = tmp / "staircase.npz"
+        import nqf
+
+        X, Y = nqf.get_task("staircase").generate(0)
+        np.savez(staircase, X=np.asarray(X), Y=np.asarray(Y))
+        spec = tmp / "grid100.toml"
+        spec.write_text(_SWEEP_SPEC.format(width=STAIRCASE["width"], steps=STAIRCASE["steps"],
+                                           lrs=json.dumps(GRID_LRS)))
+        predict_args = ["--arch", "mlp", "--width", str(STAIRCASE["width"]), "--lr", str(STAIRCASE["lr"]),
+                        "--steps", str(STAIRCASE["steps"]), "--sigma0", str(STAIRCASE["sigma0"])]
+        cli_wall, cli_cpu = _process([str(NQF), "predict", "--data", str(staircase), *predict_args],
+                                     _env(tmp / "cli-cache"))
+        sweep_wall, sweep_cpu = _process([str(NQF), "sweep", str(spec), "--out", str(tmp / "sweep-out")],
+                                         _env(tmp / "sweep-cache"))
+        sweep_ratio = sweep_wall / cli_wall
+        rows += [
+            {"run": "nqf predict (process, empty cache)", "points": 1, "process_s": cli_wall,
+             "process_cpu_s": cli_cpu},
+            {"run": "nqf sweep, 10 lr x 10 sigma0, predict mode (process, empty cache)", "points": 100,
+             "process_s": sweep_wall, "process_cpu_s": sweep_cpu, "ratio_to_one": sweep_ratio},
+        ]
+        summary.update(sweep_over_predict=sweep_ratio, sweep_cpu_over_predict_cpu=sweep_cpu / cli_cpu)
+        targets[f"nqf sweep, 100 predict points <= {SWEEP_TARGET:g} x one cold nqf predict"] = (
+            sweep_ratio <= SWEEP_TARGET
+        )
+    return Outcome(
+        params={"staircase": STAIRCASE, "lrs": GRID_LRS, "sigma0s": "logspace(-8, -3, 100)",
+                "sweep": "lr x sigma0 = 10 x logspace(-8, -3, 10)", "JAX_PLATFORMS": "cpu", "float": "float64"},
+        rows=rows,
+        summary=summary,
+        targets=targets,
+        notes=[
+            "each process starts with an empty NQF_CACHE_DIR; call_s is the call alone (after `import jax, numpy, "
+            "nqf`), process_s / process_cpu_s the whole process with its workers",
+            "the loop of predict runs in the grid's process after it (warm): what a Python loop would cost a point",
+        ],
+    )
+
+
+BENCHMARKS = {"first_call": first_call, "cli_cold": cli_cold, "theory_grid": theory_grid}
 COLUMNS = {
     "first_call": ["case", "run", "call_s", "import_s", "programs", "compile_s", "process_s", "process_cpu_s",
                    "ratio_to_train", "ratio_to_numpy", "ratio_to_first"],
     "cli_cold": ["run", "wall_s", "cpu_s", "loop_s"],
+    "theory_grid": ["run", "points", "call_s", "programs", "per_point_s", "process_s", "process_cpu_s",
+                    "ratio_to_one"],
 }

@@ -136,7 +136,7 @@ def mflow_vs_training(quick: bool, repeats: int) -> Outcome:
 
 
 def _partner_system(s: np.ndarray, m0: float, lr: float) -> LotkaVolterra:
-    """THEORY.md section 3 worked case: q_k+- = (u_k, +-v_k)/sqrt2, c = +-s_k/2, and
+    """docs/theory.md section 3 worked case: q_k+- = (u_k, +-v_k)/sqrt2, c = +-s_k/2, and
     K[P_k+] = (P_k+ - P_k-)/4, so each pair has K = [[1/4, -1/4], [-1/4, 1/4]]."""
     r = s.size
     c = np.concatenate([s / 2, -s / 2])

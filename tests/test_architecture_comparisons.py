@@ -3,7 +3,7 @@
 One ``compare`` (GD, float64, sigma0 = 1e-6, seed 0) per case with tiny data and horizons,
 shared by the tests: the perceptron with trainable and with fixed readout, softmax
 attention (4 tokens of dimension 4, dk = 2, dv = 1), merged linear attention on in-context
-regression (D = 3, N = 15, Lambda = (3, 2, 1)/10, 1000 prompts; E5 itself uses THEORY.md's
+regression (D = 3, N = 15, Lambda = (3, 2, 1)/10, 1000 prompts; E5 itself uses docs/theory.md's
 D = 4, N = 31), the mixture of experts with E = 2 and 4, circular convolution with L = 8
 (its cos/sin pairs exercise the degenerate mode groups). The sizes keep the LV systems
 at 8 or 16 modes, so the compiled solvers are shared across cases. Each test checks the claims

@@ -1,6 +1,6 @@
 """Built-in architectures: closed-form A(x) against autodiff, block-factor contractions,
 the order of the quadratic expansion, symmetries, and architecture-specific claims
-of THEORY.md section 1.
+of docs/theory.md section 1.
 
 Every per-variant quantity is computed once by one jitted function (``_report``), so
 each variant compiles once; the tests read from that cache.
@@ -183,7 +183,7 @@ def test_quadratic_model_error_shrinks_like_eps_cubed(variant):
 
 
 def test_top_k_remainder_does_not_shrink():
-    """Top-k routing is not smooth at w = 0: the remainder stays O(eps^2) (THEORY.md section 1)."""
+    """Top-k routing is not smooth at w = 0: the remainder stays O(eps^2) (docs/theory.md section 1)."""
     r = _report("moe-topk")
     ratio = np.max(np.abs(r["net"] - r["quad_model"]), axis=(1, 2)) / EPSILONS**2
     assert ratio[-1] > 0.5 * ratio[0] > 0
@@ -368,7 +368,7 @@ def test_conv_circular_global_sees_only_the_sum():
 
 def test_conv_position_readout_full_kernel_is_circular_hankel_with_fourier_spectrum():
     """s = L, circular, per-position readout: 2/sigma'(0) A[a_p, k_j] = x_{(p+j) mod L},
-    whose singular values are |fft(x)| (THEORY.md section 1)."""
+    whose singular values are |fft(x)| (docs/theory.md section 1)."""
     L = 8
     arch = get_architecture("conv1d", length=L, kernel=L, readout="position", activation="sin")
     x = np.random.default_rng(9).normal(size=L)

@@ -41,7 +41,7 @@ def test_equivariant_optimizers_close_on_m(optimizer, extra):
 
 def test_adam_does_not_close_on_m():
     # Per-coordinate scaling is not equivariant: the defect is O(1) from the first update
-    # (measured 0.84 at step 0; M defect 0.35 over 600 steps, THEORY.md: 0.38).
+    # (measured 0.84 at step 0; M defect 0.35 over 600 steps, docs/theory.md: 0.38).
     result = closure_diagnostic(ARCH, X, Y, quadratic_config("adam", lr=1e-3, steps=100))
     assert result.update_defect[0] > 1e-2
     assert result.m_defect[1] > 1e-2
@@ -59,7 +59,7 @@ def test_muon_is_equivariant_per_step_and_closes_through_the_switch_ons():
 
 
 def test_network_is_not_rotation_symmetric():
-    # the rotation is no symmetry of the tanh network (THEORY.md: 0.08); GD itself is equivariant
+    # the rotation is no symmetry of the tanh network (docs/theory.md: 0.08); GD itself is equivariant
     config = quadratic_config("gd", model="network", steps=200)
     result = closure_diagnostic(ARCH, X, Y, config)
     assert result.max_update_defect < 1e-10

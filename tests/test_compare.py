@@ -1,4 +1,4 @@
-"""nqf.compare: the network, the quadratic model and the theory side by side (THEORY.md section 5).
+"""nqf.compare: the network, the quadratic model and the theory side by side (docs/theory.md section 5).
 
 One comparison on the staircase defaults (K = 4, D = 8, s = 3, 2, 1, 0.5, whitened;
 n = 32, lr 0.05, sigma0 1e-6, 600 steps, seed 0) with GD, momentum 0.9 and Adam
@@ -43,7 +43,7 @@ def test_quadratic_model_reproduces_the_mflow(staircase):
     assert np.all(np.isfinite(mflow))
     np.testing.assert_array_equal(staircase.quadratic_switch, mflow)
     assert_allclose(staircase.quadratic.loss[0, 0], np.asarray(staircase.prediction.flow.loss), rtol=0, atol=1e-8)
-    # the Lotka-Volterra map agrees to a step (THEORY.md section 3; measured 93,136,256,490 vs 491)
+    # the Lotka-Volterra map agrees to a step (docs/theory.md section 3; measured 93,136,256,490 vs 491)
     assert np.max(np.abs(staircase.predicted["lv"] - mflow)) <= 1
     assert staircase.relative_errors()["quadratic"].tolist() == [0.0] * 4
 
@@ -66,7 +66,7 @@ def test_tanh_network_first_modes_follow_the_mflow(staircase):
 
 
 def test_own_threshold_lags_because_the_network_overshoots(staircase):
-    """The tanh network's final occupations (step 600) exceed the theory's m_k* (THEORY.md
+    """The tanh network's final occupations (step 600) exceed the theory's m_k* (docs/theory.md
     section 5), so timing at half its own final occupation reads later than at the theory's
     threshold (measured 96, 140, 244, 368 against 94, 138, 240, 363)."""
     sweep = staircase.network["gd"]
@@ -101,7 +101,7 @@ def test_plateau_loss_is_read_at_the_log_midpoint():
 
 def test_optimizers_against_their_flows_and_closure(staircase):
     """Momentum is compared with the momentum M-flow, Adam only with the GD reference (marked).
-    Closure on the quadratic model (THEORY.md section 2): GD and momentum to rounding
+    Closure on the quadratic model (docs/theory.md section 2): GD and momentum to rounding
     (measured 2e-14, 2e-15), Adam not (measured 0.35)."""
     assert staircase.reference_only == ("adam",)
     np.testing.assert_array_equal(staircase.flow_switch["adam"], staircase.predicted["mflow"])

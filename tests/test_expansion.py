@@ -1,4 +1,4 @@
-"""The expansion check (THEORY.md section 1) against what the Taylor series of each unit predicts.
+"""The expansion check (docs/theory.md section 1) against what the Taylor series of each unit predicts.
 
 Remainder orders follow from the unit's series at w = 0 (|w| = eps):
 - a sigma(v.x) with sigma''(0) != 0 (gelu, silu): cubic remainder a sigma''(0)/2 (v.x)^2, order 1;

@@ -36,7 +36,7 @@ TINY = [
 
 
 def test_modes_thresholds_match_the_staircase_closed_forms():
-    # c_k = s_k / 2, K = I/4 on the growing modes, m_k* = c_k / K_kk = 2 s_k (THEORY.md section 3)
+    # c_k = s_k / 2, K = I/4 on the growing modes, m_k* = c_k / K_kk = 2 s_k (docs/theory.md section 3)
     config = OptimizersConfig(singular_values=(3.0, 2.0), inputs=4, outputs=2, samples=32, sigma0s=(1e-2, 1e-6, 1e-10))
     _, _, _, Q, c, K, m_star, closed_c = _setup(_task_dict(config))
     assert Q.shape == (6, 2)

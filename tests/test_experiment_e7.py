@@ -2,7 +2,7 @@
 
 The tiny config takes 200 of the digits and 300 steps (every mode switches on by step
 ~260 at lr 0.25). Closed forms it is checked against: for the tanh perceptron (tanh'(0) = 1)
-C = E[y A(x)] has eigenvalues +-s_k/2, s_k the singular values of E[y x^T] (THEORY.md
+C = E[y A(x)] has eigenvalues +-s_k/2, s_k the singular values of E[y x^T] (docs/theory.md
 section 3), and the quadratic model is the M-flow to the step (section 2).
 """
 

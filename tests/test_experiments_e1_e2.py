@@ -1,7 +1,7 @@
 """E1 (staircase) and E2 (init sweep): runs, claims and figures on tiny configs.
 
 The tiny configs use sigma0 >= 1e-4 and a few hundred steps, where the staircase's
-switch-on steps are known (THEORY.md section 3: quadratic model = M-flow, to the step;
+switch-on steps are known (docs/theory.md section 3: quadratic model = M-flow, to the step;
 slopes 1/ln(1 + 2 lr c_k) with c_k = s_k / 2). Both experiments share the task and the
 horizon so that ``predict`` compiles once.
 """
@@ -66,7 +66,7 @@ def test_e1_claims(e1_result):
     # at sigma0 = 1e-3 the float64 gap between the quadratic model and the M-flow is ~1e-10
     assert loss.measured is not None and loss.measured <= 1e-8
     switch = e1_result.data["switch"]
-    # the quadratic model is the M-flow, to the step (closed form of THEORY.md section 2)
+    # the quadratic model is the M-flow, to the step (closed form of docs/theory.md section 2)
     assert_allclose(switch["quadratic model"], switch["M-flow"], rtol=0, atol=0)
     # mode 1 of the tanh network is the quadratic model's at leading order
     network = _claims(e1_result, "tanh network's mode 1")[0]

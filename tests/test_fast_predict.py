@@ -173,7 +173,7 @@ def test_lv_map_records_equal_every_step(optimizer):
     (1e-10 relative) and the same switch-on steps."""
     from nqf.theory.lotka_volterra import LotkaVolterra, fixed_point, gd_occupations
     from nqf.theory.lv_maps import lv_map_records
-    from nqf.theory.predict import _record_steps, first_crossing, momentum_occupations
+    from nqf.theory.predict import first_crossing, momentum_occupations, record_steps
 
     s = np.array([3.0, 2.0, 1.0, 0.5])
     c = np.concatenate([s / 2, -s / 2])  # growing modes and their decaying partners
@@ -182,7 +182,7 @@ def test_lv_map_records_equal_every_step(optimizer):
     system = LotkaVolterra(c, K, np.full(8, 1e-20), lr, 7.125)
     thresholds = 0.5 * fixed_point(system)[:4]
     steps = 60000
-    record = _record_steps(steps)
+    record = record_steps(steps)
     occ, switch, stats = lv_map_records(system, steps, record, thresholds, optimizer=optimizer, beta=0.9)
     full = gd_occupations(system, steps) if optimizer == "gd" else momentum_occupations(system, 0.9, steps)
     np.testing.assert_array_equal(switch, first_crossing(np.arange(steps + 1), full[:, :4], thresholds))

@@ -30,7 +30,7 @@ from nqf.theory.lv_solve import solve_lv, switch_times
 from tests.conftest import assert_allclose
 
 LR = 0.05
-S = np.array([3.0, 2.0, 1.0, 0.5])  # THEORY.md worked case: c = s/2, K = I/4
+S = np.array([3.0, 2.0, 1.0, 0.5])  # docs/theory.md worked case: c = s/2, K = I/4
 
 
 def staircase(sigma0):
@@ -176,7 +176,7 @@ def test_competition_equilibrium_and_errors():
 
 def test_gd_map_escape_slope():
     """Switch step of the exact GD map moves by 1/ln(1 + 2 lr c) per unit ln(1/sigma0)."""
-    c = 1.5  # 2 lr c = 0.15, THEORY.md: 1/ln(1.15) = 7.16 (measured 7.17 on a tanh network)
+    c = 1.5  # 2 lr c = 0.15, docs/theory.md: 1/ln(1.15) = 7.16 (measured 7.17 on a tanh network)
     assert_allclose(switch_slope_gd(c, LR), 1 / math.log(1.15), rtol=1e-14)
     assert switch_slope_gd(c, LR) == pytest.approx(7.155, abs=1e-3)
     assert switch_slope_continuous(c, LR) == pytest.approx(6.667, abs=1e-3)  # 7% off
@@ -192,7 +192,7 @@ def test_gd_map_escape_slope():
 def test_momentum_escape_slope():
     """Heavy-ball: per-step growth z from the quadratic vs direct iteration of the linearised update."""
     c, beta = 1.5, 0.9
-    # THEORY.md: the slope per unit ln(1/m0) is 1/(2 ln z) = 1.445; lr/(1 - beta) would give 0.55
+    # docs/theory.md: the slope per unit ln(1/m0) is 1/(2 ln z) = 1.445; lr/(1 - beta) would give 0.55
     assert switch_slope_momentum(c, LR, beta) / 2 == pytest.approx(1.445, abs=2e-3)
 
     def steps_to_grow(sigma0):

@@ -134,7 +134,7 @@ def test_momentum_lv_map_equals_momentum_mflow_on_diagonal_data(staircase):
 def test_switch_steps_follow_the_staircase_and_vanishing_init_limit(staircase):
     arch, X, Y = staircase
     p = predict(arch, X, Y, PredictConfig(width=32, lr=0.05, steps=800, sigma0=1e-6))
-    # THEORY.md section 5 measured the quadratic model at 93, 138, 258, 488 (one seed);
+    # docs/theory.md section 5 measured the quadratic model at 93, 138, 258, 488 (one seed);
     # the exact M-map with this seed's init:
     assert list(p.mflow_switch_steps[:2]) == [93.0, 136.0]
     # modes switch in order of growth, and the singular-limit order is the same

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import base64
+import html
+import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +18,7 @@ import pytest
 from nqf.core.errors import NqfError
 from nqf.experiments import Experiment, ExperimentResult, build_config, load_config_file, parse_overrides
 from nqf.experiments._base import ExperimentOutcome, RunStatus
-from nqf.report import axis_label, build_report, curve, new_figure, save_figure, setup_axes
+from nqf.report import SavedFigure, axis_label, build_report, curve, new_figure, save_figure, setup_axes
 from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim, Tolerance, judge
 from tests._toy_experiments import ToyConfig, make_registry
 
@@ -191,7 +194,7 @@ def _outcomes_and_figures(tmp_path):
     return [done, missing], figures
 
 
-def test_report_is_self_contained_and_opens_with_the_claims_table(tmp_path):
+def test_report_is_self_contained_summary_first_then_the_claims(tmp_path):
     outcomes, figures = _outcomes_and_figures(tmp_path)
     path = build_report(
         tmp_path, outcomes, figures, ["runs/E1/x.json: not valid JSON; skipped"], mode="quick", version="0.1.0"
@@ -201,9 +204,16 @@ def test_report_is_self_contained_and_opens_with_the_claims_table(tmp_path):
     assert not re.search(r"(?i)(https?:|file:)//", text) and 'src="file' not in text
     assert "<script" not in text and "<link" not in text
     sources = re.findall(r'<img src="([^"]*)"', text)
-    assert len(sources) == 1 and all(s.startswith("data:image/png;base64,") for s in sources)
-    assert base64.b64decode(sources[0].split(",", 1)[1]) == figures["E1"][0].png.read_bytes()
+    assert all(s.startswith("data:image/png;base64,") for s in sources)
+    # E1's one figure, in its section, and a thumbnail of it on its summary card
+    shown = re.findall(r'<figure[^>]*><img src="([^"]*)"', text)
+    assert len(shown) == 1 and base64.b64decode(shown[0].split(",", 1)[1]) == figures["E1"][0].png.read_bytes()
+    thumbs = re.findall(r'<a class="thumb" href="#exp-E1"><img src="([^"]*)"', text)
+    assert len(thumbs) == 1 and len(sources) == 2
+    thumb = base64.b64decode(thumbs[0].split(",", 1)[1])
+    assert thumb.startswith(b"\x89PNG") and len(thumb) < len(figures["E1"][0].png.read_bytes())
     claims_at, first_section = text.index('<section id="claims">'), text.index('<section id="exp-E1">')
+    assert text.index('<section id="summary">') < claims_at < first_section
     assert claims_at < first_section and text.index("<table>") < first_section
     for column in ("Claim", "What was measured", "Predicted", "Measured", "Tolerance", "Verdict"):
         assert f"<th>{column}</th>" in text
@@ -212,6 +222,120 @@ def test_report_is_self_contained_and_opens_with_the_claims_table(tmp_path):
     assert "a &lt;deliberately&gt; wrong prediction &amp; more" in text and "Second &lt;b&gt;" in text
     assert "runs missing from the store: adam" in text and "not valid JSON; skipped" in text
     assert "94 steps" in text and "no shared eigenbasis" in text
+
+    # The summary: a card per experiment with its counts; the contents link every section.
+    summary = text[text.index('<section id="summary">') : claims_at]
+    for name in ("E1", "E2"):
+        assert f'id="summary-{name}"' in summary and f'<li><a href="#exp-{name}">{name} · ' in summary
+    card_e1 = summary[summary.index('id="summary-E1"') : summary.index('id="summary-E2"')]
+    assert "✓ 1 confirmed" in card_e1 and "✗ 1 not confirmed" in card_e1 and "– 1 not applicable" in card_e1
+    assert "No result: 1 run(s) missing or failed." in summary
+    assert '<a href="#store-problems">1 problem(s) met while building the report</a>' in text
+    # Claims folded per experiment, closed, their counts on the summary line.
+    groups = re.findall(r"<details([^>]*)><summary>(.*?)</summary>", text[claims_at:first_section])
+    assert [attrs for attrs, _ in groups] == [
+        ' class="claims-group" id="claims-E1"',
+        ' class="claims-group" id="claims-E2"',
+    ]
+    assert "3 claims:" in groups[0][1] and "✗ 1 not confirmed" in groups[0][1]
+    assert "1 claim:" in groups[1][1] and '<span class="confirmed zero">✓ 0 confirmed</span>' in groups[1][1]
+
+
+def _outcome(name: str, text: str) -> ExperimentOutcome:
+    result = ExperimentResult((Claim("a claim", "a number", 1.0, 1.0, Tolerance("absolute", 0.1)),), text=text)
+    return ExperimentOutcome(name, f"title of {name}", "", {}, (RunStatus("r", "d" * 64, "stored"),), result)
+
+
+def test_long_not_confirmed_explanations_fold_after_their_first_sentence(tmp_path):
+    why = "The curves change there by 0.38% per step; the network settles more slowly than its model. " * 3
+    text = (
+        "Plateau losses per group.\n\n"
+        "Lead-in of the list. Not confirmed: mode 2's plateau equals the M-flow's (0.6977 against 0.6243). "
+        + why
+        + "Not confirmed: E = 2. Short first sentence. "
+        + why
+        + "Not confirmed: mode 3 is late (12 against 10). Only a short reason."
+    )
+    page = build_report(tmp_path, [_outcome("E5", text)], {}, [], mode="quick", version="0").read_text()
+    section = page[page.index('<section id="exp-E5">') :]
+    assert "<p>Plateau losses per group.</p><p>Lead-in of the list.</p>" in section
+    items = re.findall(r"<li>(.*?)</li>", section[section.index('<ul class="not-confirmed">') :])
+    assert len(items) == 3
+    # the first sentence shows, the long rest is folded
+    assert items[0].startswith(
+        '<details class="why"><summary><b>Not confirmed:</b> mode 2&#x27;s plateau equals the M-flow&#x27;s '
+        "(0.6977 against 0.6243).</summary><p>The curves change there"
+    )
+    # a short first sentence shows with the second
+    assert items[1].startswith(
+        '<details class="why"><summary><b>Not confirmed:</b> E = 2. Short first sentence.</summary>'
+    )
+    # a short explanation is not folded at all
+    assert items[2] == "<b>Not confirmed:</b> mode 3 is late (12 against 10). Only a short reason."
+    phrase = why.split(";")[0]
+    assert section.count(phrase) == text.count(phrase) == 6  # nothing is lost: every explanation is in the page
+
+
+def _png(path: Path, width: int, height: int, dpi: float | None = 150.0) -> Path:
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (width, height), "white")
+    ImageDraw.Draw(image).line([(0, height - 1), (width - 1, 0)], fill="#0072B2", width=5)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path, format="PNG", **({"dpi": (dpi, dpi)} if dpi else {}))
+    return path
+
+
+def test_figures_are_capped_by_their_panel_count(tmp_path):
+    """The max width comes from the PNG's width in inches, a panel being about 5 in: CSS only, PNGs untouched."""
+    figure_dir = tmp_path / "figures"
+    sizes = {
+        "one": (1050, 660, 150),
+        "one_100dpi": (700, 440, 100),
+        "one_no_dpi": (1050, 660, None),  # save_figure's 150 dpi assumed
+        "two": (1650, 630, 150),
+        "three": (2640, 1170, 150),
+    }
+    figures = []
+    for stem, (width, height, dpi) in sizes.items():
+        png = _png(figure_dir / f"E1_{stem}.png", width, height, dpi)
+        figures.append(SavedFigure(png, png.with_suffix(".pdf"), stem))
+    broken = figure_dir / "E1_broken.png"
+    broken.write_bytes(b"not a PNG")
+    figures.append(SavedFigure(broken, broken.with_suffix(".pdf"), "broken"))
+    before = {f.png: f.png.read_bytes() for f in figures}
+    page = build_report(tmp_path, [_outcome("E1", "")], {"E1": figures}, [], mode="quick", version="0").read_text()
+    classes = re.findall(r'<figure class="(panels-\d)"><img[^>]*alt="([^"]*)"', page)
+    assert classes == [
+        ("panels-1", "one"),
+        ("panels-1", "one_100dpi"),
+        ("panels-1", "one_no_dpi"),
+        ("panels-2", "two"),
+        ("panels-3", "three"),
+        ("panels-3", "broken"),  # unreadable: full width, as every figure was before
+    ]
+    assert {f.png: f.png.read_bytes() for f in figures} == before
+    for rule in ("figure.panels-1 {", "figure.panels-2 { max-width: 62rem; }", "figure img { width: 100%;"):
+        assert rule in page
+
+
+def _seven_experiments(tmp_path):
+    """E1..E7 with their real titles and descriptions, a few claims and a figure each (varied shapes)."""
+    from nqf.experiments import EXPERIMENTS
+
+    shapes = [(1050, 660), (1950, 660), (1650, 660), (1725, 720), (2250, 1380), (2070, 1050), (1800, 690)]
+    outcomes, figures = [], {}
+    for i, (name, exp) in enumerate(sorted(EXPERIMENTS.items())):
+        width, height = shapes[i % len(shapes)]
+        claims = [
+            Claim(f"{name} claim {k}", "a number", 10.0, 10.0 + 2 * k, Tolerance("absolute", 1.0)) for k in range(3)
+        ]
+        result = ExperimentResult(tuple(claims), text="Result text.")
+        runs = (RunStatus("r", "e" * 64, "stored"),)
+        outcomes.append(ExperimentOutcome(name, exp.title, exp.description, {}, runs, result))
+        png = _png(tmp_path / "figures" / f"{name}_main.png", width, height)
+        figures[name] = [SavedFigure(png, png.with_suffix(".pdf"), f"{name}'s figure.")]
+    return outcomes, figures
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -229,7 +353,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 figure(s) decoded" in done.stdout and shot.read_bytes().startswith(b"\x89PNG")
+    assert "2 figure(s) decoded" in done.stdout and shot.read_bytes().startswith(b"\x89PNG")  # figure, thumbnail
 
     # The checker does fail: an external image reference is caught.
     broken = tmp_path / "broken.html"
@@ -241,3 +365,67 @@ def test_report_renders_in_headless_chromium(tmp_path):
         timeout=300,
     )
     assert done.returncode == 1 and "not an embedded PNG" in done.stderr
+
+
+# Records, after the page has loaded, where the summary lies and what it and the contents link to.
+SUMMARY_PROBE = """<script>
+window.addEventListener("load", function () {
+  var box = document.getElementById("summary").getBoundingClientRect();
+  var links = function (selector) {
+    var found = document.querySelectorAll(selector);
+    return Array.prototype.map.call(found, function (a) { return a.getAttribute("href"); });
+  };
+  var groups = document.querySelectorAll("#claims details.claims-group");
+  document.body.setAttribute("data-probe", JSON.stringify({
+    viewport: document.documentElement.clientWidth, scrollWidth: document.documentElement.scrollWidth,
+    summary: [box.left, box.top, box.right, box.bottom],
+    cards: links("#summary article.card h3 a"), thumbs: links("#summary article.card a.thumb"),
+    contents: links("#contents a"),
+    groups: groups.length, open: Array.prototype.filter.call(groups, function (g) { return g.open; }).length,
+    rows: document.querySelectorAll("#claims tbody tr").length
+  }));
+});
+</script>"""
+
+
+def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+    return subprocess.run(
+        [str(CHROMIUM), *flags, f"--user-data-dir={profile}", "--window-size=1400,1000", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium); see docs/report.md")
+def test_summary_fits_the_first_screen_in_headless_chromium(tmp_path):
+    """At 1400 px width the header and the summary of E1..E7 (real titles and descriptions) fit in 1400 x 1000."""
+    outcomes, figures = _seven_experiments(tmp_path)
+    path = build_report(tmp_path, outcomes, figures, [], mode="quick", version="0.1.0+code.0123456789abcdef")
+    probed = tmp_path / "probed.html"
+    probed.write_text(path.read_text().replace("</body>", SUMMARY_PROBE + "</body>"))
+    done = _chromium(["--virtual-time-budget=10000", "--dump-dom", probed.as_uri()], tmp_path / "profile-dom")
+    match = re.search(r'data-probe="([^"]*)"', done.stdout)
+    assert match, done.stderr[-2000:]
+    probe = json.loads(html.unescape(match.group(1)))
+    left, top, right, bottom = probe["summary"]
+    assert probe["viewport"] <= 1400 and probe["scrollWidth"] <= probe["viewport"]  # no sideways scrolling
+    assert 0 <= left and right <= 1400 and 0 < top < bottom <= 1000, probe
+    names = [o.name for o in outcomes]
+    assert len(names) >= 7 and {"E1", "E7"} <= set(names)
+    sections = [f"#exp-{name}" for name in names]
+    assert probe["cards"] == sections and probe["thumbs"] == sections  # every experiment, with its thumbnail
+    assert [link for link in probe["contents"] if link.startswith("#exp-")] == sections
+    assert probe["contents"][0] == "#claims"
+    assert probe["groups"] == len(names) and probe["open"] == 0 and probe["rows"] == 3 * len(names)
+
+    # The first screen as a picture: 1400 x 1000, and not blank.
+    shot = tmp_path / "first_screen.png"
+    done = _chromium(["--hide-scrollbars", f"--screenshot={shot}", path.as_uri()], tmp_path / "profile-shot")
+    assert shot.is_file(), done.stderr[-2000:]
+    header = shot.read_bytes()[:24]
+    assert header.startswith(b"\x89PNG") and struct.unpack(">II", header[16:24]) == (1400, 1000)
+    import matplotlib.image
+
+    assert float(matplotlib.image.imread(shot)[..., :3].std()) > 0.05

@@ -25,7 +25,7 @@ EPS_1E12 = math.log(1e12)
 def test_exponent_formulas():
     assert_allclose(predicted_exponent(np.array([1.0, 1.5, 2.0])), [1.0, 4 / 3, 1.5], rtol=1e-15)
     assert predicted_exponent(2.0, gamma=1.0) == pytest.approx(1.0, rel=1e-15)
-    # THEORY.md section 4: m0 = 1e-12, k* = 100 (the window spans modes 10..1000): 1.05, 1.40, 1.59
+    # docs/theory.md section 4: m0 = 1e-12, k* = 100 (the window spans modes 10..1000): 1.05, 1.40, 1.59
     corrected = [finite_init_exponent(a, 0.0, EPS_1E12, 100) for a in (1.0, 1.5, 2.0)]
     assert_allclose(corrected, [1.05, 1.40, 1.59], rtol=0, atol=0.005)
     # eps -> infinity recovers the asymptotic exponent
@@ -41,7 +41,7 @@ def test_many_mode_lv_exponent(alpha):
     The interval must contain the finite-init corrected exponent (k* = 100) and the curve's
     own mean local exponent over the window, and must exclude the eps -> infinity exponent.
     Measured here: 1.067 [1.025, 1.109], 1.406 [1.394, 1.418], 1.593 [1.575, 1.610]
-    (corrected 1.045, 1.401, 1.586; asymptotic 1, 1.333, 1.5). With 10^5 modes (THEORY.md's
+    (corrected 1.045, 1.401, 1.586; asymptotic 1, 1.333, 1.5). With 10^5 modes (docs/theory.md's
     setting) the fits are 1.050, 1.405, 1.593: at alpha = 1 the 10^4-mode truncation
     removes loss near mode 1000 and steepens the end of the window.
     """

@@ -46,7 +46,7 @@ def test_staircase_step_times_and_plateaus():
 
 
 def test_worked_case_with_decaying_partners():
-    """THEORY.md worked case: modes q_k+- with c = +-s/2, K_++ = K_-- = 1/4, K_+- = -1/4 (K singular).
+    """docs/theory.md worked case: modes q_k+- with c = +-s/2, K_++ = K_-- = 1/4, K_+- = -1/4 (K singular).
 
     The + modes make the staircase; each partner's speed becomes exactly 0 once its
     + mode is on (c_- - K_-+ m_+* = -s/2 + 2s/4): it never switches on.

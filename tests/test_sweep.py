@@ -455,3 +455,46 @@ sigma0 = [1e-6, 1e-4]
     for column in ("switch_mflow", "switch_lv", "switch_singular_limit", "relerr_lv", "plateau_lv", "stable_lr"):
         assert column in rows[0]
     assert result.figures["switch_steps"] is not None
+
+
+def test_a_predict_batch_is_one_grid_and_equals_per_point(tmp_path, monkeypatch):
+    """Predict points differing in lr, sigma0 and seed form one batch, computed by one
+    ``predict_grid``; its table equals the per-point one (batch size 1: ``predict`` per
+    point) to 1e-5 (the LV flow's times come from a solve rescaled in lr,
+    ``tests/test_predict_grid.py``; everything else agrees to rounding)."""
+    import nqf.theory.predict_grid as grids
+    from nqf.scans.sweep.run import run_sweep
+
+    calls = []
+    original = grids.predict_grid
+
+    def counting(*args, **kwargs):
+        calls.append((len(kwargs["lrs"]), len(kwargs["sigma0s"]), len(kwargs["seeds"])))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(grids, "predict_grid", counting)
+    text = """
+[sweep]
+mode = "predict"
+[task]
+name = "staircase"
+samples = 64
+[settings]
+width = 8
+steps = 400
+[axes]
+lr = [0.05, 0.03]
+sigma0 = [1e-6, 1e-4]
+seed = [0, 1]
+"""
+    batched = _plan(tmp_path, 8, text)
+    assert len(batched.batches) == 1
+    result = run_sweep(batched, tmp_path / "out-8", quiet=True)
+    assert result.count("computed") == 8
+    assert calls == [(2, 2, 2)]
+    single = _plan(tmp_path, 1, text)
+    assert len(single.batches) == 8
+    run_sweep(single, tmp_path / "out-1", quiet=True)
+    assert calls == [(2, 2, 2)]  # batches of one point run predict itself
+    worst = assert_same_tables(read_rows(tmp_path / "out-8"), read_rows(tmp_path / "out-1"), rtol=1e-5)
+    print(f"largest relative difference grid vs per point: {worst:.2e}")

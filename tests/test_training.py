@@ -140,7 +140,7 @@ def test_sweep_shapes_and_entry_equals_single_run():
 
 
 def test_staircase_switch_steps_and_escape_slopes():
-    """THEORY.md section 5: quadratic model, GD, lr 0.05, n = 32: 93, 138, 258, 488 at sigma0 = 1e-6."""
+    """docs/theory.md section 5: quadratic model, GD, lr 0.05, n = 32: 93, 138, 258, 488 at sigma0 = 1e-6."""
     config = TrainConfig(optimizer="gd", lr=0.05, steps=720, width=32, model="quadratic", dtype="float64")
     sigma0s = [1e-2, 1e-4, 1e-6, 1e-8]
     sweep = train_sweep(ARCH, X, Y, config, sigma0s, [0], basis=BASIS)
@@ -159,7 +159,7 @@ def test_staircase_switch_steps_and_escape_slopes():
 
 
 def test_tanh_network_matches_quadratic_model_on_first_modes():
-    """Network vs quadratic model at sigma0 = 1e-6: THEORY.md 94/93 and 141/138 for modes 1-2."""
+    """Network vs quadratic model at sigma0 = 1e-6: docs/theory.md 94/93 and 141/138 for modes 1-2."""
     config = TrainConfig(optimizer="gd", lr=0.05, steps=170, sigma0=1e-6, width=32, dtype="float64")
     net = train(ARCH, X, Y, config, basis=BASIS)
     quad = train(ARCH, X, Y, replace(config, model="quadratic"), basis=BASIS)

@@ -1,79 +1,67 @@
-"""docs/tutorial.md is executed, so it cannot rot.
+"""docs/tutorial.ipynb is executed, so the tutorial cannot rot.
 
-The tutorial is a markdown notebook: its ```python blocks run in order as one script, its
-```sh blocks line by line through bash (with this venv's ``nqf`` on PATH), all in one
-fresh folder, so files written by one block are read by the next. A block that fails
-fails the test with the block's text; the figures and tables it says it writes must
-exist and be non-empty.
+docs/tutorial.md is the one source of the tutorial; docs/tutorial.ipynb is its jupytext
+conversion (docs/tutorial_notebook.py), and tests/test_docs.py checks that the committed
+notebook is exactly that conversion (outputs stripped). Here the notebook is run as a
+reader would run it: nbclient executes its cells in order in one ipykernel of this venv,
+in a fresh folder (files written by one cell are read by the next), with this venv's
+``nqf`` first on PATH. Its ``%%bash`` cells run with ``set -euo pipefail``, so a failing
+command fails its cell even inside a pipe. A cell that fails fails the test with the
+cell's source and traceback; the figures and tables the tutorial says it writes must
+exist and be non-empty. The whole module is `slow` (tests/conftest.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TUTORIAL = ROOT / "docs" / "tutorial.md"
-_BLOCK = re.compile(r"^```(python|sh)\n(.*?)^```", re.S | re.M)
+MARKDOWN = ROOT / "docs" / "tutorial.md"
+NOTEBOOK = ROOT / "docs" / "tutorial.ipynb"
+BASH = "%%bash\n"
 
 
-def tutorial_blocks(text: str) -> list[tuple[str, str]]:
-    """The (language, code) of every ```python and ```sh block, in order."""
-    return [(m.group(1), m.group(2)) for m in _BLOCK.finditer(text)]
-
-
-def test_blocks_are_found():
-    blocks = tutorial_blocks(TUTORIAL.read_text(encoding="utf-8"))
-    assert {lang for lang, _ in blocks} == {"python", "sh"}
-    assert len(blocks) >= 8
-
-
-# Runs the blocks in one interpreter (python blocks share a namespace, as in a notebook),
-# sh blocks through bash; stops at the first failure and names the block.
-_DRIVER = """
-import json, subprocess, sys, traceback
-blocks = json.load(open(sys.argv[1]))
-namespace = {"__name__": "__main__"}
-for number, (lang, code) in enumerate(blocks, 1):
-    print(f"--- block {number} ({lang})", flush=True)
-    if lang == "python":
-        try:
-            exec(compile(code, f"<tutorial block {number}>", "exec"), namespace)
-        except BaseException:
-            traceback.print_exc()
-            print(f"BLOCK FAILED {number}", file=sys.stderr)
-            sys.exit(1)
-    else:
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", code])
-        if done.returncode != 0:
-            print(f"BLOCK FAILED {number} (exit {done.returncode})", file=sys.stderr)
-            sys.exit(1)
-"""
+def strict_bash(notebook) -> None:
+    """Make every %%bash cell stop at the first failing command, pipes included."""
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell.source.startswith(BASH):
+            cell.source = BASH + "set -euo pipefail\n" + cell.source[len(BASH) :]
 
 
 @pytest.mark.timeout(900)
-def test_tutorial_runs(tmp_path):
-    import json
+def test_tutorial_runs(tmp_path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
 
-    text = TUTORIAL.read_text(encoding="utf-8")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    env["MPLBACKEND"] = "Agg"
-    (tmp_path / "blocks.json").write_text(json.dumps(tutorial_blocks(text)), encoding="utf-8")
-    (tmp_path / "driver.py").write_text(_DRIVER, encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "driver.py", "blocks.json"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=850,
-    )
-    assert result.returncode == 0, f"{result.stdout[-3000:]}\n--- stderr ---\n{result.stderr[-4000:]}"
-    for name in re.findall(r"`([\w.-]+\.(?:png|csv|json))`", text):
-        matches = list(tmp_path.rglob(name))
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    strict_bash(notebook)
+    # A kernelspec of this venv's Python under the name the notebook asks for (python3), found
+    # first through JUPYTER_PATH: whatever kernels the machine has installed are not used.
+    jupyter = tmp_path / "jupyter"
+    spec = jupyter / "kernels" / notebook.metadata.kernelspec.name
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "nqf", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(jupyter))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # no user profile or startup files
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # the kernel's debugger: no frozen-modules note
+    work = tmp_path / "work"
+    work.mkdir()
+
+    client = NotebookClient(notebook, timeout=600, kernel_name=notebook.metadata.kernelspec.name)
+    client.execute(cwd=str(work))  # raises CellExecutionError, with the cell and its traceback
+
+    outputs = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in outputs), "a code cell was not executed"
+    for name in re.findall(r"`([\w.-]+\.(?:png|csv|json))`", MARKDOWN.read_text(encoding="utf-8")):
+        matches = list(work.rglob(name))
         assert matches and all(p.stat().st_size > 0 for p in matches), f"the tutorial's {name} was not written"

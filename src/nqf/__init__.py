@@ -84,6 +84,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ".theory.scaling": ("PowerLawFit", "finite_init_exponent", "fit_power_law", "local_exponent", "predicted_exponent"),
     ".theory.modes": ("ModeBasis", "mode_basis"),
     ".theory.predict": ("PredictConfig", "Prediction", "momentum_occupations", "predict"),
+    ".theory.predict_grid": ("PredictionGrid", "predict_grid"),
     ".comparison.compare": ("CompareConfig", "Comparison", "compare"),
     ".theory.departure": ("Departure", "corrected_switch_steps", "departure"),
     ".store.results": ("ResultsStore",),
@@ -297,6 +298,8 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
     from nqf.theory.predict import (
         predict as predict,
     )
+    from nqf.theory.predict_grid import PredictionGrid as PredictionGrid
+    from nqf.theory.predict_grid import predict_grid as predict_grid
     from nqf.theory.scaling import (
         PowerLawFit as PowerLawFit,
     )

@@ -17,7 +17,7 @@ from nqf.architectures.expansion import expansion_check, label
 from .architectures import ARCHITECTURES, get_architecture
 from .cli.structure import print_summary, structure_summary
 
-# units the theory must reject, one per reason (THEORY.md section 1)
+# units the theory must reject, one per reason (docs/theory.md section 1)
 REJECTED = (
     ("mlp", {"activation": "relu"}),
     ("mlp", {"activation": "abs"}),

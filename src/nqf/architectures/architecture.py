@@ -16,7 +16,7 @@ matrix products, f(X) = sum_i R_i g_i(X). Built-in units that declare it: mlp, a
 (R = W_O, g = the head's attended value), linear-attention (R = w_OV), moe (R = a, weighted
 by the gate) and conv1d/conv2d (R = a); mlp-fixed has no trainable readout.
 
-Near w = 0 the layer is the quadratic form (THEORY.md section 1)
+Near w = 0 the layer is the quadratic form (docs/theory.md section 1)
 
     f_c(x; W) ~= Tr[W W^T A_c(x)] = <M, A_c(x)>,   A_c(x) = (1/2) Hessian_w (g0 phi_c)(0, x),
 

@@ -12,7 +12,7 @@ v_t = x_t W_V and attention alpha_{t t'} = softmax_{t'}(q_t . k_{t'} / sqrt(dk))
     readout "last":          phi(w, x) = o_{T-1}      (the last token is the query)
     readout "pool":          phi(w, x) = (1/T) sum_t o_t
 
-Closed form (THEORY.md section 1). At w = 0 the scores vanish and attention is
+Closed form (docs/theory.md section 1). At w = 0 the scores vanish and attention is
 uniform, alpha = 1/T; the scores are quadratic in (W_Q, W_K), so they change the
 output only at fourth order. To second order both readouts are the bilinear map
 phi_c = sum_{a,b} xbar_a (W_V)_{ab} (W_O)_{bc}, xbar = (1/T) sum_t x_t:

@@ -13,7 +13,7 @@ Parameters flatten as [a, k] (sorted keys, row-major), d = |a| + S. Patches
 ``valid``: P = L - s + 1, patch_p[j] = x[p + j] (2D: P = (H-s+1)(W-s+1)); 2D
 positions are flattened row-major. The patch matrix P(x): (P, S) is im2col.
 
-Closed form (THEORY.md section 1): only the a x k block is nonzero,
+Closed form (docs/theory.md section 1): only the a x k block is nonzero,
 
     global:    A_c[a_c', k_j]      = sigma'(0)/2 delta_cc' sum_p P(x)_pj
     position:  A_c[a_{pc'}, k_j]   = sigma'(0)/2 delta_cc' P(x)_pj.

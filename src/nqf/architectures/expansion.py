@@ -1,5 +1,5 @@
 r"""Does the quadratic-form expansion hold for a unit? The one theory gate of ``predict``,
-``compare`` and ``nqf structure`` (THEORY.md section 1).
+``compare`` and ``nqf structure`` (docs/theory.md section 1).
 
 The check itself lives beside this module and is importable from here:
 

@@ -192,7 +192,7 @@ class Ladder:
         )
 
     def remainder(self, values: np.ndarray, quad: np.ndarray) -> np.ndarray:
-        """(E, N, K) phi(eps w, x) - eps^2 w^T A(x) w: the remainder of THEORY.md."""
+        """(E, N, K) phi(eps w, x) - eps^2 w^T A(x) w: the remainder of docs/theory.md."""
         return values - self.e[:, None, None] ** 2 * quad[None]
 
     def order(self, ratios: np.ndarray, floor: np.ndarray) -> tuple[float, bool]:

@@ -1,4 +1,4 @@
-r"""Does the quadratic-form expansion hold for a unit? A numerical check (THEORY.md section 1).
+r"""Does the quadratic-form expansion hold for a unit? A numerical check (docs/theory.md section 1).
 
 The theory needs, for every input x,
 
@@ -127,7 +127,7 @@ def _common_fields(arch: Architecture, unit: UnitProbe, ladder: Ladder, scale: f
 
 def _evidence(unit: UnitProbe, ladder: Ladder, scale: float, fields: dict[str, Any]) -> Evidence:
     """Fit the remainder ratio of the unit (S > 0) and collect what the verdicts read."""
-    plain = ladder.remainder(unit.values, unit.quad)  # the ratio of THEORY.md: (phi(eps w) - eps^2 w^T A w) / eps^2
+    plain = ladder.remainder(unit.values, unit.quad)  # docs/theory.md's ratio (phi(eps w) - eps^2 w^T A w) / eps^2
     ratios, floor = ladder.ratios(plain, scale)
     order, falls = ladder.order(ratios, floor)
     fields = {**fields, "remainder_order": order, "ratios": tuple(map(float, ratios))}

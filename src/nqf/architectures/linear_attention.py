@@ -15,7 +15,7 @@ The unit is bilinear in (w_OV, W_KQ), so the quadratic form is exact at every sc
     A(x) = (1/2) [[0, B^T], [B, 0]] in the [W_KQ, w_OV] layout,   B[a, (b, c)] = S_ab (z_q)_c,
 
 B: (D+1) x (D+1)^2 couples w_OV (rows) with W_KQ (columns); its entries are cubic in
-the tokens. THEORY.md section 1. Readout (``network_batch``): R = w_OV (1 x (D+1)),
+the tokens. docs/theory.md section 1. Readout (``network_batch``): R = w_OV (1 x (D+1)),
 g = S W_KQ z_q.
 """
 

@@ -2,7 +2,7 @@ r"""Two-layer perceptron with a trainable readout, one hidden unit per unit.
 
     phi_c(w, x) = a_c sigma(v . x),     w = (a in R^K, v in R^D), flattened as [a, v].
 
-Closed form (THEORY.md section 1):  A_c(x) = (sigma'(0)/2) [[0, e_c x^T], [x e_c^T, 0]],
+Closed form (docs/theory.md section 1):  A_c(x) = (sigma'(0)/2) [[0, e_c x^T], [x e_c^T, 0]],
 so the leading model is the linear two-layer network f = sigma'(0) (sum_i a_i v_i^T) x.
 """
 

@@ -3,7 +3,7 @@ r"""Perceptron with a fixed readout (the "quadratic network" unit).
     phi(w, x) = sigma(v . x),     w = v in R^D,  one output.
 
 With sigma'(0) = 0 and sigma''(0) != 0 (e.g. z^2/2 or 1 - cos z) the closed form is
-A(x) = (sigma''(0)/2) x x^T, and the leading model is f = x^T M x (THEORY.md section 1).
+A(x) = (sigma''(0)/2) x x^T, and the leading model is f = x^T M x (docs/theory.md section 1).
 
 No :class:`~nqf.architectures.architecture.Readout` is declared: the output weight is fixed
 (1), not a parameter block, so phi = R(w) g(w, x) has no trainable R; with one output the

@@ -1,4 +1,4 @@
-r"""A user's Equinox or Flax module as one unit of a layer (THEORY.md section 1).
+r"""A user's Equinox or Flax module as one unit of a layer (docs/theory.md section 1).
 
 The module is the unit: its trainable arrays are the unit's parameters w, everything
 else about it (its structure, activation functions, integer fields, non-parameter
@@ -29,7 +29,7 @@ The module must take ONE input x of shape ``input_shape`` (no batch axis: caller
 and return K = ``outputs`` numbers, shape (K,) (or () when K = 1). The values of the
 module's arrays are not used: only their shapes (w starts from the layer's init).
 
-An Equinox module whose output is a trainable readout of features, phi = R(w) g(w, x),
+An Equinox or Flax module whose output is a trainable readout of features, phi = R(w) g(w, x),
 may declare it so that the layer is trained as matrix products (``network_batch``,
 :class:`~nqf.architectures.architecture.Readout`). The class names the readout's block
 and computes the features of a whole batch::
@@ -51,6 +51,22 @@ and computes the features of a whole batch::
 ClassVar[bool] = True``. ``features`` must agree with ``__call__``: ``__call__(x)`` =
 R @ features(x[None])[0]. The tests compare the two for the built-in units; for a
 user's module compare ``network_batch`` with ``network`` once.
+
+A Flax module declares it the same way, with the same two names on its class:
+
+- linen: ``features`` is called as ``module.apply({..., "params": w}, X, method="features")``,
+  so it reaches the parameters through attributes that ``setup()`` defines
+  (``self.a = self.param("a", ...)``, ``self.out = nn.Dense(K)``); a ``@nn.compact``
+  ``__call__`` creates them where ``features`` cannot see them. Blocks are named by the
+  ``params`` path: ``a``, ``out.kernel``. ``nn.Dense`` stores its kernel as (in, out) =
+  (r, K), R^T: ``readout_block = "out.kernel"`` with ``readout_transposed = True``.
+- NNX: ``features`` is a method of the module rebuilt from w (``nnx.merge``), reading its
+  ``nnx.Param`` values (``self.v[...]``); blocks are named by attribute path (``a``,
+  ``out.kernel``, again (r, K) for ``nnx.Linear``).
+
+Flax layers often call their width ``features`` (``nn.Dense(features=...)``); a module
+whose ``features`` is such a field, not a method, cannot declare a readout (an NqfError
+says so).
 """
 
 from __future__ import annotations
@@ -195,22 +211,34 @@ def from_equinox(module: Any, input_shape: int | Sequence[int], outputs: int, na
     return _build(name, "equinox", type_name, unit, _template(params), input_shape, outputs, readout)
 
 
-def _equinox_readout(name: str, module: Any, static: Any) -> Readout | None:
-    """The Readout a module class declares with ``readout_block`` and ``features(self, X)``, or None."""
-    import equinox as eqx
+def _declared_readout(name: str, module: Any, features: Any) -> Readout | None:
+    """The Readout a module class declares with ``readout_block`` and ``features(self, X)``, or None.
 
+    ``features(w, X) -> (N, r)`` is the framework's way of calling the method on the module
+    rebuilt from one unit's parameters w (a template-shaped PyTree) for a batch X
+    (N, *input_shape); ``_build`` checks its shape against the block once, before any training.
+    """
     block = getattr(module, "readout_block", None)
     if block is None:
         return None
     if not isinstance(block, str):
         raise NqfError(f"{name}: readout_block must be the name of a parameter block (a str), got {block!r}")
-    if not callable(getattr(module, "features", None)):
-        raise NqfError(f"{name}: a module that declares readout_block must define features(self, X) -> (N, r)")
+    method = getattr(module, "features", None)
+    if not callable(method):
+        # in Flax ``features`` is also the usual name of a layer's width (nn.Dense(features=...))
+        found = "" if method is None else f"; its features is of type {type(method).__name__}, not a method"
+        raise NqfError(f"{name}: a module that declares readout_block must define features(self, X) -> (N, r){found}")
+    return Readout(block, features, transposed=bool(getattr(module, "readout_transposed", False)))
+
+
+def _equinox_readout(name: str, module: Any, static: Any) -> Readout | None:
+    """The Readout an Equinox module declares: g(w, X) = ``eqx.combine(w, static).features(X)``."""
+    import equinox as eqx
 
     def features(w, X):
         return eqx.combine(w, static).features(X)
 
-    return Readout(block, features, transposed=bool(getattr(module, "readout_transposed", False)))
+    return _declared_readout(name, module, features)
 
 
 def _import_flax():
@@ -240,9 +268,14 @@ def from_flax(
             (``batch_stats``, ...) are kept fixed at these values.
 
     Linen: phi(w, x) = module.apply({**variables, "params": w}, x). NNX: the parameters are
-    the ``nnx.Param`` variables, phi(w, x) = nnx.merge(graphdef, w, rest)(x). Raises
-    NqfError when Flax is not installed ("pip install 'nqf[flax]'"), for a module without
-    parameters, and for one that fails on, or returns the wrong shape for, one input.
+    the ``nnx.Param`` variables, phi(w, x) = nnx.merge(graphdef, w, rest)(x). A module class
+    that declares ``readout_block`` (and ``features(self, X)``; see the module docstring) gets
+    a :class:`~nqf.architectures.architecture.Readout`, g(w, X) = the same call with
+    ``features`` on the batch X (N, *input_shape) -> (N, r), so the layer trains as matrix
+    products. Raises NqfError when Flax is not installed ("pip install 'nqf[flax]'"), for a
+    module without parameters, for one that fails on, or returns the wrong shape for, one
+    input, and for a readout declaration whose block does not exist or whose features do not
+    have shape (N, r) with outputs x r = the block's size.
     """
     _import_flax()
     from flax import linen, nnx
@@ -266,7 +299,12 @@ def from_flax(
         def unit(w, x):
             return module.apply({**rest, "params": w}, x)
 
-        return _build(name, "flax", type_name, unit, _template(params), input_shape, outputs)
+        # linen methods run only inside apply, bound to the variables; by name, as apply allows
+        def linen_features(w, X):
+            return module.apply({**rest, "params": w}, X, method="features")
+
+        readout = _declared_readout(name, module, linen_features)
+        return _build(name, "flax", type_name, unit, _template(params), input_shape, outputs, readout)
     if isinstance(module, nnx.Module):
         if variables is not None:
             raise NqfError(f"{name}: variables are for flax.linen modules; an nnx module carries its own")
@@ -278,11 +316,18 @@ def from_flax(
         if _names(params, strip=".value") != _names(template):  # not expected; then the State itself is the template
             template = _template(params)
 
-        def unit(w, x):
+        def module_of(w):
             state = jax.tree_util.tree_unflatten(state_def, jax.tree_util.tree_leaves(w))
-            return nnx.merge(graphdef, state, rest)(x)
+            return nnx.merge(graphdef, state, rest)
 
-        return _build(name, "flax", type_name, unit, template, input_shape, outputs)
+        def unit(w, x):
+            return module_of(w)(x)
+
+        def nnx_features(w, X):
+            return module_of(w).features(X)
+
+        readout = _declared_readout(name, module, nnx_features)
+        return _build(name, "flax", type_name, unit, template, input_shape, outputs, readout)
     raise NqfError(f"{name}: from_flax takes a flax.linen.Module or a flax.nnx.Module, got {type_name}")
 
 

@@ -12,7 +12,7 @@ with route = softmax ("softmax", dense) or the softmax over the top_k largest lo
 zero elsewhere ("topk"; ties broken towards the lower index by ``lax.top_k``). The width
 must equal the number of experts E.
 
-Closed form (THEORY.md section 1). At w = 0 the softmax gate is uniform, g_e = 1/E,
+Closed form (docs/theory.md section 1). At w = 0 the softmax gate is uniform, g_e = 1/E,
 and g_e - 1/E is linear in the gate weights, so the gate enters f at third order
 (times a sigma'(0) v.x): to second order the layer is (1/E) times a perceptron,
 

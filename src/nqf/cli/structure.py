@@ -3,7 +3,7 @@
 
 Shows which parameter blocks of the structure matrix A(x) couple (autodiff at a sample
 input x ~ N(0, I)), the closed form where one is known (and how far it is from
-autodiff), and the verdict of the expansion check (THEORY.md section 1).
+autodiff), and the verdict of the expansion check (docs/theory.md section 1).
 
 Architecture options are generic: every ``--name value`` (or ``--name=value``) after
 the architecture is an option of its factory, dashes mapped to underscores and the

@@ -1,4 +1,4 @@
-r"""Train the real networks side by side with the theory (THEORY.md section 5).
+r"""Train the real networks side by side with the theory (docs/theory.md section 5).
 
 :func:`compare` runs, on one task, with the same data, seeds and initial weights
 W0 = ``init_weights(arch, training_keys(seed)[0], width, sigma0)``:

@@ -23,7 +23,7 @@ predicted M-flow loss curve it is compared with:
 
 the arithmetic midpoint between the predicted plateau losses before and after mode k
 activates. The plateau losses are the vanishing-init limit's (``nqf.theory.singular_limit``:
-THEORY.md section 4), in its activation order: L_before of the first mode to activate is
+docs/theory.md section 4), in its activation order: L_before of the first mode to activate is
 the initial loss L(0) = L(M = 0); modes that activate at the same rescaled time share one
 level (the plateau before the group to the one after it); a mode the limit never
 activates has no level (NaN). With records one step apart the answer is the first

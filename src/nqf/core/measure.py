@@ -2,7 +2,7 @@ r"""Measurements on recorded trajectories: switch-on steps, loss crossings, slop
 
 A mode's switch-on step is the first step at which its occupation m_k = q_k^T M q_k
 reaches a threshold: by convention half of the theory's fixed-point occupation, one
-threshold for every model (THEORY.md section 5); :func:`own_thresholds` gives half of a
+threshold for every model (docs/theory.md section 5); :func:`own_thresholds` gives half of a
 run's own final occupation instead, for comparison.
 
 Resolution: where consecutive records are one step apart the answer is exact, the
@@ -158,7 +158,7 @@ def fit_switch_slope(sigma0s, steps) -> SlopeFit:
 
 
 def gd_escape_slope(lr: float, growth: float, beta: float = 0.0) -> float:
-    """Predicted switch-step shift per unit ln(1/sigma0) near M = 0 (THEORY.md section 2).
+    """Predicted switch-step shift per unit ln(1/sigma0) near M = 0 (docs/theory.md section 2).
 
     Plain GD (beta = 0): 1 / ln(1 + 2 lr c). Heavy-ball momentum beta: 1 / ln z with z the
     larger root of z^2 - (1 + beta + 2 lr c) z + beta = 0 (the weight grows by z per step,

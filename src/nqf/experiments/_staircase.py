@@ -1,6 +1,6 @@
 r"""The staircase task as E1 and E2 use it: data, architecture and the theory's modes.
 
-The staircase (THEORY.md section 3, worked case): y = U diag(s) V^T x with whitened
+The staircase (docs/theory.md section 3, worked case): y = U diag(s) V^T x with whitened
 inputs, learned by the tanh perceptron (``mlp``). Its growing modes are
 q_k = (u_k, v_k)/sqrt 2 with c_k = q_k^T C q_k = s_k / 2, interactions
 K_kj = E[(q_k^T A q_k)(q_j^T A q_j)] (1/4 on the diagonal) and LV fixed point
@@ -59,7 +59,7 @@ class StaircaseSetup:
 
     @property
     def thresholds(self) -> np.ndarray:
-        """Switch-on thresholds m_k*/2 (THEORY.md section 5)."""
+        """Switch-on thresholds m_k*/2 (docs/theory.md section 5)."""
         return 0.5 * self.m_star
 
 

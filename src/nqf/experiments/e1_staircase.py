@@ -1,5 +1,5 @@
 r"""E1, the staircase: loss curves of the tanh network, its quadratic model, the M-flow and the
-Lotka-Volterra map, with the switch-on steps the theory predicts (THEORY.md sections 2, 3, 5).
+Lotka-Volterra map, with the switch-on steps the theory predicts (docs/theory.md sections 2, 3, 5).
 
 Task: y = U diag(s) V^T x, s = 3, 2, 1, 0.5, K = 4 outputs, D = 8 inputs, N = 256 samples
 whitened exactly (X^T X / N = I), learned by the tanh perceptron (``mlp``, width n = 32)
@@ -10,7 +10,7 @@ discrete map on the diagonal of M in the eigenbasis of C, its gradient-flow solu
 the logistic closed form and the vanishing-init (singular) limit.
 
 Switch-on step of mode k: the first step at which m_k = q_k^T M q_k reaches half the LV
-fixed point m_k* (= 2 s_k here), one threshold for every model (THEORY.md section 5).
+fixed point m_k* (= 2 s_k here), one threshold for every model (docs/theory.md section 5).
 For comparison the network is also timed at half of its own final occupation: its final
 occupations exceed m_k* (the tanh network fits the teacher with larger weights), so at
 that threshold it reads later; the difference is the threshold, not the dynamics.
@@ -22,9 +22,9 @@ Claims, tolerances stated in advance (deliberately not config fields):
   1e-12 L(0) (below that float64 cannot evaluate the loss itself to 1e-9: the residuals
   r = f - y carry a rounding of eps |y|, a relative error 2 eps sqrt(L(0)/L) in L);
 * the tanh network's switch-on steps of modes 1-3 lie within 5% of the M-flow's (mode 4
-  is reported with its error, not claimed: THEORY.md section 3 says the tanh network
+  is reported with its error, not claimed: docs/theory.md section 3 says the tanh network
   drifts from the quadratic order at later modes);
-* the LV discrete map's switch-on steps equal the M-flow's to a step (THEORY.md section 3);
+* the LV discrete map's switch-on steps equal the M-flow's to a step (docs/theory.md section 3);
 * the quadratic model's plateau losses match the LV plateau losses to 1%: plateau k is
   the loss at the flattest step (smallest |L(t+1) - L(t)|) between the switch-ons of
   modes k and k + 1 of the same run.
@@ -74,7 +74,7 @@ from ._staircase import basis_overlap, check_staircase, setup, task_dict
 
 MODELS = ("network", "quadratic")
 
-# Stated in advance (THEORY.md sections 3 and 5); deliberately not config fields.
+# Stated in advance (docs/theory.md sections 3 and 5); deliberately not config fields.
 LOSS_AGREEMENT = 1e-8  # max relative |L_quad - L_flow| / L_flow over the curve
 LOSS_FLOOR = 1e-12  # compare where L_flow >= LOSS_FLOOR * L(0) (float64 resolves the loss to ~1e-9 there)
 SWITCH_TOLERANCE = 0.05  # tanh network vs M-flow switch-on steps, relative
@@ -348,7 +348,7 @@ def _text(config, seeds, first, gap, gap_step, deviation, deviation_own) -> str:
         f"model {steps_text(quad['switch_own'])}. The network's final occupations "
         f"{', '.join(f'{v:.3g}' for v in net['final_occupations'])} exceed m_k* "
         f"({', '.join(f'{v:.3g}' for v in first['fixed_point'])}): the tanh network fits the teacher with larger "
-        "weights, so its own threshold is higher and it reads later (THEORY.md section 5): the extra lag is the "
+        "weights, so its own threshold is higher and it reads later (docs/theory.md section 5): the extra lag is the "
         "threshold, not the dynamics.",
         f"Loss: the quadratic model and the M-flow differ by at most {gap:.3g} relative to the loss (at step "
         f"{gap_step}; "

@@ -1,5 +1,5 @@
 r"""E7, real data: scikit-learn's digits learned by the tanh perceptron, its quadratic model, the
-M-flow and the Lotka-Volterra map (THEORY.md sections 2, 3, 5).
+M-flow and the Lotka-Volterra map (docs/theory.md sections 2, 3, 5).
 
 Task ``digits``: the 8x8 digits bundled with scikit-learn (1797 x 64, no download), pixels
 / 16, each pixel centred and scaled to unit variance over the samples used (constant pixels
@@ -22,7 +22,7 @@ escape from M = 0 is still exact: there G = -C and each occupation grows by
 (1 + 2 lr c_k)^2 per step whatever K is; the defect enters once modes interact.
 
 Switch-on step of mode k: the first step at which m_k = q_k^T M q_k reaches half the LV
-fixed point m_k* of ``predict``, one threshold for every model (THEORY.md section 5). (Half
+fixed point m_k* of ``predict``, one threshold for every model (docs/theory.md section 5). (Half
 of a run's own final occupation, E1's second convention, is no threshold for the tanh
 network here: past the switch-ons its occupations keep growing, so it moves with the horizon.)
 
@@ -82,7 +82,7 @@ from ._common import relative_loss_gap as _relative_loss_gap
 MODELS = ("network", "quadratic")
 DIGITS_SAMPLES = 1797
 
-# Stated in advance (THEORY.md sections 3 and 5); deliberately not config fields.
+# Stated in advance (docs/theory.md sections 3 and 5); deliberately not config fields.
 LOSS_AGREEMENT = 1e-8  # max relative |L_quad - L_flow| / L_flow over the curve
 LOSS_FLOOR = 1e-12  # compare where L_flow >= LOSS_FLOOR * L(0) (as E1)
 SWITCH_TOLERANCE = 0.10  # tanh network vs M-flow switch-on steps, relative
@@ -382,7 +382,8 @@ def _text(config: DigitsConfig, seeds, first, pred, gap, gap_step) -> str:
             f" Later modes (not claimed): {percent(late)}: the tanh network switches them on "
             f"{'earlier' if np.nanmean(late) < 0 else 'later'} than the quadratic order predicts, by up to "
             f"{np.nanmax(np.abs(late)):.0%}: beyond the quadratic order the tanh network couples them to the modes "
-            "already learned (on the staircase, too, it matches the first modes and drifts later, THEORY.md section 3)."
+            "already learned (on the staircase, too, it matches the first modes and drifts later, "
+            "docs/theory.md section 3)."
         )
     occupations = net["occupations"]
     tenth = occupations[int(round(0.9 * (occupations.shape[0] - 1)))]

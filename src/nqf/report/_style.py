@@ -6,6 +6,15 @@ optimizer, quadratic model, M-flow, Lotka-Volterra, singular limit, data) sets i
 style, so sources stay distinguishable in grey print; the colour distinguishes what a
 source is drawn for (mode, optimizer). Every legend label should name the source,
 e.g. ``"network (GD)"``, ``"M-flow"``, ``"LV"``; :func:`source_label` builds them.
+Many series of one kind (modes 1..30) take :func:`series_colours`: the palette while it
+lasts, else as many distinct colours of a sequential map (shown with a colour bar), never
+a repeating cycle. Text on a coloured cell takes :func:`text_colour_on` (WCAG contrast).
+
+Fonts keep matplotlib's sizes in points in every figure, and a figure is about
+:data:`PANEL_WIDTH` inches wide per panel column (plus an outside legend or colour bar):
+the report sizes a figure by its width in inches, so equal inches per panel give equal
+fonts. A single-panel figure should be no narrower per panel than the multi-panel ones,
+or its fonts show larger.
 
 :func:`save_figure` refuses a figure whose axes lack labels or whose curves lack legend
 entries, and writes PNG and PDF atomically (no timestamps, so reruns are byte-identical).
@@ -19,8 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from matplotlib import colormaps
 from matplotlib.axes import Axes
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
 from nqf.core.errors import NqfError
 from nqf.store.results import atomic_write_bytes
@@ -41,6 +54,19 @@ PALETTE: tuple[str, ...] = tuple(
     OKABE_ITO[name]
     for name in ("blue", "orange", "bluish green", "vermillion", "reddish purple", "sky blue", "black", "yellow")
 )
+
+# Series of one kind take the palette's first colours up to this many (not black, kept for
+# references and limits, nor yellow, weak on white); more take the sequential map below.
+DISTINCT_COLOURS = 6
+
+# Series beyond the palette: a sequential, perceptually uniform, colour-blind-safe map; its pale
+# yellow end (weak on white) is left out.
+SEQUENTIAL_MAP = "viridis"
+_SEQUENTIAL_RANGE = (0.0, 0.85)
+
+# Width of a panel column (inches), new_figure's default; the report reads a figure's panel
+# columns from its width in inches (nqf.report._html).
+PANEL_WIDTH = 5.2
 
 # Source of a curve -> (line style, line width). Legend text names the source.
 SOURCES: dict[str, tuple[Any, float]] = {
@@ -74,9 +100,55 @@ def axis_label(quantity: str, unit: str) -> str:
     return quantity if unit == "1" else f"{quantity} [{unit}]"
 
 
+def series_colours(count: int) -> list[str]:
+    """``count`` distinct colours: the palette's first ones up to :data:`DISTINCT_COLOURS`, else evenly spaced
+    along :data:`SEQUENTIAL_MAP` (an order, e.g. mode 1..count; pair it with :func:`series_colour_bar`)."""
+    if count <= DISTINCT_COLOURS:
+        return list(PALETTE[: max(count, 0)])
+    low, high = _SEQUENTIAL_RANGE
+    cmap = colormaps[SEQUENTIAL_MAP]
+    return ["#{:02x}{:02x}{:02x}".format(*(round(255 * c) for c in cmap(v)[:3])) for v in np.linspace(low, high, count)]
+
+
+def series_colour_bar(fig: Figure, ax: Axes | Any, values: Sequence[Any], label: str, **options: Any) -> Any:
+    """A colour bar of :func:`series_colours` for the series ``values`` (one band each, ticks thinned)."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    count = len(values)
+    cmap = ListedColormap(series_colours(count))
+    norm = BoundaryNorm(np.arange(count + 1) - 0.5, count)
+    bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=label, **options)
+    step = max(1, int(np.ceil(count / 12)))
+    ticks = sorted({*range(0, count, step), count - 1})
+    if len(ticks) > 1 and ticks[-1] - ticks[-2] < step:
+        ticks.pop(-2)  # the last value's tick would crowd the one before
+    bar.set_ticks(ticks, labels=[str(values[i]) for i in ticks])
+    bar.minorticks_off()
+    return bar
+
+
+def relative_luminance(colour: Any) -> float:
+    """WCAG 2 relative luminance of a matplotlib colour (0 black .. 1 white)."""
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour)]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast_ratio(first: Any, second: Any) -> float:
+    """WCAG 2 contrast ratio of two colours, 1 (same) .. 21 (black on white); text wants >= 4.5."""
+    a, b = sorted((relative_luminance(first), relative_luminance(second)))
+    return (b + 0.05) / (a + 0.05)
+
+
+def text_colour_on(background: Any) -> str:
+    """Black or white, whichever contrasts more with ``background`` (always a ratio >= 4.5)."""
+    return "black" if contrast_ratio("black", background) >= contrast_ratio("white", background) else "white"
+
+
 def new_figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] | None = None) -> tuple[Figure, Any]:
-    """A figure (no pyplot state, so safe in worker processes) and its axes (array if several)."""
-    width, height = size if size is not None else (5.2 * ncols, 3.6 * nrows)
+    """A figure (no pyplot state, so safe in worker processes) and its axes (array if several);
+    by default :data:`PANEL_WIDTH` inches per panel column."""
+    width, height = size if size is not None else (PANEL_WIDTH * ncols, 3.6 * nrows)
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=True)
     for ax in fig.axes:
@@ -116,8 +188,14 @@ class SavedFigure:
 
 
 def _check(fig: Figure, stem: str) -> None:
-    """Labelled axes, and a legend entry for every curve when an axes holds more than one."""
+    """Labelled axes, and a legend entry for every curve when an axes holds more than one; labelled colour bars."""
     for ax in fig.axes:
+        bar = getattr(ax, "_colorbar", None)  # matplotlib marks a colour bar's axes so
+        if bar is not None:
+            long_axis = ax.yaxis if bar.orientation == "vertical" else ax.xaxis
+            if not long_axis.get_label_text():
+                raise NqfError(f"figure {stem!r}: a colour bar lacks a label")
+            continue
         artists = [*ax.get_lines(), *ax.collections]
         if not artists:
             continue
@@ -147,8 +225,21 @@ def write_figure(fig: Figure, path: str | Path) -> Path:
     _check(fig, path.stem)
     buffer = io.BytesIO()
     fig.savefig(buffer, format=fmt, **_SAVE_OPTIONS[fmt])
+    _keep_layout(fig)
     atomic_write_bytes(path, buffer.getvalue())
     return path
+
+
+def _keep_layout(fig: Figure) -> None:
+    """Keep the layout the first save computed for every later save of ``fig`` (its PDF, a rewrite).
+
+    Constrained layout starts from the axes' current positions; run again after a save at another
+    dpi it can move an axes by a rounding error, and at some figure sizes that moves a pixel, so a
+    rewritten PNG would differ from the first.
+    """
+    engine = fig.get_layout_engine()
+    if engine is not None and not isinstance(engine, PlaceHolderLayoutEngine):
+        fig.set_layout_engine("none")
 
 
 def save_figure(fig: Figure, figure_dir: str | Path, stem: str, caption: str) -> SavedFigure:

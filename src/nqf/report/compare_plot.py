@@ -3,8 +3,10 @@
 Network per optimizer (solid; a band for the spread over seeds), the quadratic model
 (dashed), the M-flow of each optimizer (dotted) and the Lotka-Volterra map (dash-dot),
 first seed, with the predicted switch-on steps (GD M-flow, and the momentum / SGD
-M-flow when compared) as vertical lines. Colour = optimizer, line style = source
-(``nqf.report._style``). A leaf: the numerical core never imports this.
+M-flow when compared) as short ticks along the top edge, a row per flow (up to a few
+modes also as thin dotted lines), GD's mode numbers above the axes (thinned where they
+would collide). Colour = optimizer, line style = source (``nqf.report._style``). A leaf:
+the numerical core never imports this.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from nqf.comparison.compare import Comparison
 from nqf.core.errors import NqfError
 
+from ._panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
 from ._style import PALETTE, axis_label, curve, new_figure, setup_axes, write_figure
 
 # One colour per optimizer, fixed so that figures of different runs agree.
@@ -49,7 +52,7 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
 
         lowest_network = min(lowest_network, draw_overlay(ax, overlay))
 
-    _draw_switch_steps(ax, comparison)
+    reserved, ticks = _draw_switch_steps(ax, comparison)
     cfg = comparison.config
     title = (
         f"{comparison.task_name} / {comparison.arch.name}: n = {cfg.width}, sigma0 = {cfg.sigma0:g}, "
@@ -57,8 +60,14 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     )
     setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
     ax.set_title(title, fontsize=9, pad=14)
-    _set_limits(ax, comparison, lowest_network, highest, overlay)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, framealpha=0.9, borderaxespad=0.0)
+    _set_limits(ax, comparison, lowest_network, highest, overlay, reserved)
+    # outside the axes, at the right (constrained layout makes room)
+    handles, labels = ax.get_legend_handles_labels()
+    handles, labels = unique_legend(handles, labels, ticks)
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8, framealpha=0.9)
+    gd = comparison.predictions.get("gd")
+    if gd:
+        mode_numbers(ax, gd[0].mflow_switch_steps, PALETTE[_COLOUR_INDEX["gd"]])
     return write_figure(fig, path)
 
 
@@ -96,41 +105,26 @@ def _draw_loss_curves(ax, comparison: Comparison) -> tuple[float, float]:
     return lowest_network, highest
 
 
-def _draw_switch_steps(ax, comparison: Comparison) -> None:
-    """The predicted switch-on steps: one LineCollection per flow (a single legend entry each), GD's numbered."""
-    for flow, preds in comparison.predictions.items():
-        switch = np.asarray(preds[0].mflow_switch_steps, dtype=np.float64)
+def _draw_switch_steps(ax, comparison: Comparison) -> tuple[float, list]:
+    """The predicted switch-on steps as ticks along the top edge, a row per flow (GD's first; up to a few
+    modes also as thin lines); returns the fraction of the axes' height the ticks take and their legend
+    entries."""
+    rows = []
+    for flow in sorted(comparison.predictions, key=lambda f: f != "gd"):
+        switch = np.asarray(comparison.predictions[flow][0].mflow_switch_steps, dtype=np.float64)
         switch = switch[np.isfinite(switch) & (switch > 0)]
-        if switch.size == 0:
-            continue
-        ax.vlines(
-            switch,
-            0,
-            1,
-            transform=ax.get_xaxis_transform(),
-            colors=PALETTE[_COLOUR_INDEX[flow]],
-            linestyles=(0, (1, 3)),
-            linewidth=1.0,
-            alpha=0.9,
-            label=f"predicted switch-on steps (M-flow, {_NAMES[flow]})",
-        )
-        if flow == "gd":
-            for k, t in enumerate(np.asarray(preds[0].mflow_switch_steps, dtype=np.float64)):
-                if np.isfinite(t) and t > 0:
-                    ax.text(
-                        t,
-                        1.0,
-                        f" {k + 1}",
-                        transform=ax.get_xaxis_transform(),
-                        va="bottom",
-                        ha="center",
-                        fontsize=8,
-                        color=PALETTE[0],
-                    )
+        if switch.size:
+            label = f"predicted switch-on steps (M-flow, {_NAMES[flow]})"
+            rows.append((switch, PALETTE[_COLOUR_INDEX[flow]], label, f"M-flow, {_NAMES[flow]}"))
+    modes = max((np.asarray(p[0].mflow_switch_steps).size for p in comparison.predictions.values()), default=0)
+    return switch_rugs(ax, rows, lined=modes <= LINED_MODES)
 
 
-def _set_limits(ax, comparison: Comparison, lowest_network: float, highest: float, overlay) -> None:
-    """The axes' ranges: the staircase fills them, from a decade before the first switch-on to the horizon."""
+def _set_limits(
+    ax, comparison: Comparison, lowest_network: float, highest: float, overlay, reserved: float = 0.0
+) -> None:
+    """The axes' ranges: the staircase fills them, from a decade before the first switch-on to the horizon,
+    below the top ``reserved`` fraction (the switch-on ticks)."""
     # y: down to a decade below the lowest network loss or the smallest nonzero predicted
     # plateau, so the staircase fills the axes rather than the quadratic model's final decay
     plateaus = np.asarray(comparison.prediction.lv_plateau_losses, dtype=np.float64)
@@ -138,7 +132,8 @@ def _set_limits(ax, comparison: Comparison, lowest_network: float, highest: floa
     floor = min([lowest_network, *plateaus.tolist()]) if plateaus.size or np.isfinite(lowest_network) else np.nan
     top = 2.0 * highest if highest > 0 else ax.get_ylim()[1]
     if np.isfinite(floor) and floor > 0:
-        ax.set_ylim(max(floor / 10, top * 1e-12), top)
+        bottom = max(floor / 10, top * 1e-12)
+        ax.set_ylim(bottom, max(top, headroom_top(bottom, highest, reserved)) if highest > 0 else top)
     elif highest > 0:
         ax.set_ylim(top=top)
     # x: from a decade below the first predicted switch-on (the plateau before it is flat)

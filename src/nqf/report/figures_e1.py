@@ -26,17 +26,30 @@ _SWITCH_SERIES = {
 }
 
 
+# E1_loss's y axis: from this many decades below the smallest plateau's decade up to 2 L(0)
+LOSS_DECADES = 2
+_RESOLVED = 1e-10  # plateaus below this fraction of L(0) are rounding (the last one is zero)
+
+
+def _loss_floor(plateaus: np.ndarray, start: float) -> tuple[float, np.ndarray]:
+    """The loss axis's lower end, :data:`LOSS_DECADES` decades below the decade of the smallest resolved
+    plateau, and those plateaus (positive, above ``start * 1e-10``: the last plateau is zero, its stored
+    value float64 rounding of either sign, and the curves' own final decay ends at rounding too)."""
+    resolved = plateaus[np.isfinite(plateaus) & (plateaus > start * _RESOLVED)]
+    smallest = float(resolved.min()) if resolved.size else start
+    return 10.0 ** (np.floor(np.log10(smallest)) - LOSS_DECADES), resolved
+
+
 def _loss_figure(data, figure_dir: Path) -> SavedFigure:
     steps = np.asarray(data["steps"], dtype=float)
     loss = {k: np.asarray(v, dtype=float) for k, v in data["loss"].items()}
     switch = np.asarray(data["switch"]["M-flow"], dtype=float)
     plateaus = np.asarray(data["lv_plateaus"], dtype=float)
-    fig, ax = new_figure(size=(7.0, 4.4))
+    fig, ax = new_figure(size=(7.5, 5.4))  # one panel column (the report sizes figures by inches)
     t = steps[1:]  # step 0 has no place on a log axis
     model_losses(ax, t, loss)
-    levels = plateaus[np.isfinite(plateaus) & (plateaus > 0)]
     start = float(loss["mflow"][0])
-    floor = 10.0 ** np.floor(np.log10(min(levels.min() if levels.size else start, loss["network"][-1]) / 5.0))
+    floor, levels = _loss_floor(plateaus, start)
     ax.hlines(
         np.concatenate([[start], levels]),
         t[0],
@@ -65,14 +78,15 @@ def _loss_figure(data, figure_dir: Path) -> SavedFigure:
                 xytext=(-2, 0),
                 textcoords="offset points",
                 rotation=90,
-                fontsize=7,
+                fontsize=8,
                 ha="right",
                 va="bottom",
             )
     setup_axes(ax, axis_label("training step", "steps"), axis_label("loss", "1"), xscale="log", yscale="log")
     steps_from_first_switch(ax, finite, t[-1])
     ax.set_ylim(floor, start * 2.0)
-    ax.legend(loc="upper right", fontsize=8)
+    # below the axes: inside, every corner holds a curve (the initial plateau, the final decay)
+    fig.legend(loc="outside lower center", ncols=3, fontsize=9)
     return save_figure(
         fig,
         figure_dir,

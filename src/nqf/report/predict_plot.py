@@ -2,11 +2,14 @@
 
 The M-flow loss (dotted), the Lotka-Volterra map's loss (dash-dot) and the vanishing-init
 limit's staircase (its plateau losses, stepping down at its step times), with the
-switch-on steps of each source as vertical lines in the source's colour and line style
-(M-flow, LV map, singular limit), the plateau losses as thin horizontal lines, and,
-when given, a measured loss curve (solid black) with its switch-on steps and the
-M-flow's by the loss convention (``nqf.comparison.curves``) as markers on the curves. Colours and
-line styles: ``nqf.report._style``. A leaf: the numerical core never imports this.
+switch-on steps of each source as short ticks in the source's colour along the top edge
+(one row a source: M-flow, LV map, singular limit, and with ``--departure`` the
+network-corrected steps; up to a few modes the M-flow's also as
+thin dotted lines), the M-flow's mode numbers above the axes (thinned where they would
+collide), the plateau losses as thin horizontal lines, and, when given, a measured loss
+curve (solid black) with its switch-on steps and the M-flow's by the loss convention
+(``nqf.comparison.curves``) as markers on the curves. Colours and line styles:
+``nqf.report._style``. A leaf: the numerical core never imports this.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from nqf.comparison.curves import OverlayComparison
 from nqf.core.errors import NqfError
 from nqf.theory.predict import Prediction
 
+from ._panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
 from ._style import PALETTE, SOURCES, axis_label, curve, new_figure, setup_axes, write_figure
 
 _MFLOW, _LV, _LIMIT, _MEASURED = 0, 1, 2, 6  # PALETTE indices: blue, orange, green, black
@@ -90,10 +94,10 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
     horizon = float(cfg.steps)
     if overlay is not None:
         horizon = max(horizon, float(overlay.curve.steps[-1]))
-    fig, ax = new_figure(size=(10.0, 5.0))
+    fig, ax = new_figure(size=(10.0, 5.4))
     highest, lowest = _draw_loss_curves(ax, prediction, horizon)
     plateaus = _draw_plateaus(ax, prediction)
-    _draw_switch_steps(ax, prediction, horizon)
+    reserved, ticks = _draw_switch_steps(ax, prediction, horizon)
 
     if overlay is not None:
         lowest = min(lowest, draw_overlay(ax, overlay))
@@ -104,14 +108,14 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
     )
     setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
     ax.set_title(title, fontsize=9, pad=14)
-    _set_limits(ax, prediction, plateaus, lowest, highest, horizon)
+    _set_limits(ax, prediction, plateaus, lowest, highest, horizon, reserved)
     handles, labels = ax.get_legend_handles_labels()
+    handles, labels = unique_legend(handles, labels, ticks)
     if prediction.departure is not None:
-        handles, labels = _draw_departure(ax, prediction, horizon, handles, labels)
-    beside = 1.09 if prediction.departure is not None else 1.01  # clear of the right-hand axis's labels
-    ax.legend(
-        handles, labels, loc="upper left", bbox_to_anchor=(beside, 1.0), fontsize=7, framealpha=0.9, borderaxespad=0.0
-    )
+        handles, labels = _draw_departure(ax, prediction, handles, labels, reserved)
+    # outside the axes, at the right (constrained layout makes room), clear of the right-hand axis's labels
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8, framealpha=0.9)
+    mode_numbers(ax, prediction.mflow_switch_steps, PALETTE[_MFLOW])
     return write_figure(fig, path)
 
 
@@ -157,53 +161,41 @@ def _draw_plateaus(ax, prediction: Prediction) -> np.ndarray:
     return plateaus
 
 
-def _draw_switch_steps(ax, prediction: Prediction, horizon: float) -> None:
-    """Switch-on steps (the occupation convention: m_k reaches m_k*/2), one collection per source; the
-    M-flow's numbered."""
-    for source, colour, name, switch in (
-        ("M-flow", _MFLOW, "M-flow", prediction.mflow_switch_steps),
-        ("LV", _LV, "LV map", prediction.lv_switch_steps),
-        ("limit", _LIMIT, "vanishing-init limit", prediction.singular_switch_steps),
-    ):
+def _draw_switch_steps(ax, prediction: Prediction, horizon: float) -> tuple[float, list]:
+    """Switch-on steps (the occupation convention: m_k reaches m_k*/2) as ticks along the top edge, a
+    row per source (M-flow, LV map, singular limit); up to a few modes the M-flow's also as thin lines.
+    Returns the fraction of the axes' height the ticks take and their legend entries."""
+    sources = [
+        (PALETTE[_MFLOW], "M-flow", "M-flow", prediction.mflow_switch_steps),
+        (PALETTE[_LV], "LV map", "LV", prediction.lv_switch_steps),
+        (PALETTE[_LIMIT], "vanishing-init limit", "limit", prediction.singular_switch_steps),
+    ]
+    corrected = None if prediction.departure is None else prediction.departure.corrected_switch_steps
+    if corrected and corrected.get("linearised") is not None:
+        sources.append(("0.2", "network-corrected", "corrected", corrected["linearised"]))
+    rows = []
+    for colour, name, short, switch in sources:
         t = np.asarray(switch, dtype=np.float64)
         t = t[np.isfinite(t) & (t > 0) & (t <= horizon)]
-        if t.size == 0:
-            continue
-        ax.vlines(
-            t,
-            0,
-            1,
-            transform=ax.get_xaxis_transform(),
-            colors=PALETTE[colour],
-            linestyles=SOURCES[source][0],
-            linewidth=1.0,
-            alpha=0.8,
-            label=f"switch-on steps ({name})",
-        )
-    for k, t in enumerate(np.asarray(prediction.mflow_switch_steps, dtype=np.float64)):
-        if np.isfinite(t) and 0 < t <= horizon:
-            ax.text(
-                t,
-                1.0,
-                f" {k + 1}",
-                transform=ax.get_xaxis_transform(),
-                va="bottom",
-                ha="center",
-                fontsize=8,
-                color=PALETTE[_MFLOW],
-            )
+        if t.size:
+            rows.append((t, colour, f"switch-on steps ({name})", short))
+    modes = np.asarray(prediction.mflow_switch_steps).size
+    return switch_rugs(ax, rows, lined=modes <= LINED_MODES and bool(rows) and rows[0][3] == "M-flow")
 
 
-def _set_limits(ax, prediction: Prediction, plateaus, lowest: float, highest: float, horizon: float) -> None:
-    """The axes' ranges: the staircase fills them, from a decade before the first switch-on to the horizon."""
+def _set_limits(
+    ax, prediction: Prediction, plateaus, lowest: float, highest: float, horizon: float, reserved: float = 0.0
+) -> None:
+    """The axes' ranges: the staircase fills them, from a decade before the first switch-on to the horizon,
+    below the top ``reserved`` fraction (the switch-on ticks)."""
     # y: down to a decade below the smallest nonzero plateau, so the staircase fills the axes
     # rather than the final decay towards a zero loss (of the prediction or the measured curve)
     resolved = plateaus[plateaus > 1e-12]
     if resolved.size:
         lowest = float(resolved.min())
     if highest > 0 and np.isfinite(lowest):
-        top = 2.0 * highest
-        ax.set_ylim(max(lowest / 10, top * 1e-12), top)
+        bottom = max(lowest / 10, 2.0 * highest * 1e-12)
+        ax.set_ylim(bottom, max(2.0 * highest, headroom_top(bottom, highest, reserved)))
     first = np.asarray(prediction.mflow_switch_steps, dtype=np.float64)
     first = first[np.isfinite(first)]
     start = float(first.min()) if first.size else 0.0
@@ -211,8 +203,9 @@ def _set_limits(ax, prediction: Prediction, plateaus, lowest: float, highest: fl
     ax.set_xlim(left, horizon)
 
 
-def _draw_departure(ax, prediction: Prediction, horizon: float, handles: list, labels: list):
-    """The network-vs-quadratic-model gap on a right-hand axis (percent), and the corrected switch-on steps."""
+def _draw_departure(ax, prediction: Prediction, handles: list, labels: list, reserved: float = 0.0):
+    """The network-vs-quadratic-model gap on a right-hand axis (percent), below the top ``reserved``
+    fraction (the switch-on ticks, the network-corrected ones among them)."""
     found = prediction.departure
     steps = np.asarray(found.steps, dtype=np.float64)
     gap = 100.0 * np.asarray(found.relative_gap, dtype=np.float64)
@@ -228,23 +221,7 @@ def _draw_departure(ax, prediction: Prediction, horizon: float, handles: list, l
     )
     right.set_ylabel("network vs quadratic model (%)", fontsize=8)
     right.set_xlabel(ax.get_xlabel())  # twinx hides this x axis; the label keeps the figure check honest
-    right.set_ylim(0.0, max(5.0, 1.15 * float(gap[keep].max(initial=0.0))))
+    right.set_ylim(0.0, max(5.0, 1.15 * float(gap[keep].max(initial=0.0))) / (1.0 - reserved))
     right.tick_params(labelsize=7)
     handles, labels = [*handles, line], [*labels, line.get_label()]
-    corrected = (found.corrected_switch_steps or {}).get("linearised")
-    if corrected is not None:
-        t = np.asarray(corrected, dtype=np.float64)
-        t = t[np.isfinite(t) & (t > 0) & (t <= horizon)]
-        if t.size:
-            marks = ax.vlines(
-                t,
-                0,
-                1,
-                transform=ax.get_xaxis_transform(),
-                colors="0.2",
-                linestyles=":",
-                linewidth=1.4,
-                label="switch-on steps (network-corrected)",
-            )
-            handles, labels = [*handles, marks], [*labels, marks.get_label()]
     return handles, labels

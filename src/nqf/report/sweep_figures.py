@@ -20,8 +20,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib import colormaps
+from matplotlib.colors import LogNorm
+from matplotlib.lines import Line2D
 
-from ._style import PALETTE, axis_label, curve, new_figure, setup_axes, write_figure
+from ._style import (
+    DISTINCT_COLOURS,
+    SEQUENTIAL_MAP,
+    axis_label,
+    curve,
+    new_figure,
+    series_colour_bar,
+    series_colours,
+    setup_axes,
+    text_colour_on,
+    write_figure,
+)
 
 
 def _finite(v) -> bool:
@@ -36,16 +50,29 @@ def _first_optimizer(rows) -> str | None:
     return None
 
 
+# legend entries of the sources, drawn in a neutral grey (colour = mode)
+_NEUTRAL = "#505050"
+
+
 def switch_figure(rows: list[dict[str, Any]], path: Path) -> Path | None:
-    """Switch-on step against ln(1/sigma0) per mode (None when sigma0 is not an axis)."""
+    """Switch-on step against ln(1/sigma0) per mode (None when sigma0 is not an axis).
+
+    Colour = mode: the palette for a few modes (named in the legend), else a sequential map with
+    a colour bar; the legend, outside the axes, names the sources by line style and marker.
+    """
     rows = [r for r in rows if r.get("mode") is not None and _finite(r.get("sigma0"))]
     if len({r["sigma0"] for r in rows}) < 2:
         return None
-    fig, ax = new_figure(size=(6.4, 4.4))
-    modes = sorted({r["mode"] for r in rows})
+    modes = sorted({r["mode"] for r in rows}, key=_order)
+    colours = series_colours(len(modes))
+    many = len(modes) > DISTINCT_COLOURS
+    fig, ax = new_figure(size=(8.0, 5.8))
     opt = _first_optimizer(rows)
     theory = [("M-flow", "switch_mflow"), ("LV", "switch_lv"), ("limit", "switch_singular_limit")]
-    for mi, mode in enumerate(modes):
+    measured = [(f"switch_network_{opt}", "o", f"network ({opt})", True)] if opt else []
+    measured.append(("switch_quadratic", "s", "quadratic model", False))
+    drawn: dict[str, Any] = {}  # source -> its neutral legend entry, in drawing order
+    for colour, mode in zip(colours, modes, strict=True):
         mine = [r for r in rows if r["mode"] == mode]
         for source, column in theory:
             by_sigma = defaultdict(list)
@@ -55,24 +82,25 @@ def switch_figure(rows: list[dict[str, Any]], path: Path) -> Path | None:
             if not by_sigma:
                 continue
             xs = sorted(by_sigma, reverse=True)
-            style = curve(source, mi, f"mode {mode}")
+            style = {**curve(source, 0, f"mode {mode}"), "color": colour}
+            if many:  # thinner, or thirty modes' lines merge
+                style["linewidth"] *= 0.6
             ax.plot([math.log(1 / s) for s in xs], [float(np.mean(by_sigma[s])) for s in xs], **style)
-        measured = [(f"switch_network_{opt}", "o", f"network ({opt}), mode {mode}", True)] if opt else []
-        measured.append(("switch_quadratic", "s", f"quadratic model, mode {mode}", False))
+            drawn.setdefault(source, Line2D([], [], **{**curve(source), "color": _NEUTRAL}))
         for column, marker, label, filled in measured:
             pts = [(math.log(1 / r["sigma0"]), r[column]) for r in mine if _finite(r.get(column))]
             if pts:
                 x, y = zip(*pts, strict=True)
-                color = PALETTE[mi % len(PALETTE)]
-                ax.plot(
-                    x,
-                    y,
-                    linestyle="none",
-                    marker=marker,
-                    markersize=5 if filled else 7,
-                    color=color,
-                    markerfacecolor=color if filled else "none",
-                    label=label,
+                points: dict[str, Any] = {
+                    "linestyle": "none",
+                    "marker": marker,
+                    "markersize": (4 if filled else 6) if many else (5 if filled else 7),
+                    "markerfacecolor": None if filled else "none",
+                }
+                ax.plot(x, y, color=colour, label=f"{label}, mode {mode}", **points)
+                face = _NEUTRAL if filled else "none"
+                drawn.setdefault(
+                    label, Line2D([], [], color=_NEUTRAL, label=label, **{**points, "markerfacecolor": face})
                 )
     setup_axes(
         ax,
@@ -80,20 +108,35 @@ def switch_figure(rows: list[dict[str, Any]], path: Path) -> Path | None:
         axis_label("switch-on step", "steps"),
         title="switch-on step against init scale",
     )
-    # every curve is labelled; the legend lists mode 1's sources and one line per further mode
-    handles = [
-        h
-        for h in ax.get_lines()
-        if h.get_label().endswith("mode 1)")
-        or h.get_label().endswith("mode 1")
-        or (h.get_label().startswith("M-flow") and not h.get_label().endswith("mode 1)"))
-    ]
-    ax.legend(handles=handles, fontsize=6, ncol=2)
+    # every curve is labelled (source and mode); the legend, below the axes, lists the sources
+    # by style, and the modes by colour: a colour bar for many, one entry each for a few
+    handles = list(drawn.values())
+    if many:
+        series_colour_bar(fig, ax, modes, "mode k", pad=0.01, aspect=40)
+        ncols = len(handles)
+    else:  # two rows, filled by column: the sources above, the modes below
+        swatches = [
+            Line2D([], [], color=c, linewidth=6, label=f"mode {m}") for c, m in zip(colours, modes, strict=True)
+        ]
+        ncols = max(len(handles), len(swatches))
+        blank = Line2D([], [], linestyle="none", label=" ")
+        handles = [
+            h
+            for pair in zip(
+                handles + [blank] * (ncols - len(handles)), swatches + [blank] * (ncols - len(swatches)), strict=True
+            )
+            for h in pair
+        ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=ncols, fontsize=9)
     return write_figure(fig, path)
 
 
 def heatmap_figure(rows: list[dict[str, Any]], axes: tuple[str, str], path: Path) -> Path | None:
-    """Mean |relative error| (network vs its M-flow; predict: LV vs M-flow) over two axes."""
+    """Mean |relative error| (network vs its M-flow; predict: LV vs M-flow) over two axes.
+
+    Colour bar with the quantity; each cell's value written in black or white, whichever
+    contrasts more with the cell (WCAG); a log colour scale when the values span a decade or more.
+    """
     opt = _first_optimizer(rows)
     column = f"relerr_network_{opt}" if opt else "relerr_lv"
     a, b = axes
@@ -110,24 +153,43 @@ def heatmap_figure(rows: list[dict[str, Any]], axes: tuple[str, str], path: Path
         for j, va in enumerate(values_a):
             if cells.get((va, vb)):
                 grid[i, j] = float(np.mean(cells[(va, vb)]))
-    fig, ax = new_figure(size=(6.0, 4.4))
+    fig, ax = new_figure(size=(8.0, max(4.4, min(8.0, 2.4 + 0.5 * len(values_b)))))
     ax.grid(False)
-    image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap="viridis")
+    cmap = colormaps[SEQUENTIAL_MAP].with_extremes(bad="#d9d9d9")  # grey: no data
+    finite = grid[np.isfinite(grid)]
+    norm = (
+        LogNorm(float(finite.min()), float(finite.max()))
+        if finite.size and finite.min() > 0 and finite.max() >= 10 * finite.min()
+        else None
+    )
+    image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap, norm=norm)
     what = f"network ({opt}) vs M-flow" if opt else "LV vs M-flow"
-    image.set_label(f"mean |relative error|, {what}")  # values are written in the cells (no colour bar)
+    quantity = f"mean |relative error|, {what}"
+    image.set_label(quantity)
+    fig.colorbar(image, ax=ax, label=axis_label("mean |relative error| of switch-on steps", "1"), pad=0.02)
     setup_axes(
         ax,
         axis_label(a, "1"),
         axis_label(b, "1"),
-        title=f"mean |relative error| of switch-on steps, {what}\n(over modes and other axes)",
+        title=f"mean |relative error| of switch-on steps, {what}\n(over modes and other axes; grey: no data)",
     )
-    ax.title.set_fontsize(8)
-    ax.set_xticks(range(len(values_a)), [_tick(v) for v in values_a], rotation=45, fontsize=7)  # after setup_axes
-    ax.set_yticks(range(len(values_b)), [_tick(v) for v in values_b], fontsize=7)
+    rotate = 45 if max(len(_tick(v)) for v in values_a) > 6 else 0
+    ax.set_xticks(range(len(values_a)), [_tick(v) for v in values_a], rotation=rotate)  # after setup_axes
+    ax.set_yticks(range(len(values_b)), [_tick(v) for v in values_b])
+    size = 10 if grid.size <= 24 else 8 if grid.size <= 80 else 6
     for i in range(grid.shape[0]):
         for j in range(grid.shape[1]):
             if math.isfinite(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.2g}", ha="center", va="center", fontsize=6, color="white")
+                cell = image.cmap(image.norm(grid[i, j]))
+                ax.text(
+                    j,
+                    i,
+                    f"{grid[i, j]:.2g}",
+                    ha="center",
+                    va="center",
+                    fontsize=size,
+                    color=text_colour_on(cell),
+                )
     return write_figure(fig, path)
 
 

@@ -10,7 +10,7 @@ written by hand:
 * ``"not applicable"``: a number is missing (``None``), with the reason, e.g. the
   theory gives no prediction for this architecture, or the mode never switched on.
 
-Tolerance kinds, with p = predicted and m = measured (THEORY.md section 5: tolerances
+Tolerance kinds, with p = predicted and m = measured (docs/theory.md section 5: tolerances
 are stated in numbers):
 
 =============  ==========================================  =====================

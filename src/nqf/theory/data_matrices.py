@@ -1,7 +1,7 @@
 r"""Data matrices: everything the flow of M = W W^T needs from a data set.
 
 With the quadratic model f_c(x) = <M, A_c(x)> and a per-sample loss l(f, y), the
-training dynamics close on M through (THEORY.md section 2)
+training dynamics close on M through (docs/theory.md section 2)
 
     G(M) = E[ sum_c l'_c(f(x), y) A_c(x) ]                    (d, d), symmetric
     C    = E[ sum_c y_c A_c(x) ]                               (d, d)

@@ -1,7 +1,7 @@
 r"""Where the network leaves its quadratic form, computed along the predicted path without training.
 
 **(a) The departure curve.** Under GD the quadratic model's weights obey
-W+ = (I - 2 lr G(M)) W (THEORY.md section 2), so W(t) = P(t) W0 with the d x d product
+W+ = (I - 2 lr G(M)) W (docs/theory.md section 2), so W(t) = P(t) W0 with the d x d product
 
     P(t+1) = (I - 2 lr G(M_t)) P(t),      M_t = P(t) M0 P(t)^T,      P(0) = I,
 

@@ -1,6 +1,6 @@
 r"""The flow of the order parameter M = W W^T: exact discrete maps and gradient flow.
 
-For the quadratic model f = <W W^T, A(x)>, grad_W L = 2 G(M) W (THEORY.md section 2),
+For the quadratic model f = <W W^T, A(x)>, grad_W L = 2 G(M) W (docs/theory.md section 2),
 so every update that acts on W from the left by a matrix built from M closes on M:
 
 - gradient descent, W+ = W - lr 2 G W = B W with B = I - 2 lr G(M):

@@ -30,7 +30,8 @@ class FlowResult:
         steps: (R,) the recorded steps (integers for the maps; times in units of steps,
             floats, for ``continuous_flow``).
         loss: (R,) the full-data loss L(M) at the recorded steps.
-        final: (d, d) M after the last step (at t_final for the continuous flow).
+        final: (d, d) M after the last step (at t_final for the continuous flow); None where it
+            was not kept (a point of ``nqf.predict_grid``).
         M: (R, d, d) M at the recorded steps, or None when not recorded.
         occupations: (R, m) m_k = q_k^T M q_k for the columns of the basis, or None.
         state: the optimizer state at the end, besides M (momentum: (P, Q)); else None.
@@ -41,7 +42,7 @@ class FlowResult:
 
     steps: jax.Array | np.ndarray  # numpy from the numpy engine (nqf.theory.host_flow)
     loss: jax.Array | np.ndarray
-    final: jax.Array | np.ndarray
+    final: jax.Array | np.ndarray | None
     M: jax.Array | np.ndarray | None = None
     occupations: jax.Array | np.ndarray | None = None
     state: Any = None

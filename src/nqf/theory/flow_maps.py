@@ -32,6 +32,7 @@ from nqf.theory.flow_base import (
     _observe_M,
     _record_flags,
 )
+from nqf.theory.moments import FactoredSecond, MomentDataMatrices
 from nqf.theory.population import PopulationDataMatrices
 from nqf.theory.sample_matrices import DataMatrices
 
@@ -50,7 +51,7 @@ def _drive(step, record_M, data, carry0, hyper, gaps, remaining, basis):
     def between(state, gap):
         carry, t = state
         carry = run(carry, t, gap)
-        return (carry, t + gap), _observe(data, carry[0], basis, record_M)
+        return (carry, t + gap), _observe_flow(data, carry[0], basis, record_M)
 
     (carry, t), (loss, Ms, occ) = jax.lax.scan(between, (carry0, jnp.zeros((), gaps.dtype)), gaps)
     carry = run(carry, t, remaining)
@@ -82,9 +83,27 @@ def _sym(X):
 # negative and then grow). The cost is still d^3 per step, independent of the width n.
 
 
+def _blockwise(data) -> bool:
+    """Whether G(F F^T) F is taken from the coupled blocks alone (``MomentDataMatrices.gradient_times``):
+    for S kept factored (large d, a few coupled blocks), where F F^T and G F at d x d cost 4 d^2 r
+    against 4 p r. Elsewhere the dense products, as before (the same rounding)."""
+    return isinstance(data, MomentDataMatrices) and isinstance(data.second, FactoredSecond)
+
+
+def _observe_flow(data, F, basis, record_M: bool):
+    """``flow_base._observe``; on blockwise data without M recorded, the loss from F's blocks
+    (``MomentDataMatrices.loss_of_factor``) instead of forming F F^T (d x d) at every record."""
+    if _blockwise(data) and not record_M:
+        occ = None if basis is None else jnp.sum((basis.T @ F) ** 2, axis=1)
+        return data.loss_of_factor(F), None, occ
+    return _observe(data, F, basis, record_M)
+
+
 def _gd_step(data, hyper, carry, t):
     (F,) = carry
     lr = hyper
+    if _blockwise(data):
+        return (F - 2 * lr * data.gradient_times(F),)
     G = data.gradient_matrix(F @ F.T)
     return (F - 2 * lr * G @ F,)
 
@@ -99,6 +118,9 @@ def _sgd_step(data, hyper, carry, t):
 def _momentum_step(data, hyper, carry, t):
     F, V = carry
     lr, beta = hyper
+    if _blockwise(data):
+        V_next = 2 * data.gradient_times(F) + beta * V
+        return (F - lr * V_next, V_next)
     G = data.gradient_matrix(F @ F.T)
     V_next = 2 * G @ F + beta * V  # optax trace: V+ = g + beta V, g = 2 G W
     return (F - lr * V_next, V_next)
@@ -166,8 +188,14 @@ def _run_map(
     basis = _check_basis(data, basis)
     record_M = _record_flags(data, basis, record_M, cps.size)
     gaps = np.diff(cps, prepend=0)
-    # every step recorded: every step is computed anyway, so there is nothing to jump
-    if _check_stepping(stepping) == "adaptive" and kind is not None and (gaps.max(initial=0) > 1 or steps > cps[-1]):
+    # every step recorded: every step is computed anyway, so there is nothing to jump; nor is
+    # there when the Gram state is too large to linearise (``_jumpable``): its tries were refused
+    if (
+        _check_stepping(stepping) == "adaptive"
+        and kind is not None
+        and _jumpable(kind, data.dim)
+        and (gaps.max(initial=0) > 1 or steps > cps[-1])
+    ):
         carry, loss, Ms, occ, stats = _run_adaptive(
             step, kind, data, carry0, hyper, steps, cps, basis, record_M, jump_from
         )
@@ -191,9 +219,20 @@ def _run_map(
     )
 
 
+def _jumpable(kind: str, d: int) -> bool:
+    """Whether a jump can be tried at all: the packed Gram state (d(d+1)/2 entries for GD, twice
+    the rows for momentum) within ``nqf.theory.jumps.MAX_JUMP_STATE``. Its linearisation takes s
+    products of one step each and its powers O(s^3 log j); beyond, every try is refused (the
+    adaptive loop would only split the stepping into more compiled calls), so the map steps."""
+    from nqf.theory.jumps import MAX_JUMP_STATE
+
+    D = 2 * d if kind == "momentum" else d
+    return D * (D + 1) // 2 <= MAX_JUMP_STATE
+
+
 @partial(jax.jit, static_argnames=("record_M",))
 def _observe_factor(record_M, data, F, basis):
-    return _observe(data, F, basis, record_M)
+    return _observe_flow(data, F, basis, record_M)
 
 
 @partial(jax.jit, static_argnames=("record_M",))

@@ -1,4 +1,4 @@
-r"""The Lotka-Volterra reduction of the M-flow (THEORY.md section 3).
+r"""The Lotka-Volterra reduction of the M-flow (docs/theory.md section 3).
 
 When the data matrices share an eigenbasis q_k, M = sum_k m_k q_k q_k^T stays
 diagonal and gradient flow with learning rate ``lr`` (time in optimizer steps) is
@@ -12,7 +12,7 @@ function (dL/dt = -4 lr sum_k m_k (c_k - (K m)_k)^2 <= 0) and the state reached 
 small m(0) is the minimiser of L over m >= 0 (the saturated fixed point).
 
 A mode's *switch-on time* is the first time m_k reaches half of its occupation at that
-fixed point (THEORY.md section 5: one threshold for every model).
+fixed point (docs/theory.md section 5: one threshold for every model).
 
 Numerics. The plateaus last ~ ln(1/m0) / r_k, with m0 down to 1e-60. We integrate
 u = ln m,
@@ -412,7 +412,7 @@ def logistic_switch_time(c, K, m0, lr):
 
 
 def staircase_switch_time(s, m0, lr):
-    """THEORY.md section 3 approximate switch-on time of the two-layer staircase.
+    """docs/theory.md section 3 approximate switch-on time of the two-layer staircase.
 
     With c_k = s_k/2 and K_kk = 1/4 each mode is logistic, dm/dt = lr m (2 s - m), and
     t_k ~= ln(2 s_k / m_k(0)) / (2 lr s_k)  (drops the -1 of the exact ln(2s/m0 - 1)).

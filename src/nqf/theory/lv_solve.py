@@ -7,7 +7,7 @@ solution or a loss curve.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import equinox as eqx
@@ -24,7 +24,7 @@ from nqf.theory.lotka_volterra import (
     fixed_point,
     logistic_switch_time,
 )
-from nqf.theory.lv_kvaerno import MAX_NUMPY_MODES, kvaerno_switch_times
+from nqf.theory.lv_kvaerno import MAX_NUMPY_MODES, kvaerno_switch_times, kvaerno_switch_times_batch
 from nqf.theory.lv_logistic import _logistic_evaluate
 from nqf.theory.singular_limit import singular_limit
 
@@ -386,6 +386,36 @@ def _flow_switch_core(c, K, lr, u0, t_final, thresholds, rtol, atol, newton_tol,
 _flow_switch_program = jax.jit(_flow_switch_core, static_argnames=("max_steps",))
 
 
+def _flow_tolerance() -> float:
+    """rtol = atol of the switch-time solves: 1e-8 in float64, 1e-5 in float32."""
+    return 1e-8 if jnp.result_type(float) == jnp.float64 else 1e-5
+
+
+def _log_thresholds(reference) -> np.ndarray:
+    """ln(m_k*/2) for reference m* (m,); inf where m_k* <= 0 (no switch-on asked)."""
+    reference = np.asarray(reference, dtype=np.float64)
+    positive = reference > 0
+    with np.errstate(divide="ignore"):
+        return np.where(positive, np.log(np.where(positive, 0.5 * reference, 1.0)), np.inf)
+
+
+def flow_switch_times_batch(system: LotkaVolterra, m0s, t_final: float, reference) -> np.ndarray:
+    """``flow_switch_times`` of ``system`` with each row of m0s (B, m) as its initial occupations:
+    (B, m), the systems sharing c, K and lr. Up to ``MAX_NUMPY_MODES`` coupled modes the B
+    solves run as one vectorised numpy Kvaerno5 (``kvaerno_switch_times_batch``: each row the
+    scalar solve's steps, bit for bit); a diagonal system, or more modes, row by row."""
+    m0s = np.atleast_2d(np.asarray(m0s, dtype=np.float64))
+    t_final = float(t_final)
+    numpy_solve = not system.is_diagonal and math.isfinite(t_final) and t_final > 0
+    if not numpy_solve or system.num_modes > MAX_NUMPY_MODES:
+        return np.stack([flow_switch_times(replace(system, m0=row), t_final, reference) for row in m0s])
+    tol = _flow_tolerance()
+    times, _ = kvaerno_switch_times_batch(
+        system.c, system.dense_K, system.lr, np.log(m0s), t_final, _log_thresholds(reference), rtol=tol, atol=tol
+    )
+    return times
+
+
 def flow_switch_times(system: LotkaVolterra, t_final: float, reference, method: str = "auto") -> np.ndarray:
     """``switch_times(solve_lv(system, t_final), reference=reference)``: the LV gradient flow's
     switch-on times (m,), NaN where not reached by ``t_final``.
@@ -403,12 +433,7 @@ def flow_switch_times(system: LotkaVolterra, t_final: float, reference, method: 
         return switch_times(solve_lv(system, t_final), reference=reference)
     if method not in ("auto", "numpy", "compiled"):
         raise NqfError(f"flow_switch_times: unknown method {method!r} (auto, numpy, compiled)")
-    double = jnp.result_type(float) == jnp.float64
-    tol = 1e-8 if double else 1e-5
-    reference = np.asarray(reference, dtype=np.float64)
-    positive = reference > 0
-    with np.errstate(divide="ignore"):
-        thresholds = np.where(positive, np.log(np.where(positive, 0.5 * reference, 1.0)), np.inf)
+    tol, thresholds = _flow_tolerance(), _log_thresholds(reference)
     if method == "numpy" or (method == "auto" and system.num_modes <= MAX_NUMPY_MODES):
         times, _ = kvaerno_switch_times(
             system.c, system.dense_K, system.lr, np.log(system.m0), t_final, thresholds, rtol=tol, atol=tol

@@ -1,4 +1,4 @@
-r"""From data matrices to the Lotka-Volterra reduction (THEORY.md section 3).
+r"""From data matrices to the Lotka-Volterra reduction (docs/theory.md section 3).
 
 Find the eigenbasis q_k of C (degenerate eigenspaces rotated so that K acts as
 diagonally as it can on them), measure how far the data matrices are from sharing it,

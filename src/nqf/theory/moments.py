@@ -22,6 +22,13 @@ factors l_cr do not depend on x (the readout e_c of a perceptron, the identity o
 linear attention) only the second moments of the right factors are accumulated,
 O(N K R^2 d_R^2). Memory: the chunk's factors, S and u; never all samples' factors.
 
+Beyond MAX_MOMENT_ENTRIES, S of a single rank-one term whose left factors are shared and mutually
+orthogonal (the perceptron: l_c = sigma'(0) e_c, r_c = x) is kept factored,
+S = sum_c (l_c l_c^T) (x) E[r_c r_c^T] (:class:`FactoredSecond`): at D = 784 inputs and K = 10
+outputs p = 7840, and S m costs 2 K D^2 ~ 1.3e7 flops on a 784 x 784 block instead of 2 p^2 ~ 1.2e8
+on 490 MB (issue 24). The maps then take G(F F^T) F from the coupled blocks alone
+(:meth:`MomentDataMatrices.gradient_times`).
+
 :func:`choose_route` compares the two routes' arithmetic per step and picks one.
 """
 
@@ -48,6 +55,10 @@ MAX_MOMENT_ENTRIES = 2**24  # 128 MiB in float64
 MAX_HELD_STRUCTURE = 2**26
 # Samples per chunk when accumulating moments (the chunk's factors are the working memory).
 DEFAULT_CHUNK = 4096
+# Beyond MAX_MOMENT_ENTRIES, S of a single rank-one term whose left factors are shared by every
+# sample and mutually orthogonal (the perceptron's readout, l_c = sigma'(0) e_c) is kept
+# factored (:class:`FactoredSecond`): K blocks of d_R x d_R, at most this many numbers.
+MAX_FACTORED_ENTRIES = 2**26  # 512 MiB in float64
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,71 @@ class TermLayout:
     @property
     def size(self) -> int:
         return self.shape[0] * self.shape[1]
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class FactoredSecond:
+    r"""S = sum_k (l_k l_k^T) (x) Sigma_k without the p x p matrix (p = d_L d_R).
+
+    For one term of rank one whose left factors l_k (k over the K outputs) are the same for every
+    sample, S[(a, b), (c, e)] = sum_k l_k[a] l_k[c] Sigma_k[b, e] with Sigma_k = E[r_k r_k^T], so
+
+        S m = vec(sum_k l_k (Sigma_k (m^T l_k))^T)    (m as d_L x d_R),
+
+    2 K d_R^2 + 4 K d_L d_R flops instead of 2 p^2, and K d_R^2 numbers (one block when the right
+    factors do not depend on k, as x for the perceptron) instead of p^2. Acts as a symmetric
+    (p, p) matrix under ``@`` from either side, on JAX or numpy arrays (whichever it holds).
+
+    Attributes:
+        lefts: (K, d_L) the shared left factors.  blocks: (K or 1, d_R, d_R) the Sigma_k.
+    """
+
+    lefts: Any
+    blocks: Any
+
+    __array_ufunc__ = None  # numpy: ``Z @ S`` defers to __rmatmul__
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        p = self.lefts.shape[1] * self.blocks.shape[-1]
+        return (p, p)
+
+    @property
+    def dtype(self):
+        return self.blocks.dtype
+
+    ndim = 2
+
+    def _xp(self):
+        return np if isinstance(self.blocks, np.ndarray) else jnp
+
+    def __matmul__(self, v):
+        """S v for v (p,) or (p, m)."""
+        xp = self._xp()
+        dl, dr = self.lefts.shape[1], self.blocks.shape[-1]
+        V = v.reshape(dl, dr, *v.shape[1:])
+        t = xp.einsum("ka,ab...->kb...", self.lefts, V)  # m^T l_k: (K, d_R, ...)
+        if self.blocks.shape[0] == 1:
+            U = xp.einsum("be,ke...->kb...", self.blocks[0], t)
+        else:
+            U = xp.einsum("kbe,ke...->kb...", self.blocks, t)
+        return xp.einsum("ka,kb...->ab...", self.lefts, U).reshape(v.shape)
+
+    def __rmatmul__(self, Z):
+        """Z S for Z (m, p): (S Z^T)^T, S being symmetric."""
+        return (self @ Z.T).T
+
+    def dense(self):
+        """The explicit (p, p) matrix (tests and small inspections only)."""
+        xp = self._xp()
+        K = self.lefts.shape[0]
+        blocks = xp.broadcast_to(self.blocks, (K, *self.blocks.shape[1:]))
+        p = self.shape[0]
+        return xp.einsum("ka,kc,kbe->abce", self.lefts, self.lefts, blocks).reshape(p, p)
+
+    def on_host(self) -> FactoredSecond:
+        return FactoredSecond(np.asarray(self.lefts), np.asarray(self.blocks))
 
 
 class _PackedForms:
@@ -136,12 +212,13 @@ class MomentDataMatrices(_PackedForms):
     for everything the M-flow, the mode basis and the stability check use (no minibatches).
 
     Attributes:
-        second: S (p, p).  cross: u (p,).  optimum: m_hat (p,) with S m_hat = u.
+        second: S (p, p), or a :class:`FactoredSecond` beyond MAX_MOMENT_ENTRIES.  cross: u (p,).
+        optimum: m_hat (p,) with S m_hat = u.
         residual: L_res, the loss at m_hat (>= 0).  target_energy: L0 = (1/2) E|y|^2.
         layout: the terms' block slices (static).  dim: d.  outputs: K.  samples: N.
     """
 
-    second: jax.Array
+    second: jax.Array | FactoredSecond
     cross: jax.Array
     optimum: jax.Array
     residual: jax.Array
@@ -165,6 +242,26 @@ class MomentDataMatrices(_PackedForms):
             out = out.at[t.right[0] : t.right[1], t.left[0] : t.left[1]].add(V.T)
         return out
 
+    def _pack_factor(self, F: jax.Array) -> jax.Array:
+        """pack(F F^T) from the terms' blocks F_L F_R^T alone (2 p r flops): (p,)."""
+        return jnp.concatenate([(F[t.left[0] : t.left[1]] @ F[t.right[0] : t.right[1]].T).ravel() for t in self.layout])
+
+    def loss_of_factor(self, F: jax.Array) -> jax.Array:
+        """L(F F^T) without the d x d product."""
+        delta = self._pack_factor(F) - self.optimum
+        return self.residual + 0.5 * delta @ (self.second @ delta)
+
+    def gradient_times(self, F: jax.Array) -> jax.Array:
+        """G(F F^T) F (d, r) from the terms' blocks alone: M's blocks F_L F_R^T, then G's blocks
+        (unpack) applied to F's rows, 4 p r flops a term instead of 4 d^2 r for F F^T and G F."""
+        v = self.second @ (self._pack_factor(F) - self.optimum)
+        out = jnp.zeros_like(F)
+        for t in self.layout:
+            V = 0.5 * v[t.offset : t.offset + t.size].reshape(t.shape)
+            out = out.at[t.left[0] : t.left[1]].add(V @ F[t.right[0] : t.right[1]])
+            out = out.at[t.right[0] : t.right[1]].add(V.T @ F[t.left[0] : t.left[1]])
+        return out
+
     def _packed_projectors(self, Q: jax.Array) -> jax.Array:
         """pack(q_k q_k^T) for the columns of Q (d, m): (m, p)."""
         parts = [
@@ -185,7 +282,7 @@ class MomentDataMatrices(_PackedForms):
     def on_host(self) -> HostMoments:
         """The same data matrices as numpy arrays, computed without compiling (:class:`HostMoments`)."""
         return HostMoments(
-            second=np.asarray(self.second),
+            second=self.second.on_host() if isinstance(self.second, FactoredSecond) else np.asarray(self.second),
             cross=np.asarray(self.cross),
             optimum=np.asarray(self.optimum),
             residual=np.asarray(self.residual),
@@ -209,7 +306,7 @@ class HostMoments(_PackedForms):
     working dtype.
     """
 
-    second: np.ndarray
+    second: np.ndarray | FactoredSecond
     cross: np.ndarray
     optimum: np.ndarray
     residual: np.ndarray
@@ -350,7 +447,9 @@ def moment_data_matrices(
     chunk = max(1, min(_chunk_size(layout, arch.outputs, ranks, chunk), bucket_length(N, floor=16)))
     p = sum(t.size for t in layout)
     if p * p > MAX_MOMENT_ENTRIES:
-        raise NqfError(f"{arch.name}: the moments route needs a {p} x {p} matrix; use the per-sample route")
+        if _factorable(shape) is None:
+            raise NqfError(f"{arch.name}: the moments route needs a {p} x {p} matrix; use the per-sample route")
+        return _factored_moments(arch, X, targets, dtype, layout, shape, chunk)
     shared_fn, general_fn, residual_fn = _chunk_functions(arch)
     Y = np.asarray(targets)
     energy = 0.5 * float(np.sum(np.square(Y, dtype=np.float64))) / N
@@ -419,6 +518,147 @@ def _finish(X, Y, dtype, chunk, layout, S, u, energy, residual_fn, arch) -> Mome
     )
 
 
+# -- S factored: one rank-one term with shared, orthogonal left factors ------------------
+
+
+def _factorable(shape) -> tuple[int, int, int] | None:
+    """(K, d_L, d_R) when the structure (or its eval_shape) has the form :class:`FactoredSecond`
+    needs (block factors, one term, rank one, K d_R^2 <= MAX_FACTORED_ENTRIES); else None. That the
+    left factors are shared and orthogonal is checked on the data (:func:`_factored_moments`)."""
+    if not isinstance(shape, BlockFactors) or len(shape.terms) != 1:
+        return None
+    t = shape.terms[0]
+    _, K, R, dl = t.left.shape
+    dr = t.right.shape[3]
+    if R != 1 or K * dr * dr > MAX_FACTORED_ENTRIES:
+        return None
+    return K, dl, dr
+
+
+def _orthogonal_rows(lefts: np.ndarray) -> bool:
+    """Whether the rows l_k of (K, d_L) are nonzero and mutually orthogonal (to 1e-12 relative)."""
+    gram = np.asarray(lefts, dtype=np.float64) @ np.asarray(lefts, dtype=np.float64).T
+    norms = np.diag(gram)
+    if norms.size == 0 or norms.min() <= 0:
+        return False
+    return bool(np.all(np.abs(gram - np.diag(norms)) <= 1e-12 * norms.max()))
+
+
+@functools.lru_cache(maxsize=16)
+def _factored_functions(arch: Architecture):
+    """Jitted per-chunk statistics for :class:`FactoredSecond`: (Sigma (1 or K, d_R, d_R), the cross
+    moments E[y_k r_k] (K, d_R), the first sample's left factors (K, d_L), whether every sample has
+    them, whether r_k is the same for every k). ``one`` accumulates Sigma of r_0 alone (right factors
+    independent of k), ``each`` one Sigma_k per output."""
+
+    def moments(X, Y, w, per_output):
+        t = cast(BlockFactors, structure(arch, X)).terms[0]
+        right = t.right[:, :, 0, :]  # (B, K, d_R)
+        weighted = right * w[:, None, None]
+        cross = jnp.einsum("bk,bkj->kj", Y, weighted)
+        if per_output:
+            sigma = jnp.einsum("bki,bkj->kij", weighted, right)
+        else:
+            sigma = jnp.einsum("bi,bj->ij", weighted[:, 0], right[:, 0])[None]
+        same_left = jnp.all(t.left == t.left[:1])
+        same_right = jnp.all(right == right[:, :1])
+        return sigma, cross, t.left[0, :, 0, :], same_left, same_right
+
+    return (
+        jax.jit(functools.partial(moments, per_output=False)),
+        jax.jit(functools.partial(moments, per_output=True)),
+    )
+
+
+def _factored_moments(arch, X, Y, dtype, layout, shape, requested: int) -> MomentDataMatrices:
+    """The moments of a structure that :func:`_factorable` accepts, S kept as a FactoredSecond.
+
+    Reads the samples in chunks of about 2^22 numbers of factors (K (d_L + d_R) per sample); one
+    pass for Sigma and u (one Sigma when the right factors do not depend on the output, else a second
+    pass for K of them), one for the residual. m_hat = S^+ u from the eigenpairs of the Sigma_k, with
+    the dense route's cut (eigenvalues of S above 1e-14 of the largest).
+    """
+    K, dl, dr = cast(tuple[int, int, int], _factorable(shape))
+    N = X.shape[0]
+    chunk = max(16, min(int(requested), (1 << 22) // max(K * (dl + dr), 1)))
+    chunk = max(1, min(chunk, bucket_length(N, floor=16)))
+    Y = np.asarray(Y)
+    energy = 0.5 * float(np.sum(np.square(Y, dtype=np.float64))) / N
+    one, each = _factored_functions(arch)
+    refused = NqfError(
+        f"{arch.name}: the moments route needs S of {dl * dr} x {dl * dr}, and its left factors are not shared "
+        "and orthogonal (it cannot be kept factored); use the per-sample route"
+    )
+
+    def accumulate(fn):
+        lefts = sigma = cross = None
+        same_right = True
+        for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
+            sg, cr, lc, same_l, same_r = (np.asarray(a) for a in fn(Xc, Yc, w))
+            lefts = lc if lefts is None else lefts
+            if not (bool(same_l) and np.array_equal(lc, lefts)):
+                raise refused
+            same_right = same_right and bool(same_r)
+            if not same_right and fn is one:
+                return lefts, None, None, False
+            sigma = sg if sigma is None else sigma + sg
+            cross = cr if cross is None else cross + cr
+        return lefts, sigma, cross, same_right
+
+    lefts, sigma, cross, same_right = accumulate(one)
+    if not same_right:
+        lefts, sigma, cross, _ = accumulate(each)
+    if not _orthogonal_rows(lefts):
+        raise refused
+    sigma = sigma / N
+    sigma = 0.5 * (sigma + np.swapaxes(sigma, 1, 2))
+    U = np.einsum("ka,kb->ab", lefts, cross / N)  # u as d_L x d_R
+    # S = sum_k (q_k q_k^T) (x) (n_k Sigma_k), q_k = l_k / |l_k| orthonormal: its eigenpairs are
+    # (n_k lambda, q_k (x) v) for the eigenpairs (lambda, v) of Sigma_k
+    L64 = np.asarray(lefts, dtype=np.float64)
+    norms = np.einsum("ka,ka->k", L64, L64)
+    q = L64 / np.sqrt(norms)[:, None]
+    values, vectors = np.linalg.eigh(np.asarray(sigma, dtype=np.float64))
+    pick = np.zeros(K, dtype=int) if sigma.shape[0] == 1 else np.arange(K)
+    top = max(float(np.max(norms[:, None] * values[pick])), 1e-300)
+    U64 = np.asarray(U, dtype=np.float64)
+    M_hat = np.zeros((dl, dr))
+    for k in range(K):
+        lam = norms[k] * values[pick[k]]
+        keep = lam > 1e-14 * top
+        V = vectors[pick[k]][:, keep]
+        M_hat += np.outer(q[k], V @ ((V.T @ (U64.T @ q[k])) / lam[keep]))
+    m_hat = jnp.asarray(M_hat.ravel(), dtype=dtype)
+    residual_fn = _chunk_functions(arch)[2]
+    total = sum(float(residual_fn(Xc, Yc, w, m_hat)) for Xc, Yc, w in _chunks(X, Y, chunk, dtype))
+    return MomentDataMatrices(
+        second=FactoredSecond(jnp.asarray(lefts, dtype=dtype), jnp.asarray(sigma, dtype=dtype)),
+        cross=jnp.asarray(np.asarray(U, dtype=dtype).ravel()),
+        optimum=m_hat,
+        residual=jnp.asarray(total / N, dtype=dtype),
+        target_energy=jnp.asarray(energy, dtype=dtype),
+        layout=layout,
+        dim=arch.dim,
+        outputs=arch.outputs,
+        samples=N,
+    )
+
+
+def _factored_probe(arch: Architecture, dtype) -> tuple[int, int, int] | None:
+    """(K, d_L, d_R) when S of ``arch`` can be kept factored: :func:`_factorable`, and the left
+    factors of two random inputs equal and orthogonal (the samples are checked when S is built)."""
+    x = jax.ShapeDtypeStruct((1, *arch.input_shape), dtype)
+    dims = _factorable(jax.eval_shape(lambda z: structure(arch, z), x))
+    if dims is None:
+        return None
+    rng = np.random.default_rng(0)
+    probes = [jnp.asarray(rng.standard_normal((1, *arch.input_shape)), dtype=dtype) for _ in range(2)]
+    lefts = [np.asarray(cast(BlockFactors, structure(arch, z)).terms[0].left[0, :, 0, :]) for z in probes]
+    if not (np.array_equal(lefts[0], lefts[1]) and _orthogonal_rows(lefts[0])):
+        return None
+    return dims
+
+
 # -- choosing the route ------------------------------------------------------------------
 
 
@@ -474,12 +714,20 @@ def choose_route(
         per_sample = 2.0 * num_samples * sum(K * R * (dl * dr + dr) for K, R, dl, dr in shapes)
         held = sum(K * R * (dl + dr) for K, R, dl, dr in shapes)
     moments = 2.0 * p * p
+    described = f"S ({p} x {p})"
+    factored = None
+    if p * p > MAX_MOMENT_ENTRIES and shapes is not None:
+        factored = _factored_probe(arch, dtype)
+    if factored is not None:  # S m costs 2 K d_R^2 + 4 K d_L d_R (FactoredSecond)
+        K_, dl_, dr_ = factored
+        moments = 2.0 * K_ * dr_ * dr_ + 4.0 * K_ * dl_ * dr_
+        described = f"S ({p} x {p}, factored: {K_} x {dl_} left factors, {dr_} x {dr_} blocks)"
     blockers = []
     if loss != "squared":
         blockers.append(f"the {loss} loss is not quadratic in M")
     if minibatches:
         blockers.append("SGD needs the samples of each minibatch")
-    if p * p > MAX_MOMENT_ENTRIES:
+    if p * p > MAX_MOMENT_ENTRIES and factored is None:
         blockers.append(f"S would be {p} x {p}")
     if route == "moments" and blockers:
         raise NqfError(f"the moments route does not apply here: {'; '.join(blockers)}")
@@ -504,7 +752,7 @@ def choose_route(
     if moments < per_sample:
         return RouteChoice(
             "moments",
-            f"moments route: a step costs ~{moments:.2g} flops with S ({p} x {p}) against ~{per_sample:.2g} over "
+            f"moments route: a step costs ~{moments:.2g} flops with {described} against ~{per_sample:.2g} over "
             f"{num_samples} samples",
             p,
             moments,
@@ -512,5 +760,5 @@ def choose_route(
         )
     return samples(
         f"per-sample route: a step costs ~{per_sample:.2g} flops over {num_samples} samples against ~{moments:.2g} "
-        f"with S ({p} x {p})"
+        f"with {described}"
     )

@@ -1,6 +1,6 @@
 r"""Predict training without training: one call from (architecture, data, init, optimizer).
 
-:func:`predict` chains the pieces of THEORY.md sections 2-4:
+:func:`predict` chains the pieces of docs/theory.md sections 2-4:
 
 1. data matrices C, K[.] of (X, Y) (``nqf.theory.data_matrices``), never an N x d x d stack;
 2. the order-parameter flow: the exact map on M = W W^T of the chosen optimizer
@@ -59,9 +59,9 @@ from nqf.theory.predict_init import check_init_scale, initial_weights, log_occup
 from nqf.theory.predict_stages import (
     LV_DEFECT_TOLERANCE,
     MFLOW_RESOLUTION,
-    _record_steps,
     first_crossing,
     mflow_resolution,
+    record_steps,
 )
 from nqf.theory.prediction import PREDICT_OPTIMIZERS, STEPPINGS, PredictConfig, Prediction
 
@@ -127,7 +127,7 @@ def predict(
     log_m0, never = stage.initial_occupations(modes, W0, dtype, config, given_W0, notes)
     system = stage.lv_system(modes, flow_data, W0, log_m0, config, notes)
     stable = stage.stability(flow_data, modes, system.m_star, config)
-    record = _record_steps(config.steps)
+    record = record_steps(config.steps)
     flow = stage.mflow(flow_data, config, modes, W0, dtype, record, system.thresholds, stable, notes)
     lv_occ, lv_switch, continuous, lv_stats = stage.lv_map(system, config, record, never, g, engine)
     mflow_switch, resolution = stage.mflow_switches(

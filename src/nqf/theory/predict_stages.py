@@ -34,7 +34,7 @@ from nqf.theory.singular_limit import SingularLimit, singular_limit
 LV_DEFECT_TOLERANCE = 1e-6
 # Record every step up to this horizon; beyond it, log+linear checkpoints.
 _EVERY_STEP_LIMIT = 20000
-_MIN_MODES_FOR_POWER_LAW = 10
+MIN_MODES_FOR_POWER_LAW = 10
 # A mode whose weight share r_k (``nqf.theory.predict``'s docstring) falls below this many
 # rounding units is not resolved by the M-flow.
 MFLOW_RESOLUTION = 0.25
@@ -64,7 +64,7 @@ def first_crossing(steps, occupations, thresholds) -> np.ndarray:
     return out
 
 
-def _record_steps(steps: int) -> np.ndarray:
+def record_steps(steps: int) -> np.ndarray:
     """The steps the M-flow and the LV map record: every one up to _EVERY_STEP_LIMIT, else log + linear."""
     if steps <= _EVERY_STEP_LIMIT:
         return np.arange(steps + 1)
@@ -205,7 +205,7 @@ def initial_occupations(modes: ModeBasis, W0, dtype, config: PredictConfig, give
 
 @dataclass(frozen=True, eq=False)
 class LVStage:
-    """The Lotka-Volterra reduction of one prediction (THEORY.md section 3).
+    """The Lotka-Volterra reduction of one prediction (docs/theory.md section 3).
 
     lv: the system; m_star (m,): its fixed point; thresholds (g,): m_k*/2, the switch-on
     thresholds; defect, init_defect: how far the data matrices and M(0) are from diagonal in
@@ -241,9 +241,17 @@ def lv_system(modes: ModeBasis, data, W0, log_m0, config: PredictConfig, notes: 
             f"the data matrices do not share an eigenbasis (defect {defect:.2e}): predictions come from the M-flow; "
             "LV numbers are an approximation in the eigenbasis of C"
         )
-    if init_defect > 1e-3:
-        notes.append(f"M(0) is not diagonal in the mode basis (init defect {init_defect:.2e}): LV uses its diagonal")
+    note = init_defect_note(init_defect)
+    if note:
+        notes.append(note)
     return LVStage(lv, m_star, thresholds, defect, init_defect, applies)
+
+
+def init_defect_note(init_defect: float) -> str | None:
+    """The note on an M(0) that is not diagonal in the mode basis (init defect above 1e-3), else None."""
+    if init_defect > 1e-3:
+        return f"M(0) is not diagonal in the mode basis (init defect {init_defect:.2e}): LV uses its diagonal"
+    return None
 
 
 def stability(data, modes: ModeBasis, m_star, config: PredictConfig) -> LearningRateBound:
@@ -375,17 +383,22 @@ def mflow_switches(flow: FlowResult, thresholds, record, lv_occ, lv_switch, neve
     resolution = mflow_resolution(record, lv_occ, lv_switch, g, dtype)
     unresolved = np.flatnonzero((resolution < MFLOW_RESOLUTION) & ~never[:g])
     if unresolved.size:
-        listed = ", ".join(f"{k + 1} (at {mflow_switch[k]:g})" for k in unresolved)
+        notes.append(unresolved_note(unresolved, mflow_switch, resolution, dtype))
         mflow_switch = mflow_switch.copy()
         mflow_switch[unresolved] = np.nan
-        notes.append(
-            f"the M-flow cannot resolve mode(s) {listed}: before switching on, the mode's weight share "
-            f"sqrt(m_k / tr M) falls to {resolution[unresolved].min():.2g} u ({np.dtype(dtype).name} rounding unit u), "
-            f"below {MFLOW_RESOLUTION:g} u, so rounding of the leading modes seeds it and it switches early; its "
-            "M-flow "
-            "switch step is left out (null); the LV map (log occupations) and the singular limit stand"
-        )
     return mflow_switch, resolution
+
+
+def unresolved_note(unresolved, mflow_switch, resolution, dtype) -> str:
+    """The note naming the modes ``unresolved`` (indices) the M-flow cannot resolve, with the
+    steps it would have given (mflow_switch (g,)) and their resolution r_k / u (g,)."""
+    listed = ", ".join(f"{k + 1} (at {mflow_switch[k]:g})" for k in unresolved)
+    return (
+        f"the M-flow cannot resolve mode(s) {listed}: before switching on, the mode's weight share "
+        f"sqrt(m_k / tr M) falls to {resolution[unresolved].min():.2g} u ({np.dtype(dtype).name} rounding unit u), "
+        f"below {MFLOW_RESOLUTION:g} u, so rounding of the leading modes seeds it and it switches early; its "
+        "M-flow switch step is left out (null); the LV map (log occupations) and the singular limit stand"
+    )
 
 
 def closed_form(modes: ModeBasis, lv: LotkaVolterra, config: PredictConfig, never) -> np.ndarray:
@@ -412,8 +425,8 @@ def vanishing_init(lv: LotkaVolterra, never, g: int) -> tuple[SingularLimit, np.
 
 def power_law(flow: FlowResult, system: LVStage, g: int, notes: list[str]) -> PowerLawFit | None:
     """The power-law fit of the M-flow's loss curve above the LV fixed point's loss, with at
-    least _MIN_MODES_FOR_POWER_LAW growing modes (else None; a note when the fit fails)."""
-    if g < _MIN_MODES_FOR_POWER_LAW:
+    least MIN_MODES_FOR_POWER_LAW growing modes (else None; a note when the fit fails)."""
+    if g < MIN_MODES_FOR_POWER_LAW:
         return None
     loss_inf = float(system.lv.loss(system.m_star))
     try:

@@ -1,4 +1,4 @@
-r"""Power laws from many Lotka-Volterra modes (THEORY.md section 4).
+r"""Power laws from many Lotka-Volterra modes (docs/theory.md section 4).
 
 With c_k ~ k^-alpha and diagonal K_kk ~ k^-gamma, mode k switches on at
 t_k ~ eps / (4 lr c_k) ~ k^alpha and leaves c_k^2 / (2 K_kk) in the loss until then, so
@@ -52,7 +52,7 @@ def predicted_exponent(alpha, gamma=0.0):
 
 
 def finite_init_exponent(alpha, gamma, eps, k_star):
-    """Finite-init exponent beta / (1 - 1 / (eps - alpha ln k*)) (THEORY.md section 4).
+    """Finite-init exponent beta / (1 - 1 / (eps - alpha ln k*)) (docs/theory.md section 4).
 
     Derived for K_kk = 1 (then ln(m_k*/m_k(0)) = eps - alpha ln k); for gamma != 0 the
     log-occupation gap is eps - (alpha - gamma) ln k and this formula is only indicative.

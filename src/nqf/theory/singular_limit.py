@@ -1,4 +1,4 @@
-r"""Plateaus as a singular limit of the Lotka-Volterra flow (THEORY.md section 3).
+r"""Plateaus as a singular limit of the Lotka-Volterra flow (docs/theory.md section 3).
 
 With eps = ln(1/m0), rescaled time s = t / eps and u_k = ln(m_k) / eps, the LV flow
 dm_k/dt = 4 lr m_k (c_k - (K m)_k) becomes, as eps -> infinity, piecewise linear:

@@ -1,7 +1,7 @@
 r"""Closure diagnostic: does training stay closed on M = W W^T under an optimizer?
 
 Two runs of the same model and optimizer start from W0 and from W0 O (O a random
-orthogonal n x n matrix), which have the same M(0) (THEORY.md section 2). If the
+orthogonal n x n matrix), which have the same M(0) (docs/theory.md section 2). If the
 optimizer's update is equivariant, U(G O) = U(G) O with its state transformed alike,
 then W'(t) = W(t) O at every step and M'(t) = M(t): the dynamics close on M (plus
 the optimizer state). Two numbers are reported per step:
@@ -18,7 +18,7 @@ Both use the same minibatches (SGD). The quadratic model is where closure holds
 exactly (its gradient is 2 G(M) W); the full network is only permutation-symmetric, so
 its M defect measures how far the rotation is from a symmetry. Judge closure per step
 and over the plateaus (``until``): constant-lr Muon oscillates after convergence and
-amplifies rounding there (THEORY.md: 1e-14 through step 100, then 0.05).
+amplifies rounding there (docs/theory.md: 1e-14 through step 100, then 0.05).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Both models minimise the squared loss
     L(W) = (1/2) mean_n sum_c (f_c(x_n; W) - y_nc)^2,
 
 with f = ``network_batch(arch, W, X)`` (model ``"network"``: matrix products for a unit with a readout) or
-f = ``structure(arch, X).forms(W W^T)`` (model ``"quadratic"``, THEORY.md section 1).
+f = ``structure(arch, X).forms(W W^T)`` (model ``"quadratic"``, docs/theory.md section 1).
 Gradients come from autodiff in both cases (for the quadratic model autodiff gives
 2 G(M) W, G = contract(f - y); tests compare with the explicit M-map).
 

@@ -1,5 +1,5 @@
 r"""E2, init sweep: the switch-on step of each mode is linear in ln(1/sigma0), with the slope
-of the discrete GD escape (THEORY.md sections 2 and 3).
+of the discrete GD escape (docs/theory.md sections 2 and 3).
 
 Task: the staircase (s = 3, 2, 1, 0.5, K = 4, D = 8, N = 256 whitened samples) learned by
 the tanh perceptron (``mlp``, width n = 32) and by its quadratic model, plain full-batch GD
@@ -9,7 +9,7 @@ same init draw rescaled, ``training_keys(seed)[0]``). Optimizers other than GD a
 Near M = 0, G(M) = -C: the weight component along a mode q_k (C q_k = c_k q_k) grows by
 (1 + 2 lr c_k) per GD step and the occupation m_k = q_k^T M q_k by its square, while
 m_k(0) is proportional to sigma0^2. The switch-on step t_k (first step with
-m_k >= m_k*/2, m_k* the LV fixed point, THEORY.md section 5) is therefore
+m_k >= m_k*/2, m_k* the LV fixed point, docs/theory.md section 5) is therefore
 
     t_k = a_k + b_k ln(1/sigma0),   b_k = 1 / ln(1 + 2 lr c_k)   (GD, discrete steps),
 

@@ -11,7 +11,7 @@ MODELS = ("quadratic", "network")
 SOURCES = {"quadratic": "quadratic model", "network": "tanh network"}
 PREDICTED_SOURCES = ("mflow", "lv", "lv_continuous", "closed_form", "singular")
 
-# Stated in advance (THEORY.md sections 2 and 4); deliberately not config fields.
+# Stated in advance (docs/theory.md sections 2 and 4); deliberately not config fields.
 SLOPE_TOLERANCE = 0.03  # relative, fitted slope versus 1/ln(1 + 2 lr c_k)
 LINEARITY_STEPS = 1.0  # largest residual of the linear fit, in steps (integer switch-on steps)
 MFLOW_STEPS = 1.0  # M-flow versus quadratic model switch-on steps, in steps

@@ -1,5 +1,5 @@
 r"""E3, plateaus as a singular limit: loss against rescaled time s = t / ln(1/m0) collapses
-onto the step function of the vanishing-init limit (THEORY.md section 3).
+onto the step function of the vanishing-init limit (docs/theory.md section 3).
 
 With eps = ln(1/m0), m0 = n sigma0^2 the initial occupation of every mode, and
 u_k = ln(m_k) / eps, the Lotka-Volterra flow dm_k/dt = 4 lr m_k (c_k - (K m)_k) becomes
@@ -21,10 +21,10 @@ off-diagonal mass is reported). For each sigma0 in ``sigma0s``:
 * the exact GD map of the LV system (``gd_occupations``) -> switch steps / eps against
   the limit of the GD map. Plain GD grows an inactive mode by (1 + 2 lr c_k)^2 per step,
   so its limit is s_k^GD = 1 / (2 ln(1 + 2 lr c_k)), 7% later than the flow's at
-  2 lr c_k = 0.15 (THEORY.md section 2); for K diagonal (the staircase) nothing else
+  2 lr c_k = 0.15 (docs/theory.md section 2); for K diagonal (the staircase) nothing else
   changes, active sets and plateau losses are the flow limit's;
 * the quadratic model f = <W W^T, A(x)> trained by GD in float64 (``train_sweep``),
-  switch steps at m_k*/2 (THEORY.md section 5) against s_k^GD, and its loss on each plateau
+  switch steps at m_k*/2 (docs/theory.md section 5) against s_k^GD, and its loss on each plateau
   against the limit's plateau loss.
 
 Known finding, shown and not hidden: at tiny sigma0 float64 rounding of the gradient,

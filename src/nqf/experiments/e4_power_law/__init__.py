@@ -1,5 +1,5 @@
 r"""E4, power laws: many Lotka-Volterra modes whose steps merge, and a trained network that shows
-the merge (THEORY.md section 4).
+the merge (docs/theory.md section 4).
 
 **Many-mode LV.** c_k = k^-alpha, K = I (gamma = 0), k = 1..``lv_modes``, m0 = 1e-12,
 lr 0.05 (``power_law_system``), solved exactly (uncoupled logistic modes, ``solve_lv``)
@@ -17,8 +17,8 @@ Claims per alpha: the interval contains the corrected exponent; and the asymptot
 exponent lies *below* the interval (confirmed = excluded). At m0 = 1e-12,
 eps - alpha ln k* is only 23 (alpha = 1) to 18 (alpha = 2), so the finite-init
 correction (5-6%) is several times the interval's half-width: the eps -> infinity
-exponent is not what a finite init shows (THEORY.md section 4). Measured with 10^5 modes
-(THEORY.md): 1.051, 1.406, 1.596 against corrected 1.05, 1.40, 1.59 and asymptotic
+exponent is not what a finite init shows (docs/theory.md section 4). Measured with 10^5 modes
+(docs/theory.md): 1.051, 1.406, 1.596 against corrected 1.05, 1.40, 1.59 and asymptotic
 1, 1.333, 1.5; with 10^4 modes (quick) alpha = 1 reads 1.067, because the truncation at
 10^4 removes loss near mode 1000 and steepens the end of the window.
 

@@ -1,5 +1,5 @@
 r"""E5, architectures: every built-in architecture against its quadratic form on a task made for it
-(THEORY.md sections 1, 2, 3 and 5).
+(docs/theory.md sections 1, 2, 3 and 5).
 
 One :func:`nqf.compare` per case (plain full-batch GD, float64 under ``jax.enable_x64(True)``,
 init W0 ~ N(0, sigma0^2) with sigma0 = 1e-6, seed 0): the network, its quadratic model
@@ -30,7 +30,7 @@ occupation, and its split (hence the per-mode threshold m_k*/2 ``compare`` uses)
 arbitrary, sometimes zero. So switch-on steps are measured per *group* of modes with
 equal c_k (relative gap below 1e-6): the first step at which the group's total
 occupation sum_k q_k^T M q_k reaches half its total LV fixed-point occupation, the same
-threshold for network, quadratic model and M-flow (THEORY.md section 5). A group is a
+threshold for network, quadratic model and M-flow (docs/theory.md section 5). A group is a
 single mode wherever c_k is simple, and then this is ``compare``'s own switch step.
 Plateau loss after group k: ``nqf.comparison.compare.measured_plateau_losses`` (the loss at the
 log-time midpoint sqrt(t_k t_next) of the source's own switch steps).
@@ -49,7 +49,7 @@ log-time midpoint sqrt(t_k t_next) of the source's own switch steps).
   f = (1/N) sum_i y_i x_i^T Gamma x_q, Gamma = diag(gamma_k),
   gamma_k = lambda_k / ((1 + 1/N) lambda_k + Tr Lambda / N), whose
   loss is (1/2) sum_k lambda_k (1 - gamma_k) against (1/2) Tr Lambda at W = 0 (0.136 for
-  the defaults; THEORY.md measured 0.135), relative 10%; one drop: at least 95% of the
+  the defaults; docs/theory.md measured 0.135), relative 10%; one drop: at least 95% of the
   loss decrease over the run happens between t_1/2 and 2 t_1;
 * mixture of experts: E A_moe(x) equals the tanh perceptron's A(x) on the [a, v] blocks and
   the gate block u vanishes (|difference| <= 1e-12); c_1(E_0)/c_1(E) = E/E_0 (relative

@@ -21,7 +21,7 @@ LABELS = {
 }
 SOURCES = ("network", "quadratic", "mflow")
 
-# Stated in advance (THEORY.md section 5); deliberately not config fields.
+# Stated in advance (docs/theory.md section 5); deliberately not config fields.
 SWITCH_TOLERANCE = 0.10  # network vs M-flow switch-on step, relative
 PLATEAU_TOLERANCE = 0.10  # network vs M-flow plateau loss, relative
 EARLY_GROUPS = 2  # groups claimed per case (linear attention: 1, mixture of experts: mode 1 per E)

@@ -87,7 +87,7 @@ class ArchitecturesConfig:
 
     @classmethod
     def full(cls) -> ArchitecturesConfig:
-        """THEORY.md's ICL size (20000 prompts), L = 16 and horizons past every mode."""
+        """docs/theory.md's ICL size (20000 prompts), L = 16 and horizons past every mode."""
         return cls()
 
 

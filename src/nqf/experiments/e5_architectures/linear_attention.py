@@ -99,7 +99,7 @@ def icl_text(info: dict, record: dict) -> str:
         f"Linear attention: the loss falls once, at step {info['t1']:.0f}, to {info['measured_ratio']:.4f} of its "
         f"initial value (read at step {info['read_at']:.0f}; end of run {info['final_ratio']:.4f}); the population "
         "optimum of the "
-        f"in-context map gives {info['predicted_ratio']:.4f} (THEORY.md measured 0.135 with 20000 prompts). "
+        f"in-context map gives {info['predicted_ratio']:.4f} (docs/theory.md measured 0.135 with 20000 prompts). "
         f"Share of the loss decrease inside [t_1/2, 2 t_1]: {info.get('drop_share', math.nan):.3f}. The unit is "
         "bilinear, so network and quadratic model coincide. The other eigenvectors of C (w_OV on an input row, "
         "W_KQ mapping the label to x_q) express the same function h^T Gamma x_q with a rank-one Gamma and lose the "

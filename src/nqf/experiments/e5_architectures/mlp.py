@@ -39,7 +39,7 @@ def fixed_readout_specs(c: ArchitecturesConfig) -> dict[str, dict[str, Any]]:
 # Why a plateau-loss claim may not be confirmed (see ``summary.plateau_diagnosis``).
 PERCEPTRON_WHY = {
     "perceptron": "the tanh network settles onto this plateau more slowly than its quadratic model, and its later "
-    "modes drift from the quadratic order (THEORY.md section 3; mode 3 comes early), so where its plateau is read "
+    "modes drift from the quadratic order (docs/theory.md section 3; mode 3 comes early), so where its plateau is read "
     "its loss is still falling",
     "fixed-readout": "the growth coefficients c_k = lambda_k + Tr(Q)/2 of this task lie close together (the "
     "uncentred target adds Tr(Q)/2 to every direction), so the first modes switch on a few steps apart and there "

@@ -1,5 +1,5 @@
 r"""E6, training methods: how GD, SGD, heavy-ball momentum, Adam and Muon escape from small init, and
-which of them keep the quadratic model closed on M = W W^T (THEORY.md sections 2 and 5).
+which of them keep the quadratic model closed on M = W W^T (docs/theory.md sections 2 and 5).
 
 Task: the staircase (K = 4 outputs, D = 8 whitened inputs, s = 3, 2, 1, 0.5, N = 256),
 learned by the tanh perceptron (``mlp``, width n = 32) and by its quadratic model
@@ -8,7 +8,7 @@ f = <W W^T, A(x)>, both trained in float64.
 **Switch-on steps versus init scale.** Near M = 0, G(M) = -C, so the weight component
 along a mode q_k (C q_k = c_k q_k) grows geometrically and the switch-on step t_k (first
 step with m_k = q_k^T M q_k >= m_k*/2, m_k* the LV fixed point of the task's modes,
-THEORY.md section 5) is linear in ln(1/sigma0) with slope
+docs/theory.md section 5) is linear in ln(1/sigma0) with slope
 
 * GD, lr eta:               1 / ln(1 + 2 eta c_k);
 * heavy ball, beta:         1 / ln z, z the larger root of z^2 - (1 + beta + 2 eta c_k) z + beta = 0;
@@ -17,7 +17,7 @@ THEORY.md section 5) is linear in ln(1/sigma0) with slope
 
 For each optimizer one compiled ``train_sweep`` per model (vmapped over sigma0 and seeds)
 records m_k at every step; ``fit_switch_slope`` fits t_k = a + b ln(1/sigma0) with a
-standard error. Claims (relative tolerance 3%, THEORY.md section 4's "linear with slope
+standard error. Claims (relative tolerance 3%, docs/theory.md section 4's "linear with slope
 within 3%"): GD and momentum slopes of the quadratic model for every mode, and of the
 tanh network for mode 1. The network's later modes are known to move at about mode 1's
 rate instead; they are shown as measured findings, not claims. SGD (minibatch
@@ -30,7 +30,7 @@ orthogonal) and records the relative M defect ||M - M'||_F / ||M||_F per step an
 per-step update defect of the optimizer. Claims: the equivariant optimizers (GD, SGD with
 the same batches, momentum, Muon) stay below 1e-8 over the plateaus, i.e. up to the last
 switch-on of the same optimizer's quadratic run at ``closure_sigma0`` (constant-lr Muon
-oscillates after convergence and amplifies rounding, THEORY.md section 2, so it is judged
+oscillates after convergence and amplifies rounding, docs/theory.md section 2, so it is judged
 there and by its per-step update defect over the whole run); Adam's defect is at least
 1e-2. The tanh network under GD is shown for contrast (the rotation is not a symmetry of
 the network).

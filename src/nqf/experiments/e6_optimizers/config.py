@@ -13,7 +13,7 @@ OPTIMIZER_NAMES = {"gd": "GD", "sgd": "SGD", "momentum": "momentum", "adam": "Ad
 EQUIVARIANT = ("gd", "sgd", "momentum", "muon")
 MODELS = ("network", "quadratic")
 
-# Stated in advance (THEORY.md sections 2, 4, 5); deliberately not config fields.
+# Stated in advance (docs/theory.md sections 2, 4, 5); deliberately not config fields.
 SLOPE_TOLERANCE = 0.03  # relative, slope of switch step versus ln(1/sigma0)
 EQUIVARIANT_BOUND = 1e-8  # closure defect of an equivariant optimizer (float64 rounding is ~1e-14)
 ADAM_BOUND = 1e-2  # Adam's closure defect is order one

@@ -16,7 +16,12 @@ config, data and basis). So every point's record is what ``compare`` computes fo
 only a vmapped batch may order floating-point operations differently (rounding level:
 1e-14 relative in the loss curves of the staircase). The theory (``predict``, the closure diagnostic) runs per point.
 ``predict`` points share the batch's data matrices (``flow_data``), as ``compare`` shares them
-between its flows.
+between its flows, and a predict batch (its points differ in lr, sigma0 and seed only) is one
+``nqf.predict_grid`` over its lrs x sigma0s x seeds, each point's record the grid's
+``prediction(i, j, k)``: ``predict``'s numbers for the point (``engine`` "grid"). Where the grid
+does not apply (another route or optimizer, a batch that is far from a product grid) or
+refuses (one point's lr unstable, one init underflowing), every point runs ``predict`` alone,
+so that a failure stays with its point.
 
 Records keep every number of ``Comparison.to_json()`` / ``Prediction.to_json()``; their loss
 curves are thinned to at most ``CURVE_POINTS`` log- and linearly spaced records (first and
@@ -209,6 +214,47 @@ class _Batch:
         return self._data[key]
 
 
+# A predict batch runs as a grid only when the product of its axes is at most this many
+# times its points (a zipped lr x sigma0 batch would otherwise compute mostly unasked points).
+GRID_OVERHEAD = 4
+
+
+def predict_grid_records(batch: _Batch, configs: list[dict]) -> list[dict] | None:
+    """Every point's record from one ``predict_grid`` over the batch (module docstring), in the
+    order of ``configs``; None where the grid does not apply or refuses (then each point runs
+    alone). The grid's time is charged to the points in equal parts."""
+    from nqf.core.errors import NqfError
+    from nqf.theory.predict_grid import predict_grid
+
+    start = time.perf_counter()
+    settings = [c["settings"] for c in configs]
+    first = settings[0]
+    if len(configs) < 2 or first["optimizer"] not in ("gd", "momentum"):
+        return None
+    lrs = sorted({float(s["lr"]) for s in settings})
+    sigma0s = sorted({float(s["sigma0"]) for s in settings})
+    seeds = sorted({int(s["seed"]) for s in settings})
+    if len(lrs) * len(sigma0s) * len(seeds) > GRID_OVERHEAD * len(configs):
+        return None
+    X, Y, data, choice = batch.predict_data(first)
+    if choice.route != "moments":
+        return None
+    try:
+        grid = predict_grid(batch.arch, X, Y, predict_config(first), lrs=lrs, sigma0s=sigma0s, seeds=seeds, data=data)
+    except NqfError:
+        return None
+    shared = (time.perf_counter() - start) / len(configs)
+    records = []
+    for s in settings:
+        begin = time.perf_counter()
+        point = grid.prediction(
+            lrs.index(float(s["lr"])), sigma0s.index(float(s["sigma0"])), seeds.index(int(s["seed"]))
+        )
+        result = thin_predict(point.to_json())
+        records.append({"result": result, "seconds": shared + time.perf_counter() - begin})
+    return records
+
+
 def compute_point(batch: _Batch, config: dict, train=None) -> dict:
     """One point's record: {"result": the compare/predict JSON (curves thinned), "seconds"}."""
     settings = config["settings"]
@@ -276,10 +322,11 @@ def compute_batch(
             out.append({"index": index, "state": "failed", "error": line, "seconds": 0.0})
         return out
     shared = SharedRuns([c["settings"]["sigma0"] for _, c, _ in todo], [c["settings"]["seed"] for _, c, _ in todo])
-    for index, config, claim in todo:
+    grid_records = predict_grid_records(batch, [c for _, c, _ in todo]) if todo[0][1]["mode"] == "predict" else None
+    for n, (index, config, claim) in enumerate(todo):
         start, shared_before = time.perf_counter(), shared.seconds
         try:
-            record = compute_point(batch, config, shared)
+            record = compute_point(batch, config, shared) if grid_records is None else grid_records[n]
             # the batch's training is shared: each point is charged an equal part of it
             record["seconds"] += shared.seconds / len(todo) - (shared.seconds - shared_before)
             record["batch_points"] = len(todo)

@@ -14,6 +14,9 @@ share shapes and static settings, and go to a worker as one task
 they fit, so that a batch is (nearly) a product grid: one ``train_sweep`` call over its
 sigma0s x seeds trains every point, and nothing is trained that is not asked for unless
 rows carry different seeds.
+
+In predict mode the points of a batch may differ in lr too: the batch is one
+``nqf.predict_grid`` over its lrs x sigma0s x seeds (``nqf.scans.sweep.compute``).
 """
 
 from __future__ import annotations
@@ -238,11 +241,17 @@ def blame(message: str, spec: Spec, owner: str) -> str:
     return candidates[0] if candidates else (owner + ".name" if owner != "settings" else "settings")
 
 
+# What a predict batch may vary besides the traced values: ``predict_grid`` takes lr as a grid axis.
+GRID_AXES = ("lr",)
+
+
 def group_key(point: Point) -> str:
-    """What a batch shares: the config without the traced values (sigma0, seed). Points of one
-    case differ only in their settings, so only those are written out per point."""
+    """What a batch shares: the config without the traced values (sigma0, seed; in predict mode
+    lr too, a grid axis). Points of one case differ only in their settings, so only those are
+    written out per point."""
     config = point.config
-    settings = {k: v for k, v in config["settings"].items() if k not in TRACED}
+    batched = TRACED + GRID_AXES if config["mode"] == "predict" else TRACED
+    settings = {k: v for k, v in config["settings"].items() if k not in batched}
     if point.case:
         return point.case + repr(sorted(settings.items())) + repr(config.get("data_sha256"))
     return json.dumps({**config, "settings": settings}, sort_keys=True)

@@ -9,7 +9,7 @@ gives the registry name and options of the architecture the task is built for, a
 
 ``task.spectrum()`` documents the growth coefficients of the theory's modes where they
 are known: the positive eigenvalues c_k of the data matrix C = E[y A(x)] of the natural
-architecture, in decreasing order (THEORY.md sections 2-3). Near M = 0, GD grows mode k's
+architecture, in decreasing order (docs/theory.md sections 2-3). Near M = 0, GD grows mode k's
 occupation by (1 + 2 lr c_k)^2 per step. Tasks without a closed form return None.
 
 Conventions: second moments are uncentred (E[x x^T], as the data matrices use them);

@@ -23,7 +23,7 @@ class Fourier(Task):
     y = x_0, so E[y x_m] = Sigma_m0 and the coupling of conv1d (kernel = L, circular,
     readout per position) is the circular Hankel matrix C_{pj} = sigma'(0)/2 Sigma_{(p+j) mod L, 0}
     whose singular values are sigma'(0) P(f) / 2: the modes are the Fourier
-    frequencies, with c_f = sigma'(0) P(f) / 2 (THEORY.md section 1, convolution).
+    frequencies, with c_f = sigma'(0) P(f) / 2 (docs/theory.md section 1, convolution).
     """
 
     name: ClassVar[str] = "fourier"

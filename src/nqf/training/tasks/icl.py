@@ -20,7 +20,7 @@ class ICL(Task):
     Per prompt: a task w ~ N(0, Lambda) (Lambda diagonal), inputs x_i, x_q ~ N(0, I_D),
     labels y_i = w . x_i + noise * eps_i. The prompt is (N+1, D+1): rows z_i = (x_i, y_i)
     for the ``context`` pairs, then the query row (x_q, 0); the target is w . x_q
-    (+ noise). Defaults follow THEORY.md: D = 4, Lambda = (4, 3, 2, 1)/10, N = 31.
+    (+ noise). Defaults follow docs/theory.md: D = 4, Lambda = (4, 3, 2, 1)/10, N = 31.
 
     Population data matrix for linear-attention (merged W_KQ, w_OV): E[y_q B] is
     nonzero only where w_OV picks the label row and W_KQ maps x to x (entries

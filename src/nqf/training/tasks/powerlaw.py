@@ -17,7 +17,7 @@ class PowerLaw(_LinearTeacher):
     """Linear teacher with many modes, s_k = scale * k^-alpha for k = 1..modes.
 
     For the tanh perceptron c_k = s_k / 2 ~ k^-alpha and K is diagonal (K_kk = 1/4), so
-    the loss decays as a power law in the singular limit (THEORY.md section 4,
+    the loss decays as a power law in the singular limit (docs/theory.md section 4,
     gamma = 0: L - L_inf ~ (t/eps)^-(2 - 1/alpha)).
     """
 

@@ -18,7 +18,7 @@ class Staircase(_LinearTeacher):
     Defaults: K = 4 outputs, D = 8 inputs, s = (3, 2, 1, 0.5), N = 256 whitened samples
     (X^T X / N = I exactly). For the tanh perceptron (sigma'(0) = 1) the modes
     q_k = (u_k, v_k)/sqrt 2 have c_k = s_k / 2, fixed-point occupations m_k* = 2 s_k
-    and plateau losses (1/2) sum_{j>k} s_j^2 (THEORY.md section 3, worked case).
+    and plateau losses (1/2) sum_{j>k} s_j^2 (docs/theory.md section 3, worked case).
     ``correlation`` rho != 0 gives inputs with second moment rho^|i-j| (exact when
     whitened), so C and K no longer share an eigenbasis.
     """

@@ -19,7 +19,7 @@ class Tokens(Task):
     x_t ~ N(0, I_D) i.i.d. tokens (T of them); the whole stack is transformed linearly
     so that the mean token xbar has sample second moment exactly I. The teacher
     T = U diag(s) V^T is the staircase's. At w = 0 attention is uniform and the head is
-    a perceptron on xbar (THEORY.md section 1), so the leading-order modes are the
+    a perceptron on xbar (docs/theory.md section 1), so the leading-order modes are the
     staircase's: c_k = s_k / 2, each repeated value_dim times (one copy per value
     channel). The second part (``query_weight`` q, default 0) depends on the last
     token beyond the mean; it is made exactly uncorrelated with xbar in the sample, so

@@ -1,0 +1,211 @@
+"""predict_grid (nqf.theory.predict_grid) against predict, point by point.
+
+Every point of the grid must be the prediction ``predict`` makes with that point's lr, sigma0
+and seed: on the staircase, a correlated staircase (no shared eigenbasis), in-context
+regression, digits and iris, for GD and momentum: the same switch-on steps of the M-flow and
+the LV map (integers, identical), the closed form and the singular limit to 1e-12 (the
+singular limit is solved once per init and rescaled in lr: exact up to rounding), the LV
+flow's to 1e-5 (its solve is rescaled in lr too: two adaptive solves, each accurate to its tolerance), the
+loss curves to 1e-12 of their scale, the initial occupations to 1e-13.
+"""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+import nqf
+from nqf.core.errors import NqfError
+from nqf.theory.predict_grid import PredictionGrid, predict_grid
+
+from .conftest import assert_allclose
+from .test_host_path import _cases
+
+_COMPILES: list[float] = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **_: (
+        _COMPILES.append(duration) if event == "/jax/core/compile/backend_compile_duration" else None
+    )
+)
+
+
+def _case(name, optimizer):
+    (X, Y), options, lr, sigma0, steps = _cases()[name]
+    options = dict(options)
+    arch = nqf.get_architecture(options.pop("name"), **options)
+    if optimizer == "momentum":
+        lr = lr / 5
+    cfg = nqf.PredictConfig(width=16, lr=lr, steps=steps, sigma0=sigma0, optimizer=optimizer, beta=0.5)
+    return arch, X, Y, cfg
+
+
+def _assert_point(grid: PredictionGrid, index, p, what):
+    i, j, k = index
+    for field in ("mflow_switch_steps", "lv_switch_steps"):
+        np.testing.assert_array_equal(getattr(grid, field)[i, j, k], getattr(p, field), err_msg=f"{what}: {field}")
+    for field in ("closed_form_switch_steps", "singular_switch_steps", "lv_plateau_losses"):
+        want = np.asarray(getattr(p, field))
+        scale = np.nanmax(np.abs(want)) if np.isfinite(want).any() else 0.0
+        # the last plateau is 0 up to rounding (-3e-15 in one engine, -2e-15 in another)
+        assert_allclose(getattr(grid, field)[i, j, k], want, rtol=1e-12, atol=1e-14 * scale, err_msg=f"{what}: {field}")
+    # two adaptive solves of one ODE at different lr (step sequences differ): their accuracy,
+    # not rounding (measured up to 3e-6 relative, on in-context regression's first mode)
+    assert_allclose(
+        grid.lv_continuous_switch_steps[i, j, k], p.lv_continuous_switch_steps, rtol=1e-5, err_msg=f"{what}: LV flow"
+    )
+    np.testing.assert_array_equal(grid.steps, np.asarray(p.flow.steps))
+    for name, a, b in (("M-flow loss", grid.mflow_loss, p.flow.loss), ("LV loss", grid.lv_loss, p.lv_loss)):
+        b = np.asarray(b)
+        assert_allclose(a[i, j, k], b, rtol=0, atol=1e-12 * np.abs(b).max(), err_msg=f"{what}: {name}")
+    assert_allclose(grid.initial_occupations[j, k], p.initial_occupations, rtol=1e-13, err_msg=f"{what}: m0")
+    assert_allclose(grid.mflow_resolution[i, j, k], p.mflow_resolution, rtol=1e-6, err_msg=f"{what}: resolution")
+    assert_allclose(grid.thresholds, p.thresholds, rtol=1e-12, err_msg=f"{what}: thresholds")
+    assert grid.stable_lr == pytest.approx(p.stable_lr, rel=1e-12)
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+@pytest.mark.parametrize(
+    "case",
+    ["staircase", *(pytest.param(name, marks=pytest.mark.slow) for name in ("correlated", "icl", "digits", "iris"))],
+)
+def test_every_point_is_the_prediction(case, optimizer):
+    arch, X, Y, cfg = _case(case, optimizer)
+    lrs = [cfg.lr, 0.7 * cfg.lr]
+    sigma0s = [cfg.sigma0, 30 * cfg.sigma0]
+    seeds = [0, 3]
+    grid = predict_grid(arch, X, Y, cfg, lrs=lrs, sigma0s=sigma0s, seeds=seeds)
+    assert grid.shape == (2, 2, 2)
+    assert grid.mflow_switch_steps.shape == (2, 2, 2, grid.num_growing)
+    assert grid.mflow_loss.shape == (2, 2, 2, cfg.steps + 1)
+    for index in [(0, 0, 0), (1, 1, 1), (1, 0, 1)]:
+        i, j, k = index
+        point = dataclasses.replace(cfg, lr=lrs[i], sigma0=sigma0s[j], seed=seeds[k])
+        _assert_point(grid, index, nqf.predict(arch, X, Y, point), f"{case} {optimizer} {index}")
+    # switch-on steps move as the theory says: a smaller lr switches every mode later
+    both = np.isfinite(grid.lv_switch_steps[0]) & np.isfinite(grid.lv_switch_steps[1])
+    assert np.all(grid.lv_switch_steps[1][both] >= grid.lv_switch_steps[0][both])
+
+
+def test_the_compiled_engine_agrees_too():
+    arch, X, Y, cfg = _case("staircase", "gd")
+    grid = predict_grid(arch, X, Y, cfg)
+    reference = nqf.predict(arch, X, Y, dataclasses.replace(cfg, engine="compiled", stepping="every"))
+    _assert_point(grid, (0, 0, 0), reference, "staircase, compiled engine")
+
+
+def test_a_second_grid_in_the_same_bucket_compiles_nothing():
+    """Another lr, sigma0, seed, horizon (within the same power of two of records) and number
+    of points (within the same power of two) reuse the compiled program."""
+    arch, X, Y, cfg = _case("staircase", "gd")
+    predict_grid(arch, X, Y, cfg, lrs=[0.05, 0.04, 0.03], sigma0s=[1e-6, 1e-5])
+    before = len(_COMPILES)
+    again = predict_grid(
+        arch, X, Y, dataclasses.replace(cfg, steps=700), lrs=[0.045, 0.035], sigma0s=[1e-7, 1e-4], seeds=[5]
+    )
+    assert len(_COMPILES) == before, f"{len(_COMPILES) - before} programs compiled"
+    p = nqf.predict(arch, X, Y, dataclasses.replace(cfg, steps=700, lr=0.035, sigma0=1e-4, seed=5))
+    _assert_point(again, (1, 1, 0), p, "second grid")
+
+
+def test_the_grid_is_a_pytree_and_its_tables_are_predicts():
+    arch, X, Y, cfg = _case("staircase", "gd")
+    grid = predict_grid(arch, X, Y, cfg, lrs=[0.05, 0.04])
+    leaves = jax.tree_util.tree_leaves(grid)
+    assert leaves and all(isinstance(leaf, np.ndarray) for leaf in leaves)
+    doubled = jax.tree_util.tree_map(lambda a: 2 * a, grid)
+    assert_allclose(doubled.mflow_loss, 2 * grid.mflow_loss, rtol=0)
+    assert doubled.config == grid.config
+
+    pytest.importorskip("pandas")
+    tables = grid.to_dataframes()
+    point = nqf.predict(arch, X, Y, dataclasses.replace(cfg, lr=0.04))
+    expected = point.to_dataframes()
+    for name in ("curves", "modes"):
+        got = tables[name]
+        got = got[got["lr"] == 0.04].drop(columns=["lr", "sigma0", "seed"]).reset_index(drop=True)
+        want = expected[name].drop(columns=["seed"]).reset_index(drop=True)
+        assert list(got.columns) == list(want.columns), name
+        assert len(got) == len(want), name
+        for column in got.columns:
+            if got[column].dtype.kind == "f":
+                assert_allclose(
+                    got[column].to_numpy(), want[column].to_numpy(dtype=float), rtol=1e-6, atol=1e-12, err_msg=column
+                )
+            else:
+                assert got[column].astype(str).tolist() == want[column].astype(str).tolist(), column
+    assert grid.to_dataframe().equals(tables["curves"])
+    with pytest.raises(NqfError, match="unknown table"):
+        grid.to_dataframe("points")
+
+
+@pytest.mark.parametrize(
+    "kwargs, change, message",
+    [
+        ({"lrs": []}, {}, "lrs must be a non-empty"),
+        ({"lrs": [0.05, -0.01]}, {}, "every lr must be positive"),
+        ({"sigma0s": [np.nan]}, {}, "sigma0s must be finite"),
+        ({"seeds": [1.5]}, {}, "seeds must be integers"),
+        ({"lrs": [0.05, 5.0, 9.0]}, {}, r"learning rate 5 is unstable .* \(2 of the grid's 3"),
+        ({}, {"optimizer": "sgd", "batch_size": 32}, "predict_grid does not apply: the optimizer is sgd"),
+        ({}, {"departure": True}, "does not compute the departure"),
+        ({"sigma0s": [1e-6, 1e-200]}, {}, "underflows"),
+    ],
+)
+def test_bad_grids_are_one_line_errors(kwargs, change, message):
+    arch, X, Y, cfg = _case("staircase", "gd")
+    with pytest.raises(NqfError, match=message) as err:
+        predict_grid(arch, X, Y, dataclasses.replace(cfg, **change), **kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_a_grid_too_large_for_memory_is_refused_before_work(monkeypatch):
+    import nqf.theory.predict_grid as module
+
+    monkeypatch.setattr(module, "_physical_memory", lambda: 2**20)
+    arch, X, Y, cfg = _case("staircase", "gd")
+    with pytest.raises(NqfError, match=r"need .* GiB for the two loss curves"):
+        predict_grid(arch, X, Y, cfg, sigma0s=np.geomspace(1e-8, 1e-3, 100))
+
+
+def _json_close(got, want, path="json"):
+    """Two to_json() trees equal: numbers to 1e-5 relative (the LV flow's rescaled solve is
+    the loosest, ``_assert_point``), everything else exactly."""
+    if isinstance(want, dict):
+        assert sorted(got) == sorted(want), path
+        for key in want:
+            _json_close(got[key], want[key], f"{path}.{key}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), path
+        for n, (a, b) in enumerate(zip(got, want, strict=True)):
+            _json_close(a, b, f"{path}[{n}]")
+    elif isinstance(want, float) and isinstance(got, float):
+        assert got == pytest.approx(want, rel=1e-5, abs=1e-12), path
+    else:
+        assert got == want, path
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+def test_a_point_of_the_grid_is_predicts_prediction(optimizer):
+    """``PredictionGrid.prediction(i, j, k).to_json()`` is ``predict``'s JSON for the point,
+    but for the engine and the flow's stepping stats (the grid steps every step)."""
+    arch, X, Y, cfg = _case("staircase", optimizer)
+    # sigma0 1e-24: the M-flow cannot resolve the last modes at lr 0.05, a per-point note
+    grid = predict_grid(arch, X, Y, cfg, lrs=[cfg.lr, cfg.lr / 2], sigma0s=[1e-6, 1e-24], seeds=[0, 2])
+    for index in [(0, 1, 1), (1, 0, 0)]:
+        i, j, k = index
+        point = grid.prediction(i, j, k)
+        config = dataclasses.replace(cfg, lr=grid.lrs[i], sigma0=grid.sigma0s[j], seed=int(grid.seeds[k]))
+        want = nqf.predict(arch, X, Y, config).to_json()
+        got = point.to_json()
+        assert got["engine"] == "grid" and "8 points" in got["engine_reason"]
+        for key in ("engine", "engine_reason", "flow_stats"):
+            got.pop(key), want.pop(key)
+        _json_close(got, want)
+        assert point.flow.final is None and point.flow.occupations is None
+    if optimizer == "gd":  # measured: mode 4's share falls to 1e-4 u at sigma0 1e-24, lr 0.05
+        assert np.any(grid.mflow_resolution[0, 1, 0] < 0.25)
+        assert any(note.startswith("the M-flow cannot resolve mode(s) 4") for note in grid.prediction(0, 1, 0).notes)
+        assert any(note.startswith("grid: the M-flow cannot resolve") for note in grid.notes)
+    with pytest.raises(NqfError, match="outside the grid"):
+        grid.prediction(2, 0, 0)
