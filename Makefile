@@ -1,7 +1,16 @@
 # Two commands are the contract: `make test` and `make demo`.
 # Both create .venv when it is missing (a fresh machine has only python3) and install into it
-# exactly the versions pinned in uv.lock: the project (editable) with every extra
-# (test, flax, ray, slurm, parquet, check, docs). The install reruns when pyproject.toml or uv.lock changes.
+# exactly the versions pinned in uv.lock, the project editable; the install reruns when
+# pyproject.toml or uv.lock changes. They install different sets, each with its own stamp:
+#   make demo          the runtime only, what `nqf reproduce --quick` needs: no extra
+#                      (uv sync --locked --no-dev --inexact; stamp .venv/.installed-runtime)
+#   make test, check, docs, bench, venv   every extra: test, flax, ray, slurm, parquet,
+#                      dataframe, check, docs (uv sync --locked --all-extras; stamp .venv/.installed)
+#   make venv-runtime  the runtime install alone
+# One .venv serves both, and switching is safe either way: the all-extras sync after a
+# runtime-only one adds the extras; the runtime-only sync is --inexact (it removes nothing), so
+# `make demo` after `make test` leaves the extras installed and .venv/.installed still valid.
+# The all-extras sync is exact: it removes whatever uv.lock no longer names.
 #   make lock         refresh uv.lock after editing pyproject.toml (keeps the other pins)
 #   make lock-upgrade move every pin to the newest release that pyproject.toml allows
 #   make check        ruff lint, ruff format --check, mypy on src/
@@ -14,6 +23,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 VENV_LATEST := build/venv-latest
@@ -22,7 +32,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_PYTHON_DOWNLOADS := never
 export UV_NO_PROGRESS := 1
 
-.PHONY: test test-fast demo bench venv check docs lock lock-upgrade test-latest clean
+.PHONY: test test-fast demo bench venv venv-runtime check docs lock lock-upgrade test-latest clean
 
 $(STAMP): pyproject.toml uv.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,7 +41,16 @@ $(STAMP): pyproject.toml uv.lock
 	$(UV) sync --locked --all-extras --python $(BIN)/python
 	touch $(STAMP)
 
+# The runtime only (no extra), for `make demo`. --inexact: extras a `make test` installed stay.
+$(RUNTIME_STAMP): pyproject.toml uv.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
+	$(UV) sync --locked --no-dev --inexact --python $(BIN)/python
+	touch $(RUNTIME_STAMP)
+
 venv: $(STAMP)
+
+venv-runtime: $(RUNTIME_STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(TEST_ARGS)
@@ -61,7 +80,7 @@ docs: $(STAMP)
 	$(BIN)/python docs/tutorial_notebook.py --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
-demo: $(STAMP)
+demo: $(RUNTIME_STAMP)
 	$(BIN)/nqf reproduce --quick --out results
 
 bench: $(STAMP)

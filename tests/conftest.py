@@ -47,6 +47,7 @@ SLOW_MODULES = {
     "test_experiment_e7",
     "test_experiments_e1_e2",
     "test_experiments_e3_e4",
+    "test_install",
     "test_packaging",
     "test_report",
     "test_reproduce",

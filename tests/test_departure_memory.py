@@ -46,12 +46,12 @@ def test_every_path_gives_the_dense_numbers(model, construction, optimizer):
     lr, beta = jnp.asarray(0.05), jnp.asarray(0.9 if optimizer == "momentum" else 0.0)
     gaps = np.array([3, 10, 40, 100])
     common = (TANH, model, "squared", construction, optimizer, Wstar, QU, Xs, Ys, D0, lr, beta)
-    dense = dp._UnlearnedMap(*common, path="dense")
+    dense = dp.UnlearnedMap(*common, path="dense")
     assert dense.path == "dense" and dense.chunk == D0.size
     reference = [np.asarray(a) for a in dense.run(D0, V0, gaps)]
     assert reference[0][-1].max() > 0
     for path, chunk in (("chunked", 5), ("matrix_free", None)):
-        other = dp._UnlearnedMap(*common, path=path, chunk=chunk)
+        other = dp.UnlearnedMap(*common, path=path, chunk=chunk)
         assert other.path == path
         for got, want in zip(other.run(D0, V0, gaps), reference, strict=True):
             assert_allclose(np.asarray(got), want, rtol=0, atol=1e-10 * np.abs(want).max())
@@ -71,13 +71,13 @@ def test_corrections_the_same_on_the_dense_and_the_chunked_path(monkeypatch):
     p = predict(TANH, X, Y, PredictConfig(width=8, lr=0.05, steps=400, sigma0=1e-6))
     assert np.isfinite(p.mflow_switch_steps).sum() >= 2
     paths = []
-    original = dp._UnlearnedMap.__init__
+    original = dp.UnlearnedMap.__init__
 
     def record(self, *args, **kwargs):
         original(self, *args, **kwargs)
         paths.append((self.path, self.chunk))
 
-    monkeypatch.setattr(dp._UnlearnedMap, "__init__", record)
+    monkeypatch.setattr(dp.UnlearnedMap, "__init__", record)
     found = {}
     for budget in (2.0**40, 1.0):
         monkeypatch.setattr(dp, "MAP_BYTES", budget)

@@ -62,3 +62,14 @@ def test_navigation_pages_exist():
     assert "theory.md" in pages and "tutorial.md" in pages and "cli.md" in pages
     generated = {"cli.md"}  # docs/hooks/cli_reference.py writes it at build time
     assert [p for p in pages if p not in generated and not (DOCS / p).is_file()] == []
+
+
+def test_dir_of_nqf_is_the_public_api():
+    """``dir(nqf)`` lists the public names (and dunders), not what ``nqf/__init__.py`` imports for
+    itself (issue 21: it showed Any, TYPE_CHECKING, annotations, importlib)."""
+    import nqf
+
+    names = dir(nqf)
+    assert set(nqf.__all__) <= set(names)
+    assert not {"Any", "TYPE_CHECKING", "annotations", "importlib"} & set(names)
+    assert {name for name in names if not name.startswith("__")} == set(nqf.__all__)

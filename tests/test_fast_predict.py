@@ -13,7 +13,7 @@ import pytest
 
 import nqf
 from nqf.theory.data_matrices import data_matrices, flow_data
-from nqf.theory.flow import _hessian_of_w, stable_lr_bound
+from nqf.theory.flow import hessian_of_w, stable_lr_bound
 from nqf.theory.moments import choose_route
 
 from .conftest import assert_allclose
@@ -160,7 +160,7 @@ def test_lanczos_bound_equals_the_dense_hessian(engine, monkeypatch):
     bound = stable_lr_bound(checked, points=M)
     evals, evecs = np.linalg.eigh(M)
     W = jnp.asarray((evecs * np.sqrt(np.clip(evals, 0, None))) @ evecs.T)
-    H = np.asarray(_hessian_of_w(data, W))
+    H = np.asarray(hessian_of_w(data, W))
     top = max(
         np.linalg.eigvalsh(0.5 * (H + H.T))[-1], 2 * np.linalg.eigvalsh(np.asarray(data.gradient_matrix(W @ W.T)))[-1]
     )

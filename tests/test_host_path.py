@@ -17,7 +17,7 @@ import nqf
 from nqf.theory.data_matrices import flow_data
 from nqf.theory.flow_stability import _hessian_vector_product
 from nqf.theory.host_flow import host_gd_log_occupations, host_hessian_vector_product, host_momentum_block
-from nqf.theory.lotka_volterra import _gd_log_occupations
+from nqf.theory.lotka_volterra import gd_log_occupations
 from nqf.theory.lv_maps import momentum_block
 
 from .conftest import assert_allclose
@@ -59,7 +59,7 @@ def test_host_lv_maps_equal_the_compiled_scans():
     c = np.concatenate([s / 2, -s / 2])
     K = np.block([[np.eye(4) / 4, -np.eye(4) / 4], [-np.eye(4) / 4, np.eye(4) / 4]]) + 0.01
     u0 = np.log(np.full(8, 1e-12))
-    compiled = np.asarray(_gd_log_occupations(jnp.asarray(c), jnp.asarray(K), jnp.asarray(0.05), jnp.asarray(u0), 700))
+    compiled = np.asarray(gd_log_occupations(jnp.asarray(c), jnp.asarray(K), jnp.asarray(0.05), jnp.asarray(u0), 700))
     assert_allclose(host_gd_log_occupations(c, K, 0.05, u0, 700), compiled, rtol=1e-12, atol=1e-12)
     state = (np.exp(u0), np.zeros(8), np.zeros(8))
     compiled = momentum_block(*(jnp.asarray(a) for a in (c, K, 0.01, 0.9)), tuple(map(jnp.asarray, state)), 700)

@@ -107,7 +107,7 @@ def test_special_modes_keep_the_log_space_form(monkeypatch):
     ts = np.concatenate([[0.0], np.geomspace(1e-3, 3e3, 97)])
     _small_blocks(monkeypatch, 128, 2000)
     sol = solve_lv(system, ts[-1], ts)
-    exact = np.exp(np.asarray(lv._logistic_log_occupation(c, K, np.log(m0), LR, ts[:, None])))
+    exact = np.exp(np.asarray(lv.logistic_log_occupation(c, K, np.log(m0), LR, ts[:, None])))
     assert_allclose(sol.occupations, exact, rtol=1e-13)
     scale = np.abs(system.loss0) + np.abs(exact) @ np.abs(c) + 0.5 * (exact * exact) @ K
     assert_allclose(sol.losses, system.loss(exact), rtol=0, atol=1e-14 * float(scale.max()))

@@ -121,7 +121,9 @@ def _is_submodule(name: str) -> bool:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public API and the package's dunders (``__version__``, ...): not the names this module
+    imports for itself (``importlib``, ``Any``, ``TYPE_CHECKING``, ``annotations``)."""
+    return sorted(set(__all__) | {name for name in globals() if name.startswith("__") and name.endswith("__")})
 
 
 if TYPE_CHECKING:  # the eager form, for type checkers and editors

@@ -103,7 +103,7 @@ class Block(NamedTuple):
     stop: int
 
 
-def _leaf_name(path) -> str:
+def leaf_name(path) -> str:
     parts = []
     for key in path:
         for attr in ("key", "name", "idx"):
@@ -171,7 +171,7 @@ class Architecture:
         out, start = [], 0
         for path, leaf in leaves:
             size = int(math.prod(leaf.shape))
-            out.append(Block(_leaf_name(path), tuple(leaf.shape), start, start + size))
+            out.append(Block(leaf_name(path), tuple(leaf.shape), start, start + size))
             start += size
         return tuple(out)
 

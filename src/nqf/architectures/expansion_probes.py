@@ -27,7 +27,7 @@ def _unit_directions(rng: np.random.Generator, shape: tuple[int, ...]) -> np.nda
     return w / np.linalg.norm(w, axis=-1, keepdims=True)
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
+def log_log_slope(x: np.ndarray, y: np.ndarray) -> float:
     """Least-squares slope of log y against log x."""
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
@@ -46,11 +46,11 @@ def _remainder_order(eps: np.ndarray, ratios: np.ndarray, floor: np.ndarray) -> 
     if count == 0:
         return math.inf, True
     if count >= 2:
-        order = _slope(eps[resolved], ratios[resolved])
+        order = log_log_slope(eps[resolved], ratios[resolved])
         return order, order >= _MIN_ORDER
     i = int(np.flatnonzero(resolved)[0])
     if i == len(eps) - 1:
-        return _slope(eps[i - 1 : i + 1], np.array([floor[i - 1], ratios[i]])), False
+        return log_log_slope(eps[i - 1 : i + 1], np.array([floor[i - 1], ratios[i]])), False
     return math.nan, True
 
 

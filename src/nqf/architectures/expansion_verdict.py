@@ -59,8 +59,8 @@ from nqf.architectures.expansion_probes import (
     Samples,
     UnitFunctions,
     UnitProbe,
-    _slope,
     draw_samples,
+    log_log_slope,
     probe_layer,
     probe_unit,
     unit_functions,
@@ -119,7 +119,7 @@ def _common_fields(arch: Architecture, unit: UnitProbe, ladder: Ladder, scale: f
         value_at_zero=float(np.max(np.abs(unit.value0))),
         gradient_at_zero=float(np.max(unit.grad_norm)),
         quadratic_scale=scale,
-        leading_order=_slope(ladder.e, phi_size) if np.all(phi_size > 0) else math.nan,
+        leading_order=log_log_slope(ladder.e, phi_size) if np.all(phi_size > 0) else math.nan,
         eps=ladder.eps,
         dtype=str(np.dtype(dtype)),
     )

@@ -80,7 +80,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from nqf.architectures.architecture import Architecture, Readout, _leaf_name
+from nqf.architectures.architecture import Architecture, Readout, leaf_name
 from nqf.core.errors import NqfError
 
 _MAX_MESSAGE = 400  # characters of a module's own error message kept in ours
@@ -116,7 +116,7 @@ def _template(params: Any) -> Any:
 def _names(tree: Any, strip: str = "") -> list[tuple[str, tuple[int, ...]]]:
     """(block name, shape) of every leaf, in flattening order (names as ``Architecture.blocks``)."""
     leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
-    return [(_leaf_name(path).removesuffix(strip), tuple(jnp.shape(leaf))) for path, leaf in leaves]
+    return [(leaf_name(path).removesuffix(strip), tuple(jnp.shape(leaf))) for path, leaf in leaves]
 
 
 def _check_readout(name: str, readout: Readout, template: Any, input_shape: tuple[int, ...], outputs: int) -> None:

@@ -18,6 +18,51 @@ from nqf.core.errors import NqfError
 
 TABLE_FILES = ("curves.csv", "modes.csv")
 
+# the widest a piped table is drawn (a bound, not a width: a table takes its natural width)
+PIPED_MAX_WIDTH = 1000
+
+
+def stdout_console():
+    """The console of the text output on stdout. On a terminal, rich's own (the terminal's
+    width); with ``COLUMNS`` set to a number, that width. Piped without ``COLUMNS``, one that
+    wraps no line (rich would wrap, and fold long words such as paths, at 80 columns); its
+    tables are printed at their natural width by :func:`print_table`."""
+    from rich.console import Console
+
+    console = Console()
+    return console if _has_width(console) else Console(soft_wrap=True)
+
+
+def _has_width(console) -> bool:
+    """Whether ``console`` has a width to keep to: a terminal, or ``COLUMNS`` set to a number."""
+    return console.is_terminal or os.environ.get("COLUMNS", "").strip().isdigit()
+
+
+def print_table(console, table) -> None:
+    """Print a rich ``table`` whole: its headers and numbers are never cut.
+
+    With a width to keep to (a terminal, or ``COLUMNS``), the table fits it: a column too
+    narrow for its header or a number folds them onto more lines (the CLI's tables make
+    their columns with ``overflow="fold"``). Piped, where rich would assume 80 columns, the
+    console widens to the table's natural width for this table (at most ``PIPED_MAX_WIDTH``),
+    so every header and number stays on one line.
+    """
+    if _has_width(console):
+        console.print(table)
+        return
+    from rich.measure import Measurement
+
+    wanted = Measurement.get(console, console.options.update_width(PIPED_MAX_WIDTH), table).maximum
+    width = console.width
+    if wanted <= width:
+        console.print(table)
+        return
+    console.width = wanted
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
 
 def check_output_folder(option: str, folder: Path, names: tuple[str, ...] = TABLE_FILES) -> Path:
     """NqfError unless the files ``names`` can be written in ``folder``; creates nothing.
@@ -108,7 +153,7 @@ def print_overlay(console, overlay: dict) -> None:
     )
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("mode", "loss level", "measured", "predicted", "error"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", overflow="fold")
     for k, level in enumerate(overlay["levels"]):
         error = overlay["relative_error"][k]
         table.add_row(
@@ -118,7 +163,7 @@ def print_overlay(console, overlay: dict) -> None:
             _step(overlay["predicted_switch_steps_by_loss"][k]),
             "-" if error is None else f"{100 * error:+.1f}%",
         )
-    console.print(table)
+    print_table(console, table)
     beyond = overlay.get("records_beyond_horizon", 0)
     if beyond:
         console.print(
@@ -211,14 +256,14 @@ def print_departure(console, block: dict, mflow_steps: list, network_steps: list
     )
     columns = ["mode", "M-flow", "corrected", "change"] + (["network"] if network_steps is not None else [])
     for column in columns:
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", overflow="fold")
     for k, (flow, fixed) in enumerate(zip(mflow_steps, corrected, strict=True)):
         change = "-" if flow is None or fixed is None or flow == 0 else f"{100 * (fixed - flow) / flow:+.1f}%"
         row = [str(k + 1), _number(flow), _number(fixed), change]
         if network_steps is not None:
             row.append(_number(network_steps[k] if k < len(network_steps) else None))
         table.add_row(*row)
-    console.print(table)
+    print_table(console, table)
 
 
 def _number(value) -> str:

@@ -6,12 +6,14 @@ module imports this, not the package that imports it: no import circle.
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 _CACHE_HELP = (
     "structure, predict and compare keep their compiled programs on disk, so repeated runs skip "
@@ -20,8 +22,44 @@ _CACHE_HELP = (
     "or a damaged cache, only costs a recompile."
 )
 
+
+class _NqfGroup(TyperGroup):
+    """The root group: tidies the help of every command below it as typer builds them (:func:`tidy_help`)."""
+
+    def __init__(self, **attrs) -> None:
+        super().__init__(**attrs)
+        tidy_help(self)
+
+
+def tidy_help(command) -> None:
+    """The ``--help`` screens of ``command`` and the commands below it, tidied for rich's panels.
+
+    A flag (an option that takes no value: ``--json``, ``--quick/--full``, ``--help``) shows no
+    type: typer's rich help would show ``<bool>`` as though it took one. A command's help
+    paragraphs are joined into one line each, for rich to wrap at the terminal's width
+    (typer's rich help keeps the line breaks of the docstring's later paragraphs, which
+    break mid-phrase once rewrapped); a paragraph that starts with ``\\b`` keeps its lines.
+    """
+    if command.help:
+        command.help = _joined_paragraphs(command.help)
+    # the help option is made on first use, then kept: made here, and tidied with the others
+    helper = command.get_help_option(command.context_class(command))
+    for param in [*command.params, *([helper] if helper is not None else [])]:
+        if getattr(param, "is_flag", False) and not getattr(param, "count", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        tidy_help(sub)
+
+
+def _joined_paragraphs(text: str) -> str:
+    """``text`` (a docstring) with each paragraph on one line, but for ``\\b`` paragraphs (click's verbatim mark)."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
 app = typer.Typer(
     name="nqf",
+    cls=_NqfGroup,
     help="Neural Quadratic Forms: structure matrices, training predictions and their comparison with training.\n\n"
     + _CACHE_HELP,
     no_args_is_help=True,

@@ -221,7 +221,7 @@ def compare_command(
 def run_compare_command(args: CompareArgs) -> None:
     """Check the arguments, train and predict, write the files and print the result (JSON or text)."""
     check_counts(args)
-    from ._outputs import check_outputs, finish_comparison, print_outputs
+    from ._outputs import check_outputs, finish_comparison, print_outputs, stdout_console
 
     # the figure's path, the table folder and the measured curve, before any compute
     measured = check_outputs(args.plot, args.csv_dir, args.overlay)
@@ -253,10 +253,11 @@ def run_compare_command(args: CompareArgs) -> None:
     if args.as_json:
         print(json.dumps(result, allow_nan=False))
         return
-    print_comparison(result, Console())
+    console = stdout_console()
+    print_comparison(result, console)
     if result["departure"] is not None:
-        print_departures(comparison, result, Console())
-    print_outputs(Console(), result, args.plot, args.csv_dir)
+        print_departures(comparison, result, console)
+    print_outputs(console, result, args.plot, args.csv_dir)
 
 
 def check_counts(args: CompareArgs) -> None:
@@ -316,10 +317,12 @@ def write_plot(comparison, plot: Path, overlay=None) -> None:
 
 def print_comparison(result: dict, console: Console) -> None:
     """The text form of ``Comparison.to_json()``: switch steps, plateau losses, closure."""
+    from ._outputs import print_table
+
     opts = list(result["config"]["optimizers"])
     print_header(result, console)
-    console.print(theory_table(result))
-    console.print(network_table(result, opts))
+    print_table(console, theory_table(result))
+    print_table(console, network_table(result, opts))
     console.print(
         "  M-flow: the optimizer's own M-flow"
         + (" (* the GD M-flow as a reference: this optimizer has no M-flow)" if result["reference_only"] else "")
@@ -327,7 +330,7 @@ def print_comparison(result: dict, console: Console) -> None:
         highlight=False,
     )
     if result["closure_defect"]:
-        console.print(closure_table(result, opts))
+        print_table(console, closure_table(result, opts))
     for opt, bad in result["diverged"].items():
         if bad:
             console.print(f"[red]network ({opt}) diverged[/red] for seed(s) {', '.join(map(str, bad))}")
@@ -358,7 +361,7 @@ def theory_table(result: dict) -> Table:
     """Per mode: the theory's switch-on steps (GD) and plateau losses beside the quadratic model's."""
     theory = Table(title="theory (GD) and the quadratic model", title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("mode", "c_k", "limit", "LV", "M-flow", "quad.", "L limit", "L M-flow", "L quad."):
-        theory.add_column(column, justify="right")
+        theory.add_column(column, justify="right", overflow="fold")
     for row in result["modes"]:
         pred, plateau = row["predicted"], row["plateau_loss"]
         theory.add_row(
@@ -380,7 +383,7 @@ def network_table(result: dict, opts: list[str]) -> Table:
     seeds = result["seeds"]
     network = Table(title="network, per optimizer", title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("mode", "optimizer", "M-flow", "network", "sd", "vs M-flow", "own thr.", "plateau"):
-        network.add_column(column, justify="right")
+        network.add_column(column, justify="right", overflow="fold")
     for row in result["modes"]:
         for i, opt in enumerate(opts):
             flow = row["predicted_by_optimizer"][opt]
@@ -407,7 +410,7 @@ def closure_table(result: dict, opts: list[str]) -> Table:
         box=box.SIMPLE_HEAD,
     )
     for column in ("optimizer", "until step", "max M defect", "max update defect"):
-        closure.add_column(column, justify="right")
+        closure.add_column(column, justify="right", overflow="fold")
     for opt in opts:
         closure.add_row(
             opt,

@@ -374,16 +374,16 @@ def predict_config(args: PredictArgs):
 
 def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> None:
     """The text form of ``Prediction.to_json()``: a header, the modes table, the loss and fit, notes and files."""
-    from ._outputs import print_departure, print_outputs
+    from ._outputs import print_departure, print_outputs, print_table, stdout_console
 
-    console = Console()
+    console = stdout_console()
     lv, steps = result["lv"], args.steps
     console.print(
         f"[bold]{arch}[/bold] d={dim}, n={args.width}, {args.optimizer}, lr={args.lr:g}, {steps} steps; "
         f"data defect {lv['defect']:.2e} ({'LV applies' if lv['applies'] else 'LV does not apply: M-flow only'}), "
         f"init defect {lv['init_defect']:.2e}, stable lr < {result['stable_lr']:.4g}"
     )
-    console.print(modes_table(result))
+    print_table(console, modes_table(result))
     loss = result["mflow"]["loss"]
     console.print(f"loss: {loss[0]:.6g} at step 0, {loss[-1]:.6g} at step {steps}")
     if result["power_law"] is not None:
@@ -411,7 +411,7 @@ def modes_table(result: dict) -> Table:
     table = Table(title="modes (largest growth first); switch-on step = m_k reaches m_k*/2")
     columns = ("mode", "c_k", "m_k*", "M-flow", "LV (map)", "LV (flow)", "closed form", "vanishing init")
     for column in (*columns, "plateau loss"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", overflow="fold")
     for k in range(len(lv["growth"])):
         table.add_row(
             str(k + 1),

@@ -225,6 +225,10 @@ def print_outcome(out: Path, n: int, result) -> None:
         f"{result.count('failed')} failed; {result.seconds:.1f} s"
     )
     print(f"table: {result.table} ({kind})")
+    from nqf.scans.sweep.table import read_table, table_notes
+
+    for line in table_notes(read_table(result.table), result.plan.spec.mode):
+        print(f"note: {line}")
     drawn = [str(p) for p in result.figures.values() if p is not None]
     print(f"figures: {', '.join(drawn) if drawn else 'none'}")
     if result.count("failed"):

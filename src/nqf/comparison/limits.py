@@ -256,9 +256,9 @@ def structure_bytes(arch) -> float:
 
 
 def _held_per_sample(arch) -> int:
-    from nqf.theory.moments import _term_shapes
+    from nqf.theory.moments import term_shapes
 
-    shapes = _term_shapes(arch, "float64")
+    shapes = term_shapes(arch, "float64")
     if shapes is None:
         return arch.outputs * arch.dim**2
     return sum(K * R * (dl + dr) for K, R, dl, dr in shapes)
@@ -355,7 +355,7 @@ def departure_cost(arch, samples: int, width: int, steps: int, corrections: bool
     ``chunked`` or ``matrix_free``: ``nqf.theory.departure_plateaus.choose_path``; ``none``
     without corrections)."""
     from nqf.theory.departure_path import DEFAULT_SAMPLES
-    from nqf.theory.departure_plateaus import _EIGEN_LIMIT, choose_path, held_directions, map_bytes
+    from nqf.theory.departure_plateaus import EIGEN_LIMIT, choose_path, held_directions, map_bytes
 
     N, d, n, K = min(int(samples), DEFAULT_SAMPLES), arch.dim, int(width), arch.outputs
     size = d * n
@@ -368,7 +368,7 @@ def departure_cost(arch, samples: int, width: int, steps: int, corrections: bool
     path, chunk = choose_path(arch, N, n)
     variants = [(m, c) for m in ("network", "quadratic") for c in ("linearised", "near_zero")]
     maps = max(map_bytes(arch, m, c, N, n, held_directions(size, chunk)) for m, c in variants)
-    matrices = 0.0 if path == "matrix_free" else BYTES * size * size * (4.0 + (3.0 if size <= _EIGEN_LIMIT else 0.0))
+    matrices = 0.0 if path == "matrix_free" else BYTES * size * size * (4.0 + (3.0 if size <= EIGEN_LIMIT else 0.0))
     per_direction = N * n * (180.0 * K + 20.0)  # flops over the four maps
     if path == "matrix_free":  # one direction a step, eight runs over the horizon
         work = 8.0 * steps * per_direction

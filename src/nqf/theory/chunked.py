@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from nqf.architectures.architecture import Architecture, structure
-from nqf.theory.sample_matrices import DataMatrices, _check_basis
+from nqf.theory.sample_matrices import DataMatrices, check_basis
 
 
 @jax.tree_util.register_dataclass
@@ -74,12 +74,12 @@ class ChunkedDataMatrices:
     def loss_and_gradient(self, M: jax.Array, indices: jax.Array | None = None):
         if indices is not None:
             return self.subset(indices).loss_and_gradient(M)
-        from nqf.theory.sample_matrices import _loss_derivative, _per_sample_loss
+        from nqf.theory.sample_matrices import loss_derivative, per_sample_loss
 
         def part(d, w):
             F = d.structure.forms(M)
-            loss = jnp.sum(w * _per_sample_loss(self.loss_type, F, d.targets))
-            grad = d.structure.contract(w[:, None] * _loss_derivative(self.loss_type, F, d.targets)) * w.shape[0]
+            loss = jnp.sum(w * per_sample_loss(self.loss_type, F, d.targets))
+            grad = d.structure.contract(w[:, None] * loss_derivative(self.loss_type, F, d.targets)) * w.shape[0]
             return loss, grad
 
         loss, grad = self._sum(part)
@@ -109,7 +109,7 @@ class ChunkedDataMatrices:
         )
 
     def mode_interactions(self, Q: jax.Array) -> jax.Array:
-        Q = _check_basis(Q, self.dim)
+        Q = check_basis(Q, self.dim)
 
         def part(d, w):
             P = d.structure.quad(Q)
@@ -118,7 +118,7 @@ class ChunkedDataMatrices:
         return self._sum(part) / self.samples
 
     def mode_growth(self, Q: jax.Array) -> jax.Array:
-        Q = _check_basis(Q, self.dim)
+        Q = check_basis(Q, self.dim)
         return self._sum(lambda d, w: jnp.einsum("n,nc,nck->k", w, d.targets, d.structure.quad(Q))) / self.samples
 
 

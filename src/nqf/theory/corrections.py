@@ -21,8 +21,8 @@ from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
 from nqf.core.measure import switch_steps
 from nqf.core.progress import report
-from nqf.theory.departure_path import DEFAULT_SAMPLES, _inputs, path_weights
-from nqf.theory.departure_plateaus import _UnlearnedMap, plateau_state
+from nqf.theory.departure_path import DEFAULT_SAMPLES, departure_inputs, path_weights
+from nqf.theory.departure_plateaus import UnlearnedMap, plateau_state
 
 CONSTRUCTIONS = ("linearised", "near_zero")
 # A level reached to this much in ln(occupation) counts as reached: the network's and the
@@ -145,9 +145,7 @@ def _run_segment(s: _Setting, construction: str, learned, newest: int, B: dict, 
         B[model], value = plateau_state(s.arch, model, s.loss, QL, s.Rhat, s.Xj, s.Yj, B0, free)
         Wstar = QL @ jnp.asarray(B[model], dtype=s.dtype) @ s.Rhat
         D0, V0 = (jnp.asarray(r * ~learned[:, None], dtype=s.dtype) for r in rows[model])
-        linear = _UnlearnedMap(
-            s.arch, model, s.loss, construction, s.optimizer, Wstar, QU, s.Xj, s.Yj, D0, s.lr, s.beta
-        )
+        linear = UnlearnedMap(s.arch, model, s.loss, construction, s.optimizer, Wstar, QU, s.Xj, s.Yj, D0, s.lr, s.beta)
         o, _, _ = linear.run(D0, V0, _segment_gaps(s.rec, seg_start))
         occ[model] = np.asarray(o, dtype=np.float64)
         states[model] = (linear, D0, V0)
@@ -265,14 +263,14 @@ def corrected_switch_steps(
 
     Returns ({construction: (g,)} corrected steps, {construction: order}, plateau losses
     {"network", "quadratic"}: (g,), lowest curvature of the unlearned rows' linearised map
-    {"network", "quadratic"}: (g,) (``linearised``; NaN beyond _EIGEN_LIMIT weights), notes);
+    {"network", "quadratic"}: (g,) (``linearised``; NaN beyond EIGEN_LIMIT weights), notes);
     the per-mode entries belong to the plateau after mode k switched on. Steps are NaN where
     the M-flow has none.
     """
     config = prediction.config
     if config.optimizer not in ("gd", "momentum"):
         raise NqfError(f"corrected switch steps are computed for gd and momentum, not {config.optimizer}")
-    Xs, Ys, W0, data, _ = _inputs(arch, X, Y, prediction, W0, data, samples)
+    Xs, Ys, W0, data, _ = departure_inputs(arch, X, Y, prediction, W0, data, samples)
     g = prediction.num_growing
     mflow = np.asarray(prediction.mflow_switch_steps, dtype=np.float64)
     out_steps = {c: np.full(g, np.nan) for c in constructions}

@@ -78,13 +78,13 @@ from nqf.core.sampling import minibatch_indices, training_keys
 from nqf.theory.corrections import CONSTRUCTIONS, corrected_switch_steps
 from nqf.theory.departure_path import (
     DEFAULT_SAMPLES,
-    _curve,
-    _inputs,
-    _thin,
+    departure_inputs,
+    gap_curve,
     network_outputs,
     path_weights,
     propagators,
     quadratic_outputs,
+    thin,
 )
 from nqf.theory.departure_plateaus import plateau_state
 
@@ -198,13 +198,13 @@ def departure(
     steps of the curve. ``corrections``: also compute (b) (gd and momentum only).
     """
     config = prediction.config
-    Xs, Ys, W0, data, subsampled = _inputs(arch, X, Y, prediction, W0, data, samples)
+    Xs, Ys, W0, data, subsampled = departure_inputs(arch, X, Y, prediction, W0, data, samples)
     if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
         raise NqfError(f"departure points must be an integer >= 2, got {points!r}")
     notes: list[str] = []
     seconds = {}
     clock = time.perf_counter()
-    steps = _thin(np.asarray(prediction.flow.steps), int(points))
+    steps = thin(np.asarray(prediction.flow.steps), int(points))
     indices = None
     if config.optimizer == "sgd":
         indices = minibatch_indices(training_keys(config.seed)[1], data.num_samples, config.batch_size, config.steps)
@@ -212,7 +212,7 @@ def departure(
     Ws.block_until_ready()
     seconds["path"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    gap, net_loss, quad_loss = (np.asarray(a, dtype=np.float64) for a in _curve(arch, config.loss, Ws, Xs, Ys))
+    gap, net_loss, quad_loss = (np.asarray(a, dtype=np.float64) for a in gap_curve(arch, config.loss, Ws, Xs, Ys))
     seconds["curve"] = time.perf_counter() - clock
     if subsampled:
         notes.append(f"departure on a fixed random subset of {int(samples)} of the samples")

@@ -19,7 +19,7 @@ from nqf.core.errors import NqfError
 from nqf.core.sampling import training_keys
 from nqf.theory.data_matrices import checked_samples, flow_data
 from nqf.theory.flow_maps import square_factor
-from nqf.theory.sample_matrices import _per_sample_loss
+from nqf.theory.sample_matrices import per_sample_loss
 
 DEFAULT_SAMPLES = 2048  # departure curve and corrections on at most this many samples
 _SUBSET_SEED = 0  # the fixed random subset beyond them
@@ -54,7 +54,7 @@ def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:
     return jax.vmap(per_sample)(X)
 
 
-def _model_outputs(arch, model: str):
+def model_outputs(arch, model: str):
     return partial(network_outputs, arch) if model == "network" else partial(quadratic_outputs, arch)
 
 
@@ -156,7 +156,7 @@ def path_weights(data, W0, optimizer: str, lr: float, steps, beta: float = 0.9, 
     return Fs @ E, Vs @ E
 
 
-def _thin(steps: np.ndarray, points: int) -> np.ndarray:
+def thin(steps: np.ndarray, points: int) -> np.ndarray:
     """At most about ``points`` of the recorded steps: half log-spaced, half evenly spaced, with both ends."""
     steps = np.asarray(steps, dtype=np.int64)
     if steps.size <= points:
@@ -170,17 +170,17 @@ def _thin(steps: np.ndarray, points: int) -> np.ndarray:
 
 
 @partial(jax.jit, static_argnames=("arch", "loss_type"))
-def _curve(arch, loss_type, Ws, X, Y):
+def gap_curve(arch, loss_type, Ws, X, Y):
     def one(W):
         fn = network_outputs(arch, W, X)
         fq = quadratic_outputs(arch, W, X)
         gap = jnp.linalg.norm(fn - fq) / jnp.linalg.norm(fq)
-        return gap, jnp.mean(_per_sample_loss(loss_type, fn, Y)), jnp.mean(_per_sample_loss(loss_type, fq, Y))
+        return gap, jnp.mean(per_sample_loss(loss_type, fn, Y)), jnp.mean(per_sample_loss(loss_type, fq, Y))
 
     return jax.lax.map(one, Ws, batch_size=8)
 
 
-def _inputs(arch, X, Y, prediction, W0, data, samples):
+def departure_inputs(arch, X, Y, prediction, W0, data, samples):
     """(X subset, targets subset, W0, data matrices, subsampled) for a prediction (both parts' inputs)."""
     config = prediction.config
     dtype = jnp.result_type(float)

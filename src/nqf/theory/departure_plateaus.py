@@ -1,6 +1,6 @@
 r"""Part (b) of ``nqf.theory.departure``, the pieces: the network's (or the quadratic model's)
 plateau state W(B*) = Q_L B* Rhat_L (:func:`plateau_state`) and the linear(ised) map of the
-unlearned rows about it (:class:`_UnlearnedMap`, constructions ``linearised`` and
+unlearned rows about it (:class:`UnlearnedMap`, constructions ``linearised`` and
 ``near_zero``). ``nqf.theory.corrections`` runs them to the corrected switch-on steps.
 
 Memory. Up to _DENSE_LIMIT weights (d n) the map is a (d n, d n) matrix J, one row per basis
@@ -28,13 +28,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nqf.theory.departure_path import _model_outputs, quadratic_outputs
-from nqf.theory.sample_matrices import _per_sample_loss
+from nqf.theory.departure_path import model_outputs, quadratic_outputs
+from nqf.theory.sample_matrices import per_sample_loss
 
 # Up to this many weights (d n) the linearised map is built as a dense matrix once.
 _DENSE_LIMIT = 4096
 # Up to this many weights the lowest curvature of each plateau is reported (an eigvalsh of d n x d n).
-_EIGEN_LIMIT = 1024
+EIGEN_LIMIT = 1024
 # The working set (bytes) the map's matrix may take while it is built: above it the basis
 # directions are pushed in chunks (``chunked``); a chunk is one direction at least. On the CPU
 # small chunks are also the fastest (measured, iris, quadratic ``linearised``: 0.5 s for the
@@ -58,7 +58,7 @@ def map_numbers(arch, model: str, construction: str) -> tuple[float, float]:
     pushes the quadratic model's nested forward derivatives back through the loss, about
     14 K + 3 numbers a direction (the network's readout path about 5); ``near_zero`` about
     K + 8. Other units can hold more or less (their own intermediates; a conv unit ~10x):
-    :class:`_UnlearnedMap` reads the compiled program's own sizes and shrinks the chunk.
+    :class:`UnlearnedMap` reads the compiled program's own sizes and shrinks the chunk.
     """
     K = arch.outputs
     if construction == "near_zero":
@@ -114,8 +114,8 @@ def choose_path(
 
 
 def _loss_fn(arch, model: str, loss_type: str):
-    outputs = _model_outputs(arch, model)
-    return lambda W, X, Y: jnp.mean(_per_sample_loss(loss_type, outputs(W, X), Y))
+    outputs = model_outputs(arch, model)
+    return lambda W, X, Y: jnp.mean(per_sample_loss(loss_type, outputs(W, X), Y))
 
 
 @partial(jax.jit, static_argnames=("arch", "model", "loss_type"))
@@ -159,7 +159,7 @@ def _force(arch, model, loss_type, construction, Wstar, QU, X, Y, D0):
             return QU.T @ jax.grad(loss)(Wstar + QU @ D, X, Y)
 
         return jax.linearize(grad_u, jnp.zeros_like(D0))
-    outputs = _model_outputs(arch, model)
+    outputs = model_outputs(arch, model)
     f_star = outputs(Wstar, X)
     residual = f_star - Y if loss_type == "squared" else jax.nn.softmax(f_star, axis=1) - Y  # l'(f, y)
     residual = jax.lax.stop_gradient(residual)
@@ -253,7 +253,7 @@ def _matrix_free_steps(arch, model, loss_type, construction, optimizer, Wstar, Q
     return _steps(optimizer, lambda D: g + lin(D), D0, V0, lr, beta, gaps)
 
 
-class _UnlearnedMap:
+class UnlearnedMap:
     """The unlearned rows' linear(ised) dynamics about W* for one plateau and model.
 
     D (d, n): the weights' mode coordinates Q^T W, only the unlearned rows used (QU: the full
@@ -301,7 +301,7 @@ class _UnlearnedMap:
         elif self.path == "dense":
             self.g, self.J = _dense_force(arch, model, loss_type, construction, Wstar, QU, X, Y, D0)
         if self.dense:
-            if D0.size <= _EIGEN_LIMIT:
+            if D0.size <= EIGEN_LIMIT:
                 J = np.asarray(self.J, dtype=np.float64)
                 self.lowest = float(np.linalg.eigvalsh(0.5 * (J + J.T))[0])
         else:

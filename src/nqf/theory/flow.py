@@ -46,7 +46,7 @@ from nqf.theory.flow_base import FlowResult
 from nqf.theory.flow_continuous import continuous_flow
 from nqf.theory.flow_maps import STEPPINGS, gd_map, momentum_map, sgd_map, square_factor
 from nqf.theory.flow_stability import LearningRateBound, stable_lr_bound
-from nqf.theory.flow_stability import _hessian_of_w as _hessian_of_w  # tests and docs name it here
+from nqf.theory.flow_stability import hessian_of_w as hessian_of_w  # tests and docs name it here
 
 __all__ = [
     "STEPPINGS",

@@ -49,14 +49,14 @@ class FlowResult:
     stats: tuple[tuple[str, int], ...] | None = field(default=None, metadata=dict(static=True))
 
 
-def _check_data(data) -> None:
+def check_data(data) -> None:
     if not isinstance(data, (DataMatrices, PopulationDataMatrices, MomentDataMatrices, ChunkedDataMatrices)):
         raise NqfError(
             f"expected DataMatrices, MomentDataMatrices or PopulationDataMatrices, got {type(data).__name__}"
         )
 
 
-def _check_M0(data, M0) -> jax.Array:
+def check_M0(data, M0) -> jax.Array:
     M0 = np.asarray(M0)
     d = data.dim
     if M0.shape != (d, d):
@@ -71,7 +71,7 @@ def _check_M0(data, M0) -> jax.Array:
     return jnp.asarray(0.5 * (M0 + M0.T), dtype=data.dtype)
 
 
-def _check_positive(name: str, value) -> float:
+def check_positive(name: str, value) -> float:
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -81,13 +81,13 @@ def _check_positive(name: str, value) -> float:
     return value
 
 
-def _check_steps(steps) -> int:
+def check_steps(steps) -> int:
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise NqfError(f"steps must be a non-negative integer, got {steps!r}")
     return int(steps)
 
 
-def _checkpoints(steps: int, record_every: int | None, checkpoints: Sequence[int] | None) -> np.ndarray:
+def recorded_steps(steps: int, record_every: int | None, checkpoints: Sequence[int] | None) -> np.ndarray:
     """Sorted recorded steps in [0, steps]."""
     if checkpoints is not None:
         cps = np.asarray(checkpoints)
@@ -105,7 +105,7 @@ def _checkpoints(steps: int, record_every: int | None, checkpoints: Sequence[int
     return cps
 
 
-def _check_basis(data, basis) -> jax.Array | None:
+def check_basis(data, basis) -> jax.Array | None:
     if basis is None:
         return None
     Q = np.asarray(basis)
@@ -118,7 +118,7 @@ def _check_basis(data, basis) -> jax.Array | None:
     return jnp.asarray(Q, dtype=data.dtype)
 
 
-def _record_flags(data, basis, record_M: bool | None, n_records: int) -> bool:
+def record_flags(data, basis, record_M: bool | None, n_records: int) -> bool:
     record_M = basis is None if record_M is None else bool(record_M)
     if record_M and n_records * data.dim**2 > _MAX_RECORDED_ENTRIES:
         raise NqfError(
@@ -128,14 +128,14 @@ def _record_flags(data, basis, record_M: bool | None, n_records: int) -> bool:
     return record_M
 
 
-def _observe_M(data, M, basis, record_M: bool):
+def observe_M(data, M, basis, record_M: bool):
     """Loss, M (if recorded) and occupations q_k^T M q_k at a state M."""
     loss = data.loss(M)
     occ = None if basis is None else jnp.einsum("im,ij,jm->m", basis, M, basis)
     return loss, (M if record_M else None), occ
 
 
-def _observe(data, F, basis, record_M: bool):
+def observe(data, F, basis, record_M: bool):
     M = F @ F.T
     loss = data.loss(M)
     Mrec = M if record_M else None

@@ -10,12 +10,12 @@ from jaxtyping import ArrayLike, Float
 from nqf.core.errors import NqfError
 from nqf.theory.flow_base import (
     FlowResult,
-    _check_basis,
-    _check_data,
-    _check_M0,
-    _check_positive,
-    _observe_M,
-    _record_flags,
+    check_basis,
+    check_data,
+    check_M0,
+    check_positive,
+    observe_M,
+    record_flags,
 )
 from nqf.theory.population import PopulationDataMatrices
 from nqf.theory.sample_matrices import DataMatrices
@@ -31,11 +31,11 @@ def _vector_field(t, M, args):
 
 
 def _observe_with_M(t, M, args):
-    return _observe_M(args[0], M, args[2], True)
+    return observe_M(args[0], M, args[2], True)
 
 
 def _observe_without_M(t, M, args):
-    return _observe_M(args[0], M, args[2], False)
+    return observe_M(args[0], M, args[2], False)
 
 
 def continuous_flow(
@@ -63,20 +63,20 @@ def continuous_flow(
     """
     import diffrax
 
-    _check_data(data)
-    M0 = _check_M0(data, M0)
-    lr = _check_positive("lr", lr)
-    t_final = _check_positive("t_final", t_final)
+    check_data(data)
+    M0 = check_M0(data, M0)
+    lr = check_positive("lr", lr)
+    t_final = check_positive("t_final", t_final)
     if solver not in _SOLVERS:
         raise NqfError(f"unknown solver {solver!r}; choose one of {', '.join(_SOLVERS)}")
     ts = np.linspace(0.0, t_final, 101) if saveat is None else np.asarray(saveat, dtype=np.float64)
     if ts.ndim != 1 or ts.size == 0 or ts.min() < 0 or ts.max() > t_final or np.any(np.diff(ts) <= 0):
         raise NqfError(f"saveat must be strictly increasing times within [0, t_final={t_final}]")
-    basis = _check_basis(data, basis)
-    record_M = _record_flags(data, basis, record_M, ts.size)
+    basis = check_basis(data, basis)
+    record_M = record_flags(data, basis, record_M, ts.size)
     double = M0.dtype == jnp.float64
-    rtol = (1e-10 if double else 1e-6) if rtol is None else _check_positive("rtol", rtol)
-    atol = (1e-12 if double else 1e-9) if atol is None else _check_positive("atol", atol)
+    rtol = (1e-10 if double else 1e-6) if rtol is None else check_positive("rtol", rtol)
+    atol = (1e-12 if double else 1e-9) if atol is None else check_positive("atol", atol)
     scheme = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}[solver]()
 
     # module-level observers: diffrax's filter_jit would recompile for every new closure

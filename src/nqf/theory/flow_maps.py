@@ -22,15 +22,15 @@ from nqf.core.sampling import minibatch_indices
 from nqf.theory.chunked import ChunkedDataMatrices
 from nqf.theory.flow_base import (
     FlowResult,
-    _check_basis,
-    _check_data,
-    _check_M0,
-    _check_positive,
-    _check_steps,
-    _checkpoints,
-    _observe,
-    _observe_M,
-    _record_flags,
+    check_basis,
+    check_data,
+    check_M0,
+    check_positive,
+    check_steps,
+    observe,
+    observe_M,
+    record_flags,
+    recorded_steps,
 )
 from nqf.theory.moments import FactoredSecond, MomentDataMatrices
 from nqf.theory.population import PopulationDataMatrices
@@ -91,12 +91,12 @@ def _blockwise(data) -> bool:
 
 
 def _observe_flow(data, F, basis, record_M: bool):
-    """``flow_base._observe``; on blockwise data without M recorded, the loss from F's blocks
+    """``flow_base.observe``; on blockwise data without M recorded, the loss from F's blocks
     (``MomentDataMatrices.loss_of_factor``) instead of forming F F^T (d x d) at every record."""
     if _blockwise(data) and not record_M:
         occ = None if basis is None else jnp.sum((basis.T @ F) ** 2, axis=1)
         return data.loss_of_factor(F), None, occ
-    return _observe(data, F, basis, record_M)
+    return observe(data, F, basis, record_M)
 
 
 def _gd_step(data, hyper, carry, t):
@@ -154,13 +154,13 @@ def _initial_factor(data, M0, factor) -> jax.Array:
         return jnp.asarray(factor, dtype=data.dtype)
     if M0 is None:
         raise NqfError("give the initial M0 (d x d) or its square factor")
-    return jnp.asarray(square_factor(M0=np.asarray(_check_M0(data, M0))), dtype=data.dtype)
+    return jnp.asarray(square_factor(M0=np.asarray(check_M0(data, M0))), dtype=data.dtype)
 
 
 def _start_map(data, M0, factor, lr, steps):
     """The checked inputs every M map shares: (F0 (d, d) with F0 F0^T = M0, lr as F0's dtype, steps)."""
     F0 = _initial_factor(data, M0, factor)
-    return F0, jnp.asarray(_check_positive("lr", lr), dtype=F0.dtype), _check_steps(steps)
+    return F0, jnp.asarray(check_positive("lr", lr), dtype=F0.dtype), check_steps(steps)
 
 
 def _check_stepping(stepping: str) -> str:
@@ -184,9 +184,9 @@ def _run_map(
     kind=None,
     jump_from=None,
 ):
-    cps = _checkpoints(steps, record_every, checkpoints)
-    basis = _check_basis(data, basis)
-    record_M = _record_flags(data, basis, record_M, cps.size)
+    cps = recorded_steps(steps, record_every, checkpoints)
+    basis = check_basis(data, basis)
+    record_M = record_flags(data, basis, record_M, cps.size)
     gaps = np.diff(cps, prepend=0)
     # every step recorded: every step is computed anyway, so there is nothing to jump; nor is
     # there when the Gram state is too large to linearise (``_jumpable``): its tries were refused
@@ -237,7 +237,7 @@ def _observe_factor(record_M, data, F, basis):
 
 @partial(jax.jit, static_argnames=("record_M",))
 def _observe_many(record_M, data, Ms, basis):
-    return jax.vmap(lambda M: _observe_M(data, M, basis, record_M))(Ms)
+    return jax.vmap(lambda M: observe_M(data, M, basis, record_M))(Ms)
 
 
 def _bucket(count: int) -> int:
@@ -252,7 +252,7 @@ def _run_adaptive(step, kind, data, carry, hyper, steps, cps, basis, record_M, j
     is switched on; after a failed try the wait before the next one doubles, after an
     accepted jump the next jump is twice as long.
     """
-    from nqf.theory.jumps import _FIRST_JUMP, _MIN_JUMP, factors_of, states_in_jump, try_jump
+    from nqf.theory.jumps import FIRST_JUMP, MIN_JUMP, factors_of, states_in_jump, try_jump
 
     d, rank, dtype = carry[0].shape[0], carry[0].shape[1], carry[0].dtype
     # filled in checkpoint by checkpoint (host arrays; Ms / occs stay None when not recorded)
@@ -263,12 +263,12 @@ def _run_adaptive(step, kind, data, carry, hyper, steps, cps, basis, record_M, j
     # Jumps only once every mode has reached its threshold: a jump's affine model carries a
     # mode that is still tiny next to O(1) ones only to the rounding of the O(1) ones.
     switched = jump_from is None
-    t, i, length, wait, next_try = 0, 0, _FIRST_JUMP, _MIN_JUMP, 0
+    t, i, length, wait, next_try = 0, 0, FIRST_JUMP, MIN_JUMP, 0
     if cps[0] == 0:
         losses[0], Ms[0], occs[0] = (_host(a) for a in _observe_factor(record_M, data, carry[0], basis))
         i = 1
     while t < steps:
-        if switched and t >= next_try and steps - t >= _MIN_JUMP:
+        if switched and t >= next_try and steps - t >= MIN_JUMP:
             j = min(length, steps - t)
             stats["tries"] += 1
             model, Gamma, accepted = try_jump(kind, data, hyper, carry, j)
@@ -362,7 +362,7 @@ def gd_map(
         jump_from: (g,) occupations of the first g basis modes (their switch-on thresholds):
             with ``adaptive``, jumps start only once every one is reached; None: from the start.
     """
-    _check_data(data)
+    check_data(data)
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
     return _run_map(
         _gd_step,
@@ -439,7 +439,7 @@ def momentum_map(
     (M, P = W V^T, Q = V V^T) is closed (``nqf.theory.flow``'s docstring); P0 = Q0 = 0. ``state`` of
     the result holds the final (P, Q). ``stepping`` and ``jump_from`` as in :func:`gd_map`.
     """
-    _check_data(data)
+    check_data(data)
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
     beta = float(beta)
     if not 0.0 <= beta < 1.0:

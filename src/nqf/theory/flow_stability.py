@@ -24,7 +24,7 @@ from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
 from nqf.core.programs import to_device
-from nqf.theory.flow_base import _check_data
+from nqf.theory.flow_base import check_data
 from nqf.theory.host_flow import host_hessian_vector_product
 from nqf.theory.moments import HostMoments
 from nqf.theory.population import PopulationDataMatrices
@@ -69,7 +69,7 @@ _DENSE_HESSIAN_LIMIT = 256
 
 
 @jax.jit
-def _hessian_of_w(data, W):
+def hessian_of_w(data, W):
     """The dense Hessian (d^2, d^2) of W -> L(W W^T), one Hessian-vector product per direction."""
     d = W.shape[0]
     directions = jnp.eye(d * d, dtype=W.dtype).reshape(d * d, d, d)
@@ -125,7 +125,7 @@ def _hessian_top(data, M: np.ndarray) -> float:
     d = W.shape[0]
     top_g = 2.0 * float(_top_gradient_eigenvalue(data, W))
     if d * d <= _DENSE_HESSIAN_LIMIT:
-        H = np.asarray(_hessian_of_w(data, W), dtype=np.float64)
+        H = np.asarray(hessian_of_w(data, W), dtype=np.float64)
         top_h = float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1])
     else:
 
@@ -158,7 +158,7 @@ def stable_lr_bound(
     """
     host = isinstance(data, HostMoments)
     if not host:
-        _check_data(data)
+        check_data(data)
     beta = float(beta)
     if not 0.0 <= beta < 1.0:
         raise NqfError(f"momentum beta must lie in [0, 1), got {beta}")

@@ -107,7 +107,7 @@ def host_map(
 
 
 def host_gd_log_occupations(c, K, lr, u0, num_steps: int) -> np.ndarray:
-    """``nqf.theory.lotka_volterra._gd_log_occupations`` in numpy: (num_steps, m) ln m_k after each
+    """``nqf.theory.lotka_volterra.gd_log_occupations`` in numpy: (num_steps, m) ln m_k after each
     step of the LV map of GD, m+ = m (1 + 2 lr (c - K m))^2, in log occupations."""
     c, K, u = np.asarray(c), np.asarray(K), np.array(u0, dtype=np.float64)
     out = np.empty((num_steps, u.size))

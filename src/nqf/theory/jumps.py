@@ -34,8 +34,8 @@ JUMP_RTOL = 1e-9
 JUMP_ATOL = 1e-15
 # Jumps need powers of J (s x s, s = D(D+1)/2): not beyond this size.
 MAX_JUMP_STATE = 800
-_FIRST_JUMP = 64
-_MIN_JUMP = 16
+FIRST_JUMP = 64
+MIN_JUMP = 16
 
 
 def _triu(D: int):

@@ -218,7 +218,7 @@ def equilibrium(c, K, active) -> np.ndarray:
     return out
 
 
-def _check_symmetric_psd(K: np.ndarray, what: str) -> None:
+def check_symmetric_psd(K: np.ndarray, what: str) -> None:
     scale = max(np.abs(K).max(), 1e-300)
     if np.abs(K - K.T).max() > 1e-10 * scale:
         raise NqfError(
@@ -270,7 +270,7 @@ def nonnegative_least_squares(A: np.ndarray, b: np.ndarray, max_iterations: int)
             x[~passive] = 0.0
 
 
-def _stable_equilibrium(c: np.ndarray, K: np.ndarray, subset: np.ndarray) -> np.ndarray:
+def stable_equilibrium(c: np.ndarray, K: np.ndarray, subset: np.ndarray) -> np.ndarray:
     """Minimiser of L over {m >= 0, m_k = 0 off ``subset``} for symmetric PSD K (an LCP).
 
     This is the saturated fixed point of the LV system restricted to ``subset``: on its
@@ -330,8 +330,8 @@ def fixed_point(system: LotkaVolterra) -> np.ndarray:
             raise NqfError("fixed_point: a mode with c_k > 0 and K_kk = 0 grows without bound")
         grows = c > 0
         return np.where(grows, c / np.where(grows, k, 1.0), 0.0)
-    _check_symmetric_psd(system.K, "fixed_point")
-    return _stable_equilibrium(system.c, system.K, np.ones(system.num_modes, dtype=bool))
+    check_symmetric_psd(system.K, "fixed_point")
+    return stable_equilibrium(system.c, system.K, np.ones(system.num_modes, dtype=bool))
 
 
 def excess_loss(system: LotkaVolterra, m, reference=None) -> np.ndarray:
@@ -371,10 +371,10 @@ def logistic_occupation(c, K, m0, lr, t):
     Returns:
         m(t), broadcast shape.
     """
-    return jnp.exp(_logistic_log_occupation(c, K, jnp.log(jnp.asarray(m0)), lr, t))
+    return jnp.exp(logistic_log_occupation(c, K, jnp.log(jnp.asarray(m0)), lr, t))
 
 
-def _logistic_log_occupation(c, K, log_m0, lr, t):
+def logistic_log_occupation(c, K, log_m0, lr, t):
     """ln m(t) of ``logistic_occupation`` from ln m0 (m0 = 1e-60 underflows in float32; ln m0 does not)."""
     c, K, log_m0, lr, t = (jnp.asarray(a) for a in (c, K, log_m0, lr, t))
     x = 4.0 * lr * c * t
@@ -462,13 +462,13 @@ def gd_occupations(system: LotkaVolterra, num_steps: int) -> np.ndarray:
     if int(num_steps) < 0:
         raise NqfError("gd_occupations: num_steps must be >= 0")
     u0 = jnp.asarray(np.log(system.m0))  # log in float64 first: tiny m0 underflows in float32
-    us = _gd_log_occupations(jnp.asarray(system.c), jnp.asarray(system.K), jnp.asarray(system.lr), u0, int(num_steps))
+    us = gd_log_occupations(jnp.asarray(system.c), jnp.asarray(system.K), jnp.asarray(system.lr), u0, int(num_steps))
     return np.exp(np.concatenate([np.asarray(u0)[None], np.asarray(us)], axis=0))
 
 
 # module level with arrays as arguments: compiled once per shape, not once per call
 @functools.partial(jax.jit, static_argnames=("num_steps",))
-def _gd_log_occupations(c, K, lr, u0, num_steps):
+def gd_log_occupations(c, K, lr, u0, num_steps):
     def step(u, _):
         Km = K * jnp.exp(u) if K.ndim == 1 else K @ jnp.exp(u)
         g = 1.0 + 2.0 * lr * (c - Km)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nqf.theory.lotka_volterra import _logistic_log_occupation
+from nqf.theory.lotka_volterra import logistic_log_occupation
 
 # The closed form is evaluated in (time x mode) blocks: modes in chunks of about
 # _LOGISTIC_MODE_CHUNK (their per-mode constants, 8 x 32 KiB, stay in cache while the
@@ -36,10 +36,10 @@ def _regular_occupation(t, r, m0, rho, sigma):
 def _general_log_occupation(lr, t, c, k, log_m0):
     """ln m(t) at times t (tc,) of any mode with K >= 0, shape (tc, modes): the log-space
     ``logistic_occupation`` (c <= 0, K = 0, m0 > m*, extreme ranges)."""
-    return _logistic_log_occupation(c, k, log_m0, lr, t[:, None])
+    return logistic_log_occupation(c, k, log_m0, lr, t[:, None])
 
 
-def _logistic_evaluate(c, k, m0, lr, m_ref, ts, batch_size, save_occupations):
+def logistic_evaluate(c, k, m0, lr, m_ref, ts, batch_size, save_occupations):
     """Losses minus loss0, excess losses and optionally the (T, m) occupations of
     uncoupled logistic modes at times ``ts`` (float64 numpy).
 
@@ -51,7 +51,7 @@ def _logistic_evaluate(c, k, m0, lr, m_ref, ts, batch_size, save_occupations):
     c, k, m0, m_ref = (np.asarray(a, dtype=np.float64) for a in (c, k, m0, m_ref))
     ts = np.asarray(ts, dtype=np.float64)
     num_modes, num_times = c.size, ts.size
-    r = 4.0 * lr * c  # the association of _logistic_log_occupation's x = 4 lr c t
+    r = 4.0 * lr * c  # the association of logistic_log_occupation's x = 4 lr c t
     # the float range of the device arrays (float32 without jax_enable_x64): rho >= rho_min
     # makes every e^{-x} that still moves rho + sigma e^{-x} (> eps rho) a normal float
     # (XLA flushes subnormals to 0)

@@ -24,7 +24,7 @@ import numpy as np
 
 from nqf.core.programs import bucket_length, to_device
 from nqf.theory.host_flow import host_gd_log_occupations, host_momentum_block
-from nqf.theory.lotka_volterra import LotkaVolterra, _gd_log_occupations
+from nqf.theory.lotka_volterra import LotkaVolterra, gd_log_occupations
 
 BLOCK = 4096
 # Largest change of a mode's per-step log-rate over a block that still counts as settled.
@@ -95,7 +95,7 @@ def lv_map_records(
                 us = host_gd_log_occupations(c, K, lr, state, length)
             else:
                 with np.errstate(over="ignore"):  # the dropped steps may overflow
-                    us = np.asarray(_gd_log_occupations(c, K, lr, state, run))[:length]
+                    us = np.asarray(gd_log_occupations(c, K, lr, state, run))[:length]
             occ = np.exp(us)
             state = us[-1] if host else to_device(us[-1])
         else:

@@ -6,11 +6,11 @@ solution or a loss curve.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,13 +19,13 @@ from jaxtyping import ArrayLike, Float
 from nqf.core.errors import NqfError
 from nqf.theory.lotka_volterra import (
     LotkaVolterra,
-    _logistic_log_occupation,
     excess_loss,
     fixed_point,
+    logistic_log_occupation,
     logistic_switch_time,
 )
 from nqf.theory.lv_kvaerno import MAX_NUMPY_MODES, kvaerno_switch_times, kvaerno_switch_times_batch
-from nqf.theory.lv_logistic import _logistic_evaluate
+from nqf.theory.lv_logistic import logistic_evaluate
 from nqf.theory.singular_limit import singular_limit
 
 __all__ = ["LVSolution", "default_times", "flow_switch_times", "solve_lv", "suggested_horizon", "switch_times"]
@@ -66,7 +66,7 @@ class LVSolution:
         t = np.asarray(t, dtype=np.float64)
         s = self.system
         if self._dense is None:
-            return np.asarray(_logistic_log_occupation(s.c, s.diagonal, np.log(s.m0), s.lr, t[..., None]))
+            return np.asarray(logistic_log_occupation(s.c, s.diagonal, np.log(s.m0), s.lr, t[..., None]))
         flat = t.reshape(-1)
         u = np.asarray(_evaluate_dense(self._dense, jnp.asarray(flat)))
         return u.reshape(t.shape + (s.num_modes,))
@@ -76,7 +76,24 @@ class LVSolution:
         return np.exp(self.log_occupation(t))
 
 
-@eqx.filter_jit
+def _lazy_filter_jit(fn):
+    """``equinox.filter_jit(fn)``, built on the first call: importing equinox costs ~0.15 s, which a
+    prediction that never reaches diffrax (the numpy engine, the numpy Kvaerno) should not pay."""
+    compiled = None
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        nonlocal compiled
+        if compiled is None:
+            import equinox as eqx
+
+            compiled = eqx.filter_jit(fn)
+        return compiled(*args, **kwargs)
+
+    return call
+
+
+@_lazy_filter_jit
 def _evaluate_dense(sol, ts):
     return jax.vmap(sol.evaluate)(ts)
 
@@ -86,7 +103,7 @@ def _vector_field(t, u, args):
     return 4.0 * lr * (c - K @ jnp.exp(u))
 
 
-@eqx.filter_jit
+@_lazy_filter_jit
 def _solve_log_ode(c, K, lr, u0, t_final, grid, solver, controller, max_steps):
     import diffrax
 
@@ -256,7 +273,7 @@ def _solve_logistic(system, t_final, ts, reference, save_occupations, batch_size
     if int(batch_size) < 1:
         raise NqfError(f"solve_lv: batch_size must be a positive integer, got {batch_size}")
     m_ref = np.zeros_like(k) if reference is None else reference
-    losses, excess, ms = _logistic_evaluate(
+    losses, excess, ms = logistic_evaluate(
         system.c, k, system.m0, system.lr, m_ref, ts, int(batch_size), save_occupations
     )
     return LVSolution(
@@ -275,7 +292,7 @@ def _solve_logistic(system, t_final, ts, reference, save_occupations, batch_size
 # ---------------------------------------------------------------- switch times
 
 
-@eqx.filter_jit
+@_lazy_filter_jit
 def _bisect_crossings(sol, lo, hi, thresholds, iterations: int = 64):
     """Per mode k, bisect u_k(t) = thresholds_k on [lo_k, hi_k] in the dense output."""
     modes = jnp.arange(thresholds.size)

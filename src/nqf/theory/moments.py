@@ -683,7 +683,7 @@ class RouteChoice:
     chunk: int | None = None
 
 
-def _term_shapes(arch: Architecture, dtype) -> list[tuple[int, int, int, int]] | None:
+def term_shapes(arch: Architecture, dtype) -> list[tuple[int, int, int, int]] | None:
     """(K, R, d_L, d_R) per closed-form term, without evaluating on data; None for autodiff units."""
     if arch.closed_form is None:
         return None
@@ -704,7 +704,7 @@ def choose_route(
     if route not in ROUTES:
         raise NqfError(f"unknown data route {route!r}; choose one of {', '.join(ROUTES)}")
     dtype = dtype or jnp.result_type(float)
-    shapes = _term_shapes(arch, dtype)
+    shapes = term_shapes(arch, dtype)
     if shapes is None:
         d, K = arch.dim, arch.outputs
         p, per_sample = d * d, 2.0 * num_samples * K * d * d

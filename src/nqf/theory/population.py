@@ -13,8 +13,8 @@ from jaxtyping import ArrayLike, Float
 from nqf.architectures.activations import activation_derivatives
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
-from nqf.theory.sample_checks import _finite
-from nqf.theory.sample_matrices import _check_basis
+from nqf.theory.sample_checks import check_finite
+from nqf.theory.sample_matrices import check_basis
 
 
 @jax.tree_util.register_dataclass
@@ -86,13 +86,13 @@ class PopulationDataMatrices:
         return self.loss(M), self.gradient_matrix(M)
 
     def mode_interactions(self, Q: jax.Array) -> jax.Array:
-        Q = _check_basis(Q, self.dim)
+        Q = check_basis(Q, self.dim)
         k = self.outputs_count
         a, v = Q[:k], Q[k:]
         return self.slope**2 * (a.T @ a) * (v.T @ self.covariance @ v)
 
     def mode_growth(self, Q: jax.Array) -> jax.Array:
-        Q = _check_basis(Q, self.dim)
+        Q = check_basis(Q, self.dim)
         k = self.outputs_count
         a, v = Q[:k], Q[k:]
         return self.slope * jnp.sum(a * (self.teacher @ self.covariance @ v), axis=0)
@@ -117,8 +117,8 @@ def population_data_matrices(
         raise NqfError(f"covariance must have shape (D={dd}, D={dd}), got {Sigma.shape}")
     if T.shape != (k, dd):
         raise NqfError(f"teacher must have shape (K={k}, D={dd}), got {T.shape}")
-    _finite("covariance", Sigma)
-    _finite("teacher", T)
+    check_finite("covariance", Sigma)
+    check_finite("teacher", T)
     scale = max(float(np.abs(Sigma).max()), 1e-300)
     if not np.allclose(Sigma, Sigma.T, rtol=0, atol=1e-10 * scale):
         raise NqfError("covariance must be symmetric")

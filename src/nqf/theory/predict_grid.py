@@ -182,7 +182,8 @@ class GridContext:
     (:meth:`PredictionGrid.prediction`): the mode basis, the LV stage (c, K, fixed point,
     thresholds, defects), the expansion verdict, the data route's reason; per init (S, R) the
     init defect; per point the M-flow's crossings before unresolved modes were left out
-    (L, S, R, g) and the power-law fits (P,). Compared by identity (a static pytree field)."""
+    (L, S, R, g) and the power-law fits (P,: a PowerLawFit, the note of a failed fit, or None with
+    fewer than 10 growing modes). Compared by identity (a static pytree field)."""
 
     modes: ModeBasis
     system: stage.LVStage
@@ -281,6 +282,9 @@ class PredictionGrid:
         unresolved = np.flatnonzero(resolution < MFLOW_RESOLUTION)
         if unresolved.size:
             notes.append(stage.unresolved_note(unresolved, ctx.crossed[i, j, k], resolution, ctx.dtype))
+        fit = ctx.power_laws[(i * S + j) * R + k]
+        if isinstance(fit, str):  # the fit's failure, as predict notes it
+            notes.append(fit)
         steps = int(config.steps)
         stats = (("stepped", steps), ("jumped", 0), ("jumps", 0))
         flow = FlowResult(steps=self.steps, loss=self.mflow_loss[i, j, k], final=None, stats=stats)
@@ -303,7 +307,7 @@ class PredictionGrid:
             singular=singular_limit(lv, never=np.zeros(lv.num_modes, dtype=bool)),
             singular_switch_steps=self.singular_switch_steps[i, j, k],
             stable_lr=self.stable_lr,
-            power_law=ctx.power_laws[(i * S + j) * R + k],
+            power_law=fit if isinstance(fit, PowerLawFit) else None,
             notes=tuple(notes),
             route=self.route,
             route_reason=ctx.route_reason,
@@ -555,7 +559,10 @@ def predict_grid(
         loss_inf = float(lv.loss(system.m_star))
         for p in range(P):
             fits[p] = _power_law(record, flow_loss[p], loss_inf)
-    exponents = np.array([np.nan if fit is None else fit.exponent for fit in fits], dtype=np.float64)
+    exponents = np.array([fit.exponent if isinstance(fit, PowerLawFit) else np.nan for fit in fits], dtype=np.float64)
+    failed = sum(1 for fit in fits if isinstance(fit, str))
+    if failed:
+        notes.append(f"{_GRID_NOTE}the power-law fit was not possible at {failed} of {P} points (their notes say why)")
     context = GridContext(
         modes=modes,
         system=system,
@@ -605,12 +612,12 @@ def _point_text(p: int, lrs, sigma0s, seeds) -> str:
     return f"lr {lrs[i]:g}, sigma0 {sigma0s[j]:g}, seed {int(seeds[k])}"
 
 
-def _power_law(record, loss, loss_inf: float) -> PowerLawFit | None:
-    """The power-law fit ``predict`` makes of one M-flow curve (None where it cannot fit)."""
+def _power_law(record, loss, loss_inf: float) -> PowerLawFit | str:
+    """The power-law fit ``predict`` makes of one M-flow curve, or why it cannot fit (its note)."""
     try:
         return fit_power_law(np.asarray(record), np.asarray(loss), loss_inf=loss_inf)
-    except NqfError:
-        return None
+    except NqfError as err:
+        return f"power-law fit not possible: {err}"
 
 
 def _per_point_limits(modes, m0_sr, lr_axis, loss0: float, system, config: PredictConfig, g: int):

@@ -9,7 +9,7 @@ import numpy as np
 
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
-from nqf.theory.sample_matrices import _check_loss
+from nqf.theory.sample_matrices import check_loss
 
 # Largest |entry| accepted in data (X, Y) and initial weights. The structure and the
 # moments multiply up to four entries (x^4 in the fourth moments S of the moments route,
@@ -19,7 +19,7 @@ from nqf.theory.sample_matrices import _check_loss
 MAX_ABS_ENTRY = 1e30
 
 
-def _finite(name: str, array: np.ndarray) -> None:
+def check_finite(name: str, array: np.ndarray) -> None:
     """NqfError unless every entry of ``array`` is finite with |entry| <= MAX_ABS_ENTRY."""
     if array.dtype.kind not in "biuf":
         raise NqfError(f"{name} must hold real numbers, got dtype {array.dtype}")
@@ -132,7 +132,7 @@ def read_npz(path, names: tuple[str, ...], owner: str = "") -> dict[str, np.ndar
                 "m": "time spans",
             }.get(a.dtype.kind, "not real numbers")
             raise NqfError(f"{where}: array {n} must hold real numbers, got {kind} (dtype {a.dtype})")
-        _finite(f"{where}: array {n}", a)
+        check_finite(f"{where}: array {n}", a)
     return arrays
 
 
@@ -171,7 +171,7 @@ def _targets(Y, num_samples: int, outputs: int, loss: str, dtype) -> np.ndarray:
             + f", got {Y.shape}"
         )
     Y = np.asarray(Y, dtype=dtype)  # no copy when it already is
-    _finite("targets Y", Y)
+    check_finite("targets Y", Y)
     if loss == "cross_entropy":
         if np.any(Y < 0) or not np.allclose(Y.sum(axis=1), 1.0, rtol=0, atol=1e-6):
             raise NqfError(
@@ -184,7 +184,7 @@ def checked_samples(
     arch: Architecture, X, Y, loss: str = "squared", dtype=None
 ) -> tuple[np.ndarray, np.ndarray, jnp.dtype]:
     """(X, targets (N, K), dtype) after every check of :func:`data_matrices`; X is not copied."""
-    _check_loss(loss)
+    check_loss(loss)
     X = np.asarray(X)
     if dtype is None:
         dtype = X.dtype if np.issubdtype(X.dtype, np.floating) else jnp.result_type(float)
@@ -196,7 +196,7 @@ def checked_samples(
         raise NqfError(
             f"{arch.name}: inputs X must have shape (N, {', '.join(map(str, arch.input_shape))}), got {X.shape}"
         )
-    _finite("inputs X", X)
+    check_finite("inputs X", X)
     if loss == "cross_entropy" and arch.outputs < 2:
         raise NqfError(
             f"{arch.name}: cross-entropy needs at least 2 outputs (softmax over outputs), got {arch.outputs}"

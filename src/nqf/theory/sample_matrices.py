@@ -15,20 +15,20 @@ from nqf.core.errors import NqfError
 LOSSES = ("squared", "cross_entropy")
 
 
-def _check_loss(loss: str) -> str:
+def check_loss(loss: str) -> str:
     if loss not in LOSSES:
         raise NqfError(f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
     return loss
 
 
-def _per_sample_loss(loss: str, F: jax.Array, Y: jax.Array) -> jax.Array:
+def per_sample_loss(loss: str, F: jax.Array, Y: jax.Array) -> jax.Array:
     """l(f_n, y_n) for every sample; F, Y: (N, K). Returns (N,)."""
     if loss == "squared":
         return 0.5 * jnp.sum((F - Y) ** 2, axis=1)
     return jax.nn.logsumexp(F, axis=1) - jnp.sum(Y * F, axis=1)
 
 
-def _loss_derivative(loss: str, F: jax.Array, Y: jax.Array) -> jax.Array:
+def loss_derivative(loss: str, F: jax.Array, Y: jax.Array) -> jax.Array:
     """dl/df_c for every sample; F, Y: (N, K). Returns (N, K)."""
     if loss == "squared":
         return F - Y
@@ -86,20 +86,20 @@ class DataMatrices:
         """L(M) = mean_n l(f(x_n), y_n): squared (1/2) mean_n sum_c (f - y)^2, or mean cross-entropy."""
         data = self._select(indices)
         F = data.structure.forms(M)
-        return jnp.mean(_per_sample_loss(self.loss_type, F, data.targets))
+        return jnp.mean(per_sample_loss(self.loss_type, F, data.targets))
 
     def loss_and_gradient(self, M: jax.Array, indices: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
         """(L(M), G(M)) sharing one evaluation of the outputs."""
         data = self._select(indices)
         F = data.structure.forms(M)
-        value = jnp.mean(_per_sample_loss(self.loss_type, F, data.targets))
-        return value, data.structure.contract(_loss_derivative(self.loss_type, F, data.targets))
+        value = jnp.mean(per_sample_loss(self.loss_type, F, data.targets))
+        return value, data.structure.contract(loss_derivative(self.loss_type, F, data.targets))
 
     def gradient_matrix(self, M: jax.Array, indices: jax.Array | None = None) -> jax.Array:
         """G(M) = E[sum_c l'_c(f, y) A_c(x)], (d, d); grad_W L = 2 G W. Minibatch mean with ``indices``."""
         data = self._select(indices)
         F = data.structure.forms(M)
-        return data.structure.contract(_loss_derivative(self.loss_type, F, data.targets))
+        return data.structure.contract(loss_derivative(self.loss_type, F, data.targets))
 
     @property
     def C(self) -> jax.Array:
@@ -113,18 +113,18 @@ class DataMatrices:
 
     def mode_interactions(self, Q: jax.Array) -> jax.Array:
         """K_kj = E[sum_c (q_k^T A_c q_k)(q_j^T A_c q_j)] for the columns of Q (d, m); returns (m, m)."""
-        Q = _check_basis(Q, self.dim)
+        Q = check_basis(Q, self.dim)
         P = self.structure.quad(Q)  # (N, K, m)
         return jnp.einsum("nck,ncj->kj", P, P) / P.shape[0]
 
     def mode_growth(self, Q: jax.Array) -> jax.Array:
         """c_k = q_k^T C q_k = E[sum_c y_c q_k^T A_c q_k] for the columns of Q (d, m); returns (m,)."""
-        Q = _check_basis(Q, self.dim)
+        Q = check_basis(Q, self.dim)
         P = self.structure.quad(Q)
         return jnp.einsum("nc,nck->k", self.targets, P) / P.shape[0]
 
 
-def _check_basis(Q, d: int) -> jax.Array:
+def check_basis(Q, d: int) -> jax.Array:
     Q = jnp.asarray(Q)
     if Q.ndim == 1:
         Q = Q[:, None]

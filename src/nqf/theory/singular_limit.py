@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nqf.core.errors import NqfError
-from nqf.theory.lotka_volterra import LotkaVolterra, _check_symmetric_psd, _stable_equilibrium
+from nqf.theory.lotka_volterra import LotkaVolterra, check_symmetric_psd, stable_equilibrium
 
 if TYPE_CHECKING:  # jaxtyping imports JAX; annotations only, so this module stays JAX-free
     from jaxtyping import ArrayLike, Bool, Float, Int
@@ -108,7 +108,7 @@ def singular_limit(
         raise NqfError(f"singular_limit: eps must be positive (m0 < 1), got {eps}")
     if system.is_diagonal:
         return _diagonal_limit(system, eps, never)
-    _check_symmetric_psd(system.K, "singular_limit")
+    check_symmetric_psd(system.K, "singular_limit")
     return _event_limit(system, eps, never)
 
 
@@ -160,7 +160,7 @@ def _event_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> Singul
     at_zero = u >= -tol_u
     u[at_zero] = 0.0
     s = 0.0
-    m_eq = _stable_equilibrium(c, K, at_zero)
+    m_eq = stable_equilibrium(c, K, at_zero)
     history = [(0.0, m_eq.copy())]  # piecewise-constant equilibrium occupations
     events: list[tuple[float, int, str]] = []
     for j in np.flatnonzero(m_eq > tol_m):
@@ -192,7 +192,7 @@ def _event_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> Singul
         u[arriving] = 0.0
         s += dt
         at_zero = at_zero | arriving
-        m_new = _stable_equilibrium(c, K, at_zero)
+        m_new = stable_equilibrium(c, K, at_zero)
         for j in np.flatnonzero((m_eq <= tol_m) & (m_new > tol_m)):
             events.append((s, int(j), "on"))
             step_times.append(s)

@@ -36,7 +36,7 @@ from nqf.core.errors import NqfError
 from nqf.core.precision import resolve_dtype
 from nqf.core.sampling import minibatch_indices
 from nqf.training.config import TrainConfig, make_optimizer
-from nqf.training.runs import _prepare_targets, loss_function, training_keys
+from nqf.training.runs import loss_function, prepare_targets, training_keys
 
 
 def random_orthogonal(key: jax.Array, n: int, dtype=None) -> jax.Array:
@@ -85,7 +85,7 @@ def closure_diagnostic(
         raise NqfError(f"until must lie in [0, steps={config.steps}], got {until}")
     X = jnp.asarray(X, dtype=dtype)
     N = X.shape[0]
-    Y = _prepare_targets(Y, N, arch.outputs, dtype)
+    Y = prepare_targets(Y, N, arch.outputs, dtype)
     init_key, batch_key = training_keys(config.seed)
     if W0 is None:
         W0 = init_weights(arch, init_key, n, config.sigma0, dtype)

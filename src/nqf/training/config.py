@@ -117,10 +117,10 @@ def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> 
 
     ``lr`` overrides ``config.lr`` (it may be a traced scalar: compiled runs take it as an argument).
     """
-    return _optimizer(config.optimizer, config.lr if lr is None else lr, config.effective_beta, config.eps)
+    return optax_optimizer(config.optimizer, config.lr if lr is None else lr, config.effective_beta, config.eps)
 
 
-def _optimizer(name: str, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
+def optax_optimizer(name: str, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
     eps_option = {} if eps is None else {"eps": eps}
     if name in ("gd", "sgd"):
         return optax.sgd(lr)

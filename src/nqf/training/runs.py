@@ -67,12 +67,12 @@ from nqf.core.sampling import minibatch_indices, training_keys
 from nqf.training.config import (
     DIVERGENCE_FACTOR,
     TrainConfig,
-    _optimizer,
     checkpoint_steps,
+    optax_optimizer,
 )
 
 
-def _prepare_targets(Y, num_samples: int, outputs: int, dtype) -> jax.Array:
+def prepare_targets(Y, num_samples: int, outputs: int, dtype) -> jax.Array:
     Y = jnp.asarray(Y, dtype=dtype)
     if Y.ndim == 1 and outputs == 1:
         Y = Y[:, None]
@@ -138,7 +138,7 @@ class TrainResult:
         return self.diverged_at is not None
 
 
-def _check_scale(config: TrainConfig, dtype, sigma0s) -> None:
+def check_scale(config: TrainConfig, dtype, sigma0s) -> None:
     """M = W W^T ~ n sigma0^2 must be resolved: at least ``occupation_floor(dtype)`` = tiny / u."""
     floor = occupation_floor(dtype)
     tiny = float(np.finfo(dtype).tiny)
@@ -165,7 +165,7 @@ class _Static(NamedTuple):
     checkpoints: int | None
 
 
-def _static(config: TrainConfig) -> _Static:
+def static_settings(config: TrainConfig) -> _Static:
     return _Static(
         config.optimizer,
         int(config.steps),
@@ -179,12 +179,12 @@ def _static(config: TrainConfig) -> _Static:
 
 _CACHE_SIZE = 32
 _COMPILED: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (jitted function, checkpoint steps, block names)
-_TRACES = [0]
+TRACES = [0]
 
 
 def _trace_count() -> int:
     """How often a cached run has been traced (each trace is followed by one compilation)."""
-    return _TRACES[0]
+    return TRACES[0]
 
 
 def _clear_compiled() -> None:
@@ -192,7 +192,7 @@ def _clear_compiled() -> None:
     _COMPILED.clear()
 
 
-def _cached(key: tuple, build: Callable[[], tuple]) -> tuple:
+def cached_program(key: tuple, build: Callable[[], tuple]) -> tuple:
     """``build()`` for a key not seen before (least recently used entries beyond _CACHE_SIZE are dropped)."""
     entry = _COMPILED.get(key)
     if entry is None:
@@ -204,11 +204,11 @@ def _cached(key: tuple, build: Callable[[], tuple]) -> tuple:
     return entry
 
 
-def _prepare(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
+def prepare(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
     """Checked, converted run inputs: (structure S or samples X, Y, Q^T for the basis Q)."""
     X = jnp.asarray(X, dtype=dtype)
     N = X.shape[0]
-    Y = _prepare_targets(Y, N, arch.outputs, dtype)
+    Y = prepare_targets(Y, N, arch.outputs, dtype)
     if config.batch_size is not None and config.batch_size > N:
         raise NqfError(f"batch_size {config.batch_size} exceeds the number of samples {N}")
     d = arch.dim
@@ -220,7 +220,7 @@ def _prepare(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
     return inputs, Y, Q.T
 
 
-def _make_run(arch: Architecture, static: _Static):
+def make_run(arch: Architecture, static: _Static):
     """The pure run(inputs, Y, Qt, W0, batch_key, lr) -> (records, diverged_at, W); everything
     that may vary between calls with the same static settings is an argument."""
     ckpts = checkpoint_steps(static.steps, static.checkpoints)
@@ -231,7 +231,7 @@ def _make_run(arch: Architecture, static: _Static):
         N = Y.shape[0]
         minibatch = static.batch_size is not None and static.batch_size < N
         loss = _model_loss(arch, static.model, inputs, Y)
-        opt = _optimizer(static.optimizer, lr, static.beta, static.eps)
+        opt = optax_optimizer(static.optimizer, lr, static.beta, static.eps)
 
         def record(W):
             proj = Qt @ W
@@ -282,32 +282,32 @@ def _make_run(arch: Architecture, static: _Static):
     return run, ckpts, tuple(b.name for b in blocks)
 
 
-def _compiled_train(arch: Architecture, config: TrainConfig):
+def compiled_train(arch: Architecture, config: TrainConfig):
     """(jitted run(inputs, Y, Qt, W0, batch_key, lr), checkpoint steps, block names), cached."""
-    static = _static(config)
+    static = static_settings(config)
 
     def build():
-        run, ckpts, names = _make_run(arch, static)
+        run, ckpts, names = make_run(arch, static)
 
         def traced(inputs, Y, Qt, W0, batch_key, lr):
-            _TRACES[0] += 1
+            TRACES[0] += 1
             return run(inputs, Y, Qt, W0, batch_key, lr)
 
         return jax.jit(traced), ckpts, names
 
-    return _cached(("train", arch_key(arch), static), build)
+    return cached_program(("train", arch_key(arch), static), build)
 
 
 def _build_run(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
     """The pure run(W0, batch_key) -> records for these data and config (what ``train`` runs,
     with the data and learning rate bound), its checkpoint steps and block names."""
-    inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
-    run, ckpts, names = _make_run(arch, _static(config))
+    inputs, Y, Qt = prepare(arch, X, Y, config, basis, dtype)
+    run, ckpts, names = make_run(arch, static_settings(config))
     lr = jnp.asarray(config.lr, dtype=dtype)
     return (lambda W0, batch_key: run(inputs, Y, Qt, W0, batch_key, lr)), ckpts, names
 
 
-def _records(recs, W, names: tuple[str, ...]) -> dict:
+def records_of_run(recs, W, names: tuple[str, ...]) -> dict:
     """The compiled run's records (loss, occupations, weight norm, block norms) and final W as numpy fields."""
     loss, occ, wnorm, bnorm = recs
     return {
@@ -338,13 +338,15 @@ def train(
     check_width(arch, config.width)
     init_key, batch_key = training_keys(config.seed)
     if W0 is None:
-        _check_scale(config, dtype, config.sigma0)
+        check_scale(config, dtype, config.sigma0)
         W0 = init_weights(arch, init_key, config.width, config.sigma0, dtype)
     W0 = jnp.asarray(W0, dtype=dtype)
     if W0.shape != (arch.dim, config.width):
         raise NqfError(f"W0 must have shape (d={arch.dim}, n={config.width}), got {tuple(W0.shape)}")
-    inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
-    run, ckpts, names = _compiled_train(arch, config)
+    inputs, Y, Qt = prepare(arch, X, Y, config, basis, dtype)
+    run, ckpts, names = compiled_train(arch, config)
     recs, div, W = run(inputs, Y, Qt, W0, batch_key, jnp.asarray(config.lr, dtype=dtype))
     div = int(div)
-    return TrainResult(config=config, steps=ckpts, diverged_at=None if div < 0 else div, **_records(recs, W, names))
+    return TrainResult(
+        config=config, steps=ckpts, diverged_at=None if div < 0 else div, **records_of_run(recs, W, names)
+    )

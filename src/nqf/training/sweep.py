@@ -38,15 +38,15 @@ from nqf.core.precision import resolve_dtype
 from nqf.core.sampling import training_keys
 from nqf.training.config import TrainConfig
 from nqf.training.runs import (
-    _TRACES,
+    TRACES,
     TrainResult,
-    _cached,
-    _check_scale,
-    _compiled_train,
-    _make_run,
-    _prepare,
-    _records,
-    _static,
+    cached_program,
+    check_scale,
+    compiled_train,
+    make_run,
+    prepare,
+    records_of_run,
+    static_settings,
 )
 
 __all__ = ["BATCHING", "SweepResult", "default_batching", "train_sweep"]
@@ -93,7 +93,7 @@ def default_batching() -> Literal["loop", "vmap"]:
 
 
 def _looped(arch, config, dtype, inputs, Y, Qt, sigma0s, seeds):
-    run, ckpts, names = _compiled_train(arch, config)
+    run, ckpts, names = compiled_train(arch, config)
     lr = jnp.asarray(config.lr, dtype=dtype)
     outs = []
     for sigma0 in sigma0s:
@@ -107,13 +107,13 @@ def _looped(arch, config, dtype, inputs, Y, Qt, sigma0s, seeds):
 
 def _compiled_vmap(arch: Architecture, config: TrainConfig, dtype):
     """(jitted swept(inputs, Y, Qt, sigma0s, seeds, lr) over a flat point axis, checkpoints, names), cached."""
-    static, width = _static(config), int(config.width)
+    static, width = static_settings(config), int(config.width)
 
     def build():
-        run, ckpts, names = _make_run(arch, static)
+        run, ckpts, names = make_run(arch, static)
 
         def traced(inputs, Y, Qt, sigma0s, seeds, lr):
-            _TRACES[0] += 1
+            TRACES[0] += 1
 
             def one(sigma0, seed):
                 init_key, batch_key = training_keys(seed)
@@ -123,7 +123,7 @@ def _compiled_vmap(arch: Architecture, config: TrainConfig, dtype):
 
         return jax.jit(traced), ckpts, names
 
-    return _cached(("sweep", arch_key(arch), static, width, np.dtype(dtype).name), build)
+    return cached_program(("sweep", arch_key(arch), static, width, np.dtype(dtype).name), build)
 
 
 def _vmapped(arch, config, dtype, inputs, Y, Qt, sigma0s, seeds):
@@ -179,8 +179,8 @@ def train_sweep(
         raise NqfError("sigma0 values must be finite and >= 0")
     if not np.issubdtype(seed_grid.dtype, np.integer) or np.any(seed_grid < 0):
         raise NqfError("seeds must be integers >= 0")
-    _check_scale(config, dtype, sigma0_grid)
-    inputs, Y, Qt = _prepare(arch, X, Y, config, basis, dtype)
+    check_scale(config, dtype, sigma0_grid)
+    inputs, Y, Qt = prepare(arch, X, Y, config, basis, dtype)
     how = default_batching() if batching == "auto" else batching
     runner = _vmapped if how == "vmap" else _looped
     (recs, div, W), ckpts, names = runner(arch, config, dtype, inputs, Y, Qt, sigma0_grid, seed_grid)
@@ -192,5 +192,5 @@ def train_sweep(
         seeds=seed_grid,
         steps=ckpts,
         diverged_at=np.asarray(div),
-        **_records(recs, W, names),
+        **records_of_run(recs, W, names),
     )

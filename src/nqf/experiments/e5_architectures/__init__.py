@@ -69,7 +69,7 @@ compiling ``predict``'s solvers and the training loops once per case): quick 67 
 (83 s CPU) at load ~1 on 2 cores, 107 s wall at load ~4-5 shared with other jobs; full
 117 s wall (145 s CPU, 1.7 GB peak memory, alongside another run). The dense lr-stability
 Hessian of linear attention (d = 30, 900 directions, all vmapped at once) took 3.9 GB at
-4000 prompts (so about 18 GB at 20000) until ``nqf.theory.flow._hessian_of_w`` switched to
+4000 prompts (so about 18 GB at 20000) until ``nqf.theory.flow.hessian_of_w`` switched to
 batched Hessian-vector products (0.65 GB).
 
 **Layout.** ``common`` (names, tolerances, mode groups), ``config``, one module per

@@ -126,19 +126,41 @@ def describe_plan(plan: SweepPlan) -> str:
     )
 
 
+def eta_seconds(started: float, last: float, finished: int, todo: int, now: float) -> float | None:
+    """Seconds left of a sweep's compute: the wall time per point finished so far (from
+    ``started`` to ``last``, when the ``finished``-th of the ``todo`` points to compute ended;
+    with several workers points finish that much faster) times the points left, less the time
+    since ``last``; None before the first point. Never negative."""
+    if finished <= 0 or todo <= 0:
+        return None
+    per_point = max(last - started, 0.0) / finished
+    return max(per_point * max(todo - finished, 0) - max(now - last, 0.0), 0.0)
+
+
 def _progress(total: int, quiet: bool):
-    """A rich progress bar on stderr, or None when quiet or stderr is not a terminal."""
+    """A rich progress bar on stderr, or None when quiet or stderr is not a terminal (a pipe,
+    a file: no bar, no time left). Its task's fields: ``note`` (failed points), ``started``,
+    ``last``, ``finished`` and ``todo`` (the points to compute this run, :func:`eta_seconds`)."""
     if quiet or not sys.stderr.isatty():
         return None
+    from datetime import timedelta
+
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    class TimeLeft(ProgressColumn):
+        """The time left, from the points finished so far (rich's own column estimates a speed
+        from the last 30 s, so points minutes apart leave it at -:--:--)."""
+
+        def render(self, task) -> Text:
+            fields = task.fields
+            left = eta_seconds(fields["started"], fields["last"], fields["finished"], fields["todo"], time.monotonic())
+            if task.finished:
+                return Text("")
+            if left is None:
+                return Text("-:--:-- left", style="progress.remaining")
+            return Text(f"{timedelta(seconds=round(left))} left", style="progress.remaining")
 
     return Progress(
         TextColumn("sweep"),
@@ -146,7 +168,7 @@ def _progress(total: int, quiet: bool):
         MofNCompleteColumn(),
         TextColumn("{task.fields[note]}"),
         TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        TimeLeft(),
         console=Console(stderr=True),
         transient=False,
     )
@@ -182,7 +204,12 @@ def run_sweep(
     bar = None
     if progress is not None:
         progress.start()
-        bar = progress.add_task("sweep", total=len(plan.points), completed=len(plan.stored), note="")
+        todo_points = len(plan.points) - len(plan.stored)
+        now = time.monotonic()
+        bar = progress.add_task(
+            "sweep", total=len(plan.points), completed=len(plan.stored), note="", started=now, last=now, finished=0,
+            todo=todo_points,
+        )  # fmt: skip
     try:
         with make_executor(executor, jobs=jobs, address=address, retries=retries, slurm=slurm, folder=folder) as engine:
             todo = plan.batches
@@ -220,7 +247,10 @@ def run_sweep(
                     if bar is not None:
                         done = sum(1 for s in result.states.values())
                         failed = result.count("failed")
-                        progress.update(bar, completed=done, note=f"{failed} failed" if failed else "")
+                        progress.update(
+                            bar, completed=done, note=f"{failed} failed" if failed else "",
+                            finished=done - len(plan.stored), last=time.monotonic(),
+                        )  # fmt: skip
                 if not busy:
                     break
                 todo = [busy[i : i + plan.batch_size] for i in range(0, len(busy), plan.batch_size)]

@@ -17,8 +17,9 @@ Columns, in order:
 - ``predict`` points: ``growth``, ``growth_rate``, ``fixed_point``, ``switch_mflow``,
   ``switch_lv``, ``switch_lv_continuous``, ``switch_closed_form``, ``switch_singular_limit``,
   ``relerr_lv``, ``relerr_singular_limit`` (against the M-flow), ``plateau_lv``,
-  ``plateau_singular_limit``, ``exponent`` (the fitted power law, when there is one),
-  ``stable_lr``, ``lv_applies``, ``defect``, ``route``;
+  ``plateau_singular_limit``, ``exponent`` (of the power-law fit of the point's M-flow loss
+  curve, null where it has none; the column is left out when no point has one, and
+  :func:`table_notes` says why), ``stable_lr``, ``lv_applies``, ``defect``, ``route``;
 - ``seconds`` (compute time of the point; a batch's shared training split evenly),
   ``error`` (one line, empty when the point has a record).
 
@@ -136,14 +137,51 @@ def point_rows(point, record: dict | None, error: str, axes: list[str]) -> list[
     return [{**base, **row, "seconds": record.get("seconds"), "error": ""} for row in rows]
 
 
+# columns left out of the table when no row has a value in them (each would be all null: an
+# object column of None in pandas); table_notes says why
+OPTIONAL_COLUMNS = ("exponent",)
+
+
 def columns_of(rows: list[dict[str, Any]]) -> list[str]:
-    """Every key, in first-seen order, with ``seconds`` and ``error`` last."""
+    """Every key, in first-seen order, with ``seconds`` and ``error`` last; an optional column
+    (``OPTIONAL_COLUMNS``) only where some row has a value in it."""
     seen: dict[str, None] = {}
     for row in rows:
         for key in row:
             seen.setdefault(key, None)
+    for name in OPTIONAL_COLUMNS:
+        if name in seen and all(_cell(row.get(name)) is None for row in rows):
+            del seen[name]
     tail = [c for c in ("seconds", "error") if c in seen]
     return [c for c in seen if c not in tail] + tail
+
+
+def table_notes(rows: list[dict[str, Any]], mode: str) -> list[str]:
+    """One line per thing the table of a ``mode`` ("predict" or "compare") sweep leaves out,
+    saying why: the ``exponent`` column of a predict sweep where no point has a power-law
+    fit. ``rows``: as written (:func:`point_rows`) or read back (:func:`read_table`, CSV
+    cells as text)."""
+    from nqf.theory.predict_stages import MIN_MODES_FOR_POWER_LAW as least
+
+    if mode != "predict" or any(_cell(row.get("exponent")) not in (None, "") for row in rows):
+        return []
+    modes: dict[Any, int] = {}  # per point with a record: its growing modes (its rows' largest mode)
+    for row in rows:
+        if row.get("error") in ("", None) and row.get("mode") not in ("", None):
+            modes[row["point"]] = max(modes.get(row["point"], 0), int(float(row["mode"])))
+    if not modes:
+        return []
+    many = sum(1 for n in modes.values() if n >= least)
+    if not many:
+        return [
+            f"no exponent column: the power law is fitted to an M-flow loss curve with at least {least} "
+            f"growing modes, and every point has fewer (at most {max(modes.values())})"
+        ]
+    return [
+        f"no exponent column: the power-law fit of the M-flow loss curve failed at all {many} point(s) with "
+        f"{least} or more growing modes (as a rule: within the horizon the loss above the LV fixed point's "
+        "spans < 4 decades, too few for a fit window; more steps give it more)"
+    ]
 
 
 def have_pyarrow() -> bool:
