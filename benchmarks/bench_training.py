@@ -9,6 +9,11 @@ D = 8, K = 4) at widths 32, 256, 1024, 4096 and 2000 steps (quick: 500), and syn
 with D = 64, K = 10, N = 10^4, width 256 and 200 steps (quick: 50). Both must end at the same
 loss (1e-10 relative), which checks that they train the same network.
 
+``_independent_icl`` (used by ``bench_predict.predict_icl``): the same kind of loop for merged
+linear attention (in-context regression), f(X_p) = sum_i w_OV^i . S_p W_KQ^i z_q as einsums over
+the heads, in several algebraically equal forms (see its docstring); ``icl_blocks`` splits nqf's
+W0 into (W_KQ, w_OV) for it (setup only).
+
 ``readout_vs_generic``: ``nqf.train`` of the built-in units that declare a ``Readout`` (the
 layer as matrix products, ``network_batch``) against the same architecture with
 ``readout=None`` (phi vmapped over units and samples), on each one's natural task: tokens
@@ -54,6 +59,97 @@ def _independent(K: int, steps: int, lr: float):
         return params, loss(params, X, Y)
 
     return run
+
+
+def _independent_icl(context: int, steps: int, lr: float, form: str = "moments"):
+    """GD on merged linear attention (in-context regression), plain JAX + optax, no nqf code.
+
+    Prompts X (P, context+1, D+1): context tokens z_j = (x_j, y_j), then the query z_q = (x_q, 0).
+    Head i has W_KQ^i (D+1, D+1) and w_OV^i (D+1,); the layer sums the n heads,
+
+        f(X_p) = sum_i w_OV^i . (1/context) sum_j z_j (z_j . W_KQ^i z_q) = sum_i w_OV^i . S_p W_KQ^i z_q,
+
+    S_p = (1/context) sum_j z_j z_j^T, written as einsums over the heads: KQ (D+1, D+1, n),
+    OV (D+1, n). ``form``: "tokens" (attention as written: scores over the context, then the
+    attended sum, every step), "moments" (S_p formed from the tokens inside the loss, every
+    step, then S_p W_KQ^i z_q), "precomputed" (S_p formed once, before the loop) or "factored"
+    (the same sum regrouped as f(X_p) = <F_p, M>, M[a, c, b] = sum_i w_OV^i_a W_KQ^i_cb the
+    heads summed first, F_p[a, c, b] = S_p[a, c] (z_q)_b formed once before the loop: one
+    (P, (D+1)^3) matrix-vector product a step; the parameters and their gradients are still
+    KQ and OV, through M). All four are the same function of (KQ, OV). The loss is
+    (1/2) mean_p (f(X_p) - Y_p)^2 (Y: (P, 1)); full-batch GD (``optax.sgd``) in a
+    ``jax.lax.fori_loop`` under ``jax.jit``. "gram": the factored loss expanded once, before
+    the loop, into the data's sufficient statistics, (1/2) m^T G m - b . m + c with m = vec(M),
+    G = F^T F / P, b = F^T Y / P, c = Y^T Y / (2P): the same full-batch loss and gradient at
+    every step (exact up to rounding), at a cost per step independent of P.
+    ``run(KQ, OV, X, Y)`` -> (final (KQ, OV), final loss (1/2) mean_p (f(X_p) - Y_p)^2)."""
+    if form not in ("tokens", "moments", "precomputed", "factored", "gram"):
+        raise ValueError(f"form must be 'tokens', 'moments', 'precomputed', 'factored' or 'gram', got {form!r}")
+    optimizer = optax.sgd(lr)
+
+    def moments(tokens):
+        return jnp.einsum("pja,pjc->pac", tokens, tokens) / context  # (P, D+1, D+1)
+
+    def heads_summed(KQ, OV):
+        return jnp.einsum("ai,cbi->acb", OV, KQ).reshape(-1)  # m = vec(M), M: (D+1, D+1, D+1)
+
+    def layer(KQ, OV, data):
+        if form in ("factored", "gram"):
+            return data[0] @ heads_summed(KQ, OV)  # (P,)
+        first, queries = data  # the tokens (P, N, D+1), or S (P, D+1, D+1); the queries (P, D+1)
+        keyed = jnp.einsum("abi,pb->pai", KQ, queries)  # W_KQ^i z_q: (P, D+1, n)
+        if form == "tokens":
+            scores = jnp.einsum("pja,pai->pji", first, keyed)  # z_j . W_KQ^i z_q: (P, N, n)
+            attended = jnp.einsum("pja,pji->pai", first, scores) / context  # (P, D+1, n)
+        else:
+            S = moments(first) if form == "moments" else first
+            attended = jnp.einsum("pac,pci->pai", S, keyed)  # S_p W_KQ^i z_q
+        return jnp.einsum("ai,pai->p", OV, attended)  # (P,)
+
+    def loss(params, data, Y):
+        KQ, OV = params
+        return 0.5 * jnp.mean((layer(KQ, OV, data) - Y[:, 0]) ** 2)
+
+    def gram_loss(params, stats):
+        G, b, c = stats
+        m = heads_summed(*params)
+        return 0.5 * m @ G @ m - b @ m + c
+
+    @jax.jit
+    def run(KQ, OV, X, Y):
+        tokens, queries = X[:, :context], X[:, context]
+        if form in ("factored", "gram"):
+            F = jnp.einsum("pac,pb->pacb", moments(tokens), queries)  # (P, D+1, D+1, D+1)
+            data = (F.reshape(F.shape[0], -1),)
+        else:
+            data = (moments(tokens) if form == "precomputed" else tokens, queries)
+        if form == "gram":
+            F, y, P = data[0], Y[:, 0], Y.shape[0]
+            stats = (F.T @ F / P, F.T @ y / P, 0.5 * (y @ y) / P)
+            step_loss = lambda params: gram_loss(params, stats)  # noqa: E731
+        else:
+            step_loss = lambda params: loss(params, data, Y)  # noqa: E731
+        params = (KQ, OV)
+        state = optimizer.init(params)
+
+        def step(_, carry):
+            params, state = carry
+            grads = jax.grad(step_loss)(params)
+            updates, state = optimizer.update(grads, state, params)
+            return optax.apply_updates(params, updates), state
+
+        params, _ = jax.lax.fori_loop(0, steps, step, (params, state))
+        return params, loss(params, data, Y)
+
+    return run
+
+
+def icl_blocks(arch, W0):
+    """nqf's W0 (d, n) split into the linear-attention blocks in ``arch.blocks`` order:
+    (KQ (D+1, D+1, n), OV (D+1, n)) for ``_independent_icl`` (setup; nqf's layout only)."""
+    n = W0.shape[1]
+    parts = {b.name: W0[b.start : b.stop].reshape(*b.shape, n) for b in arch.blocks}
+    return parts["W_KQ"], parts["w_OV"]
 
 
 def _timed(fn):

@@ -122,6 +122,18 @@ def test_predict_piped_through_the_cli_cuts_no_header(tmp_path):
 
 
 @pytest.mark.slow
+def test_structure_piped_through_the_cli_cuts_nothing():
+    """``nqf structure --list`` and ``nqf structure mlp`` piped: every row whole (they were cut at
+    80 columns: the list's descriptions, the closed form)."""
+    listing = _nqf("structure", "--list").stdout
+    assert "…" not in listing
+    assert "mixture of 4 experts (softmax gate), f = sum_e g_e(u.x) a_e sigma(v_e.x)" in listing
+    blocks = _nqf("structure", "mlp").stdout
+    assert "…" not in blocks
+    assert "A_c = sigma'(0)/2 (e_c x^T + x e_c^T), sigma'(0) = 1" in blocks
+
+
+@pytest.mark.slow
 def test_compare_piped_through_the_cli_cuts_no_header():
     proc = _nqf(
         "compare", "--task", "staircase", "--samples", 64, "--width", 8, "--sigma0", 1e-6, "--lr", 0.05,
@@ -324,3 +336,32 @@ def test_powerlaw_sweep_cli_fills_the_exponent_or_says_why_not(tmp_path):
 def _frame(pandas, out: Path):
     parquet = out / "points.parquet"
     return pandas.read_parquet(parquet) if parquet.exists() else pandas.read_csv(out / "points.csv")
+
+
+@pytest.mark.slow
+def test_a_reader_that_leaves_early_is_not_an_error(tmp_path):
+    """``nqf ... | head``: the reader closes the pipe before nqf writes (here before it starts);
+    the text is dropped, the command finishes its work and its files, exit 0, nothing on stderr
+    (it was a BrokenPipeError traceback and exit 1, which failed the tutorial's
+    ``set -o pipefail`` cells now and then)."""
+    import nqf
+
+    X, Y = nqf.get_task("staircase", samples=64).generate(0)
+    data = tmp_path / "staircase.npz"
+    np.savez(data, X=X, Y=Y)
+    for args in (
+        ["structure", "--list"],
+        ["predict", "--data", data, "--arch", "mlp", "--width", 8, "--sigma0", 1e-6, "--lr", 0.05, "--steps", 300,
+         "--csv", tmp_path / "tables"],
+    ):  # fmt: skip
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before the first write
+        try:
+            proc = subprocess.run(
+                [NQF, *map(str, args)], stdout=write, stderr=subprocess.PIPE, text=True, env=_env(), timeout=300
+            )
+        finally:
+            os.close(write)
+        assert proc.returncode == 0, (args[0], proc.returncode, proc.stderr)
+        assert proc.stderr == "", (args[0], proc.stderr)
+    assert (tmp_path / "tables" / "modes.csv").exists()  # the work after the text was done

@@ -211,7 +211,7 @@ def test_a_point_of_the_grid_is_predicts_prediction(optimizer):
         grid.prediction(2, 0, 0)
 
 
-@pytest.mark.parametrize("steps", [1000, 12000])
+@pytest.mark.parametrize("steps", [1000, pytest.param(12000, marks=pytest.mark.slow)])  # 12000: 21 s
 def test_many_modes_power_law_and_its_failure_are_predicts(steps):
     """With 32 modes (the powerlaw task) every point carries predict's power-law fit, or, at a
     horizon too short for one, predict's note saying why (measured: no fit at 1000 steps)."""

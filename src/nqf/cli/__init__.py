@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     outputs are written at the end (atomically), so nothing was written.
     """
     interrupted: list[bool] = []
+    if argv is None and not isinstance(sys.stdout, _StdoutReaderMayLeave):  # the console script
+        sys.stdout = _StdoutReaderMayLeave(sys.stdout)
     previous = _watch_interrupt(interrupted, stuck_exit=argv is None)
     code: str | int | None  # SystemExit.code: an exit status or a message
     try:
@@ -215,6 +217,50 @@ def _run(argv: list[str] | None) -> int | None:
 
 
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+class _StdoutReaderMayLeave:
+    """The console script's stdout. When the reader of a pipe leaves early (``nqf structure --list
+    | head -n 3``), writing raises EPIPE: the rest of the text is dropped and the command goes on
+    to finish its work and its files and exits as it would have, instead of a traceback and exit
+    1 (or, at the interpreter's last flush, "Exception ignored" and exit 120). Everything else
+    (isatty, encoding, fileno, ...) is the stream's own."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self._gone = True
+        _stdout_to_devnull()  # what the stream still buffers goes there at exit
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _stdout_to_devnull() -> None:
+    """Point file descriptor 1 at /dev/null (later flushes of anything buffered for it succeed)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
 
 
 def _quiet_stdout() -> None:

@@ -37,6 +37,7 @@ from nqf.comparison.limits import check_seed, check_structure
 from nqf.core.errors import NqfError
 
 from ._options import parse_factory_options
+from ._outputs import print_table, stdout_console
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_architecture
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ def print_summary(summary: dict, A: np.ndarray, arch: Architecture, console: Con
     formulas = dict((c["blocks"], c["formula"]) for c in summary["closed_form"])
     table = Table(title=f"coupled blocks of A(x), sample x ~ N(0, I), seed {summary['seed']}", title_justify="left")
     for column in ("block", "shape", "|A| (Frobenius)", "closed form"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for b in summary["blocks"]:
         pair, swapped = f"{b['rows']} x {b['cols']}", f"{b['cols']} x {b['rows']}"
         rows, cols = blocks[b["rows"]], blocks[b["cols"]]
@@ -145,7 +146,7 @@ def print_summary(summary: dict, A: np.ndarray, arch: Architecture, console: Con
         table.add_row(pair, f"{rows.stop - rows.start}x{cols.stop - cols.start}", f"{b['norm']:.4g}", formula)
     if not summary["blocks"]:
         table.add_row("(none)", "", "0", "A(x) = 0")
-    console.print(table)
+    print_table(console, table)
     shown = {
         f"{b[first]} x {b[second]}" for b in summary["blocks"] for first, second in (("rows", "cols"), ("cols", "rows"))
     }
@@ -183,11 +184,11 @@ def list_architectures() -> list[dict]:
 def _print_list(entries: list[dict], console: Console) -> None:
     table = Table(title="architectures (nqf structure NAME --option value ...)", title_justify="left")
     for column in ("name", "options (defaults)", "description"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for entry in entries:
         options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in entry["options"].items())
         table.add_row(entry["name"], options, entry["description"])
-    console.print(table)
+    print_table(console, table)
 
 
 @app.command("structure", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -217,7 +218,7 @@ def structure_command(
 
     from ..architectures import get_architecture
 
-    console = Console(soft_wrap=True)
+    console = stdout_console()  # piped: tables at their natural width, never cut (issue 23)
     if list_:
         if architecture is not None or ctx.args:
             raise NqfError("--list takes no architecture or options")
