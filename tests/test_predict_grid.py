@@ -20,7 +20,7 @@ from nqf.core.errors import NqfError
 from nqf.theory.predict_grid import PredictionGrid, predict_grid
 
 from .conftest import assert_allclose
-from .test_host_path import _cases
+from .test_host_path import case_config
 
 _COMPILES: list[float] = []
 jax.monitoring.register_event_duration_secs_listener(
@@ -30,14 +30,7 @@ jax.monitoring.register_event_duration_secs_listener(
 )
 
 
-def _case(name, optimizer):
-    (X, Y), options, lr, sigma0, steps = _cases()[name]
-    options = dict(options)
-    arch = nqf.get_architecture(options.pop("name"), **options)
-    if optimizer == "momentum":
-        lr = lr / 5
-    cfg = nqf.PredictConfig(width=16, lr=lr, steps=steps, sigma0=sigma0, optimizer=optimizer, beta=0.5)
-    return arch, X, Y, cfg
+_case = case_config  # the cases test_host_path holds both engines to
 
 
 def _assert_point(grid: PredictionGrid, index, p, what):

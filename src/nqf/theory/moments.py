@@ -450,7 +450,7 @@ def moment_data_matrices(
         if _factorable(shape) is None:
             raise NqfError(f"{arch.name}: the moments route needs a {p} x {p} matrix; use the per-sample route")
         return _factored_moments(arch, X, targets, dtype, layout, shape, chunk)
-    shared_fn, general_fn, residual_fn = _chunk_functions(arch)
+    shared_fn, general_fn, _ = _chunk_functions(arch)
     Y = np.asarray(targets)
     energy = 0.5 * float(np.sum(np.square(Y, dtype=np.float64))) / N
     # The sums and the assembly run in numpy, in the working dtype: as eager JAX every slice,
@@ -474,7 +474,7 @@ def moment_data_matrices(
         for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
             S_c, u_c = general_fn(Xc, Yc, w)
             S, u = S + np.asarray(S_c), u + np.asarray(u_c)
-    return _finish(X, Y, dtype, chunk, layout, S / N, u / N, energy, residual_fn, arch)
+    return _finish(X, Y, dtype, chunk, layout, S / N, u / N, energy, arch)
 
 
 def _assemble_shared(layout, lefts, pairs, cross_parts, p, dtype):
@@ -495,19 +495,26 @@ def _assemble_shared(layout, lefts, pairs, cross_parts, p, dtype):
     return S, u
 
 
-def _finish(X, Y, dtype, chunk, layout, S, u, energy, residual_fn, arch) -> MomentDataMatrices:
+def _finish(X, Y, dtype, chunk, layout, S, u, energy, arch) -> MomentDataMatrices:
     """m_hat = S^+ u and the exact residual loss at it (one more pass over the samples)."""
     S = 0.5 * (S + S.T)  # numpy (p, p), in the working dtype
     values, vectors = np.linalg.eigh(np.asarray(S, dtype=np.float64))
     keep = values > 1e-14 * max(float(values[-1]), 1e-300)
     coef = (vectors[:, keep].T @ np.asarray(u, dtype=np.float64)) / values[keep]
     m_hat = jnp.asarray(vectors[:, keep] @ coef, dtype=dtype)
-    # L_res = (1/2) E|y - z . m_hat|^2 per sample: exact even when the data are realisable (L_res ~ 0)
+    second = jnp.asarray(S, dtype=dtype)
+    return _with_residual(X, Y, dtype, chunk, layout, second, jnp.asarray(u, dtype=dtype), m_hat, energy, arch)
+
+
+def _with_residual(X, Y, dtype, chunk, layout, second, cross, m_hat, energy, arch) -> MomentDataMatrices:
+    """The moments (S, u, m_hat) with the exact residual loss at m_hat, one more pass over the samples:
+    L_res = (1/2) E|y - z . m_hat|^2 per sample, exact even when the data are realisable (L_res ~ 0)."""
+    residual_fn = _chunk_functions(arch)[2]
     total = sum(float(residual_fn(Xc, Yc, w, m_hat)) for Xc, Yc, w in _chunks(X, Y, chunk, dtype))
     N = X.shape[0]
     return MomentDataMatrices(
-        second=jnp.asarray(S, dtype=dtype),
-        cross=jnp.asarray(u, dtype=dtype),
+        second=second,
+        cross=cross,
         optimum=m_hat,
         residual=jnp.asarray(total / N, dtype=dtype),
         target_energy=jnp.asarray(energy, dtype=dtype),
@@ -629,19 +636,9 @@ def _factored_moments(arch, X, Y, dtype, layout, shape, requested: int) -> Momen
         V = vectors[pick[k]][:, keep]
         M_hat += np.outer(q[k], V @ ((V.T @ (U64.T @ q[k])) / lam[keep]))
     m_hat = jnp.asarray(M_hat.ravel(), dtype=dtype)
-    residual_fn = _chunk_functions(arch)[2]
-    total = sum(float(residual_fn(Xc, Yc, w, m_hat)) for Xc, Yc, w in _chunks(X, Y, chunk, dtype))
-    return MomentDataMatrices(
-        second=FactoredSecond(jnp.asarray(lefts, dtype=dtype), jnp.asarray(sigma, dtype=dtype)),
-        cross=jnp.asarray(np.asarray(U, dtype=dtype).ravel()),
-        optimum=m_hat,
-        residual=jnp.asarray(total / N, dtype=dtype),
-        target_energy=jnp.asarray(energy, dtype=dtype),
-        layout=layout,
-        dim=arch.dim,
-        outputs=arch.outputs,
-        samples=N,
-    )
+    second = FactoredSecond(jnp.asarray(lefts, dtype=dtype), jnp.asarray(sigma, dtype=dtype))
+    cross = jnp.asarray(np.asarray(U, dtype=dtype).ravel())
+    return _with_residual(X, Y, dtype, chunk, layout, second, cross, m_hat, energy, arch)
 
 
 def _factored_probe(arch: Architecture, dtype) -> tuple[int, int, int] | None:
