@@ -46,8 +46,15 @@ def test_reproduce_resumes_from_the_store_and_force_recomputes(tmp_path, monkeyp
         first.report == tmp_path / "out" / "report.html" and (tmp_path / "out" / "figures" / "T1_curves.pdf").is_file()
     )
 
+    # A worker killed after storing its run but before releasing the claim leaves a lock file
+    # that no later claimant meets (the run is stored): the next attempt's plan removes it.
+    store = ResultsStore(tmp_path / "out")
+    (record,) = [doc for doc in store.scan() if doc["experiment"] == "T1" and doc["run"] == "r0"]
+    left = store.path("T1", record["key"]).with_name(f".{record['key']}.lock")
+    left.write_text("")
     second = reproduce(tmp_path / "out", experiments=make_registry())
     assert (second.computed, second.stored) == (0, 6) and len(_started(markers)) == 6
+    assert not list((tmp_path / "out").rglob(".*.lock"))
     assert second.report.read_bytes() == report
 
     forced = reproduce(tmp_path / "out", only="t2", force=True, experiments=make_registry())

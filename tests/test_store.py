@@ -202,3 +202,19 @@ def test_a_waiting_claim_gets_the_run_when_the_holder_releases_or_dies(tmp_path)
     assert claim is not None
     claim.release()
     assert not lock.exists()
+
+
+def test_a_lock_file_left_on_a_stored_run_is_cleared_and_a_held_claim_is_not(tmp_path):
+    # A holder killed between storing its run and releasing the claim leaves the lock file of
+    # a stored run, which no later claimant meets: the plan of the next attempt removes it.
+    store = ResultsStore(tmp_path)
+    store.put("E1", "a", {"x": 1}, {"y": 2})
+    key = store.key("E1", "a", {"x": 1})
+    lock = store.path("E1", key).with_name(f".{key}.lock")
+    assert store.clear_stale_claim("E1", key) is False  # nothing to clear
+    lock.write_text("")  # what the killed holder leaves: a file no one holds
+    assert store.clear_stale_claim("E1", key) is True and not lock.exists()
+    held = store.claim("E1", key)
+    assert held is not None and store.clear_stale_claim("E1", key) is False and lock.is_file()
+    held.release()
+    assert not lock.exists()

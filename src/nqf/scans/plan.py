@@ -87,6 +87,7 @@ class Plan:
                 if record is not None:
                     self.records[(exp.name, spec.name)] = record
                     self.states[(exp.name, spec.name)] = ("stored", "")
+                    store.clear_stale_claim(exp.name, self.keys[(exp.name, spec.name)])
                 else:
                     self.states[(exp.name, spec.name)] = ("missing", "")
 

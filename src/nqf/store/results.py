@@ -322,7 +322,8 @@ class Claim:
     Taken with :meth:`ResultsStore.claim`; released by :meth:`release` (or by leaving the
     ``with`` block, or by the holder's death). The holder removes the lock file before
     releasing it, so the store keeps no lock files behind, except those of killed holders,
-    which are harmless: the next claimant locks and then removes them.
+    which are harmless: the next claimant locks and then removes them (and for a run that
+    was stored before its holder died, :meth:`ResultsStore.clear_stale_claim`).
     """
 
     def __init__(self, path: Path, fd: int):
@@ -435,6 +436,24 @@ class ResultsStore:
         """
         path = self.path(experiment, key)
         return _lock(path.with_name(f".{key}.lock"), wait)
+
+    def clear_stale_claim(self, experiment: str, key: str) -> bool:
+        """Remove the lock file a killed holder left on ``key`` (it died after storing the run,
+        before releasing its claim); True if one was removed. A claim held now is left alone.
+
+        Such a file is harmless but would otherwise stay for good: a stored run is never
+        claimed again, so no next claimant removes it.
+        """
+        if not self.path(experiment, key).with_name(f".{key}.lock").exists():
+            return False
+        try:
+            claim = self.claim(experiment, key)
+        except (OSError, NqfError):  # a read-only store, or not a regular file: leave it to `nqf store gc`
+            return False
+        if claim is None:
+            return False
+        claim.release()
+        return True
 
     def put(self, experiment: str, run: str, config: Mapping[str, Any], record: Mapping[str, Any]) -> dict:
         """Store a finished run atomically; returns the record as it will be read back."""

@@ -113,8 +113,14 @@ def _has_records(store_root: Path, experiment: str) -> bool:
 
 
 def _stored(results, experiment: str, points: list[Point]) -> set[int]:
-    """The indices of the points whose record the store holds (and that read back sound)."""
-    return {p.index for p in points if results.get(experiment, RUN, p.config) is not None}
+    """The indices of the points whose record the store holds (and that read back sound);
+    a lock file left on a stored point by a killed holder is removed on the way."""
+    stored = set()
+    for p in points:
+        if results.get(experiment, RUN, p.config) is not None:
+            stored.add(p.index)
+            results.clear_stale_claim(experiment, results.key(experiment, RUN, p.config))
+    return stored
 
 
 def describe_plan(plan: SweepPlan) -> str:
