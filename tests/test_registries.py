@@ -10,7 +10,10 @@ architecture, task, optimizer or experiment is tested here without editing this 
 * ``nqf.TASKS``: documented, builds with its defaults; X, Y fit its natural architecture;
   same seed -> same data, another seed -> other data (unless declared seed-independent);
   finite, nonzero data matrix C = E[y A(x)].
-* ``nqf.OPTIMIZERS``: wired into every list of optimizers; with an M-flow (in
+* ``nqf.core.optimizers.OPTIMIZER_RECORDS`` (``nqf.OPTIMIZERS``): each record is consistent
+  (labels and colours unique, its reference flow closes on M), its optax transformation builds
+  and steps, the command line takes it (``--optimizers``, ``--lr-OPT``, ``--optimizer`` for one
+  that closes on M) and the records import without JAX; with an M-flow (in
   ``PREDICT_OPTIMIZERS``) ``nqf.predict``'s exact map on M equals training the quadratic
   model to 1e-9 relative; without one, ``nqf.predict`` refuses it with one NqfError line.
 * ``nqf.experiments.EXPERIMENTS``: quick() and full() configs that round-trip through the
@@ -29,19 +32,32 @@ import importlib
 import inspect
 import math
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
+from typer.testing import CliRunner
 
 import nqf
 from nqf.architectures import ARCHITECTURES, architecture_options, get_architecture
 from nqf.architectures.architecture import Architecture, arch_key
 from nqf.architectures.expansion_report import APPLIES, LINEAR_TERM, NOT_SMOOTH, VANISHING_FORM
 from nqf.comparison.config import FLOW_OF
+from nqf.core import names
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import (
+    BATCH_RULES,
+    MINIBATCH_OPTIMIZERS,
+    OPTIMIZER_RECORDS,
+    RATE_OPTIMIZERS,
+    REFERENCE_FLOW,
+    optimizer_record,
+)
 from nqf.experiments import EXPERIMENTS, config_from_dict, config_to_dict
 from nqf.store.results import run_key
 from nqf.theory.predict import PREDICT_OPTIMIZERS
@@ -240,18 +256,114 @@ def _staircase():
 
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
-def test_optimizer_is_wired_everywhere(optimizer):
-    """Every list that names optimizers knows this one (each a place to edit: CONTRIBUTING.md)."""
-    from nqf.cli.predict import _OPTIMIZERS as CLI_PREDICT
-    from nqf.report.compare_plot import _COLOUR_INDEX, _NAMES
-
+def test_optimizer_record_is_consistent_and_read_everywhere(optimizer):
+    """The record (``nqf.core.optimizers``) is the one place: every list of optimizers is read off it."""
+    record = optimizer_record(optimizer)
+    assert record.name == optimizer and record.label, f"{optimizer}: a record needs its own name and a label"
+    assert record.batch in BATCH_RULES, f"{optimizer}: batch must be one of {BATCH_RULES}"
+    assert record.takes_beta == (record.default_beta is not None)
+    if record.default_beta is not None:
+        assert 0 <= record.default_beta < 1, f"{optimizer}: default beta outside [0, 1)"
+    # the M-flow compare draws beside it: its own when it closes on M, else one that does
+    assert record.reference_flow in PREDICT_OPTIMIZERS
+    assert (record.reference_flow == optimizer) == record.closes_on_m
+    assert (optimizer in PREDICT_OPTIMIZERS) == record.closes_on_m
+    assert record.escape is None or optimizer_record(record.escape).escape == record.escape
+    assert FLOW_OF[optimizer] == record.reference_flow
+    assert (optimizer in MINIBATCH_OPTIMIZERS) == (record.batch == "required")
+    assert (optimizer in RATE_OPTIMIZERS) == (optimizer != REFERENCE_FLOW)
     config = TrainConfig(optimizer=optimizer, **REQUIRED_SETTINGS.get(optimizer, {}))
-    assert callable(make_optimizer(config).update)
-    assert optimizer in FLOW_OF, f"comparison/config.py FLOW_OF has no M-flow reference for {optimizer}"
-    assert FLOW_OF[optimizer] in PREDICT_OPTIMIZERS
-    assert (FLOW_OF[optimizer] == optimizer) == (optimizer in PREDICT_OPTIMIZERS)
-    assert optimizer in _COLOUR_INDEX and optimizer in _NAMES, f"report/compare_plot.py: no colour/name for {optimizer}"
-    assert (optimizer in CLI_PREDICT) == (optimizer in PREDICT_OPTIMIZERS), "cli/predict.py _OPTIMIZERS"
+    assert config.effective_beta == record.default_beta
+
+
+def test_optimizer_records_are_the_only_lists():
+    records = list(OPTIMIZER_RECORDS.values())
+    labels, colours = [r.label for r in records], [r.colour for r in records]
+    assert len(set(labels)) == len(labels), f"labels must be unique: {labels}"
+    assert len(set(colours)) == len(colours), f"colours must be unique: {colours}"
+    assert all(isinstance(c, int) and c >= 0 for c in colours)
+    assert OPTIMIZERS == names.OPTIMIZERS == nqf.OPTIMIZERS == tuple(OPTIMIZER_RECORDS)
+    assert PREDICT_OPTIMIZERS == names.PREDICT_OPTIMIZERS
+    assert PREDICT_OPTIMIZERS == tuple(r.name for r in records if r.closes_on_m)
+    assert REFERENCE_FLOW in PREDICT_OPTIMIZERS
+    with pytest.raises(NqfError, match="unknown optimizer 'lbfgs'; choose one of") as err:
+        optimizer_record("lbfgs")
+    _one_line(err)
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_optimizer_builds_and_steps(optimizer):
+    """The record's optax transformation steps a small W downhill on L = |W|^2 / 2, with its
+    defaults and with beta and eps set; ``make_optimizer`` builds the same transformation."""
+    record = optimizer_record(optimizer)
+    W = jnp.asarray(np.random.default_rng(0).normal(size=(4, 3)))
+    settings = [{}]
+    if record.takes_beta:
+        settings.append({"beta": 0.5})
+    if record.takes_eps:
+        settings.append({"eps": 1e-6})
+    for extra in settings:
+        transformation = record.build(1e-2, extra.get("beta"), extra.get("eps"))
+        state = transformation.init(W)
+        updates, state = transformation.update(W, state, W)  # the gradient of |W|^2 / 2 is W
+        stepped = optax.apply_updates(W, updates)
+        assert stepped.shape == W.shape and bool(jnp.all(jnp.isfinite(stepped))), (optimizer, extra)
+        assert float(jnp.sum(stepped**2)) < float(jnp.sum(W**2)), f"{optimizer} {extra}: the step must go downhill"
+        config = TrainConfig(optimizer=optimizer, lr=1e-2, **REQUIRED_SETTINGS.get(optimizer, {}), **extra)
+        built = make_optimizer(config)
+        same, _ = built.update(W, built.init(W), W)
+        assert_allclose(same, updates, rtol=0, atol=0, err_msg=f"{optimizer} {extra}: make_optimizer differs")
+
+
+_RUNNER = CliRunner()
+
+
+def _parsed(monkeypatch, command: str, args: list[str]):
+    """The arguments typer hands ``nqf COMMAND`` (its run function replaced by a recorder)."""
+    from nqf.cli import app, compare, predict
+
+    module = {"compare": compare, "predict": predict}[command]
+    seen = []
+    monkeypatch.setattr(module, f"run_{command}_command", seen.append)
+    result = _RUNNER.invoke(app, [command, *args])
+    assert result.exit_code == 0 and len(seen) == 1, result.output
+    return seen[0]
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_the_command_line_takes_the_optimizer(optimizer, monkeypatch):
+    """``nqf compare --optimizers NAME [--lr-NAME ETA]`` reaches CompareConfig; ``nqf predict
+    --optimizer NAME`` passes its JAX-free checks exactly when the optimizer closes on M."""
+    from nqf.cli.compare import compare_config, parse_optimizers
+    from nqf.cli.predict import check_arguments
+
+    record = optimizer_record(optimizer)
+    batch = ["--batch", "8"] if record.minibatches else []
+    rate = [f"--lr-{optimizer}", "0.01"] if optimizer in RATE_OPTIMIZERS else []
+    common = ["--width", "4", "--sigma0", "1e-3", "--lr", "0.05", "--steps", "10"]
+    args = _parsed(monkeypatch, "compare", ["--task", "staircase", *common, "--optimizers", optimizer, *batch, *rate])
+    config = compare_config(args, parse_optimizers(args.optimizers))
+    assert config.optimizers == (optimizer,)
+    assert config.lr_for(optimizer) == (0.01 if rate else 0.05), f"--lr-{optimizer} did not reach CompareConfig"
+    assert config.flows == tuple(dict.fromkeys((REFERENCE_FLOW, record.reference_flow)))
+    predict = ["--data", "x.npz", "--arch", "mlp", *common, "--optimizer", optimizer, *batch]
+    args = _parsed(monkeypatch, "predict", predict)
+    if record.closes_on_m:
+        check_arguments(args)
+    else:
+        with pytest.raises(NqfError, match=f"got '{optimizer}'") as err:
+            check_arguments(args)
+        _one_line(err)
+
+
+def test_the_optimizer_records_import_without_jax():
+    """The command line reads the records before JAX starts: importing them loads neither JAX nor optax."""
+    code = (
+        "import sys\nimport nqf.core.optimizers, nqf.core.names\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'jax', 'jaxlib', 'optax'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", f"nqf.core.optimizers imports {done.stdout.strip()}"
 
 
 def test_predict_optimizers_are_optimizers():

@@ -59,6 +59,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ".training.closure": ("ClosureResult", "closure_diagnostic"),
     ".core.sampling": ("minibatch_indices",),
     ".theory.data_matrices": ("DataMatrices", "PopulationDataMatrices", "data_matrices", "population_data_matrices"),
+    ".theory.data_protocol": ("AbstractDataMatrices", "AbstractSampleDataMatrices"),
     ".theory.flow": (
         "FlowResult",
         "LearningRateBound",
@@ -220,6 +221,8 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
     from nqf.theory.data_matrices import (
         population_data_matrices as population_data_matrices,
     )
+    from nqf.theory.data_protocol import AbstractDataMatrices as AbstractDataMatrices
+    from nqf.theory.data_protocol import AbstractSampleDataMatrices as AbstractSampleDataMatrices
     from nqf.theory.departure import (
         Departure as Departure,
     )

@@ -31,6 +31,7 @@ Float64: enabled when the command starts (the library never does this).
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from rich.table import Table
 from nqf.cli.app import app, start_jax
 from nqf.comparison.limits import MAX_STEPS, check_compare, check_departure, check_seed, task_samples
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import OPTIMIZERS, RATE_OPTIMIZERS
 
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_spec, resolve_task_and_unit
@@ -71,7 +73,7 @@ def parse_optimizers(text: str) -> tuple[str, ...]:
     """``"gd,momentum"`` -> ("gd", "momentum"); names are checked by CompareConfig."""
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     if not names:
-        raise NqfError("--optimizers needs at least one name (gd, sgd, momentum, adam, muon)")
+        raise NqfError(f"--optimizers needs at least one name ({', '.join(OPTIMIZERS)})")
     return names
 
 
@@ -108,7 +110,9 @@ def resolve_task_and_arch(task_name: str, arch_name: str | None, args: list[str]
 class CompareArgs:
     """The command line of ``nqf compare`` as typer read it.
 
-    ``extra``: the remaining ``--name value`` pairs, the options of the task, the architecture or the unit.
+    ``rates``: (optimizer, its ``--lr-OPT`` or None) for every optimizer with a rate of its own
+    (``nqf.core.optimizers.RATE_OPTIMIZERS``). ``extra``: the remaining ``--name value`` pairs,
+    the options of the task, the architecture or the unit.
     """
 
     task: str
@@ -119,10 +123,7 @@ class CompareArgs:
     arch: str | None
     unit: str | None
     optimizers: str
-    lr_sgd: float | None
-    lr_momentum: float | None
-    lr_adam: float | None
-    lr_muon: float | None
+    rates: tuple[tuple[str, float | None], ...]
     seeds: int
     seed: int
     data_seed: int
@@ -137,7 +138,30 @@ class CompareArgs:
     extra: tuple[str, ...]
 
 
+def rate_options(command):
+    """Give ``command`` an option ``--lr-OPT`` per optimizer with a rate of its own
+    (``RATE_OPTIMIZERS``, from the optimizers' records), right after ``--optimizers``; the command
+    takes them as ``**rates``. typer reads the signature, so a new record brings its option."""
+    signature = inspect.signature(command, eval_str=True)
+    params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    at = [p.name for p in params].index("optimizers") + 1
+    rates = [
+        inspect.Parameter(
+            f"lr_{name}",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=None,
+            annotation=Annotated[
+                float | None, typer.Option(f"--lr-{name}", help=f"Learning rate of {name} (default --lr).")
+            ],
+        )
+        for name in RATE_OPTIMIZERS
+    ]
+    command.__signature__ = signature.replace(parameters=[*params[:at], *rates, *params[at:]])
+    return command
+
+
 @app.command("compare", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@rate_options
 def compare_command(
     ctx: typer.Context,
     task: Annotated[str, typer.Option("--task", help="Task name (staircase, powerlaw, quadratic, ...).")],
@@ -147,15 +171,7 @@ def compare_command(
     steps: Annotated[int, typer.Option("--steps", help="Horizon in optimizer steps.")],
     arch: Annotated[str | None, typer.Option("--arch", help="Architecture (default: the task's natural one).")] = None,
     unit: Annotated[str | None, typer.Option("--unit", help=UNIT_HELP)] = None,
-    optimizers: Annotated[
-        str, typer.Option("--optimizers", help="Comma-separated: gd, sgd, momentum, adam, muon.")
-    ] = "gd",
-    lr_sgd: Annotated[float | None, typer.Option("--lr-sgd", help="Learning rate of sgd (default --lr).")] = None,
-    lr_momentum: Annotated[
-        float | None, typer.Option("--lr-momentum", help="Learning rate of momentum (default --lr).")
-    ] = None,
-    lr_adam: Annotated[float | None, typer.Option("--lr-adam", help="Learning rate of adam (default --lr).")] = None,
-    lr_muon: Annotated[float | None, typer.Option("--lr-muon", help="Learning rate of muon (default --lr).")] = None,
+    optimizers: Annotated[str, typer.Option("--optimizers", help=f"Comma-separated: {', '.join(OPTIMIZERS)}.")] = "gd",
     seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds K (init and minibatches).")] = 1,
     seed: Annotated[int, typer.Option("--seed", help="First seed.")] = 0,
     data_seed: Annotated[int, typer.Option("--data-seed", help="Seed of the task's data.")] = 0,
@@ -187,6 +203,7 @@ def compare_command(
             "without it such units are an error.",
         ),
     ] = False,
+    **rates: float | None,  # --lr-OPT, one per optimizer with a rate of its own (rate_options)
 ) -> None:
     """Train the network (each optimizer), the quadratic model and the theory side by side."""
     args = CompareArgs(
@@ -198,10 +215,7 @@ def compare_command(
         arch=arch,
         unit=unit,
         optimizers=optimizers,
-        lr_sgd=lr_sgd,
-        lr_momentum=lr_momentum,
-        lr_adam=lr_adam,
-        lr_muon=lr_muon,
+        rates=tuple((name, rates.get(f"lr_{name}")) for name in RATE_OPTIMIZERS),
         seeds=seeds,
         seed=seed,
         data_seed=data_seed,
@@ -275,8 +289,7 @@ def compare_config(args: CompareArgs, chosen: tuple[str, ...]):
     """The library's ``CompareConfig`` (its own checks); ``--lr-OPT`` overrides ``--lr`` for one optimizer."""
     from nqf.comparison.compare import CompareConfig
 
-    overrides = {"sgd": args.lr_sgd, "momentum": args.lr_momentum, "adam": args.lr_adam, "muon": args.lr_muon}
-    rates = tuple((opt, value) for opt, value in overrides.items() if value is not None)
+    rates = tuple((opt, value) for opt, value in args.rates if value is not None)
     return CompareConfig(
         allow_inapplicable=args.allow_inapplicable,
         departure=args.departure,

@@ -42,6 +42,7 @@ from rich.table import Table
 from nqf.cli.app import app, start_jax
 from nqf.comparison.limits import MAX_STEPS, check_departure, check_predict, check_seed
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS
 
 from ._options import parse_factory_options
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_for_data
@@ -50,8 +51,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 # PredictConfig's checks of the plain numbers, run before the library (and JAX) is loaded so
-# that a bad argument costs no startup; the messages are the library's
-_OPTIMIZERS = ("gd", "sgd", "momentum")
+# that a bad argument costs no startup; the messages are the library's. The optimizers are
+# the records that close on M (nqf.core.optimizers, JAX-free)
+OPTIMIZER_HELP = f"{', '.join(PREDICT_OPTIMIZERS[:-1])} or {PREDICT_OPTIMIZERS[-1]}."
 
 
 def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -64,8 +66,11 @@ def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
 
 def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str, batch, beta: float) -> None:
     """The argument checks of ``PredictConfig`` (same messages), without loading the library."""
-    if optimizer not in _OPTIMIZERS:
-        raise NqfError(f"the M-flow predicts {', '.join(_OPTIMIZERS)} (equivariant optimizers); got {optimizer!r}")
+    if optimizer not in PREDICT_OPTIMIZERS:
+        raise NqfError(
+            f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {optimizer!r}"
+        )
+    record = OPTIMIZER_RECORDS[optimizer]
     if width < 1:
         raise NqfError(f"width must be a positive integer, got {width!r}")
     if steps < 1:
@@ -78,10 +83,10 @@ def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str,
         raise NqfError(f"learning rate must be a positive finite number, got {lr!r}")
     if sigma0 is not None and not (math.isfinite(sigma0) and sigma0 > 0):
         raise NqfError(f"sigma0 must be a positive finite number, got {sigma0!r}")
-    if optimizer == "sgd" and batch is None:
-        raise NqfError("optimizer sgd needs a batch size (--batch)")
-    if optimizer == "momentum" and not 0 <= beta < 1:
-        raise NqfError(f"momentum beta must lie in [0, 1), got {beta!r}")
+    if record.minibatches and batch is None:
+        raise NqfError(f"optimizer {optimizer} needs a batch size (--batch)")
+    if record.flow_takes_beta and not 0 <= beta < 1:
+        raise NqfError(f"{optimizer} beta must lie in [0, 1), got {beta!r}")
 
 
 def _fmt(value) -> str:
@@ -134,7 +139,7 @@ def predict(
     unit: Annotated[str | None, typer.Option("--unit", help=UNIT_HELP)] = None,
     sigma0: Annotated[float | None, typer.Option("--sigma0", help="Init scale: W0 ~ N(0, sigma0^2).")] = None,
     init: Annotated[Path | None, typer.Option("--init", help="W0.npz with array W (d x n).")] = None,
-    optimizer: Annotated[str, typer.Option("--optimizer", help="gd, sgd or momentum.")] = "gd",
+    optimizer: Annotated[str, typer.Option("--optimizer", help=OPTIMIZER_HELP)] = "gd",
     batch: Annotated[int | None, typer.Option("--batch", help="Minibatch size (sgd).")] = None,
     beta: Annotated[float, typer.Option("--beta", help="Momentum (optimizer momentum).")] = 0.9,
     seed: Annotated[int, typer.Option("--seed", help="Init and minibatch seed.")] = 0,
@@ -261,7 +266,7 @@ def run_prediction(args: PredictArgs):
         Y,
         loss=args.loss,
         route=args.route,
-        minibatches=args.optimizer == "sgd",
+        minibatches=args.optimizer in MINIBATCH_OPTIMIZERS,
         dtype=np.float64,
     )
     # the departure evaluates the network on the samples; otherwise they are let go
@@ -331,8 +336,8 @@ def load_problem(args: PredictArgs):
         args.steps,
         args.loss,
         args.route,
-        minibatches=args.optimizer == "sgd",
-        adaptive=args.stepping == "adaptive" and args.optimizer != "sgd",
+        minibatches=args.optimizer in MINIBATCH_OPTIMIZERS,
+        adaptive=args.stepping == "adaptive" and args.optimizer not in MINIBATCH_OPTIMIZERS,
     )
     if args.departure:  # its memory and time on top of the prediction's
         check_departure(architecture, X.shape[0], args.width, args.steps, args.loss, args.route, args.optimizer)

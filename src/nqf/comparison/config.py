@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, REFERENCE_FLOW, optimizer_record
 from nqf.training.config import OPTIMIZERS, TrainConfig
 
 COMPARE_OPTIMIZERS = OPTIMIZERS
-# The M-flow each optimizer is compared with; Adam and Muon get the GD flow as a reference.
-FLOW_OF = {"gd": "gd", "sgd": "sgd", "momentum": "momentum", "adam": "gd", "muon": "gd"}
+# The M-flow each optimizer is compared with (its record's reference_flow); Adam and Muon get
+# the GD flow as a reference.
+FLOW_OF = {name: record.reference_flow for name, record in OPTIMIZER_RECORDS.items()}
 # Records every step up to this horizon (as ``predict`` does), else ~2000 log+linear checkpoints.
 _EVERY_STEP_LIMIT = 20000
 _CHECKPOINTS = 2000
@@ -131,12 +133,15 @@ class CompareConfig:
                 raise NqfError(f"{name} must be an integer >= 0, got {value!r}")
         if self.beta is not None and not (isinstance(self.beta, (int, float)) and 0 <= self.beta < 1):
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
-        if "sgd" in opts and self.batch_size is None:
-            raise NqfError("optimizer sgd needs a batch size (--batch)")
+        batched = [opt for opt in opts if optimizer_record(opt).minibatches]
+        if batched and self.batch_size is None:
+            raise NqfError(f"optimizer {batched[0]} needs a batch size (--batch)")
         if self.batch_size is not None:
-            if "sgd" not in opts:
+            if not batched:
+                names = " or ".join(MINIBATCH_OPTIMIZERS)
                 raise NqfError(
-                    "a batch size is used by sgd only (the other optimizers are full batch); add sgd or drop it"
+                    f"a batch size is used by {names} only (the other optimizers are full batch); add {names} or "
+                    "drop it"
                 )
             if not _is_int(self.batch_size) or self.batch_size < 1:
                 raise NqfError(f"batch size must be a positive integer, got {self.batch_size!r}")
@@ -154,7 +159,7 @@ class CompareConfig:
     @property
     def flows(self) -> tuple[str, ...]:
         """The M-flows computed: gd (always, the reference) then sgd/momentum as asked."""
-        out = ["gd"]
+        out = [REFERENCE_FLOW]
         for opt in self.optimizers:
             if FLOW_OF[opt] not in out:
                 out.append(FLOW_OF[opt])
@@ -166,12 +171,13 @@ class CompareConfig:
     def train_config(self, optimizer: str, model: str) -> TrainConfig:
         """The TrainConfig of ``optimizer`` (seed and sigma0 are set per run)."""
         steps = self.steps
+        record = optimizer_record(optimizer)
         return TrainConfig(
             optimizer=optimizer,
             lr=self.lr_for(optimizer),
             steps=steps,
-            batch_size=self.batch_size if optimizer == "sgd" else None,
-            beta=self.beta if optimizer == "momentum" else None,
+            batch_size=self.batch_size if record.minibatches else None,
+            beta=self.beta if record.flow_takes_beta else None,
             seed=self.seed,
             sigma0=float(self.sigma0),
             width=int(self.width),

@@ -58,6 +58,7 @@ import tempfile
 from pathlib import Path
 
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import optimizer_record
 
 # Seeds are 32-bit unsigned integers (JAX and NumPy generators take them all; larger
 # Python ints overflow JAX's int64 key conversion)
@@ -385,9 +386,9 @@ def check_departure(
     """Refuse a departure (``predict --departure``) that cannot fit with its prediction; announce a long one.
     ``runs``: how many departures the command computes one after another (``compare``: one per
     M-flow and seed); the memory is one's, the time all of theirs."""
-    minibatches = optimizer == "sgd"
-    flow_bytes, flow_flops = flow_cost(arch, samples, loss, route, minibatches)
-    nbytes, seconds, path = departure_cost(arch, samples, width, steps, corrections=optimizer in ("gd", "momentum"))
+    record = optimizer_record(optimizer)
+    flow_bytes, flow_flops = flow_cost(arch, samples, loss, route, record.minibatches)
+    nbytes, seconds, path = departure_cost(arch, samples, width, steps, corrections=record.deterministic_flow)
     total = RUNTIME_BYTES + DEPARTURE_RUNTIME_BYTES + flow_bytes + BYTES * 3.0 * arch.dim * width + nbytes
     used = min(int(samples), 2048)
     check_memory(

@@ -26,9 +26,10 @@ from nqf.comparison.measures import closure_until, measured_plateau_losses
 from nqf.comparison.result import Comparison
 from nqf.core.errors import NqfError
 from nqf.core.measure import switch_steps, switch_steps_own
+from nqf.core.optimizers import optimizer_record
 from nqf.core.precision import resolve_dtype
 from nqf.theory.data_matrices import DataMatrices, data_matrices, flow_data
-from nqf.theory.predict import PREDICT_OPTIMIZERS, PredictConfig, Prediction, predict
+from nqf.theory.predict import PredictConfig, Prediction, predict
 from nqf.training.closure import ClosureResult, closure_diagnostic
 from nqf.training.config import DIVERGENCE_FACTOR, TrainConfig
 from nqf.training.sweep import SweepResult, train_sweep
@@ -137,7 +138,7 @@ def _predict_config(config: CompareConfig, flow: str, seed: int) -> PredictConfi
         sigma0=float(config.sigma0),
         optimizer=flow,
         beta=DEFAULT_MOMENTUM if config.beta is None else float(config.beta),
-        batch_size=config.batch_size if flow == "sgd" else None,
+        batch_size=config.batch_size if optimizer_record(flow).minibatches else None,
         seed=seed,
         allow_inapplicable=bool(config.allow_inapplicable),
         departure=bool(config.departure),
@@ -153,9 +154,10 @@ def theory(prep: Prepared, config: CompareConfig) -> Predictions:
     per_sample = prep.per_sample
     predictions: Predictions = {}
     for flow in config.flows:
-        if flow == "sgd" and per_sample is None:
+        minibatches = optimizer_record(flow).minibatches
+        if minibatches and per_sample is None:
             per_sample = data_matrices(prep.arch, prep.X, prep.Y, dtype=prep.dtype)
-        data = prep.full_batch if flow != "sgd" else per_sample
+        data = per_sample if minibatches else prep.full_batch
         predictions[flow] = tuple(
             predict(prep.arch, prep.X, prep.Y, _predict_config(config, flow, seed), data=data)
             for seed in config.seed_list
@@ -208,13 +210,14 @@ def predicted(predictions: Predictions, config: CompareConfig) -> Predicted:
 
 def reference_notes(config: CompareConfig) -> tuple[tuple[str, ...], list[str]]:
     """The optimizers without an M-flow of their own (Adam, Muon) and one note for each."""
-    reference_only = tuple(opt for opt in config.optimizers if opt not in PREDICT_OPTIMIZERS)
+    reference_only = tuple(opt for opt in config.optimizers if not optimizer_record(opt).closes_on_m)
     notes = []
     for opt in reference_only:
-        if opt == "adam":
+        record = optimizer_record(opt)
+        if not record.equivariant:
             why = "its update is not equivariant under W -> W O, M does not close"
         else:
-            why = "nqf has no Muon map on M"
+            why = f"nqf has no {record.label} map on M"
         notes.append(
             f"{opt}: no M-flow ({why}); its rows compare with the GD M-flow at lr {config.flow_lr('gd'):g} "
             "as a reference"
@@ -280,7 +283,7 @@ def closure(
         return results, until_of
     m_star = 2.0 * modes.thresholds
     for opt in config.optimizers:
-        if opt in PREDICT_OPTIMIZERS:  # the optimizer's M-flow is the quadratic model's exact trajectory
+        if optimizer_record(opt).closes_on_m:  # the optimizer's M-flow is the quadratic model's exact trajectory
             flow = predictions[FLOW_OF[opt]][0].flow
             record, occupations = np.asarray(flow.steps), np.asarray(flow.occupations)
         else:  # no M-flow: the network run of the first seed times the switch-ons

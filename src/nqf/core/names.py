@@ -8,9 +8,10 @@ needs one edit.
 
 from __future__ import annotations
 
-# optimizers nqf.train runs; the M-flow (theory) exists for the first three
-OPTIMIZERS = ("gd", "sgd", "momentum", "adam", "muon")
-PREDICT_OPTIMIZERS = ("gd", "sgd", "momentum")
+# optimizers nqf.train runs, and those with an M-flow: read off their records (nqf.core.optimizers)
+from nqf.core.optimizers import OPTIMIZERS as OPTIMIZERS
+from nqf.core.optimizers import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
+
 # what the M-flow is driven by: the moments of the data, the samples, or the cheaper of the two
 ROUTES = ("auto", "moments", "samples")
 # the M map every step, or exact steps where M moves and jumps across plateaus

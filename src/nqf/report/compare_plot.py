@@ -17,13 +17,19 @@ import numpy as np
 
 from nqf.comparison.compare import Comparison
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import REFERENCE_FLOW, optimizer_record
 
 from ._panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
 from ._style import PALETTE, axis_label, curve, new_figure, setup_axes, write_figure
 
-# One colour per optimizer, fixed so that figures of different runs agree.
-_COLOUR_INDEX = {"gd": 0, "sgd": 1, "momentum": 2, "adam": 3, "muon": 4}
-_NAMES = {"gd": "GD", "sgd": "SGD", "momentum": "momentum", "adam": "Adam", "muon": "Muon"}
+
+def _colour(optimizer: str) -> int:
+    """The optimizer's colour index (its record's, fixed so that figures of different runs agree)."""
+    return optimizer_record(optimizer).colour
+
+
+def _label(optimizer: str) -> str:
+    return optimizer_record(optimizer).label
 
 
 def _positive_steps(steps, loss):
@@ -65,9 +71,9 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     handles, labels = ax.get_legend_handles_labels()
     handles, labels = unique_legend(handles, labels, ticks)
     fig.legend(handles, labels, loc="outside right upper", fontsize=8, framealpha=0.9)
-    gd = comparison.predictions.get("gd")
+    gd = comparison.predictions.get(REFERENCE_FLOW)
     if gd:
-        mode_numbers(ax, gd[0].mflow_switch_steps, PALETTE[_COLOUR_INDEX["gd"]])
+        mode_numbers(ax, gd[0].mflow_switch_steps, PALETTE[_colour(REFERENCE_FLOW)])
     return write_figure(fig, path)
 
 
@@ -77,11 +83,11 @@ def _draw_loss_curves(ax, comparison: Comparison) -> tuple[float, float]:
     lowest_network, highest = np.inf, 0.0
     for entry in comparison.loss_curves():
         opt = entry["optimizer"]
-        detail = _NAMES[opt]
+        detail = _label(opt)
         lr = comparison.config.lr_for(opt) if entry["source"] == "network" else comparison.config.flow_lr(opt)
         if lr != comparison.config.lr:
             detail += f", lr {lr:g}"
-        style = curve(entry["source"], _COLOUR_INDEX[opt], detail)
+        style = curve(entry["source"], _colour(opt), detail)
         if entry["source"] == "M-flow" or entry["source"] == "LV":
             style["zorder"] = 3  # predictions on top of the measured curves they should cover
         steps, loss = _positive_steps(entry["steps"], entry["loss"])
@@ -110,12 +116,12 @@ def _draw_switch_steps(ax, comparison: Comparison) -> tuple[float, list]:
     modes also as thin lines); returns the fraction of the axes' height the ticks take and their legend
     entries."""
     rows = []
-    for flow in sorted(comparison.predictions, key=lambda f: f != "gd"):
+    for flow in sorted(comparison.predictions, key=lambda f: f != REFERENCE_FLOW):
         switch = np.asarray(comparison.predictions[flow][0].mflow_switch_steps, dtype=np.float64)
         switch = switch[np.isfinite(switch) & (switch > 0)]
         if switch.size:
-            label = f"predicted switch-on steps (M-flow, {_NAMES[flow]})"
-            rows.append((switch, PALETTE[_COLOUR_INDEX[flow]], label, f"M-flow, {_NAMES[flow]}"))
+            label = f"predicted switch-on steps (M-flow, {_label(flow)})"
+            rows.append((switch, PALETTE[_colour(flow)], label, f"M-flow, {_label(flow)}"))
     modes = max((np.asarray(p[0].mflow_switch_steps).size for p in comparison.predictions.values()), default=0)
     return switch_rugs(ax, rows, lined=modes <= LINED_MODES)
 

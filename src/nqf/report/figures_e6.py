@@ -12,14 +12,19 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
+from nqf.core.optimizers import optimizer_record
 from nqf.theory.lotka_volterra import switch_slope_gd, switch_slope_momentum
 
 from ._panels import BLACK as _BLACK
 from ._panels import labelled_errorbar
 from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
-_OPTIMIZER_COLOUR = {"gd": 0, "sgd": 1, "momentum": 2, "adam": 3, "muon": 4}
 _MARKERS = {"network": "o", "quadratic model": "s"}
+
+
+def _colour(optimizer: str) -> int:
+    """The optimizer's colour index (its record's: the same in every figure)."""
+    return optimizer_record(optimizer).colour
 
 
 def _labelled_errorbar(ax, x, y, err, style: dict, marker: str, filled: bool = True):
@@ -86,7 +91,7 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
     # strict=False: the grid can have more panels than optimizers; the spare ones stay empty
     for ax, optimizer in zip(axes, optimizers, strict=False):
         name = names[optimizer]
-        reference = {"gd": "gd", "sgd": "gd", "momentum": "momentum"}.get(optimizer)
+        reference = optimizer_record(optimizer).escape  # whose escape-rate formula predicts it (None: none)
         for k in range(modes):
             for model, source, filled in (("network", "network", True), ("quadratic", "quadratic model", False)):
                 steps = np.asarray(data["switch"][optimizer][model], dtype=float)[:, :, k]  # (S, seeds)
@@ -115,7 +120,7 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
             ax,
             axis_label("ln(1/σ₀)", "1"),
             axis_label("switch-on step", "steps"),
-            title=f"{name}" + (" (prediction: GD's formula)" if optimizer == "sgd" else ""),
+            title=f"{name}" + (" (prediction: GD's formula)" if reference not in (None, optimizer) else ""),
         )
         ax.set_xlim(0.0, xs[-1])
         ax.set_ylim(bottom=0.0)
@@ -137,8 +142,9 @@ def _slope_figure(data, figure_dir: Path) -> SavedFigure:
     names = data["names"]
     c = np.asarray(data["c"], dtype=float)
     fits = data["fits"]
-    geometric = [o for o in ("gd", "sgd", "momentum") if o in optimizers]
-    normalised = [o for o in ("adam", "muon") if o in optimizers]
+    # with an escape-rate prediction (geometric growth), and without one (normalised updates)
+    geometric = [o for o in optimizers if optimizer_record(o).escape is not None]
+    normalised = [o for o in optimizers if optimizer_record(o).escape is None]
     ncols = int(bool(geometric)) + int(bool(normalised))
     fig, axes = new_figure(1, ncols, size=(5.6 * ncols, 5.0))
     axes = list(np.atleast_1d(axes))
@@ -146,7 +152,7 @@ def _slope_figure(data, figure_dir: Path) -> SavedFigure:
         ax = axes.pop(0)
         handles = []
         for optimizer in geometric:
-            colour = _OPTIMIZER_COLOUR[optimizer]
+            colour = _colour(optimizer)
             for model, source, filled in (("network", "network", True), ("quadratic", "quadratic model", False)):
                 fit = np.asarray(fits[optimizer][model], dtype=float)  # (m, 3): slope, stderr, intercept
                 err = np.where(np.isfinite(fit[:, 1]), fit[:, 1], 0.0)
@@ -155,8 +161,8 @@ def _slope_figure(data, figure_dir: Path) -> SavedFigure:
         cs = np.geomspace(c.min() / 1.25, c.max() * 1.25, 64)
         lr, beta = float(data["lr"]), float(data["beta"])
         for key, colour, what in (
-            ("gd", _OPTIMIZER_COLOUR["gd"], "GD: 1/ln(1 + 2 lr c)"),
-            ("momentum", _OPTIMIZER_COLOUR["momentum"], "momentum: 1/ln z"),
+            ("gd", _colour("gd"), "GD: 1/ln(1 + 2 lr c)"),
+            ("momentum", _colour("momentum"), "momentum: 1/ln z"),
             ("momentum_naive", _BLACK, "lr/(1-β) rule"),
         ):
             if key.startswith("momentum") and "momentum" not in geometric:
@@ -185,7 +191,7 @@ def _slope_figure(data, figure_dir: Path) -> SavedFigure:
         handles = []
         modes = np.arange(1, c.size + 1)
         for i, optimizer in enumerate(normalised):
-            colour = _OPTIMIZER_COLOUR[optimizer]
+            colour = _colour(optimizer)
             for j, (model, source, filled) in enumerate(
                 (("network", "network", True), ("quadratic", "quadratic model", False))
             ):
@@ -222,7 +228,7 @@ def _closure_figure(data, figure_dir: Path) -> SavedFigure:
     tiny = 1e-17  # an exact zero has no place on a log axis; floor it there (stated in the caption)
     for i, optimizer in enumerate(optimizers):
         info = closure[optimizer]
-        colour = PALETTE[_OPTIMIZER_COLOUR[optimizer]]
+        colour = PALETTE[_colour(optimizer)]
         bars.bar(
             positions[i] - 0.2,
             max(float(info["max_m_window"]), tiny),
@@ -258,7 +264,7 @@ def _closure_figure(data, figure_dir: Path) -> SavedFigure:
     for optimizer in optimizers:
         defect = np.asarray(closure[optimizer]["m_defect"], dtype=float)
         shown = np.where(defect > 0, defect, np.nan)
-        style = curve("quadratic model", _OPTIMIZER_COLOUR[optimizer], names[optimizer])
+        style = curve("quadratic model", _colour(optimizer), names[optimizer])
         steps_ax.plot(np.arange(defect.size), shown, **style)
     network = data.get("network_closure")
     if network is not None:
@@ -268,7 +274,7 @@ def _closure_figure(data, figure_dir: Path) -> SavedFigure:
     if "muon" in optimizers:
         steps_ax.axvline(
             closure["muon"]["window"],
-            color=PALETTE[_OPTIMIZER_COLOUR["muon"]],
+            color=PALETTE[_colour("muon")],
             linestyle=(0, (1, 3)),
             linewidth=1.2,
             label="end of Muon's plateau window",

@@ -16,12 +16,13 @@ import jax
 import jax.numpy as jnp
 
 from nqf.architectures.architecture import Architecture, structure
-from nqf.theory.sample_matrices import DataMatrices, check_basis
+from nqf.theory.data_protocol import AbstractSampleDataMatrices
+from nqf.theory.sample_matrices import DataMatrices, check_basis, loss_derivative, per_sample_loss
 
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
-class ChunkedDataMatrices:
+class ChunkedDataMatrices(AbstractSampleDataMatrices):
     """Samples X (C, B, *input_shape) in C chunks of B, targets (C, B, K), weights (C, B)
     (1 for a sample, 0 for the padding of the last chunk). Same interface as ``DataMatrices``."""
 
@@ -74,7 +75,6 @@ class ChunkedDataMatrices:
     def loss_and_gradient(self, M: jax.Array, indices: jax.Array | None = None):
         if indices is not None:
             return self.subset(indices).loss_and_gradient(M)
-        from nqf.theory.sample_matrices import loss_derivative, per_sample_loss
 
         def part(d, w):
             F = d.structure.forms(M)
@@ -90,6 +90,12 @@ class ChunkedDataMatrices:
 
     def gradient_matrix(self, M: jax.Array, indices: jax.Array | None = None) -> jax.Array:
         return self.loss_and_gradient(M, indices)[1]
+
+    def per_sample_loss(self, M: jax.Array, indices: jax.Array | None = None) -> jax.Array:
+        if indices is not None:
+            return self.subset(indices).per_sample_loss(M)
+        flat_y = self.targets_chunks.reshape(-1, self.targets_chunks.shape[-1])[: self.samples]
+        return per_sample_loss(self.loss_type, self.outputs(M), flat_y)
 
     def outputs(self, M: jax.Array, indices: jax.Array | None = None) -> jax.Array:
         if indices is not None:

@@ -20,7 +20,9 @@ from jaxtyping import ArrayLike, Float, Real
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
 from nqf.core.measure import switch_steps
+from nqf.core.optimizers import optimizer_record
 from nqf.core.progress import report
+from nqf.theory.data_protocol import AbstractDataMatrices
 from nqf.theory.departure_path import DEFAULT_SAMPLES, departure_inputs, path_weights
 from nqf.theory.departure_plateaus import UnlearnedMap, plateau_state
 
@@ -83,7 +85,7 @@ class _Setting:
     start_rows: tuple
 
 
-def _setting(arch, prediction, Xs, Ys, W0, data, mflow: np.ndarray) -> _Setting:
+def _setting(arch, prediction, Xs, Ys, W0, data: AbstractDataMatrices, mflow: np.ndarray) -> _Setting:
     """The :class:`_Setting` of ``prediction`` on the samples (Xs, Ys) from W0; mflow (g,) has a finite entry."""
     config = prediction.config
     dtype = data.dtype
@@ -99,7 +101,7 @@ def _setting(arch, prediction, Xs, Ys, W0, data, mflow: np.ndarray) -> _Setting:
     Ws, Vs = path_weights(data, W0, config.optimizer, config.lr, np.array([start]), config.beta)
     W_t1, V_t1 = np.asarray(Ws[-1]), np.asarray(Vs[-1])
     lr = jnp.asarray(config.lr, dtype=dtype)
-    beta = jnp.asarray(config.beta if config.optimizer == "momentum" else 0.0, dtype=dtype)
+    beta = jnp.asarray(config.beta if optimizer_record(config.optimizer).flow_takes_beta else 0.0, dtype=dtype)
     profiles = full.T @ np.asarray(W0, dtype=np.float64)  # (d, n) rows q_k^T W0
     norms = np.linalg.norm(profiles, axis=1)
     Rhat = jnp.asarray(profiles / np.where(norms > 0, norms, 1.0)[:, None], dtype=dtype)
@@ -255,7 +257,7 @@ def corrected_switch_steps(
     Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"],
     prediction,
     W0: Float[ArrayLike, "d n"] | None = None,
-    data=None,
+    data: AbstractDataMatrices | None = None,
     samples: int = DEFAULT_SAMPLES,
     constructions: tuple[str, ...] = CONSTRUCTIONS,
 ) -> tuple[dict, dict, dict, dict, tuple[str, ...]]:
@@ -268,7 +270,7 @@ def corrected_switch_steps(
     the M-flow has none.
     """
     config = prediction.config
-    if config.optimizer not in ("gd", "momentum"):
+    if not optimizer_record(config.optimizer).deterministic_flow:
         raise NqfError(f"corrected switch steps are computed for gd and momentum, not {config.optimizer}")
     Xs, Ys, W0, data, _ = departure_inputs(arch, X, Y, prediction, W0, data, samples)
     g = prediction.num_growing

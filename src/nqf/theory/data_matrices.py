@@ -35,6 +35,7 @@ import jax.numpy as jnp
 from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture, structure
+from nqf.theory.data_protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.population import PopulationDataMatrices, population_data_matrices
 from nqf.theory.sample_checks import (
     MAX_ABS_ENTRY,
@@ -47,6 +48,8 @@ from nqf.theory.sample_matrices import LOSSES, DataMatrices
 
 __all__ = [
     "LOSSES",
+    "AbstractDataMatrices",
+    "AbstractSampleDataMatrices",
     "MAX_ABS_ENTRY",
     "AnyDataMatrices",
     "DataMatrices",
@@ -102,4 +105,5 @@ def flow_data(
     return DataMatrices(structure(arch, jnp.asarray(X, dtype=dtype)), jnp.asarray(targets), loss), choice
 
 
-AnyDataMatrices = DataMatrices | PopulationDataMatrices
+# The type every theory function takes (kept under its old name).
+AnyDataMatrices = AbstractDataMatrices

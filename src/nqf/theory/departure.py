@@ -74,8 +74,10 @@ import numpy as np
 
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import optimizer_record
 from nqf.core.sampling import minibatch_indices, training_keys
 from nqf.theory.corrections import CONSTRUCTIONS, corrected_switch_steps
+from nqf.theory.data_protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.departure_path import (
     DEFAULT_SAMPLES,
     departure_inputs,
@@ -184,7 +186,7 @@ def departure(
     Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"],
     prediction,
     W0: Float[ArrayLike, "d n"] | None = None,
-    data=None,
+    data: AbstractDataMatrices | None = None,
     samples: int = DEFAULT_SAMPLES,
     points: int = DEFAULT_POINTS,
     corrections: bool = True,
@@ -206,7 +208,11 @@ def departure(
     clock = time.perf_counter()
     steps = thin(np.asarray(prediction.flow.steps), int(points))
     indices = None
-    if config.optimizer == "sgd":
+    if optimizer_record(config.optimizer).minibatches:
+        if not isinstance(data, AbstractSampleDataMatrices):
+            raise NqfError(
+                f"optimizer sgd replays minibatches: it needs sample data matrices, got {type(data).__name__}"
+            )
         indices = minibatch_indices(training_keys(config.seed)[1], data.num_samples, config.batch_size, config.steps)
     Ws, _ = path_weights(data, W0, config.optimizer, config.lr, steps, config.beta, indices)
     Ws.block_until_ready()
@@ -218,7 +224,7 @@ def departure(
         notes.append(f"departure on a fixed random subset of {int(samples)} of the samples")
     corrected = order = plateau = curvature = None
     if corrections:
-        if config.optimizer in ("gd", "momentum"):
+        if optimizer_record(config.optimizer).deterministic_flow:
             clock = time.perf_counter()
             corrected, order, plateau, curvature, more = corrected_switch_steps(
                 arch, X, Y, prediction, W0=W0, data=data, samples=samples

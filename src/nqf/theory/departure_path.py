@@ -16,8 +16,10 @@ import numpy as np
 
 from nqf.architectures.architecture import Architecture, init_weights, network_batch
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import optimizer_record
 from nqf.core.sampling import training_keys
 from nqf.theory.data_matrices import checked_samples, flow_data
+from nqf.theory.data_protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.flow_maps import square_factor
 from nqf.theory.sample_matrices import per_sample_loss
 
@@ -58,17 +60,19 @@ def model_outputs(arch, model: str):
     return partial(network_outputs, arch) if model == "network" else partial(quadratic_outputs, arch)
 
 
-def _path_step(optimizer, data, B, hyper, carry, t):
+def _path_step(optimizer, data: AbstractDataMatrices, B, hyper, carry, t):
     """One step of Z (and its velocity factor) with M = (Z B)(Z B)^T: Z+ = (I - 2 lr G) Z (GD)."""
     Z, R = carry
     F = Z @ B
-    if optimizer == "sgd":
+    record = optimizer_record(optimizer)
+    if record.minibatches:
+        assert isinstance(data, AbstractSampleDataMatrices)  # departure() passes sample data for sgd
         lr, _, indices = hyper
         G = data.gradient_matrix(F @ F.T, indices[t])
     else:
         lr = hyper[0]
         G = data.gradient_matrix(F @ F.T)
-    if optimizer == "momentum":
+    if record.flow_takes_beta:
         beta = hyper[1]
         R = 2 * G @ Z + beta * R
         return Z - lr * R, R
@@ -76,7 +80,7 @@ def _path_step(optimizer, data, B, hyper, carry, t):
 
 
 @partial(jax.jit, static_argnames=("optimizer",))
-def _path(optimizer, data, Z0, B, hyper, gaps):
+def _path(optimizer, data: AbstractDataMatrices, Z0, B, hyper, gaps):
     """Z (and its velocity factor) at the steps reached after each of ``gaps``: (S, *Z0.shape) twice."""
 
     def between(state, gap):
@@ -88,18 +92,19 @@ def _path(optimizer, data, Z0, B, hyper, gaps):
     return Zs, Rs
 
 
-def _hyper(data, optimizer, lr, beta, indices):
+def _hyper(data: AbstractDataMatrices, optimizer, lr, beta, indices):
     dtype = data.dtype
     lr = jnp.asarray(lr, dtype=dtype)
-    if optimizer == "gd":
-        return (lr,)
-    if optimizer == "momentum":
+    record = optimizer_record(optimizer)
+    if not record.closes_on_m:
+        raise NqfError(f"departure: no path for optimizer {optimizer!r}")
+    if record.flow_takes_beta:
         return (lr, jnp.asarray(beta, dtype=dtype))
-    if optimizer == "sgd":
+    if record.minibatches:
         if indices is None:
-            raise NqfError("departure with sgd needs the minibatch indices")
+            raise NqfError(f"departure with {optimizer} needs the minibatch indices")
         return (lr, jnp.asarray(0.0, dtype=dtype), jnp.asarray(indices))
-    raise NqfError(f"departure: no path for optimizer {optimizer!r}")
+    return (lr,)
 
 
 def _check_steps(steps) -> np.ndarray:
@@ -109,7 +114,7 @@ def _check_steps(steps) -> np.ndarray:
     return steps
 
 
-def propagators(data, W0, optimizer: str, lr: float, steps, beta: float = 0.9, indices=None):
+def propagators(data: AbstractDataMatrices, W0, optimizer: str, lr: float, steps, beta: float = 0.9, indices=None):
     """P(t) and R(t) (d, d) at the increasing integer ``steps``: W_t = P(t) W0, V_t = R(t) W0.
 
     ``data``: the data matrices of the M-flow; ``indices`` (steps, B): SGD's minibatches.
@@ -137,7 +142,7 @@ def _factorise(W0) -> tuple[np.ndarray, np.ndarray | None]:
     return R.T, Q.T
 
 
-def path_weights(data, W0, optimizer: str, lr: float, steps, beta: float = 0.9, indices=None):
+def path_weights(data: AbstractDataMatrices, W0, optimizer: str, lr: float, steps, beta: float = 0.9, indices=None):
     """W_t = P(t) W0 and V_t = R(t) W0 (d, n) at the increasing integer ``steps``, (S, d, n) each.
 
     Carries F_t = P(t) F0 (d x min(n, d), as the M-flow does) and returns F_t E
@@ -180,7 +185,7 @@ def gap_curve(arch, loss_type, Ws, X, Y):
     return jax.lax.map(one, Ws, batch_size=8)
 
 
-def departure_inputs(arch, X, Y, prediction, W0, data, samples):
+def departure_inputs(arch, X, Y, prediction, W0, data: AbstractDataMatrices | None, samples):
     """(X subset, targets subset, W0, data matrices, subsampled) for a prediction (both parts' inputs)."""
     config = prediction.config
     dtype = jnp.result_type(float)
@@ -190,7 +195,13 @@ def departure_inputs(arch, X, Y, prediction, W0, data, samples):
     W0 = jnp.asarray(W0, dtype=dtype)
     if data is None:
         data, _ = flow_data(
-            arch, X, Y, loss=config.loss, route=config.route, minibatches=config.optimizer == "sgd", dtype=dtype
+            arch,
+            X,
+            Y,
+            loss=config.loss,
+            route=config.route,
+            minibatches=optimizer_record(config.optimizer).minibatches,
+            dtype=dtype,
         )
     N = Xc.shape[0]
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nqf.core.optimizers import optimizer_record
 from nqf.theory.departure_path import model_outputs, quadratic_outputs
 from nqf.theory.sample_matrices import per_sample_loss
 
@@ -227,9 +228,11 @@ def _compiled_chunked(static, args, chunk: int, budget: float):
 
 
 def _steps(optimizer, force, D0, V0, lr, beta, gaps):
+    heavy_ball = optimizer_record(optimizer).flow_takes_beta
+
     def step(i, carry):
         D, V = carry
-        if optimizer == "momentum":
+        if heavy_ball:
             V = force(D) + beta * V
             return D - lr * V, V
         return D - lr * force(D), V

@@ -12,10 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqf.core.errors import NqfError
-from nqf.theory.chunked import ChunkedDataMatrices
-from nqf.theory.moments import MomentDataMatrices
-from nqf.theory.population import PopulationDataMatrices
-from nqf.theory.sample_matrices import DataMatrices
+from nqf.theory.data_protocol import AbstractDataMatrices
 
 # Recording the full M at every checkpoint costs R d^2 numbers; refuse beyond this.
 _MAX_RECORDED_ENTRIES = 2**27
@@ -49,11 +46,13 @@ class FlowResult:
     stats: tuple[tuple[str, int], ...] | None = field(default=None, metadata=dict(static=True))
 
 
-def check_data(data) -> None:
-    if not isinstance(data, (DataMatrices, PopulationDataMatrices, MomentDataMatrices, ChunkedDataMatrices)):
+def check_data(data: object) -> AbstractDataMatrices:
+    if not isinstance(data, AbstractDataMatrices):
         raise NqfError(
-            f"expected DataMatrices, MomentDataMatrices or PopulationDataMatrices, got {type(data).__name__}"
+            f"expected data matrices (nqf.data_matrices, nqf.population_data_matrices, or an "
+            f"nqf.AbstractDataMatrices of your own), got {type(data).__name__}"
         )
+    return data
 
 
 def check_M0(data, M0) -> jax.Array:
@@ -105,7 +104,7 @@ def recorded_steps(steps: int, record_every: int | None, checkpoints: Sequence[i
     return cps
 
 
-def check_basis(data, basis) -> jax.Array | None:
+def check_basis(data: AbstractDataMatrices, basis) -> jax.Array | None:
     if basis is None:
         return None
     Q = np.asarray(basis)
@@ -118,7 +117,7 @@ def check_basis(data, basis) -> jax.Array | None:
     return jnp.asarray(Q, dtype=data.dtype)
 
 
-def record_flags(data, basis, record_M: bool | None, n_records: int) -> bool:
+def record_flags(data: AbstractDataMatrices, basis, record_M: bool | None, n_records: int) -> bool:
     record_M = basis is None if record_M is None else bool(record_M)
     if record_M and n_records * data.dim**2 > _MAX_RECORDED_ENTRIES:
         raise NqfError(
@@ -128,14 +127,14 @@ def record_flags(data, basis, record_M: bool | None, n_records: int) -> bool:
     return record_M
 
 
-def observe_M(data, M, basis, record_M: bool):
+def observe_M(data: AbstractDataMatrices, M, basis, record_M: bool):
     """Loss, M (if recorded) and occupations q_k^T M q_k at a state M."""
     loss = data.loss(M)
     occ = None if basis is None else jnp.einsum("im,ij,jm->m", basis, M, basis)
     return loss, (M if record_M else None), occ
 
 
-def observe(data, F, basis, record_M: bool):
+def observe(data: AbstractDataMatrices, F, basis, record_M: bool):
     M = F @ F.T
     loss = data.loss(M)
     Mrec = M if record_M else None

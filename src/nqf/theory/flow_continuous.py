@@ -8,6 +8,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
+from nqf.theory.data_protocol import AbstractDataMatrices
 from nqf.theory.flow_base import (
     FlowResult,
     check_basis,
@@ -17,8 +18,6 @@ from nqf.theory.flow_base import (
     observe_M,
     record_flags,
 )
-from nqf.theory.population import PopulationDataMatrices
-from nqf.theory.sample_matrices import DataMatrices
 
 _SOLVERS = ("tsit5", "dopri5", "dopri8")
 
@@ -39,7 +38,7 @@ def _observe_without_M(t, M, args):
 
 
 def continuous_flow(
-    data: DataMatrices | PopulationDataMatrices,
+    data: AbstractDataMatrices,
     M0: Float[ArrayLike, "d d"],
     lr: float,
     t_final: float,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeGuard
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +19,7 @@ from nqf.core.errors import NqfError
 from nqf.core.names import STEPPINGS as STEPPINGS
 from nqf.core.programs import bucket_length, to_device
 from nqf.core.sampling import minibatch_indices
-from nqf.theory.chunked import ChunkedDataMatrices
+from nqf.theory.data_protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.flow_base import (
     FlowResult,
     check_basis,
@@ -33,12 +33,10 @@ from nqf.theory.flow_base import (
     recorded_steps,
 )
 from nqf.theory.moments import FactoredSecond, MomentDataMatrices
-from nqf.theory.population import PopulationDataMatrices
-from nqf.theory.sample_matrices import DataMatrices
 
 
 @partial(jax.jit, static_argnames=("step", "record_M"))
-def _drive(step, record_M, data, carry0, hyper, gaps, remaining, basis):
+def _drive(step, record_M, data: AbstractDataMatrices, carry0, hyper, gaps, remaining, basis):
     """Iterate ``carry = step(data, hyper, carry, t)``, observing M = F F^T (F = carry[0]) after each gap.
 
     gaps: (R,) steps between consecutive checkpoints (the first from step 0);
@@ -83,14 +81,14 @@ def _sym(X):
 # negative and then grow). The cost is still d^3 per step, independent of the width n.
 
 
-def _blockwise(data) -> bool:
+def _blockwise(data: AbstractDataMatrices) -> TypeGuard[MomentDataMatrices]:
     """Whether G(F F^T) F is taken from the coupled blocks alone (``MomentDataMatrices.gradient_times``):
     for S kept factored (large d, a few coupled blocks), where F F^T and G F at d x d cost 4 d^2 r
     against 4 p r. Elsewhere the dense products, as before (the same rounding)."""
     return isinstance(data, MomentDataMatrices) and isinstance(data.second, FactoredSecond)
 
 
-def _observe_flow(data, F, basis, record_M: bool):
+def _observe_flow(data: AbstractDataMatrices, F, basis, record_M: bool):
     """``flow_base.observe``; on blockwise data without M recorded, the loss from F's blocks
     (``MomentDataMatrices.loss_of_factor``) instead of forming F F^T (d x d) at every record."""
     if _blockwise(data) and not record_M:
@@ -99,7 +97,7 @@ def _observe_flow(data, F, basis, record_M: bool):
     return observe(data, F, basis, record_M)
 
 
-def _gd_step(data, hyper, carry, t):
+def _gd_step(data: AbstractDataMatrices, hyper, carry, t):
     (F,) = carry
     lr = hyper
     if _blockwise(data):
@@ -108,14 +106,14 @@ def _gd_step(data, hyper, carry, t):
     return (F - 2 * lr * G @ F,)
 
 
-def _sgd_step(data, hyper, carry, t):
+def _sgd_step(data: AbstractSampleDataMatrices, hyper, carry, t):
     (F,) = carry
     lr, indices = hyper
     G = data.gradient_matrix(F @ F.T, indices[t])
     return (F - 2 * lr * G @ F,)
 
 
-def _momentum_step(data, hyper, carry, t):
+def _momentum_step(data: AbstractDataMatrices, hyper, carry, t):
     F, V = carry
     lr, beta = hyper
     if _blockwise(data):
@@ -143,7 +141,7 @@ def square_factor(M0=None, W0=None, dim: int | None = None) -> np.ndarray:
     return vectors * np.sqrt(np.clip(values, 0.0, None))
 
 
-def _initial_factor(data, M0, factor) -> jax.Array:
+def _initial_factor(data: AbstractDataMatrices, M0, factor) -> jax.Array:
     if factor is not None:
         factor = np.asarray(factor)
         d = data.dim
@@ -157,7 +155,7 @@ def _initial_factor(data, M0, factor) -> jax.Array:
     return jnp.asarray(square_factor(M0=np.asarray(check_M0(data, M0))), dtype=data.dtype)
 
 
-def _start_map(data, M0, factor, lr, steps):
+def _start_map(data: AbstractDataMatrices, M0, factor, lr, steps):
     """The checked inputs every M map shares: (F0 (d, d) with F0 F0^T = M0, lr as F0's dtype, steps)."""
     F0 = _initial_factor(data, M0, factor)
     return F0, jnp.asarray(check_positive("lr", lr), dtype=F0.dtype), check_steps(steps)
@@ -171,7 +169,7 @@ def _check_stepping(stepping: str) -> str:
 
 def _run_map(
     step,
-    data,
+    data: AbstractDataMatrices,
     carry0,
     hyper,
     steps,
@@ -231,12 +229,12 @@ def _jumpable(kind: str, d: int) -> bool:
 
 
 @partial(jax.jit, static_argnames=("record_M",))
-def _observe_factor(record_M, data, F, basis):
+def _observe_factor(record_M, data: AbstractDataMatrices, F, basis):
     return _observe_flow(data, F, basis, record_M)
 
 
 @partial(jax.jit, static_argnames=("record_M",))
-def _observe_many(record_M, data, Ms, basis):
+def _observe_many(record_M, data: AbstractDataMatrices, Ms, basis):
     return jax.vmap(lambda M: observe_M(data, M, basis, record_M))(Ms)
 
 
@@ -244,7 +242,7 @@ def _bucket(count: int) -> int:
     return 1 << max(int(count) - 1, 0).bit_length()
 
 
-def _run_adaptive(step, kind, data, carry, hyper, steps, cps, basis, record_M, jump_from=None):
+def _run_adaptive(step, kind, data: AbstractDataMatrices, carry, hyper, steps, cps, basis, record_M, jump_from=None):
     """The map to ``steps``, jumping where it is linear (``nqf.theory.jumps``), observed at ``cps``.
 
     Stretches that are stepped run as one compiled call each (``_drive`` over the records
@@ -329,7 +327,7 @@ def _store(losses, Ms, occs, first: int, count: int, out) -> None:
 
 
 def gd_map(
-    data: DataMatrices | PopulationDataMatrices,
+    data: AbstractDataMatrices,
     M0: Float[ArrayLike, "d d"] | None,
     lr: float,
     steps: int,
@@ -381,7 +379,7 @@ def gd_map(
 
 
 def sgd_map(
-    data: DataMatrices,
+    data: AbstractSampleDataMatrices,
     M0: Float[ArrayLike, "d d"] | None,
     lr: float,
     steps: int,
@@ -400,9 +398,9 @@ def sgd_map(
     ``minibatch_indices(key, N, batch_size, steps)`` (the sampling training uses), or
     given directly as ``indices`` (steps, batch_size). The recorded loss is the full-data loss.
     """
-    if not isinstance(data, (DataMatrices, ChunkedDataMatrices)):
+    if not isinstance(data, AbstractSampleDataMatrices):
         raise NqfError(
-            "sgd_map needs sample data matrices (DataMatrices): a population has no minibatches, nor have moments"
+            "sgd_map needs sample data matrices (nqf.data_matrices): a population has no minibatches, nor have moments"
         )
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
     if indices is None:
@@ -420,7 +418,7 @@ def sgd_map(
 
 
 def momentum_map(
-    data: DataMatrices | PopulationDataMatrices,
+    data: AbstractDataMatrices,
     M0: Float[ArrayLike, "d d"] | None,
     lr: float,
     beta: float,

@@ -24,11 +24,10 @@ from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
 from nqf.core.programs import to_device
+from nqf.theory.data_protocol import AbstractDataMatrices
 from nqf.theory.flow_base import check_data
 from nqf.theory.host_flow import host_hessian_vector_product
 from nqf.theory.moments import HostMoments
-from nqf.theory.population import PopulationDataMatrices
-from nqf.theory.sample_matrices import DataMatrices
 
 
 @dataclass(frozen=True)
@@ -53,12 +52,12 @@ class LearningRateBound:
         return self.bound
 
 
-def _loss_of_w(data, W):
+def _loss_of_w(data: AbstractDataMatrices, W):
     return data.loss(W @ W.T)
 
 
 @jax.jit
-def _hessian_vector_product(data, W, V):
+def _hessian_vector_product(data: AbstractDataMatrices, W, V):
     return jax.jvp(lambda W: jax.grad(_loss_of_w, argnums=1)(data, W), (W,), (V,))[1]
 
 
@@ -69,7 +68,7 @@ _DENSE_HESSIAN_LIMIT = 256
 
 
 @jax.jit
-def hessian_of_w(data, W):
+def hessian_of_w(data: AbstractDataMatrices, W):
     """The dense Hessian (d^2, d^2) of W -> L(W W^T), one Hessian-vector product per direction."""
     d = W.shape[0]
     directions = jnp.eye(d * d, dtype=W.dtype).reshape(d * d, d, d)
@@ -78,7 +77,7 @@ def hessian_of_w(data, W):
 
 
 @jax.jit
-def _top_gradient_eigenvalue(data, W):
+def _top_gradient_eigenvalue(data: AbstractDataMatrices, W):
     """lambda_max of G(M) at M = W W^T (one program with the product)."""
     return jnp.linalg.eigvalsh(data.gradient_matrix(W @ W.T))[-1]
 
@@ -112,7 +111,7 @@ def _lanczos_top(matvec, size: int) -> float:
     return float(eigsh(op, k=1, which="LA", tol=1e-10, v0=start, return_eigenvectors=False)[0])
 
 
-def _hessian_top(data, M: np.ndarray) -> float:
+def _hessian_top(data: AbstractDataMatrices, M: np.ndarray) -> float:
     """lambda_max of the Hessian of W -> L(W W^T) at W = M^{1/2} (d x d), and of 2 G(M).
 
     The extra 2 G(M) accounts for width beyond rank(M): directions of W orthogonal to
@@ -138,7 +137,7 @@ def _hessian_top(data, M: np.ndarray) -> float:
 
 
 def stable_lr_bound(
-    data: DataMatrices | PopulationDataMatrices | HostMoments,
+    data: AbstractDataMatrices,
     points: Float[ArrayLike, "d d"] | Float[ArrayLike, "R d d"] | None = None,
     beta: float = 0.0,
 ) -> LearningRateBound:

@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nqf.theory.data_protocol import AbstractDataMatrices
+
 # The accepted mismatch between the true and the affine one-step increment at a landing point.
 JUMP_RTOL = 1e-9
 JUMP_ATOL = 1e-15
@@ -51,13 +53,13 @@ def _unpack_sym(v, idx, D):
     return U + jnp.triu(U, 1).T
 
 
-def _gd_gram_map(data, hyper, Gamma):
+def _gd_gram_map(data: AbstractDataMatrices, hyper, Gamma):
     lr = hyper
     B = jnp.eye(Gamma.shape[0], dtype=Gamma.dtype) - 2 * lr * data.gradient_matrix(Gamma)
     return B @ Gamma @ B.T
 
 
-def _momentum_gram_map(data, hyper, Gamma):
+def _momentum_gram_map(data: AbstractDataMatrices, hyper, Gamma):
     lr, beta = hyper
     d = Gamma.shape[0] // 2
     M, P, Q = Gamma[:d, :d], Gamma[:d, d:], Gamma[d:, d:]
@@ -73,7 +75,7 @@ GRAM_MAPS = {"gd": _gd_gram_map, "momentum": _momentum_gram_map}
 
 
 @partial(jax.jit, static_argnames=("kind",))
-def _linearise(kind, data, hyper, Gamma):
+def _linearise(kind, data: AbstractDataMatrices, hyper, Gamma):
     """(r, J) of the packed map at Gamma: r = Phi(Gamma) - Gamma (s,), J (s, s)."""
     D = Gamma.shape[0]
     idx = _triu(D)
@@ -92,7 +94,7 @@ def _linearise(kind, data, hyper, Gamma):
 
 
 @partial(jax.jit, static_argnames=("kind",))
-def _increment(kind, data, hyper, Gamma):
+def _increment(kind, data: AbstractDataMatrices, hyper, Gamma):
     D = Gamma.shape[0]
     idx = _triu(D)
     return _pack_sym(GRAM_MAPS[kind](data, hyper, Gamma) - Gamma, idx)
@@ -159,7 +161,7 @@ def factors_of(Gamma: np.ndarray, parts: int, rank: int, dtype) -> tuple:
     return tuple(jnp.asarray(Z[i * d : (i + 1) * d], dtype=dtype) for i in range(parts))
 
 
-def try_jump(kind: str, data, hyper, carry, length: int):
+def try_jump(kind: str, data: AbstractDataMatrices, hyper, carry, length: int):
     """Attempt a jump of ``length`` steps from ``carry``.
 
     Returns (model, Gamma_t, accepted) where model can evaluate any step inside the jump.

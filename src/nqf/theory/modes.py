@@ -32,7 +32,7 @@ from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
 from nqf.core.programs import to_device
-from nqf.theory.data_matrices import DataMatrices
+from nqf.theory.data_protocol import AbstractDataMatrices
 from nqf.theory.lotka_volterra import LotkaVolterra
 from nqf.theory.moments import HostMoments
 
@@ -79,18 +79,18 @@ class ModeBasis:
 
 
 @jax.jit
-def _C_of(data):
+def _C_of(data: AbstractDataMatrices):
     """C of any data matrices as one compiled program (eager, its scatters compile one by one)."""
     return data.C
 
 
 @jax.jit
-def _k_apply(data, M):
+def _k_apply(data: AbstractDataMatrices, M):
     return data.K_apply(M)
 
 
 @jax.jit
-def _k_apply_projectors(data, basis):
+def _k_apply_projectors(data: AbstractDataMatrices, basis):
     """K[q_k q_k^T] for every column q_k of basis (d, m): (m, d, d), one mode at a time."""
     return jax.lax.map(lambda q: data.K_apply(jnp.outer(q, q)), basis.T)
 
@@ -109,7 +109,7 @@ def _groups(values: np.ndarray, rtol: float) -> list[np.ndarray]:
     return groups
 
 
-def mode_basis(data: DataMatrices | HostMoments, rtol: float = 1e-8) -> ModeBasis:
+def mode_basis(data: AbstractDataMatrices, rtol: float = 1e-8) -> ModeBasis:
     """Eigenbasis of C with LV coefficients and the defect of the data matrices.
 
     Degenerate eigenvalues (relative gap <= rtol of the largest |c|) form one eigenspace
@@ -117,7 +117,7 @@ def mode_basis(data: DataMatrices | HostMoments, rtol: float = 1e-8) -> ModeBasi
     which is diagonal in some basis of V is found diagonal. Modes with |c_k| <= rtol max|c|
     are the null space of C: they neither grow nor enter the LV system.
     """
-    if not isinstance(data, DataMatrices) and not hasattr(data, "K_apply"):
+    if not isinstance(data, AbstractDataMatrices):
         raise NqfError(f"mode_basis needs data matrices, got {type(data).__name__}")
     host = isinstance(data, HostMoments)  # numpy data matrices (nqf.theory.host_flow): nothing compiled
     C = np.asarray(data.C if host else _C_of(data), dtype=np.float64)

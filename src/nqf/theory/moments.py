@@ -34,6 +34,7 @@ on 490 MB (issue 24). The maps then take G(F F^T) F from the coupled blocks alon
 
 from __future__ import annotations
 
+import abc
 import functools
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -47,6 +48,7 @@ from nqf.architectures.structure import BlockFactors, DenseStructure
 from nqf.core.errors import NqfError
 from nqf.core.names import ROUTES as ROUTES
 from nqf.core.programs import bucket_length
+from nqf.theory.data_protocol import AbstractDataMatrices
 
 # S is p x p: the moments route is offered only while S stays this small (entries).
 MAX_MOMENT_ENTRIES = 2**24  # 128 MiB in float64
@@ -143,7 +145,7 @@ class FactoredSecond:
         return FactoredSecond(np.asarray(self.lefts), np.asarray(self.blocks))
 
 
-class _PackedForms:
+class _PackedForms(AbstractDataMatrices):
     """What the moments route computes from S, u, m_hat and L_res through ``pack`` and ``unpack``
     (module docstring), in operators only: the same formulas for :class:`MomentDataMatrices`
     (JAX arrays, jnp's pack and unpack) and :class:`HostMoments` (numpy arrays, numpy's)."""
@@ -152,14 +154,22 @@ class _PackedForms:
     cross: Any
     optimum: Any
     residual: Any
+    dimension: int
     outputs: int
     samples: int
 
-    def pack(self, M):  # pragma: no cover - defined by each subclass
-        raise NotImplementedError
+    @abc.abstractmethod
+    def pack(self, M):
+        """m = (vec M[L, R] over terms), (p,)."""
 
-    def unpack(self, v):  # pragma: no cover - defined by each subclass
-        raise NotImplementedError
+    @abc.abstractmethod
+    def unpack(self, v):
+        """sum_t (V_t/2 on block (L, R) + V_t^T/2 on (R, L)), (d, d) symmetric."""
+
+    @property
+    def dim(self) -> int:
+        """d, the size of M."""
+        return self.dimension
 
     @property
     def outputs_count(self) -> int:
@@ -215,7 +225,7 @@ class MomentDataMatrices(_PackedForms):
         second: S (p, p), or a :class:`FactoredSecond` beyond MAX_MOMENT_ENTRIES.  cross: u (p,).
         optimum: m_hat (p,) with S m_hat = u.
         residual: L_res, the loss at m_hat (>= 0).  target_energy: L0 = (1/2) E|y|^2.
-        layout: the terms' block slices (static).  dim: d.  outputs: K.  samples: N.
+        layout: the terms' block slices (static).  dimension: d (``dim``).  outputs: K.  samples: N.
     """
 
     second: jax.Array | FactoredSecond
@@ -224,7 +234,7 @@ class MomentDataMatrices(_PackedForms):
     residual: jax.Array
     target_energy: jax.Array
     layout: tuple[TermLayout, ...] = field(metadata=dict(static=True))
-    dim: int = field(metadata=dict(static=True))
+    dimension: int = field(metadata=dict(static=True))
     outputs: int = field(metadata=dict(static=True))
     samples: int = field(metadata=dict(static=True))
     loss_type: str = field(default="squared", metadata=dict(static=True))
@@ -288,7 +298,7 @@ class MomentDataMatrices(_PackedForms):
             residual=np.asarray(self.residual),
             target_energy=np.asarray(self.target_energy),
             layout=self.layout,
-            dim=self.dim,
+            dimension=self.dim,
             outputs=self.outputs,
             samples=self.samples,
         )
@@ -312,7 +322,7 @@ class HostMoments(_PackedForms):
     residual: np.ndarray
     target_energy: np.ndarray
     layout: tuple[TermLayout, ...]
-    dim: int
+    dimension: int
     outputs: int
     samples: int
     loss_type: str = "squared"
@@ -519,7 +529,7 @@ def _with_residual(X, Y, dtype, chunk, layout, second, cross, m_hat, energy, arc
         residual=jnp.asarray(total / N, dtype=dtype),
         target_energy=jnp.asarray(energy, dtype=dtype),
         layout=layout,
-        dim=arch.dim,
+        dimension=arch.dim,
         outputs=arch.outputs,
         samples=N,
     )

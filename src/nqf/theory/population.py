@@ -13,13 +13,14 @@ from jaxtyping import ArrayLike, Float
 from nqf.architectures.activations import activation_derivatives
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
+from nqf.theory.data_protocol import AbstractDataMatrices
 from nqf.theory.sample_checks import check_finite
 from nqf.theory.sample_matrices import check_basis
 
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
-class PopulationDataMatrices:
+class PopulationDataMatrices(AbstractDataMatrices):
     r"""Exact population data matrices for ``mlp``: x ~ N(0, Sigma), y = T x, squared loss.
 
     With w = (a, v) (a: K readout, v: D input weights), s = sigma'(0) and

@@ -52,7 +52,7 @@ from nqf.architectures.architecture import Architecture
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError, PrecisionWarning
 from nqf.theory import predict_stages as stage
-from nqf.theory.data_matrices import DataMatrices
+from nqf.theory.data_protocol import AbstractDataMatrices
 from nqf.theory.lv_maps import momentum_occupations
 from nqf.theory.moments import MomentDataMatrices, RouteChoice
 from nqf.theory.predict_init import check_init_scale, initial_weights, log_occupations
@@ -87,7 +87,7 @@ def predict(
     Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"] | None,
     config: PredictConfig,
     W0: Float[ArrayLike, "d n"] | None = None,
-    data: DataMatrices | None = None,
+    data: AbstractDataMatrices | None = None,
     route_choice: RouteChoice | None = None,
 ) -> Prediction:
     """Predict the training of ``arch`` on (X (N, *input_shape), Y (N, K)) under ``config``.
@@ -189,7 +189,9 @@ def _warn_float32_once() -> None:
         warnings.warn(FLOAT32_WARNING, PrecisionWarning, stacklevel=3)
 
 
-def with_departure(prediction: Prediction, arch: Architecture, X, Y, W0, data) -> Prediction:
+def with_departure(
+    prediction: Prediction, arch: Architecture, X, Y, W0, data: AbstractDataMatrices | None
+) -> Prediction:
     """``prediction`` with the network along its path and the corrected switch-on steps
     (``nqf.theory.departure``) and their notes; NqfError without the samples X, Y."""
     from nqf.theory.departure import departure

@@ -56,8 +56,10 @@ from nqf.architectures.expansion import ExpansionReport
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.measure import measured_plateau_losses
+from nqf.core.optimizers import OPTIMIZER_RECORDS, optimizer_record
 from nqf.core.programs import bucket_length, to_device
 from nqf.theory import predict_stages as stage
+from nqf.theory.data_protocol import AbstractDataMatrices
 from nqf.theory.flow_base import FlowResult
 from nqf.theory.flow_maps import square_factor
 from nqf.theory.lotka_volterra import logistic_switch_time
@@ -85,7 +87,9 @@ CHUNK_BYTES = 256 * 2**20
 MEMORY_SHARE = 0.5
 
 
-def grid_point(data, F0, V0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, steps, momentum: bool):
+def grid_point(
+    data: AbstractDataMatrices, F0, V0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, steps, momentum: bool
+):
     r"""The M-flow and the LV map of one point, reduced as they step (module docstring).
 
     data: the moments (``MomentDataMatrices``, shared); F0 (d, r) with F0 F0^T = M(0); V0 (d, r)
@@ -167,7 +171,9 @@ def grid_point(data, F0, V0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, st
 
 
 @functools.partial(jax.jit, static_argnames=("momentum",))
-def _grid_program(data, F0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, steps, momentum: bool):
+def _grid_program(
+    data: AbstractDataMatrices, F0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, steps, momentum: bool
+):
     """:func:`grid_point` vmapped over the point axis of F0, u0, m0 and lr (one program)."""
 
     def one(F, u, m, rate):
@@ -414,10 +420,11 @@ def _axis(name: str, values, kind) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def _check_scope(data, config: PredictConfig) -> None:
+def _check_scope(data: AbstractDataMatrices | None, config: PredictConfig) -> None:
     blockers = []
-    if config.optimizer not in ("gd", "momentum"):
-        blockers.append(f"the optimizer is {config.optimizer} (the grid runs gd and momentum)")
+    if not optimizer_record(config.optimizer).deterministic_flow:
+        runs = " and ".join(o.name for o in OPTIMIZER_RECORDS.values() if o.deterministic_flow)
+        blockers.append(f"the optimizer is {config.optimizer} (the grid runs {runs})")
     if not isinstance(data, MomentDataMatrices):
         blockers.append("the data matrices are not moments (the grid runs the moments route)")
     if blockers:
@@ -456,7 +463,7 @@ def predict_grid(
     lr_axis = _axis("lrs", [config.lr] if lrs is None else lrs, float)
     sigma0_axis = _axis("sigma0s", [config.sigma0] if sigma0s is None else sigma0s, float)
     seed_axis = _axis("seeds", [config.seed] if seeds is None else seeds, int)
-    if config.optimizer not in ("gd", "momentum"):
+    if not optimizer_record(config.optimizer).deterministic_flow:
         _check_scope(None, config)
     if config.departure:
         raise NqfError("predict_grid does not compute the departure; call nqf.predict with departure=True per point")
@@ -648,7 +655,7 @@ def _per_point_limits(modes, m0_sr, lr_axis, loss0: float, system, config: Predi
     return continuous.reshape(L * SR, g), singular.reshape(L * SR, g), plateaus.reshape(L * SR, g).copy()
 
 
-def _run_grid(data, F0, m0, lr, config: PredictConfig, basis, lv, thresholds, record, dtype):
+def _run_grid(data: AbstractDataMatrices, F0, m0, lr, config: PredictConfig, basis, lv, thresholds, record, dtype):
     """The program over every point, in chunks of a power-of-two size (padded with the last
     point), each chunk's point axis sharded over the devices. Returns numpy arrays:
     M-flow loss (P, T), LV loss (P, T), switch steps (P, g) x 2, weight shares (P, g)."""
@@ -700,7 +707,7 @@ def _run_grid(data, F0, m0, lr, config: PredictConfig, basis, lv, thresholds, re
                 thr,
                 gaps_d,
                 steps,
-                momentum=config.optimizer == "momentum",
+                momentum=optimizer_record(config.optimizer).flow_takes_beta,
             )
         outs.append(tuple(np.asarray(a)[: min(chunk, P - start)] for a in out))
     loss, lv_loss, flow_switch, lv_switch, share = (np.concatenate(parts) for parts in zip(*outs, strict=True))

@@ -13,9 +13,11 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, label, theory_gate
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import optimizer_record
 from nqf.core.programs import to_device
 from nqf.core.sampling import training_keys
 from nqf.theory.data_matrices import flow_data
+from nqf.theory.data_protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.flow_base import FlowResult
 from nqf.theory.flow_maps import gd_map, momentum_map, sgd_map, square_factor
 from nqf.theory.flow_stability import LearningRateBound, stable_lr_bound
@@ -74,7 +76,7 @@ def record_steps(steps: int) -> np.ndarray:
 
 
 @jax.jit
-def _loss_at_zero(data):
+def _loss_at_zero(data: AbstractDataMatrices):
     """L(M = 0) as one compiled program (eager, the packing compiles op by op)."""
     return data.loss(jnp.zeros((data.dim, data.dim), dtype=data.dtype))
 
@@ -116,12 +118,18 @@ def gate(arch: Architecture, config: PredictConfig) -> ExpansionReport:
     return theory_gate(arch, config.allow_inapplicable)
 
 
-def data_route(arch: Architecture, X, Y, config: PredictConfig, data, route_choice, dtype):
+def data_route(arch: Architecture, X, Y, config: PredictConfig, data: AbstractDataMatrices | None, route_choice, dtype):
     """(data matrices, RouteChoice): built from (X, Y) by the configured route, or ``data`` as
     given (with ``route_choice`` if given, else the route its type implies)."""
     if data is None:
         return flow_data(
-            arch, X, Y, loss=config.loss, route=config.route, minibatches=config.optimizer == "sgd", dtype=dtype
+            arch,
+            X,
+            Y,
+            loss=config.loss,
+            route=config.route,
+            minibatches=optimizer_record(config.optimizer).minibatches,
+            dtype=dtype,
         )
     if route_choice is not None:
         return data, route_choice
@@ -130,7 +138,7 @@ def data_route(arch: Architecture, X, Y, config: PredictConfig, data, route_choi
     return data, RouteChoice("samples", "per-sample route (data matrices given)")
 
 
-def engine_of(data, config: PredictConfig) -> tuple[str, str]:
+def engine_of(data: AbstractDataMatrices, config: PredictConfig) -> tuple[str, str]:
     """(engine, reason): ``numpy`` for the stages after the data matrices when the moments
     route, GD or momentum, at most HOST_MAX_STEPS steps and an estimated numpy time below
     HOST_BUDGET_S (``nqf.theory.host_flow``), and ``config.engine`` allows it; else ``compiled``.
@@ -142,14 +150,14 @@ def engine_of(data, config: PredictConfig) -> tuple[str, str]:
     blockers = []
     if not isinstance(data, MomentDataMatrices):
         blockers.append("the numpy engine reads the data through their moments, not the per-sample route")
-    if config.optimizer not in ("gd", "momentum"):
+    if not optimizer_record(config.optimizer).deterministic_flow:
         blockers.append(f"{config.optimizer} replays minibatches (per-sample route)")
     if config.steps > min(HOST_MAX_STEPS, _EVERY_STEP_LIMIT):  # the numpy map records every step
         blockers.append(f"{config.steps} steps, above {HOST_MAX_STEPS} (the compiled map jumps long horizons)")
     elif isinstance(data, MomentDataMatrices) and host_seconds(data.size, config.steps) > HOST_BUDGET_S:
         estimate = host_seconds(data.size, config.steps)
         blockers.append(f"S is {data.size} x {data.size}: {config.steps} numpy steps would take ~{estimate:.2g} s")
-    if blockers:
+    if blockers or not isinstance(data, MomentDataMatrices):  # (the second is among the blockers)
         if config.engine == "numpy":
             raise NqfError(f"the numpy engine does not apply here: {'; '.join(blockers)}")
         return "compiled", f"compiled: {'; '.join(blockers)}"
@@ -167,7 +175,7 @@ def inapplicable_note(arch: Architecture, expansion: ExpansionReport, notes: lis
         )
 
 
-def modes_of(data, arch: Architecture, expansion: ExpansionReport) -> ModeBasis:
+def modes_of(data: AbstractDataMatrices, arch: Architecture, expansion: ExpansionReport) -> ModeBasis:
     """The mode basis of the data matrices (eigenvectors of C, growing modes first).
 
     Raises NqfError when no mode grows, or when the basis cannot be built (with the
@@ -220,7 +228,9 @@ class LVStage:
     applies: bool
 
 
-def lv_system(modes: ModeBasis, data, W0, log_m0, config: PredictConfig, notes: list[str]) -> LVStage:
+def lv_system(
+    modes: ModeBasis, data: AbstractDataMatrices, W0, log_m0, config: PredictConfig, notes: list[str]
+) -> LVStage:
     """The LV system in the mode basis from the data matrices, W0 (d, n) and ln m_k(0) (m,)."""
     g = modes.num_growing
     W0 = np.asarray(W0)
@@ -254,13 +264,13 @@ def init_defect_note(init_defect: float) -> str | None:
     return None
 
 
-def stability(data, modes: ModeBasis, m_star, config: PredictConfig) -> LearningRateBound:
+def stability(data: AbstractDataMatrices, modes: ModeBasis, m_star, config: PredictConfig) -> LearningRateBound:
     """The linear-stability bound at M = 0 and at the LV fixed point; NqfError if ``config.lr`` is
     at or above it (unless ``config.check_lr`` is off)."""
     stable = stable_lr_bound(
         data,
         points=(modes.basis * m_star) @ modes.basis.T,
-        beta=config.beta if config.optimizer == "momentum" else 0.0,
+        beta=config.beta if optimizer_record(config.optimizer).flow_takes_beta else 0.0,
     )
     if config.check_lr and config.lr >= stable.bound:
         raise NqfError(
@@ -271,7 +281,7 @@ def stability(data, modes: ModeBasis, m_star, config: PredictConfig) -> Learning
 
 
 def mflow(
-    data,
+    data: AbstractDataMatrices,
     config: PredictConfig,
     modes: ModeBasis,
     W0,
@@ -291,7 +301,8 @@ def mflow(
         _check_finite(flow, config, stable)
         return flow
     basis = to_device(modes.basis[:, : modes.num_growing], dtype=dtype)
-    if config.optimizer == "gd":
+    optimizer = optimizer_record(config.optimizer)  # its map on M: minibatches, heavy ball, or GD's
+    if not optimizer.minibatches and not optimizer.flow_takes_beta:
         flow = gd_map(
             data,
             None,
@@ -303,8 +314,13 @@ def mflow(
             stepping=config.stepping,
             jump_from=thresholds,
         )
-    elif config.optimizer == "sgd":
+    elif optimizer.minibatches:
         assert config.batch_size is not None  # PredictConfig requires it for sgd
+        if not isinstance(data, AbstractSampleDataMatrices):
+            raise NqfError(
+                f"optimizer {optimizer.name} replays minibatches: it needs sample data matrices, "
+                f"got {type(data).__name__}"
+            )
         key = training_keys(config.seed)[1]
         flow = sgd_map(
             data,
@@ -352,7 +368,7 @@ def lv_map(system: LVStage, config: PredictConfig, record, never, g: int, engine
     in ``never`` stay at m_k = 0: the LV of the others is solved alone (NaN for them).
     """
     lv, m_star, thresholds = system.lv, system.m_star, system.thresholds
-    lv_optimizer = "momentum" if config.optimizer == "momentum" else "gd"
+    lv_optimizer = optimizer_record(config.optimizer).escape or "gd"  # predict's optimizers all have one
     horizon = float(config.steps)
     if not never.any():
         lv_occ, lv_switch, lv_stats = lv_map_records(

@@ -16,6 +16,7 @@ from nqf.core.names import ENGINES as ENGINES
 from nqf.core.names import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
 from nqf.core.names import ROUTES as ROUTES
 from nqf.core.names import STEPPINGS as STEPPINGS
+from nqf.core.optimizers import optimizer_record
 from nqf.theory.flow_base import FlowResult
 from nqf.theory.lotka_volterra import LotkaVolterra
 from nqf.theory.modes import ModeBasis
@@ -91,7 +92,7 @@ class PredictConfig:
             raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
         if not (math.isfinite(self.sigma0) and self.sigma0 > 0):
             raise NqfError(f"sigma0 must be a positive finite number, got {self.sigma0!r}")
-        if self.optimizer == "sgd" and self.batch_size is None:
+        if optimizer_record(self.optimizer).minibatches and self.batch_size is None:
             raise NqfError("optimizer sgd needs a batch size (--batch)")
         if self.route not in ROUTES:
             raise NqfError(f"unknown data route {self.route!r}; choose one of {', '.join(ROUTES)}")
@@ -99,7 +100,7 @@ class PredictConfig:
             raise NqfError(f"unknown stepping {self.stepping!r}; choose one of {', '.join(STEPPINGS)}")
         if self.engine not in ENGINES:
             raise NqfError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
-        if self.optimizer == "momentum" and not 0 <= self.beta < 1:
+        if optimizer_record(self.optimizer).flow_takes_beta and not 0 <= self.beta < 1:
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
 
 

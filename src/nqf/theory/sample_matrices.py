@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from nqf.architectures.structure import Structure
 from nqf.core.errors import NqfError
+from nqf.theory.data_protocol import AbstractSampleDataMatrices
 
 LOSSES = ("squared", "cross_entropy")
 
@@ -37,7 +38,7 @@ def loss_derivative(loss: str, F: jax.Array, Y: jax.Array) -> jax.Array:
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
-class DataMatrices:
+class DataMatrices(AbstractSampleDataMatrices):
     """The data set seen by the M-flow: structured A(x_n) and targets y_n.
 
     Build with :func:`data_matrices`. Attributes:
@@ -82,11 +83,14 @@ class DataMatrices:
         """f_c(x_n) = <M, A_c(x_n)>, (N, K) (or (B, K) for a minibatch ``indices``)."""
         return self._select(indices).structure.forms(M)
 
+    def per_sample_loss(self, M: jax.Array, indices: jax.Array | None = None) -> jax.Array:
+        """l(f(x_n), y_n), (N,) (or (B,) for a minibatch ``indices``)."""
+        data = self._select(indices)
+        return per_sample_loss(self.loss_type, data.structure.forms(M), data.targets)
+
     def loss(self, M: jax.Array, indices: jax.Array | None = None) -> jax.Array:
         """L(M) = mean_n l(f(x_n), y_n): squared (1/2) mean_n sum_c (f - y)^2, or mean cross-entropy."""
-        data = self._select(indices)
-        F = data.structure.forms(M)
-        return jnp.mean(per_sample_loss(self.loss_type, F, data.targets))
+        return jnp.mean(self.per_sample_loss(M, indices))
 
     def loss_and_gradient(self, M: jax.Array, indices: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
         """(L(M), G(M)) sharing one evaluation of the outputs."""

@@ -19,6 +19,7 @@ Optimizers (``TrainConfig.optimizer``), all from optax, acting on W (d x n) as o
 
 ``beta`` defaults to each optimizer's usual value (momentum 0.9, Adam b1 0.9, Muon 0.95);
 ``eps`` (Adam, Muon) to optax's 1e-8. Any optimizer but ``gd`` may take ``batch_size``.
+All of this is read off the optimizers' records (``nqf.core.optimizers``), one per optimizer.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ import optax
 
 from nqf.core.errors import NqfError
 from nqf.core.names import MODELS as MODELS
-from nqf.core.names import OPTIMIZERS as OPTIMIZERS
+from nqf.core.optimizers import OPTIMIZERS as OPTIMIZERS
+from nqf.core.optimizers import optimizer_record
 from nqf.core.precision import resolve_dtype
 
-_DEFAULT_BETA = {"momentum": 0.9, "adam": 0.9, "muon": 0.95}
 # A run has diverged once its loss exceeds this multiple of the initial full-data loss.
 DIVERGENCE_FACTOR = 100.0
 
@@ -73,8 +74,7 @@ class TrainConfig:
     checkpoints: int | None = None
 
     def __post_init__(self):
-        if self.optimizer not in OPTIMIZERS:
-            raise NqfError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+        record = optimizer_record(self.optimizer)  # NqfError for an unknown name
         if self.model not in MODELS:
             raise NqfError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
@@ -87,19 +87,19 @@ class TrainConfig:
             raise NqfError(f"sigma0 must be a finite number >= 0, got {self.sigma0!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise NqfError(f"seed must be an integer >= 0, got {self.seed!r}")
-        if self.optimizer == "sgd" and self.batch_size is None:
-            raise NqfError("optimizer sgd needs a batch_size (gd is the full-batch version)")
-        if self.optimizer == "gd" and self.batch_size is not None:
-            raise NqfError("optimizer gd is full batch; use sgd for minibatches")
+        if record.batch == "required" and self.batch_size is None:
+            raise NqfError(f"optimizer {self.optimizer} needs a batch_size (gd is the full-batch version)")
+        if record.batch == "never" and self.batch_size is not None:
+            raise NqfError(f"optimizer {self.optimizer} is full batch; use sgd for minibatches")
         if self.batch_size is not None and (isinstance(self.batch_size, bool) or self.batch_size < 1):
             raise NqfError(f"batch_size must be a positive integer, got {self.batch_size!r}")
         if self.beta is not None:
-            if self.optimizer not in _DEFAULT_BETA:
+            if not record.takes_beta:
                 raise NqfError(f"beta is not used by optimizer {self.optimizer}")
             if not 0 <= self.beta < 1:
                 raise NqfError(f"beta must lie in [0, 1), got {self.beta!r}")
         if self.eps is not None:
-            if self.optimizer not in ("adam", "muon"):
+            if not record.takes_eps:
                 raise NqfError(f"eps is not used by optimizer {self.optimizer}")
             if not self.eps >= 0:
                 raise NqfError(f"eps must be >= 0, got {self.eps!r}")
@@ -109,7 +109,7 @@ class TrainConfig:
 
     @property
     def effective_beta(self) -> float | None:
-        return self.beta if self.beta is not None else _DEFAULT_BETA.get(self.optimizer)
+        return self.beta if self.beta is not None else optimizer_record(self.optimizer).default_beta
 
 
 def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> optax.GradientTransformation:
@@ -121,15 +121,9 @@ def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> 
 
 
 def optax_optimizer(name: str, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
-    eps_option = {} if eps is None else {"eps": eps}
-    if name in ("gd", "sgd"):
-        return optax.sgd(lr)
-    if name == "momentum":
-        return optax.sgd(lr, momentum=beta)
-    if name == "adam":
-        return optax.adam(lr, b1=beta, **eps_option)
-    matrix = optax.contrib.MuonDimensionNumbers(reduction_axis=0, output_axis=1)
-    return optax.contrib.muon(lr, beta=beta, muon_weight_dimension_numbers=matrix, **eps_option)
+    """The optax transformation of optimizer ``name`` with exactly this ``beta`` and ``eps`` (its
+    record's ``make``; :meth:`nqf.core.optimizers.Optimizer.build` fills in the default beta)."""
+    return optimizer_record(name).make(lr, beta, eps)
 
 
 def checkpoint_steps(steps: int, count: int | None = None) -> np.ndarray:

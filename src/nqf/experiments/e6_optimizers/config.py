@@ -5,12 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import OPTIMIZER_RECORDS
 
 from .._common import check_sigma0s
 
-OPTIMIZER_ORDER = ("gd", "sgd", "momentum", "adam", "muon")
-OPTIMIZER_NAMES = {"gd": "GD", "sgd": "SGD", "momentum": "momentum", "adam": "Adam", "muon": "Muon"}
-EQUIVARIANT = ("gd", "sgd", "momentum", "muon")
+# The optimizers E6 studies, each with its own step count below (<name>_steps): a design choice
+# of the experiment, so a new optimizer record joins E6 only when added here. Their order,
+# names and equivariance are the records' (nqf.core.optimizers).
+STUDIED = frozenset({"gd", "sgd", "momentum", "adam", "muon"})
+OPTIMIZER_ORDER = tuple(name for name in OPTIMIZER_RECORDS if name in STUDIED)
+OPTIMIZER_NAMES = {name: OPTIMIZER_RECORDS[name].label for name in OPTIMIZER_ORDER}
+EQUIVARIANT = tuple(name for name in OPTIMIZER_ORDER if OPTIMIZER_RECORDS[name].equivariant)
 MODELS = ("network", "quadratic")
 
 # Stated in advance (docs/theory.md sections 2, 4, 5); deliberately not config fields.

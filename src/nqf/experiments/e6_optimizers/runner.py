@@ -8,6 +8,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from nqf.core.optimizers import optimizer_record
+
 from .._base import RunSpec
 from .._staircase import setup, task_dict
 from .config import MODELS, OptimizersConfig
@@ -18,13 +20,14 @@ def _task_dict(c: OptimizersConfig) -> dict[str, Any]:
 
 
 def _optimizer_dict(c: OptimizersConfig, optimizer: str) -> dict[str, Any]:
-    """lr, beta (None: optax's default), batch size and steps of one optimizer."""
-    lr = {"adam": c.adam_lr, "muon": c.muon_lr}.get(optimizer, c.lr)
+    """lr (``<name>_lr`` where E6 has one, else ``lr``), beta (heavy ball only; None: optax's
+    default), batch size and steps of one optimizer."""
+    record = optimizer_record(optimizer)
     return {
         "optimizer": optimizer,
-        "lr": lr,
-        "beta": c.beta if optimizer == "momentum" else None,
-        "batch_size": c.batch_size if optimizer == "sgd" else None,
+        "lr": getattr(c, f"{optimizer}_lr", c.lr),
+        "beta": c.beta if record.flow_takes_beta else None,
+        "batch_size": c.batch_size if record.minibatches else None,
         "steps": getattr(c, f"{optimizer}_steps"),
     }
 

@@ -7,14 +7,16 @@ from functools import partial
 
 import numpy as np
 
+from nqf.core.optimizers import OPTIMIZER_RECORDS
+
 from .._common import as_array, fmt_fit
 from .config import ADAM_BOUND, EQUIVARIANT_BOUND, OPTIMIZER_NAMES
 
 
 def _text(config, c, first, predicted, switch, fits, closure, network_closure, closure_index) -> str:
     paragraphs = [_setup_paragraph(config, c, first), *_slope_paragraphs(config, predicted, fits)]
-    for optimizer in ("adam", "muon"):
-        if optimizer in fits:
+    for optimizer, record in OPTIMIZER_RECORDS.items():  # no escape-rate prediction: normalised updates
+        if record.escape is None and optimizer in fits:
             paragraphs.append(_normalised_paragraph(config, optimizer, switch, fits, closure_index))
     if closure:
         paragraphs.append(_closure_paragraph(config, closure, network_closure))
@@ -111,7 +113,7 @@ def _normalised_paragraph(config, optimizer: str, switch, fits, closure_index) -
         gd = switch["gd"]["network"][:, :, 0]
         comparison = f" (GD's mode 1 moves from {np.nanmin(gd):.0f} to {np.nanmax(gd):.0f} over the same scales)"
     return (
-        f"{names[optimizer]} (lr {config.adam_lr if optimizer == 'adam' else config.muon_lr:g}), no prediction: "
+        f"{names[optimizer]} (lr {getattr(config, f'{optimizer}_lr', config.lr):g}), no prediction: "
         f"measured slopes, quadratic model: {row(optimizer, 'quadratic')}; tanh network: {row(optimizer, 'network')}. "
         f"Network switch-on steps over all scales and seeds (per mode, min-max): {spread}{comparison}: a weak or no "
         "dependence on sigma0, as expected of normalised updates, which grow the weights linearly rather than "

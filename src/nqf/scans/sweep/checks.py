@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, REFERENCE_FLOW, optimizer_record
 
 from .points import Point, Resolver, blame, one_line
 from .spec import Spec, SpecError
@@ -133,8 +134,8 @@ def _check_memory(spec: Spec, task, arch, s: dict, problems: dict[str, str]) -> 
                 s["steps"],
                 s["loss"],
                 s["route"],
-                minibatches=s["optimizer"] == "sgd",
-                adaptive=s["stepping"] == "adaptive" and s["optimizer"] != "sgd",
+                minibatches=s["optimizer"] in MINIBATCH_OPTIMIZERS,
+                adaptive=s["stepping"] == "adaptive" and s["optimizer"] not in MINIBATCH_OPTIMIZERS,
             )
     except NqfError as err:
         _note(problems, blame(str(err), spec, "settings"), err)
@@ -167,7 +168,7 @@ def _stable_bound(spec: Spec, group: list, flow_args: tuple, resolver: Resolver,
             sigma0=smallest,
             optimizer=flow,
             beta=0.9 if beta is None else beta,
-            batch_size=batch if flow == "sgd" else None,
+            batch_size=batch if flow in MINIBATCH_OPTIMIZERS else None,
             seed=first.seed,
             loss=loss,
             allow_inapplicable=s["allow_inapplicable"],
@@ -209,10 +210,10 @@ def _flows(spec: Spec, s: dict) -> list[tuple[str, float, str]]:
     """(flow, lr, spec key of that lr) of every M-flow a point computes (``CompareConfig.flows``)."""
     if spec.mode == "predict":
         return [(s["optimizer"], s["lr"], _where(spec, "lr"))]
-    out = [("gd", s["learning_rates"].get("gd", s["lr"]), _where(spec, "lr"))]
+    out = [(REFERENCE_FLOW, s["learning_rates"].get(REFERENCE_FLOW, s["lr"]), _where(spec, "lr"))]
     for opt in s["optimizers"]:
-        flow = {"gd": "gd", "sgd": "sgd", "momentum": "momentum"}.get(opt)
-        if flow is None or flow == "gd":
+        flow = optimizer_record(opt).reference_flow  # the GD flow, already there, for one without its own
+        if flow == REFERENCE_FLOW:
             continue
         lr = s["learning_rates"].get(opt, s["lr"])
         key = _where(spec, f"lr_{opt}") if opt in s["learning_rates"] else _where(spec, "lr")

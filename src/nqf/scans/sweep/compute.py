@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, optimizer_record
+
 CURVE_POINTS = 512
 
 
@@ -199,7 +201,8 @@ class _Batch:
     def predict_data(self, settings: dict):
         from nqf.theory.data_matrices import flow_data
 
-        key = (settings["data_seed"], settings["loss"], settings["route"], settings["optimizer"] == "sgd")
+        minibatches = settings["optimizer"] in MINIBATCH_OPTIMIZERS
+        key = (settings["data_seed"], settings["loss"], settings["route"], minibatches)
         if key not in self._data:
             X, Y = self.task.generate(settings["data_seed"])
             data, choice = flow_data(
@@ -208,7 +211,7 @@ class _Batch:
                 Y,
                 loss=settings["loss"],
                 route=settings["route"],
-                minibatches=settings["optimizer"] == "sgd",
+                minibatches=minibatches,
             )
             self._data[key] = (X, Y, data, choice)
         return self._data[key]
@@ -229,7 +232,7 @@ def predict_grid_records(batch: _Batch, configs: list[dict]) -> list[dict] | Non
     start = time.perf_counter()
     settings = [c["settings"] for c in configs]
     first = settings[0]
-    if len(configs) < 2 or first["optimizer"] not in ("gd", "momentum"):
+    if len(configs) < 2 or not optimizer_record(first["optimizer"]).deterministic_flow:
         return None
     lrs = sorted({float(s["lr"]) for s in settings})
     sigma0s = sorted({float(s["sigma0"]) for s in settings})

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import RATE_OPTIMIZERS
 
 from .spec import SETTINGS, TRACED, Spec, SpecError
 
@@ -112,7 +113,7 @@ def _settings_of(spec: Spec):
         for name in varied:
             out[name] = values[name]
         out["optimizers"] = list(out["optimizers"])
-        rates = {o: out.pop(f"lr_{o}") for o in ("sgd", "momentum", "adam", "muon")}
+        rates = {o: out.pop(f"lr_{o}") for o in RATE_OPTIMIZERS}
         out["learning_rates"] = {o: lr for o, lr in rates.items() if lr is not None}
         return out
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, RATE_OPTIMIZERS
+
 from .spec_sections import Owner, Problems
 from .spec_values import MAX_POINTS, REQUIRED, SETTINGS, check_setting, expand_axis, is_int, option_value
 
@@ -194,15 +196,19 @@ def check_optimizers(mode: str, settings: dict, axes: dict[str, list], problems:
     batched = "batch" in settings or "batch" in axes
     if mode == "compare":
         opts = settings.get("optimizers", ("gd",))
-        for key in ("lr_sgd", "lr_momentum", "lr_adam", "lr_muon"):
-            if (key in settings or key in axes) and key[3:] not in opts:
+        for name in RATE_OPTIMIZERS:
+            key = f"lr_{name}"
+            if (key in settings or key in axes) and name not in opts:
                 where = f"settings.{key}" if key in settings else f"axes.{key}"
-                problems.bad(where, f"{key[3:]} is not among the optimizers")
-        if "sgd" in opts and not batched:
-            problems.bad("settings.batch", "optimizer sgd needs a minibatch size (batch = B)")
-        if batched and "sgd" not in opts:
+                problems.bad(where, f"{name} is not among the optimizers")
+        minibatched = [o for o in opts if o in MINIBATCH_OPTIMIZERS]
+        if minibatched and not batched:
+            problems.bad("settings.batch", f"optimizer {minibatched[0]} needs a minibatch size (batch = B)")
+        if batched and not minibatched:
             where = "settings.batch" if "batch" in settings else "axes.batch"
-            problems.bad(where, "batch is used by sgd only; add sgd to the optimizers or drop it")
+            names = " or ".join(MINIBATCH_OPTIMIZERS)
+            problems.bad(where, f"batch is used by {names} only; add {names} to the optimizers or drop it")
     if mode == "predict":
-        if settings.get("optimizer", "gd") == "sgd" and not batched:
-            problems.bad("settings.batch", "optimizer sgd needs a minibatch size (batch = B)")
+        optimizer = settings.get("optimizer", "gd")
+        if optimizer in MINIBATCH_OPTIMIZERS and not batched:
+            problems.bad("settings.batch", f"optimizer {optimizer} needs a minibatch size (batch = B)")

@@ -14,7 +14,8 @@ from typing import Any
 from nqf.comparison.limits import MAX_SEED as MAX_SEED
 from nqf.comparison.limits import MAX_STEPS as MAX_STEPS
 from nqf.core.names import LOSSES, PREDICT_OPTIMIZERS, ROUTES, STEPPINGS
-from nqf.core.names import OPTIMIZERS as COMPARE_OPTIMIZERS
+from nqf.core.optimizers import OPTIMIZERS as COMPARE_OPTIMIZERS
+from nqf.core.optimizers import RATE_OPTIMIZERS
 
 MODES = ("compare", "predict")
 TOP_KEYS = ("sweep", "task", "arch", "settings", "axes", "figures")
@@ -35,10 +36,8 @@ SETTINGS: dict[str, dict[str, tuple[str, Any]]] = {
     "compare": {
         **COMMON,
         "optimizers": ("optimizers", ("gd",)),
-        "lr_sgd": ("pos", None),
-        "lr_momentum": ("pos", None),
-        "lr_adam": ("pos", None),
-        "lr_muon": ("pos", None),
+        # lr_sgd, lr_momentum, ...: one per optimizer with a rate of its own (its record)
+        **{f"lr_{name}": ("pos", None) for name in RATE_OPTIMIZERS},
         "beta": ("prob", None),
         "batch": ("int", None),
         "closure": ("bool", True),
