@@ -51,8 +51,11 @@ ROUTES = ("train loop", "train_sweep loop", "train_sweep vmap")
 
 def _routes(arch, X, Y, Q, config, sigma0s, seeds):
     def loop():
-        runs = [nqf.train(arch, X, Y, replace(config, sigma0=float(s), seed=int(k)), basis=Q)
-                for s in sigma0s for k in seeds]
+        runs = [
+            nqf.train(arch, X, Y, replace(config, sigma0=float(s), seed=int(k)), basis=Q)
+            for s in sigma0s
+            for k in seeds
+        ]
         return np.stack([r.loss for r in runs]), np.stack([r.W_final for r in runs])
 
     def sweep(batching):
@@ -84,8 +87,9 @@ def batch_vs_loop(quick: bool, repeats: int) -> Outcome:
     arch = task.architecture()
     X, Y = task.generate(0, "float64")
     Q = np.asarray(task.mode_basis(0))
-    config = nqf.TrainConfig(optimizer="gd", lr=LR, steps=STEPS, width=WIDTH, dtype="float64", model="network",
-                             checkpoints=None)
+    config = nqf.TrainConfig(
+        optimizer="gd", lr=LR, steps=STEPS, width=WIDTH, dtype="float64", model="network", checkpoints=None
+    )
     sigma0s, seeds = np.geomspace(1e-1, 1e-6, SCALES), np.arange(SEEDS)
     runs = len(sigma0s) * len(seeds)
     routes = _routes(arch, X, Y, Q, config, sigma0s, seeds)
@@ -109,54 +113,88 @@ def batch_vs_loop(quick: bool, repeats: int) -> Outcome:
     for name in routes:
         loss, W = outputs[name]
         wall, cpu = min(walls[name]), min(cpus[name])
-        rows.append({
-            "route": name,
-            "runs": runs,
-            "wall_s": wall,
-            "cpu_s": cpu,
-            "ratio_wall_vs_loop": wall / base_wall,
-            "ratio_cpu_vs_loop": cpu / base_cpu,
-            "ms_per_run": 1e3 * wall / runs,
-            "first_s": first[name][0],
-            "compile_s": first[name][1],
-            "max_rel_diff_loss": _rel_diff(loss, ref_loss),
-            "max_rel_diff_W": _rel_diff(W, ref_W),
-            "median_s": statistics.median(walls[name]),
-            "runs_s": walls[name],
-            "cpu_runs_s": cpus[name],
-        })
+        rows.append(
+            {
+                "route": name,
+                "runs": runs,
+                "wall_s": wall,
+                "cpu_s": cpu,
+                "ratio_wall_vs_loop": wall / base_wall,
+                "ratio_cpu_vs_loop": cpu / base_cpu,
+                "ms_per_run": 1e3 * wall / runs,
+                "first_s": first[name][0],
+                "compile_s": first[name][1],
+                "max_rel_diff_loss": _rel_diff(loss, ref_loss),
+                "max_rel_diff_W": _rel_diff(W, ref_W),
+                "median_s": statistics.median(walls[name]),
+                "runs_s": walls[name],
+                "cpu_runs_s": cpus[name],
+            }
+        )
     by = {row["route"]: row for row in rows}
     agreement = max(max(row["max_rel_diff_loss"], row["max_rel_diff_W"]) for row in rows)
     return Outcome(
-        params={"task": "staircase", "arch": "mlp (tanh)", "model": "network", "optimizer": "gd", "lr": LR,
-                "width": WIDTH, "steps": STEPS, "checkpoints": None, "dtype": "float64", "runs": runs,
-                "sigma0s": sigma0s.tolist(), "seeds": seeds.tolist(), "repeats": repeats,
-                "default_batching": default_batching()},
+        params={
+            "task": "staircase",
+            "arch": "mlp (tanh)",
+            "model": "network",
+            "optimizer": "gd",
+            "lr": LR,
+            "width": WIDTH,
+            "steps": STEPS,
+            "checkpoints": None,
+            "dtype": "float64",
+            "runs": runs,
+            "sigma0s": sigma0s.tolist(),
+            "seeds": seeds.tolist(),
+            "repeats": repeats,
+            "default_batching": default_batching(),
+        },
         rows=rows,
-        summary={"ratio_cpu_sweep_loop_vs_loop": by["train_sweep loop"]["ratio_cpu_vs_loop"],
-                 "ratio_cpu_sweep_vmap_vs_loop": by["train_sweep vmap"]["ratio_cpu_vs_loop"],
-                 "ratio_wall_sweep_loop_vs_loop": by["train_sweep loop"]["ratio_wall_vs_loop"],
-                 "ratio_wall_sweep_vmap_vs_loop": by["train_sweep vmap"]["ratio_wall_vs_loop"],
-                 "default_batching": default_batching(), "max_rel_diff": agreement},
+        summary={
+            "ratio_cpu_sweep_loop_vs_loop": by["train_sweep loop"]["ratio_cpu_vs_loop"],
+            "ratio_cpu_sweep_vmap_vs_loop": by["train_sweep vmap"]["ratio_cpu_vs_loop"],
+            "ratio_wall_sweep_loop_vs_loop": by["train_sweep loop"]["ratio_wall_vs_loop"],
+            "ratio_wall_sweep_vmap_vs_loop": by["train_sweep vmap"]["ratio_wall_vs_loop"],
+            "default_batching": default_batching(),
+            "max_rel_diff": agreement,
+        },
         targets={
-            f"train_sweep(batching='loop') not slower than the loop of train (warm CPU time ratio <= {TARGET_RATIO})":
-                by["train_sweep loop"]["ratio_cpu_vs_loop"] <= TARGET_RATIO,
+            f"train_sweep(batching='loop') not slower than the loop of train (warm CPU time ratio <= {TARGET_RATIO})": by[
+                "train_sweep loop"
+            ]["ratio_cpu_vs_loop"]
+            <= TARGET_RATIO,
             f"every route equals the loop of train (loss and W_final, {AGREEMENT:g} relative)": agreement <= AGREEMENT,
             "batching='auto' is 'loop' on one CPU device": default_batching() == "loop",
         },
-        notes=[("warm: best of `repeats` calls of each route taken in turn; cpu_s: this process's CPU time of "
+        notes=[
+            (
+                "warm: best of `repeats` calls of each route taken in turn; cpu_s: this process's CPU time of "
                 "those calls; first_s: the first call from an empty run cache (compilation included); compile_s: "
                 "the part JAX reports as tracing + lowering + compiling (jax.monitoring); ratios against the "
                 "`train loop` row; max_rel_diff_*: against the `train loop`, relative to each run's largest "
-                f"|value|; batching='auto' here: {default_batching()}")],
+                f"|value|; batching='auto' here: {default_batching()}"
+            )
+        ],
     )
 
 
 BENCHMARKS = {"batch_vs_loop": batch_vs_loop}
 
 COLUMNS = {
-    "batch_vs_loop": ["route", "runs", "wall_s", "cpu_s", "ratio_wall_vs_loop", "ratio_cpu_vs_loop", "ms_per_run",
-                      "first_s", "compile_s", "max_rel_diff_loss", "max_rel_diff_W"],
+    "batch_vs_loop": [
+        "route",
+        "runs",
+        "wall_s",
+        "cpu_s",
+        "ratio_wall_vs_loop",
+        "ratio_cpu_vs_loop",
+        "ms_per_run",
+        "first_s",
+        "compile_s",
+        "max_rel_diff_loss",
+        "max_rel_diff_W",
+    ],
 }
 
 

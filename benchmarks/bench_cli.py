@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _timing import Outcome
 
 NQF = Path(sys.executable).parent / "nqf"
@@ -88,16 +87,35 @@ def cli(quick: bool, repeats: int) -> Outcome:
             first_cpus.append(cpu1)
             second_cpus.append(cpu2)
             outputs += [out1.stdout, out2.stdout]
-            rows.append({"invocation": f"predict, empty cache ({pair})", "wall_s": wall1, "cpu_s": cpu1,
-                         "cache_entries": entries1})
-            rows.append({"invocation": f"predict, warm cache ({pair})", "wall_s": wall2, "cpu_s": cpu2,
-                         "ratio_to_first": wall2 / wall1, "cpu_ratio_to_first": cpu2 / cpu1,
-                         "cache_entries": entries2})
+            rows.append(
+                {
+                    "invocation": f"predict, empty cache ({pair})",
+                    "wall_s": wall1,
+                    "cpu_s": cpu1,
+                    "cache_entries": entries1,
+                }
+            )
+            rows.append(
+                {
+                    "invocation": f"predict, warm cache ({pair})",
+                    "wall_s": wall2,
+                    "cpu_s": cpu2,
+                    "ratio_to_first": wall2 / wall1,
+                    "cpu_ratio_to_first": cpu2 / cpu1,
+                    "cache_entries": entries2,
+                }
+            )
 
         wall0, cpu0, out0 = _invoke([*predict[:1], "--no-cache", *predict[1:]], _env(tmp / "unused"))
         outputs.append(out0.stdout)
-        rows.append({"invocation": "predict --no-cache", "wall_s": wall0, "cpu_s": cpu0,
-                     "cache_entries": _entries(tmp / "unused")})
+        rows.append(
+            {
+                "invocation": "predict --no-cache",
+                "wall_s": wall0,
+                "cpu_s": cpu0,
+                "cache_entries": _entries(tmp / "unused"),
+            }
+        )
 
         help_rows = {}
         for label, args in (("nqf --help", ["--help"]), ("nqf predict --help", ["predict", "--help"])):
@@ -106,8 +124,13 @@ def cli(quick: bool, repeats: int) -> Outcome:
                 wall, cpu, _ = _invoke([str(NQF), *args], _env(tmp / "help-cache"))
                 walls.append(wall)
                 cpus.append(cpu)
-            check = subprocess.run([sys.executable, "-c", _JAX_CHECK, *args], capture_output=True, text=True,
-                                   env=_env(tmp / "help-cache"), timeout=300)
+            check = subprocess.run(
+                [sys.executable, "-c", _JAX_CHECK, *args],
+                capture_output=True,
+                text=True,
+                env=_env(tmp / "help-cache"),
+                timeout=300,
+            )
             imported = "JAX_IMPORTED=False" not in check.stderr
             help_rows[label] = {"wall_s": min(walls), "imported": imported}
             rows.append({"invocation": label, "wall_s": min(walls), "cpu_s": min(cpus), "jax_imported": imported})
@@ -118,8 +141,12 @@ def cli(quick: bool, repeats: int) -> Outcome:
     same = all(o == outputs[0] for o in outputs)
     help_s = help_rows["nqf --help"]["wall_s"]
     return Outcome(
-        params={"command": "nqf predict --data staircase.npz " + " ".join(PREDICT_ARGS), "pairs": pairs,
-                "help_calls": help_calls, "JAX_PLATFORMS": "cpu"},
+        params={
+            "command": "nqf predict --data staircase.npz " + " ".join(PREDICT_ARGS),
+            "pairs": pairs,
+            "help_calls": help_calls,
+            "JAX_PLATFORMS": "cpu",
+        },
         rows=rows,
         summary={
             "first_s": first,
@@ -148,5 +175,6 @@ def cli(quick: bool, repeats: int) -> Outcome:
 
 
 BENCHMARKS = {"cli": cli}
-COLUMNS = {"cli": ["invocation", "wall_s", "cpu_s", "ratio_to_first", "cpu_ratio_to_first", "cache_entries",
-                   "jax_imported"]}
+COLUMNS = {
+    "cli": ["invocation", "wall_s", "cpu_s", "ratio_to_first", "cpu_ratio_to_first", "cache_entries", "jax_imported"]
+}

@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _timing import Outcome
 
 NQF = Path(sys.executable).parent / "nqf"
@@ -191,23 +190,53 @@ def first_call(quick: bool, repeats: int) -> Outcome:
         np.savez(staircase, X=np.asarray(X), Y=np.asarray(Y))
         for label, data in cases.items():
             predict, train, s = _case(tmp, label, data, settings[label])
-            independent, ind_wall, _ = _child(_NUMPY_TRAIN, [str(staircase if label == "staircase" else iris),
-                                                             json.dumps(s)], _env(tmp / "unused"))
+            independent, ind_wall, _ = _child(
+                _NUMPY_TRAIN, [str(staircase if label == "staircase" else iris), json.dumps(s)], _env(tmp / "unused")
+            )
             ratio = predict["call_s"] / train["call_s"]
-            rows.append({"case": label, "run": "predict (first call)", "call_s": predict["call_s"],
-                         "import_s": predict["import_s"], "programs": predict["programs"],
-                         "compile_s": predict["compile_s"], "process_s": predict["process_s"],
-                         "process_cpu_s": predict["process_cpu_s"], "ratio_to_train": ratio,
-                         "ratio_to_numpy": predict["call_s"] / independent["call_s"]})
-            rows.append({"case": label, "run": "nqf.train (first call)", "call_s": train["call_s"],
-                         "import_s": train["import_s"], "programs": train["programs"],
-                         "compile_s": train["compile_s"], "process_s": train["process_s"],
-                         "process_cpu_s": train["process_cpu_s"]})
-            rows.append({"case": label, "run": "numpy GD loop (independent)", "call_s": independent["call_s"],
-                         "process_s": ind_wall})
-            rows.append({"case": label, "run": "second predict (new lr, sigma0, steps, seed)",
-                         "call_s": predict["second_s"], "programs": predict["second_programs"],
-                         "ratio_to_first": predict["second_s"] / predict["call_s"]})
+            rows.append(
+                {
+                    "case": label,
+                    "run": "predict (first call)",
+                    "call_s": predict["call_s"],
+                    "import_s": predict["import_s"],
+                    "programs": predict["programs"],
+                    "compile_s": predict["compile_s"],
+                    "process_s": predict["process_s"],
+                    "process_cpu_s": predict["process_cpu_s"],
+                    "ratio_to_train": ratio,
+                    "ratio_to_numpy": predict["call_s"] / independent["call_s"],
+                }
+            )
+            rows.append(
+                {
+                    "case": label,
+                    "run": "nqf.train (first call)",
+                    "call_s": train["call_s"],
+                    "import_s": train["import_s"],
+                    "programs": train["programs"],
+                    "compile_s": train["compile_s"],
+                    "process_s": train["process_s"],
+                    "process_cpu_s": train["process_cpu_s"],
+                }
+            )
+            rows.append(
+                {
+                    "case": label,
+                    "run": "numpy GD loop (independent)",
+                    "call_s": independent["call_s"],
+                    "process_s": ind_wall,
+                }
+            )
+            rows.append(
+                {
+                    "case": label,
+                    "run": "second predict (new lr, sigma0, steps, seed)",
+                    "call_s": predict["second_s"],
+                    "programs": predict["second_programs"],
+                    "ratio_to_first": predict["second_s"] / predict["call_s"],
+                }
+            )
             summary[f"{label}_predict_over_train"] = ratio
             summary[f"{label}_second_over_first"] = predict["second_s"] / predict["call_s"]
             summary[f"{label}_predict_programs"] = predict["programs"]
@@ -218,8 +247,15 @@ def first_call(quick: bool, repeats: int) -> Outcome:
         # a data set of another size, with the cache the first staircase process left
         other, _, _ = _child(_PREDICT_SCRIPT, ["staircase200", json.dumps(STAIRCASE)], _env(tmp / "staircase-predict"))
         first = rows[0]["call_s"]
-        rows.append({"case": "staircase, 200 samples", "run": "predict, cache of the 256-sample run",
-                     "call_s": other["call_s"], "programs": other["programs"], "ratio_to_first": other["call_s"] / first})
+        rows.append(
+            {
+                "case": "staircase, 200 samples",
+                "run": "predict, cache of the 256-sample run",
+                "call_s": other["call_s"],
+                "programs": other["programs"],
+                "ratio_to_first": other["call_s"] / first,
+            }
+        )
         summary["other_size_over_first"] = other["call_s"] / first
     return Outcome(
         params={"staircase": STAIRCASE, "iris": IRIS, "JAX_PLATFORMS": "cpu", "float": "float64"},
@@ -239,12 +275,31 @@ def cli_cold(quick: bool, repeats: int) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="nqf-bench-cli-cold-") as tmp:
         tmp = Path(tmp)
         iris = write_iris(tmp / "iris.npz")
-        args = ["--arch", "mlp", "--inputs", "4", "--outputs", "3", "--width", str(IRIS["width"]), "--lr", str(IRIS["lr"]), "--steps", str(IRIS["steps"]),
-                "--sigma0", str(IRIS["sigma0"])]
+        args = [
+            "--arch",
+            "mlp",
+            "--inputs",
+            "4",
+            "--outputs",
+            "3",
+            "--width",
+            str(IRIS["width"]),
+            "--lr",
+            str(IRIS["lr"]),
+            "--steps",
+            str(IRIS["steps"]),
+            "--sigma0",
+            str(IRIS["sigma0"]),
+        ]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        done = subprocess.run([str(NQF), "predict", "--data", str(iris), *args], capture_output=True, text=True,
-                              env=_env(tmp / "cache"), timeout=1200)
+        done = subprocess.run(
+            [str(NQF), "predict", "--data", str(iris), *args],
+            capture_output=True,
+            text=True,
+            env=_env(tmp / "cache"),
+            timeout=1200,
+        )
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
@@ -256,8 +311,12 @@ def cli_cold(quick: bool, repeats: int) -> Outcome:
         params={"command": f"nqf predict --data iris.npz {' '.join(args)}", "JAX_PLATFORMS": "cpu"},
         rows=[
             {"run": "nqf predict, empty cache (process)", "wall_s": wall, "cpu_s": cpu},
-            {"run": "numpy GD loop, tanh network (process)", "wall_s": ind_wall, "cpu_s": ind_cpu,
-             "loop_s": independent["call_s"]},
+            {
+                "run": "numpy GD loop, tanh network (process)",
+                "wall_s": ind_wall,
+                "cpu_s": ind_cpu,
+                "loop_s": independent["call_s"],
+            },
         ],
         summary={"ratio_cli_over_numpy": ratio, "cli_s": wall, "numpy_s": ind_wall},
         targets={f"nqf predict (cold) <= {CLI_TARGET:g} x the numpy training (process wall)": ratio <= CLI_TARGET},
@@ -341,17 +400,38 @@ def theory_grid(quick: bool, repeats: int) -> Outcome:
         ratio = grid["call_s"] / one["call_s"]
         per_point_loop = grid["loop_s"] / grid["loop_points"]
         rows += [
-            {"run": "one predict (first call)", "points": 1, "call_s": one["call_s"], "programs": one["programs"],
-             "process_s": one_wall, "process_cpu_s": one_cpu},
-            {"run": "predict_grid, 10 lr x 100 sigma0 (first call)", "points": grid["points"],
-             "call_s": grid["call_s"], "programs": grid["programs"], "process_s": grid_wall,
-             "process_cpu_s": grid_cpu, "ratio_to_one": ratio},
-            {"run": f"a loop of predict, {grid['loop_points']} of the grid's points (warm)",
-             "points": grid["loop_points"], "call_s": grid["loop_s"], "per_point_s": per_point_loop},
+            {
+                "run": "one predict (first call)",
+                "points": 1,
+                "call_s": one["call_s"],
+                "programs": one["programs"],
+                "process_s": one_wall,
+                "process_cpu_s": one_cpu,
+            },
+            {
+                "run": "predict_grid, 10 lr x 100 sigma0 (first call)",
+                "points": grid["points"],
+                "call_s": grid["call_s"],
+                "programs": grid["programs"],
+                "process_s": grid_wall,
+                "process_cpu_s": grid_cpu,
+                "ratio_to_one": ratio,
+            },
+            {
+                "run": f"a loop of predict, {grid['loop_points']} of the grid's points (warm)",
+                "points": grid["loop_points"],
+                "call_s": grid["loop_s"],
+                "per_point_s": per_point_loop,
+            },
         ]
-        summary.update(grid_over_one=ratio, grid_points=grid["points"], grid_s=grid["call_s"],
-                       grid_per_point_s=grid["call_s"] / grid["points"], loop_per_point_s=per_point_loop,
-                       mismatched_switch_steps=grid["mismatched_switch_steps"])
+        summary.update(
+            grid_over_one=ratio,
+            grid_points=grid["points"],
+            grid_s=grid["call_s"],
+            grid_per_point_s=grid["call_s"] / grid["points"],
+            loop_per_point_s=per_point_loop,
+            mismatched_switch_steps=grid["mismatched_switch_steps"],
+        )
         targets[f"1000 predictions through predict_grid <= {GRID_TARGET:g} x one cold predict"] = ratio <= GRID_TARGET
         targets["the grid's M-flow switch steps equal predict's at the looped points"] = (
             grid["mismatched_switch_steps"] == 0
@@ -364,28 +444,51 @@ def theory_grid(quick: bool, repeats: int) -> Outcome:
         X, Y = nqf.get_task("staircase").generate(0)
         np.savez(staircase, X=np.asarray(X), Y=np.asarray(Y))
         spec = tmp / "grid100.toml"
-        spec.write_text(_SWEEP_SPEC.format(width=STAIRCASE["width"], steps=STAIRCASE["steps"],
-                                           lrs=json.dumps(GRID_LRS)))
-        predict_args = ["--arch", "mlp", "--width", str(STAIRCASE["width"]), "--lr", str(STAIRCASE["lr"]),
-                        "--steps", str(STAIRCASE["steps"]), "--sigma0", str(STAIRCASE["sigma0"])]
-        cli_wall, cli_cpu = _process([str(NQF), "predict", "--data", str(staircase), *predict_args],
-                                     _env(tmp / "cli-cache"))
-        sweep_wall, sweep_cpu = _process([str(NQF), "sweep", str(spec), "--out", str(tmp / "sweep-out")],
-                                         _env(tmp / "sweep-cache"))
+        spec.write_text(
+            _SWEEP_SPEC.format(width=STAIRCASE["width"], steps=STAIRCASE["steps"], lrs=json.dumps(GRID_LRS))
+        )
+        predict_args = [
+            "--arch",
+            "mlp",
+            "--width",
+            str(STAIRCASE["width"]),
+            "--lr",
+            str(STAIRCASE["lr"]),
+            "--steps",
+            str(STAIRCASE["steps"]),
+            "--sigma0",
+            str(STAIRCASE["sigma0"]),
+        ]
+        cli_wall, cli_cpu = _process(
+            [str(NQF), "predict", "--data", str(staircase), *predict_args], _env(tmp / "cli-cache")
+        )
+        sweep_wall, sweep_cpu = _process(
+            [str(NQF), "sweep", str(spec), "--out", str(tmp / "sweep-out")], _env(tmp / "sweep-cache")
+        )
         sweep_ratio = sweep_wall / cli_wall
         rows += [
-            {"run": "nqf predict (process, empty cache)", "points": 1, "process_s": cli_wall,
-             "process_cpu_s": cli_cpu},
-            {"run": "nqf sweep, 10 lr x 10 sigma0, predict mode (process, empty cache)", "points": 100,
-             "process_s": sweep_wall, "process_cpu_s": sweep_cpu, "ratio_to_one": sweep_ratio},
+            {"run": "nqf predict (process, empty cache)", "points": 1, "process_s": cli_wall, "process_cpu_s": cli_cpu},
+            {
+                "run": "nqf sweep, 10 lr x 10 sigma0, predict mode (process, empty cache)",
+                "points": 100,
+                "process_s": sweep_wall,
+                "process_cpu_s": sweep_cpu,
+                "ratio_to_one": sweep_ratio,
+            },
         ]
         summary.update(sweep_over_predict=sweep_ratio, sweep_cpu_over_predict_cpu=sweep_cpu / cli_cpu)
         targets[f"nqf sweep, 100 predict points <= {SWEEP_TARGET:g} x one cold nqf predict"] = (
             sweep_ratio <= SWEEP_TARGET
         )
     return Outcome(
-        params={"staircase": STAIRCASE, "lrs": GRID_LRS, "sigma0s": "logspace(-8, -3, 100)",
-                "sweep": "lr x sigma0 = 10 x logspace(-8, -3, 10)", "JAX_PLATFORMS": "cpu", "float": "float64"},
+        params={
+            "staircase": STAIRCASE,
+            "lrs": GRID_LRS,
+            "sigma0s": "logspace(-8, -3, 100)",
+            "sweep": "lr x sigma0 = 10 x logspace(-8, -3, 10)",
+            "JAX_PLATFORMS": "cpu",
+            "float": "float64",
+        },
         rows=rows,
         summary=summary,
         targets=targets,
@@ -399,9 +502,19 @@ def theory_grid(quick: bool, repeats: int) -> Outcome:
 
 BENCHMARKS = {"first_call": first_call, "cli_cold": cli_cold, "theory_grid": theory_grid}
 COLUMNS = {
-    "first_call": ["case", "run", "call_s", "import_s", "programs", "compile_s", "process_s", "process_cpu_s",
-                   "ratio_to_train", "ratio_to_numpy", "ratio_to_first"],
+    "first_call": [
+        "case",
+        "run",
+        "call_s",
+        "import_s",
+        "programs",
+        "compile_s",
+        "process_s",
+        "process_cpu_s",
+        "ratio_to_train",
+        "ratio_to_numpy",
+        "ratio_to_first",
+    ],
     "cli_cold": ["run", "wall_s", "cpu_s", "loop_s"],
-    "theory_grid": ["run", "points", "call_s", "programs", "per_point_s", "process_s", "process_cpu_s",
-                    "ratio_to_one"],
+    "theory_grid": ["run", "points", "call_s", "programs", "per_point_s", "process_s", "process_cpu_s", "ratio_to_one"],
 }

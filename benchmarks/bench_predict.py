@@ -34,9 +34,9 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import Outcome, Timing, _timed, timed_with_compile
 
 import nqf
-from _timing import Outcome, Timing, _timed, timed_with_compile
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -72,8 +72,15 @@ def _time_warm(fn: Callable[[], object], repeats: int, single_if_slow: bool = Fa
 
 def _train_config(steps: int, width: int, lr: float, sigma0: float) -> nqf.TrainConfig:
     return nqf.TrainConfig(
-        optimizer="gd", lr=lr, steps=int(steps), width=width, sigma0=sigma0, seed=0,
-        dtype="float64", model="network", checkpoints=2,
+        optimizer="gd",
+        lr=lr,
+        steps=int(steps),
+        width=width,
+        sigma0=sigma0,
+        seed=0,
+        dtype="float64",
+        model="network",
+        checkpoints=2,
     )
 
 
@@ -137,17 +144,20 @@ def _versus_training(arch, X, Y, *, width, lr, sigma0, steps_list, quick, repeat
     for steps in steps_list:
         cfg = nqf.PredictConfig(width=width, lr=lr, steps=int(steps), sigma0=sigma0)
         timing, p = _time_warm(lambda: nqf.predict(arch, X, Y, cfg), repeats)
-        train = _time_train(arch, X, Y, steps=int(steps), width=width, lr=lr, sigma0=sigma0,
-                            budget_s=TRAIN_BUDGET_S[quick])
-        rows.append({
-            "steps": int(steps),
-            "predict_s": timing.best,
-            "predict_first_s": timing.first,
-            **train,
-            "ratio_train_over_predict": train["train_s"] / timing.best,
-            **_prediction_info(p),
-            "predict_timing": timing.as_dict(),
-        })
+        train = _time_train(
+            arch, X, Y, steps=int(steps), width=width, lr=lr, sigma0=sigma0, budget_s=TRAIN_BUDGET_S[quick]
+        )
+        rows.append(
+            {
+                "steps": int(steps),
+                "predict_s": timing.best,
+                "predict_first_s": timing.first,
+                **train,
+                "ratio_train_over_predict": train["train_s"] / timing.best,
+                **_prediction_info(p),
+                "predict_timing": timing.as_dict(),
+            }
+        )
     return rows
 
 
@@ -190,8 +200,12 @@ def _versus_independent_icl(arch, X, Y, width, lr, sigma0, steps, predict_s, tra
     for form, key in forms:
         run = _independent_icl(context, steps, lr, form)
         timing, (_, loss) = _time_warm(lambda: run(KQ, OV, X, Y), 1)  # noqa: B023
-        row |= {f"{key}_s": timing.best, f"{key}_first_s": timing.first, f"{key}_final_loss": float(loss),
-                f"{key}_timing": timing.as_dict()}
+        row |= {
+            f"{key}_s": timing.best,
+            f"{key}_first_s": timing.first,
+            f"{key}_final_loss": float(loss),
+            f"{key}_timing": timing.as_dict(),
+        }
     # against nqf.train's final loss; an extrapolated training time has none: then against the first loop's
     reference = train_final_loss if train_final_loss is not None else row["independent_final_loss"]
     row["independent_loss_reference"] = "nqf.train" if train_final_loss is not None else "the moments loop"
@@ -204,10 +218,12 @@ def _versus_independent_icl(arch, X, Y, width, lr, sigma0, steps, predict_s, tra
     return row
 
 
-_TRAIN_NOTE = ("train: full-batch GD of the network, same width, lr, sigma0, seed and steps, recording only the "
-               "first and last loss (checkpoints=2, the cheapest run: the ratio is a lower bound); train_method "
-               "says whether it was timed warm, as one call with compilation, or extrapolated from a warm "
-               f"{TRAIN_PROBE_STEPS}-step probe (quick mode, or runs over the budget)")
+_TRAIN_NOTE = (
+    "train: full-batch GD of the network, same width, lr, sigma0, seed and steps, recording only the "
+    "first and last loss (checkpoints=2, the cheapest run: the ratio is a lower bound); train_method "
+    "says whether it was timed warm, as one call with compilation, or extrapolated from a warm "
+    f"{TRAIN_PROBE_STEPS}-step probe (quick mode, or runs over the budget)"
+)
 
 
 def predict_icl(quick: bool, repeats: int) -> Outcome:
@@ -215,35 +231,60 @@ def predict_icl(quick: bool, repeats: int) -> Outcome:
     X, Y = nqf.get_task("icl").generate(0)
     arch = nqf.get_architecture("linear-attention", dim=4, context=31)
     width, lr, sigma0, steps = 8, 0.1, 1e-3, 1000
-    rows = _versus_training(arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=[steps], quick=quick,
-                            repeats=1 if quick else repeats)
+    rows = _versus_training(
+        arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=[steps], quick=quick, repeats=1 if quick else repeats
+    )
     for row in rows:  # the independent loops (bench_training.py), warm, in the same run
-        row.update(_versus_independent_icl(arch, X, Y, width, lr, sigma0, row["steps"], row["predict_s"],
-                                           row.get("train_final_loss")))
+        row.update(
+            _versus_independent_icl(
+                arch, X, Y, width, lr, sigma0, row["steps"], row["predict_s"], row.get("train_final_loss")
+            )
+        )
     row = rows[0]
     ratio = row["ratio_train_over_predict"]
     return Outcome(
-        params={"task": "icl", "arch": "linear-attention", "dim": 4, "context": 31, "prompts": int(X.shape[0]),
-                "d": arch.dim, "width": width, "lr": lr, "sigma0": sigma0, "steps": steps},
+        params={
+            "task": "icl",
+            "arch": "linear-attention",
+            "dim": 4,
+            "context": 31,
+            "prompts": int(X.shape[0]),
+            "d": arch.dim,
+            "width": width,
+            "lr": lr,
+            "sigma0": sigma0,
+            "steps": steps,
+        },
         rows=rows,
-        summary={"ratio_train_over_predict": ratio, "ratio_independent_over_predict":
-                 row["ratio_independent_over_predict"], "ratio_factored_over_predict":
-                 row["ratio_factored_over_predict"], "ratio_gram_over_predict": row["ratio_gram_over_predict"],
-                 "predict_s": row["predict_s"], "train_s": row["train_s"], "independent_s": row["independent_s"],
-                 "independent_factored_s": row["independent_factored_s"],
-                 "independent_gram_s": row["independent_gram_s"]},
-        targets={"predict >= 100x faster than training at 1000 steps": ratio >= 100,
-                 "the same network (independent loops = nqf.train, final loss 1e-10)":
-                 all(r["independent_same_loss"] for r in rows)},
-        notes=["before: 1x (predict 56 s vs train 52 s)", _TRAIN_NOTE,
-               "independent (issue 24): full-batch GD of the same layer in plain JAX + optax (bench_training."
-               "_independent_icl), from nqf's W0 split into W_KQ, w_OV, warm (a compiling call, then calls "
-               "until 1 s, the best); ratio_independent_over_predict: the layer as einsums over the heads with "
-               "S_p = (1/N) sum_j z_j z_j^T formed from the tokens every step; ratio_factored_over_predict: the "
-               "heads summed first, M = sum_i w_OV^i (x) W_KQ^i, against (P, (D+1)^3) data features formed once "
-               "(one matrix-vector product a step); ratio_gram_over_predict: the same loss through the data's "
-               "sufficient statistics F^T F / P (125 x 125), F^T Y / P, formed once (the exact full-batch "
-               "gradient at a cost per step independent of P); *_rel_loss_diff: final loss against nqf.train's"],
+        summary={
+            "ratio_train_over_predict": ratio,
+            "ratio_independent_over_predict": row["ratio_independent_over_predict"],
+            "ratio_factored_over_predict": row["ratio_factored_over_predict"],
+            "ratio_gram_over_predict": row["ratio_gram_over_predict"],
+            "predict_s": row["predict_s"],
+            "train_s": row["train_s"],
+            "independent_s": row["independent_s"],
+            "independent_factored_s": row["independent_factored_s"],
+            "independent_gram_s": row["independent_gram_s"],
+        },
+        targets={
+            "predict >= 100x faster than training at 1000 steps": ratio >= 100,
+            "the same network (independent loops = nqf.train, final loss 1e-10)": all(
+                r["independent_same_loss"] for r in rows
+            ),
+        },
+        notes=[
+            "before: 1x (predict 56 s vs train 52 s)",
+            _TRAIN_NOTE,
+            "independent (issue 24): full-batch GD of the same layer in plain JAX + optax (bench_training."
+            "_independent_icl), from nqf's W0 split into W_KQ, w_OV, warm (a compiling call, then calls "
+            "until 1 s, the best); ratio_independent_over_predict: the layer as einsums over the heads with "
+            "S_p = (1/N) sum_j z_j z_j^T formed from the tokens every step; ratio_factored_over_predict: the "
+            "heads summed first, M = sum_i w_OV^i (x) W_KQ^i, against (P, (D+1)^3) data features formed once "
+            "(one matrix-vector product a step); ratio_gram_over_predict: the same loss through the data's "
+            "sufficient statistics F^T F / P (125 x 125), F^T Y / P, formed once (the exact full-batch "
+            "gradient at a cost per step independent of P); *_rel_loss_diff: final loss against nqf.train's",
+        ],
     )
 
 
@@ -253,14 +294,23 @@ def predict_staircase(quick: bool, repeats: int) -> Outcome:
     arch = nqf.get_architecture("mlp", activation="tanh")
     width, lr, sigma0 = 4096, 0.05, 1e-6
     steps_list = [2000] if quick else [2000, 20000]
-    rows = _versus_training(arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=steps_list, quick=quick,
-                            repeats=repeats)
+    rows = _versus_training(
+        arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=steps_list, quick=quick, repeats=repeats
+    )
     for row in rows[:1]:  # the independent loop at 2000 steps (bench_training.py), warm
         row.update(_versus_independent(arch, X, Y, width, lr, sigma0, row["steps"], row["predict_s"]))
     ratio = rows[0]["ratio_train_over_predict"]
     return Outcome(
-        params={"task": "staircase", "arch": "mlp (tanh)", "samples": int(X.shape[0]), "d": arch.dim,
-                "width": width, "lr": lr, "sigma0": sigma0, "steps": steps_list},
+        params={
+            "task": "staircase",
+            "arch": "mlp (tanh)",
+            "samples": int(X.shape[0]),
+            "d": arch.dim,
+            "width": width,
+            "lr": lr,
+            "sigma0": sigma0,
+            "steps": steps_list,
+        },
         rows=rows,
         summary={"ratio_train_over_predict_2000": ratio},
         targets={"predict >= 1000x faster than training at 2000 steps": ratio >= 1000},
@@ -314,32 +364,58 @@ def predict_d784(quick: bool, repeats: int) -> Outcome:
     predicted = float(np.interp(train_steps, np.asarray(p.flow.steps), np.asarray(p.flow.loss)))
     per_step = {"train": train_s / train_steps, "independent": independent_s / train_steps}
     row = {
-        "steps": steps, "predict_s": timing.best, "predict_first_s": timing.first,
-        "train_steps": train_steps, "train_s": train_s, "train_first_s": train_first,
-        "train_per_step_s": per_step["train"], "independent_s": independent_s,
+        "steps": steps,
+        "predict_s": timing.best,
+        "predict_first_s": timing.first,
+        "train_steps": train_steps,
+        "train_s": train_s,
+        "train_first_s": train_first,
+        "train_per_step_s": per_step["train"],
+        "independent_s": independent_s,
         "independent_per_step_s": per_step["independent"],
         "train_steps_per_predict": timing.best / per_step["train"],
         "independent_steps_per_predict": timing.best / per_step["independent"],
-        "train_loss": trained, "independent_loss": float(independent_loss), "predict_loss_at_train_steps": predicted,
+        "train_loss": trained,
+        "independent_loss": float(independent_loss),
+        "predict_loss_at_train_steps": predicted,
         "same_network": abs(trained - float(independent_loss)) <= 1e-10 * abs(float(independent_loss)),
         "predict_vs_train_rel": abs(predicted - trained) / abs(trained),
-        **_prediction_info(p), "predict_timing": timing.as_dict(),
+        **_prediction_info(p),
+        "predict_timing": timing.as_dict(),
     }
     return Outcome(
-        params={"data": "X ~ N(0, 1), Y = X T^T (K singular values 1 .. 0.1)", "samples": int(X.shape[0]), "D": D,
-                "K": K, "d": arch.dim, "width": width, "lr": lr, "sigma0": sigma0, "steps": steps,
-                "train_steps": train_steps},
+        params={
+            "data": "X ~ N(0, 1), Y = X T^T (K singular values 1 .. 0.1)",
+            "samples": int(X.shape[0]),
+            "D": D,
+            "K": K,
+            "d": arch.dim,
+            "width": width,
+            "lr": lr,
+            "sigma0": sigma0,
+            "steps": steps,
+            "train_steps": train_steps,
+        },
         rows=[row],
-        summary={"predict_s": row["predict_s"], "train_per_step_s": row["train_per_step_s"],
-                 "train_steps_per_predict": row["train_steps_per_predict"],
-                 "independent_steps_per_predict": row["independent_steps_per_predict"]},
-        targets={"predict (2000 steps) in less time than 2000 independent training steps":
-                 row["independent_steps_per_predict"] < steps,
-                 "the same network (nqf.train = independent loop, 1e-10)": row["same_network"]},
-        notes=["before (issue 24): predict did not finish in 600 s (per-sample route, chunked: ~0.3-0.5 s a step; "
-               "stability 110 s); S is now kept factored (moments route)",
-               f"training measured over {train_steps} steps only (warm call after a compiling one); "
-               "*_steps_per_predict = predict_s / measured time per training step"],
+        summary={
+            "predict_s": row["predict_s"],
+            "train_per_step_s": row["train_per_step_s"],
+            "train_steps_per_predict": row["train_steps_per_predict"],
+            "independent_steps_per_predict": row["independent_steps_per_predict"],
+        },
+        targets={
+            "predict (2000 steps) in less time than 2000 independent training steps": row[
+                "independent_steps_per_predict"
+            ]
+            < steps,
+            "the same network (nqf.train = independent loop, 1e-10)": row["same_network"],
+        },
+        notes=[
+            "before (issue 24): predict did not finish in 600 s (per-sample route, chunked: ~0.3-0.5 s a step; "
+            "stability 110 s); S is now kept factored (moments route)",
+            f"training measured over {train_steps} steps only (warm call after a compiling one); "
+            "*_steps_per_predict = predict_s / measured time per training step",
+        ],
     )
 
 
@@ -363,9 +439,13 @@ def _compare_flows(p, ref) -> dict:
         "compared_steps": int(l_r.size),
         "max_rel_loss_diff": float(np.nanmax(rel)) if rel.size else float("nan"),
         "floored_steps": int(np.count_nonzero(np.abs(l_r) < floor)),
-        "switch_steps_identical": bool(np.array_equal(np.asarray(p.mflow_switch_steps, dtype=np.float64),
-                                                      np.asarray(ref.mflow_switch_steps, dtype=np.float64),
-                                                      equal_nan=True)),
+        "switch_steps_identical": bool(
+            np.array_equal(
+                np.asarray(p.mflow_switch_steps, dtype=np.float64),
+                np.asarray(ref.mflow_switch_steps, dtype=np.float64),
+                equal_nan=True,
+            )
+        ),
         "ref_switch_steps": _steps_text(ref.mflow_switch_steps),
     }
 
@@ -398,9 +478,13 @@ def predict_horizon(quick: bool, repeats: int) -> Outcome:
         if has_stepping and (steps <= 10**4 or not quick):
             ref_cfg = dataclasses.replace(cfg, stepping="every")
             ref_timing, ref = _time_warm(lambda: nqf.predict(arch, X, Y, ref_cfg), repeats, single_if_slow=True)
-            row |= {"every_s": ref_timing.best, "every_first_s": ref_timing.first,
-                    "every_over_adaptive": ref_timing.best / timing.best,
-                    "every_timing": ref_timing.as_dict(), **_compare_flows(p, ref)}
+            row |= {
+                "every_s": ref_timing.best,
+                "every_first_s": ref_timing.first,
+                "every_over_adaptive": ref_timing.best / timing.best,
+                "every_timing": ref_timing.as_dict(),
+                **_compare_flows(p, ref),
+            }
         rows.append(row)
     ratio = rows[1]["predict_s"] / rows[0]["predict_s"]
     for row in rows:
@@ -416,22 +500,39 @@ def predict_horizon(quick: bool, repeats: int) -> Outcome:
         max_diff = max(r["max_rel_loss_diff"] for r in compared)
         targets[f"loss within 1e-8 relative of the step-by-step reference ({which})"] = max_diff <= 1e-8
         targets[f"switch steps identical to the step-by-step reference ({which})"] = all(
-            r["switch_steps_identical"] for r in compared)
+            r["switch_steps_identical"] for r in compared
+        )
         floored = {r["steps"]: r["floored_steps"] for r in compared if r["floored_steps"]}
-        notes.append("max_rel_loss_diff = max |L - L_ref| / max(|L_ref|, 1e-12 L_ref(0)) over the recorded steps"
-                     + (f"; the absolute floor 1e-12 L_ref(0) applied at {floored} recorded steps (steps: count)"
-                        if floored else "; the floor was not needed (L_ref >= 1e-12 L_ref(0) everywhere)"))
+        notes.append(
+            "max_rel_loss_diff = max |L - L_ref| / max(|L_ref|, 1e-12 L_ref(0)) over the recorded steps"
+            + (
+                f"; the absolute floor 1e-12 L_ref(0) applied at {floored} recorded steps (steps: count)"
+                if floored
+                else "; the floor was not needed (L_ref >= 1e-12 L_ref(0) everywhere)"
+            )
+        )
         if not all(r["same_recorded_steps"] for r in compared):
             notes.append("the two predictions recorded different steps: compared at the common ones")
-        notes.append("every_s: stepping='every' (the step-by-step reference), timed warm unless its first call took "
-                     f"> {SLOW_WARMUP_S:g} s (then that one call, compilation included)"
-                     + ("; the 10^6 reference runs in full mode only" if quick else ""))
+        notes.append(
+            "every_s: stepping='every' (the step-by-step reference), timed warm unless its first call took "
+            f"> {SLOW_WARMUP_S:g} s (then that one call, compilation included)"
+            + ("; the 10^6 reference runs in full mode only" if quick else "")
+        )
     return Outcome(
-        params={"task": "staircase", "arch": "mlp (tanh)", "width": width, "lr": lr, "sigma0": sigma0,
-                "horizons": list(horizons), "has_stepping": has_stepping},
+        params={
+            "task": "staircase",
+            "arch": "mlp (tanh)",
+            "width": width,
+            "lr": lr,
+            "sigma0": sigma0,
+            "horizons": list(horizons),
+            "has_stepping": has_stepping,
+        },
         rows=rows,
-        summary={"ratio_1e6_over_1e4": ratio,
-                 "max_rel_loss_diff": max((r["max_rel_loss_diff"] for r in compared), default=None)},
+        summary={
+            "ratio_1e6_over_1e4": ratio,
+            "max_rel_loss_diff": max((r["max_rel_loss_diff"] for r in compared), default=None),
+        },
         targets=targets,
         notes=notes,
     )
@@ -440,8 +541,9 @@ def predict_horizon(quick: bool, repeats: int) -> Outcome:
 # -- memory of the command line --------------------------------------------------------
 
 
-def _write_npz_streaming(path: Path, samples: int, inputs: int, outputs: int, seed: int = 0,
-                         chunk: int = 50_000) -> dict:
+def _write_npz_streaming(
+    path: Path, samples: int, inputs: int, outputs: int, seed: int = 0, chunk: int = 50_000
+) -> dict:
     """An uncompressed .npz with X (samples, inputs) standard normal and Y = X T^T (T with
     singular values 3, 2, 1, 0.5), written chunk by chunk (as ``np.savez`` lays it out),
     so that neither array is ever held whole. X's chunks are drawn twice from per-chunk
@@ -461,7 +563,8 @@ def _write_npz_streaming(path: Path, samples: int, inputs: int, outputs: int, se
         for name, cols, make in (("X", inputs, lambda x: x), ("Y", outputs, lambda x: x @ T.T)):
             with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array_header_1_0(
-                    f, {"descr": descr, "fortran_order": False, "shape": (samples, cols)})
+                    f, {"descr": descr, "fortran_order": False, "shape": (samples, cols)}
+                )
                 for i, start in enumerate(starts):
                     f.write(np.ascontiguousarray(make(x_chunk(i, start)), dtype="<f8").tobytes())
     return {"singular_values": s.tolist()}
@@ -497,8 +600,13 @@ def _run_measured(cmd: list[str], timeout_s: float, workdir: Path) -> dict:
     start = time.perf_counter()
     timed_out = False
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-c", _RUSAGE_HELPER, str(usage_path), *cmd],
-                                stdout=out, stderr=err, cwd=str(REPO), start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _RUSAGE_HELPER, str(usage_path), *cmd],
+            stdout=out,
+            stderr=err,
+            cwd=str(REPO),
+            start_new_session=True,
+        )
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -532,8 +640,26 @@ def _parse_json(text: str) -> dict | None:
 
 
 def _predict_cli_row(label: str, path: Path, samples: int, x_bytes: int, timeout_s: float, workdir: Path) -> dict:
-    cmd = _nqf_command() + ["predict", "--data", str(path), "--arch", "mlp", "--inputs", "64", "--outputs", "10",
-                            "--width", "16", "--sigma0", "1e-6", "--lr", "0.05", "--steps", "500", "--json"]
+    cmd = _nqf_command() + [
+        "predict",
+        "--data",
+        str(path),
+        "--arch",
+        "mlp",
+        "--inputs",
+        "64",
+        "--outputs",
+        "10",
+        "--width",
+        "16",
+        "--sigma0",
+        "1e-6",
+        "--lr",
+        "0.05",
+        "--steps",
+        "500",
+        "--json",
+    ]
     res = _run_measured(cmd, timeout_s, workdir)
     x_mb = x_bytes / 2**20
     row = {
@@ -557,8 +683,13 @@ def _predict_cli_row(label: str, path: Path, samples: int, x_bytes: int, timeout
         row |= {"route": "n/a", "error": "no JSON on stdout", "stdout_tail": res["stdout"][-2000:]}
         return row
     losses = (result.get("mflow") or {}).get("loss") or [None]
-    row |= {"route": result.get("route", "n/a"), "route_reason": result.get("route_reason"),
-            "flow_stats": result.get("flow_stats"), "final_loss": losses[-1], "error": ""}
+    row |= {
+        "route": result.get("route", "n/a"),
+        "route_reason": result.get("route_reason"),
+        "flow_stats": result.get("flow_stats"),
+        "final_loss": losses[-1],
+        "error": "",
+    }
     return row
 
 
@@ -590,27 +721,46 @@ def predict_memory(quick: bool, repeats: int) -> Outcome:
     for row in rows:
         if row.get("error"):
             notes.append(f"{row['data']}: nqf predict failed: {row['error']}")
-    notes.append("peak RSS is the command's own ru_maxrss (os.wait4 in a small helper that spawns it, so the "
-                 "benchmark's own RSS does not leak in), the whole process: Python, JAX and the "
-                 "compiled code included; the digits row (X is 0.9 MB) shows that fixed part")
-    notes.append(f"data: X standard normal, Y = T X with singular values {teacher['singular_values']} "
-                 f"(64 inputs, 10 outputs), float64, uncompressed npz written in chunks ({write_s:.1f} s)")
+    notes.append(
+        "peak RSS is the command's own ru_maxrss (os.wait4 in a small helper that spawns it, so the "
+        "benchmark's own RSS does not leak in), the whole process: Python, JAX and the "
+        "compiled code included; the digits row (X is 0.9 MB) shows that fixed part"
+    )
+    notes.append(
+        f"data: X standard normal, Y = T X with singular values {teacher['singular_values']} "
+        f"(64 inputs, 10 outputs), float64, uncompressed npz written in chunks ({write_s:.1f} s)"
+    )
     if quick:
         # at 10^5 samples (49 MB) the fixed part of the process dominates the whole RSS, so quick
         # mode judges the part above the digits run; full mode judges the whole RSS as stated
-        notes.append("quick mode: 10^5 samples, where the fixed part dominates; the target is judged on the RSS "
-                     "above the digits run (above_digits_MB <= 2x X); full mode judges the whole peak RSS")
+        notes.append(
+            "quick mode: 10^5 samples, where the fixed part dominates; the target is judged on the RSS "
+            "above the digits run (above_digits_MB <= 2x X); full mode judges the whole peak RSS"
+        )
         ok = not big_row.get("error") and bool(big_row["above_digits_over_X"] <= 2.0)
         target = "peak RSS above the digits run <= 2x X (1e5 samples)"
     else:
         ok = not big_row.get("error") and big_row["ratio"] <= 2.0
         target = "peak RSS <= 2x X (1e6 samples)"
     return Outcome(
-        params={"samples": samples, "inputs": inputs, "outputs": outputs, "width": 16, "sigma0": 1e-6, "lr": 0.05,
-                "steps": 500, "arch": "mlp (tanh)"},
+        params={
+            "samples": samples,
+            "inputs": inputs,
+            "outputs": outputs,
+            "width": 16,
+            "sigma0": 1e-6,
+            "lr": 0.05,
+            "steps": 500,
+            "arch": "mlp (tanh)",
+        },
         rows=rows,
-        summary={"peak_rss_MB": big_row["peak_rss_MB"], "X_MB": big_row["X_MB"], "ratio": big_row["ratio"],
-                 "digits_peak_rss_MB": baseline, "above_digits_over_X": big_row["above_digits_over_X"]},
+        summary={
+            "peak_rss_MB": big_row["peak_rss_MB"],
+            "X_MB": big_row["X_MB"],
+            "ratio": big_row["ratio"],
+            "digits_peak_rss_MB": baseline,
+            "above_digits_over_X": big_row["above_digits_over_X"],
+        },
         targets={target: ok},
         notes=notes,
     )
@@ -625,19 +775,76 @@ BENCHMARKS = {
 }
 
 COLUMNS = {
-    "predict_icl": ["steps", "predict_s", "predict_first_s", "train_s", "train_method", "ratio_train_over_predict",
-                    "independent_s", "ratio_independent_over_predict", "independent_factored_s",
-                    "ratio_factored_over_predict", "independent_gram_s", "ratio_gram_over_predict",
-                    "independent_same_loss", "switch_steps", "route"],
-    "predict_staircase": ["steps", "predict_s", "predict_first_s", "train_s", "train_method",
-                          "ratio_train_over_predict", "independent_s", "ratio_independent_over_predict",
-                          "switch_steps", "route"],
-    "predict_horizon": ["steps", "predict_s", "predict_first_s", "ratio_over_1e4", "stepped", "jumped", "jumps",
-                        "every_s", "every_over_adaptive", "max_rel_loss_diff", "switch_steps_identical",
-                        "switch_steps", "route"],
-    "predict_d784": ["steps", "predict_s", "predict_first_s", "train_steps", "train_s", "train_per_step_s",
-                     "independent_s", "independent_per_step_s", "train_steps_per_predict",
-                     "independent_steps_per_predict", "same_network", "predict_vs_train_rel", "switch_steps", "route"],
-    "predict_memory": ["data", "samples", "X_MB", "peak_rss_MB", "ratio", "above_digits_MB", "above_digits_over_X",
-                       "wall_s", "route", "error"],
+    "predict_icl": [
+        "steps",
+        "predict_s",
+        "predict_first_s",
+        "train_s",
+        "train_method",
+        "ratio_train_over_predict",
+        "independent_s",
+        "ratio_independent_over_predict",
+        "independent_factored_s",
+        "ratio_factored_over_predict",
+        "independent_gram_s",
+        "ratio_gram_over_predict",
+        "independent_same_loss",
+        "switch_steps",
+        "route",
+    ],
+    "predict_staircase": [
+        "steps",
+        "predict_s",
+        "predict_first_s",
+        "train_s",
+        "train_method",
+        "ratio_train_over_predict",
+        "independent_s",
+        "ratio_independent_over_predict",
+        "switch_steps",
+        "route",
+    ],
+    "predict_horizon": [
+        "steps",
+        "predict_s",
+        "predict_first_s",
+        "ratio_over_1e4",
+        "stepped",
+        "jumped",
+        "jumps",
+        "every_s",
+        "every_over_adaptive",
+        "max_rel_loss_diff",
+        "switch_steps_identical",
+        "switch_steps",
+        "route",
+    ],
+    "predict_d784": [
+        "steps",
+        "predict_s",
+        "predict_first_s",
+        "train_steps",
+        "train_s",
+        "train_per_step_s",
+        "independent_s",
+        "independent_per_step_s",
+        "train_steps_per_predict",
+        "independent_steps_per_predict",
+        "same_network",
+        "predict_vs_train_rel",
+        "switch_steps",
+        "route",
+    ],
+    "predict_memory": [
+        "data",
+        "samples",
+        "X_MB",
+        "peak_rss_MB",
+        "ratio",
+        "above_digits_MB",
+        "above_digits_over_X",
+        "wall_s",
+        "route",
+        "error",
+    ],
 }

@@ -146,8 +146,11 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, str, float]:
 
 
 def _spec(folder: Path, size: dict, points: int | None = None) -> Path:
-    grid = {"sigma0s": 1, "seeds": 1, "lo": -3} if points == 1 else {"sigma0s": size["sigma0s"],
-                                                                       "seeds": size["seeds"], "lo": -8}
+    grid = (
+        {"sigma0s": 1, "seeds": 1, "lo": -3}
+        if points == 1
+        else {"sigma0s": size["sigma0s"], "seeds": size["seeds"], "lo": -8}
+    )
     text = SPEC.format(samples=SAMPLES, width=WIDTH, lr=LR, steps=size["steps"], **grid)
     path = folder / ("one.toml" if points == 1 else "sweep.toml")
     path.write_text(text)
@@ -157,16 +160,36 @@ def _spec(folder: Path, size: dict, points: int | None = None) -> Path:
 def _sweep(spec: Path, work: Path, label: str, executor: str, jobs: int, batch_size: int) -> dict:
     """One whole ``nqf sweep`` command in a fresh output folder with a fresh compilation cache."""
     out, cache = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=work)), Path(tempfile.mkdtemp(prefix="cache-", dir=work))
-    cmd = [_nqf(), "sweep", str(spec), "--out", str(out), "--executor", executor, "--jobs", str(jobs),
-           "--batch-size", str(batch_size), "--quiet"]
+    cmd = [
+        _nqf(),
+        "sweep",
+        str(spec),
+        "--out",
+        str(out),
+        "--executor",
+        executor,
+        "--jobs",
+        str(jobs),
+        "--batch-size",
+        str(batch_size),
+        "--quiet",
+    ]
     wall, stdout, load = _run(cmd, _env(cache))
     m = re.search(r"(\d+) point\(s\): (\d+) computed, (\d+) already stored, (\d+) failed; ([\d.]+) s", stdout)
     if not m:
         raise RuntimeError(f"unexpected output of {' '.join(cmd)}:\n{stdout}")
     points, computed, stored, failed = (int(m[i]) for i in range(1, 5))
     inside = float(m[5])
-    return {"wall_s": wall, "sweep_s": inside, "points": points, "computed": computed, "stored": stored,
-            "failed": failed, "out": out, "load_1min": load}
+    return {
+        "wall_s": wall,
+        "sweep_s": inside,
+        "points": points,
+        "computed": computed,
+        "stored": stored,
+        "failed": failed,
+        "out": out,
+        "load_1min": load,
+    }
 
 
 def _engine(work: Path, executor: str, jobs: int) -> float:
@@ -177,8 +200,10 @@ def _engine(work: Path, executor: str, jobs: int) -> float:
 
 def _batches(spec: Path, work: Path, batch_size: int) -> int:
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=work))
-    _, stdout, _ = _run([_nqf(), "sweep", str(spec), "--out", str(work / "dry"), "--batch-size", str(batch_size),
-                         "--dry-run"], _env(cache))
+    _, stdout, _ = _run(
+        [_nqf(), "sweep", str(spec), "--out", str(work / "dry"), "--batch-size", str(batch_size), "--dry-run"],
+        _env(cache),
+    )
     m = re.search(r"in (\d+) batch\(es\)", stdout)
     if not m:
         raise RuntimeError(f"unexpected dry-run output:\n{stdout}")
@@ -290,48 +315,69 @@ def sweep_executors(quick: bool, repeats: int, rounds: int = 1, keep: Path | Non
             d_abs, d_rel, bad = compare_tables(tables["ray1"], tables[label])
             worst_rel, worst_abs = max(worst_rel, d_rel), max(worst_abs, d_abs)
             problems += [f"{label}: {p}" for p in bad[:5]]
-            rows.append({
-                "case": label,
-                "executor": executor,
-                "jobs": jobs,
-                "points": r["points"],
-                "batches": batches,
-                "wall_s": r["wall_s"],
-                "sweep_s": r["sweep_s"],
-                "startup_s": r["wall_s"] - r["sweep_s"],
-                "engine_s": r["engine_s"],
-                "one_point_s": r["one_point_s"],
-                "wall_minus_one_point_s": r["wall_s"] - r["one_point_s"],
-                "points_compute_s": r["points_compute_s"],
-                "median_point_s": r["median_point_s"],
-                "first_point_s": r["first_point_s"],
-                "speedup_ray1_over_this": base / r["wall_s"],
-                "ratio_this_over_local2": r["wall_s"] / local2,
-                "failed": r["failed"],
-                "max_abs_diff_vs_ray1": d_abs,
-                "max_rel_diff_vs_ray1": d_rel,
-                "load_1min": r["load_1min"],
-            })
+            rows.append(
+                {
+                    "case": label,
+                    "executor": executor,
+                    "jobs": jobs,
+                    "points": r["points"],
+                    "batches": batches,
+                    "wall_s": r["wall_s"],
+                    "sweep_s": r["sweep_s"],
+                    "startup_s": r["wall_s"] - r["sweep_s"],
+                    "engine_s": r["engine_s"],
+                    "one_point_s": r["one_point_s"],
+                    "wall_minus_one_point_s": r["wall_s"] - r["one_point_s"],
+                    "points_compute_s": r["points_compute_s"],
+                    "median_point_s": r["median_point_s"],
+                    "first_point_s": r["first_point_s"],
+                    "speedup_ray1_over_this": base / r["wall_s"],
+                    "ratio_this_over_local2": r["wall_s"] / local2,
+                    "failed": r["failed"],
+                    "max_abs_diff_vs_ray1": d_abs,
+                    "max_rel_diff_vs_ray1": d_rel,
+                    "load_1min": r["load_1min"],
+                }
+            )
         failed = sum(r["failed"] for r in rows)
         speedup, ray_over_local = base / ray2, ray2 / local2
         marginal = (best["ray1"]["wall_s"] - best["ray1"]["one_point_s"]) / (
-            best["ray2"]["wall_s"] - best["ray2"]["one_point_s"])
+            best["ray2"]["wall_s"] - best["ray2"]["one_point_s"]
+        )
         return Outcome(
-            params={"task": "staircase", "samples": SAMPLES, "mode": "compare", "optimizers": ["gd"], "lr": LR,
-                    "width": WIDTH, "steps": size["steps"], "sigma0s": size["sigma0s"], "seeds": size["seeds"],
-                    "batch_size": size["batch_size"], "batches": batches, "rounds": max(1, rounds),
-                    "load_at_start": os.getloadavg(), "cpus": os.cpu_count()},
+            params={
+                "task": "staircase",
+                "samples": SAMPLES,
+                "mode": "compare",
+                "optimizers": ["gd"],
+                "lr": LR,
+                "width": WIDTH,
+                "steps": size["steps"],
+                "sigma0s": size["sigma0s"],
+                "seeds": size["seeds"],
+                "batch_size": size["batch_size"],
+                "batches": batches,
+                "rounds": max(1, rounds),
+                "load_at_start": os.getloadavg(),
+                "cpus": os.cpu_count(),
+            },
             rows=rows,
-            summary={"speedup_ray1_over_ray2": speedup, "ratio_ray2_over_local2": ray_over_local,
-                     "speedup_without_fixed_cost": marginal, "max_rel_diff": worst_rel, "max_abs_diff": worst_abs,
-                     "problems": problems},
+            summary={
+                "speedup_ray1_over_ray2": speedup,
+                "ratio_ray2_over_local2": ray_over_local,
+                "speedup_without_fixed_cost": marginal,
+                "max_rel_diff": worst_rel,
+                "max_abs_diff": worst_abs,
+                "problems": problems,
+            },
             targets={
                 f"at least {MIN_BATCHES} batches": batches >= MIN_BATCHES,
                 f"Ray 2 CPUs >= {TARGET_SPEEDUP}x faster than Ray 1 CPU": speedup >= TARGET_SPEEDUP,
-                f"Ray 2 CPUs <= {TARGET_RAY_OVER_LOCAL}x the local pool (2 workers)":
-                    ray_over_local <= TARGET_RAY_OVER_LOCAL,
-                f"tables agree to {AGREEMENT:g} relative, no point failed":
-                    worst_rel <= AGREEMENT and not problems and failed == 0,
+                f"Ray 2 CPUs <= {TARGET_RAY_OVER_LOCAL}x the local pool (2 workers)": ray_over_local
+                <= TARGET_RAY_OVER_LOCAL,
+                f"tables agree to {AGREEMENT:g} relative, no point failed": worst_rel <= AGREEMENT
+                and not problems
+                and failed == 0,
             },
             notes=[
                 f"ray1/ray2 = {speedup:.2f}, ray2/local2 = {ray_over_local:.2f}; without the fixed cost "
@@ -345,8 +391,10 @@ def sweep_executors(quick: bool, repeats: int, rounds: int = 1, keep: Path | Non
                 "first_point_s: the compute time of the 1-point sweep's point, in a fresh worker (its "
                 "compilation included: first_point_s - median_point_s is about one worker's compile)",
                 "machine load (1-min average) when the cases started: "
-                + ", ".join(f"{r['case']} {r['load_1min']:.1f}" for r in rows) + f"; {os.cpu_count()} CPUs",
-            ] + ([f"table problems: {problems[:5]}"] if problems else []),
+                + ", ".join(f"{r['case']} {r['load_1min']:.1f}" for r in rows)
+                + f"; {os.cpu_count()} CPUs",
+            ]
+            + ([f"table problems: {problems[:5]}"] if problems else []),
         )
     finally:
         _SNAPSHOT.clear()
@@ -357,10 +405,25 @@ def sweep_executors(quick: bool, repeats: int, rounds: int = 1, keep: Path | Non
 BENCHMARKS = {"sweep_executors": lambda quick, repeats: sweep_executors(quick, repeats)}
 
 COLUMNS = {
-    "sweep_executors": ["case", "points", "batches", "wall_s", "sweep_s", "startup_s", "engine_s", "one_point_s",
-                        "wall_minus_one_point_s", "points_compute_s", "median_point_s", "first_point_s",
-                        "speedup_ray1_over_this",
-                        "ratio_this_over_local2", "failed", "max_rel_diff_vs_ray1", "load_1min"],
+    "sweep_executors": [
+        "case",
+        "points",
+        "batches",
+        "wall_s",
+        "sweep_s",
+        "startup_s",
+        "engine_s",
+        "one_point_s",
+        "wall_minus_one_point_s",
+        "points_compute_s",
+        "median_point_s",
+        "first_point_s",
+        "speedup_ray1_over_this",
+        "ratio_this_over_local2",
+        "failed",
+        "max_rel_diff_vs_ray1",
+        "load_1min",
+    ],
 }
 
 

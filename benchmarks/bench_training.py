@@ -31,7 +31,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
 from _timing import Outcome
 
 TARGET = 1.5  # nqf.train / independent loop
@@ -185,8 +184,18 @@ def train_vs_independent(quick: bool, repeats: int) -> Outcome:
         agree = abs(final - float(ind_loss)) <= 1e-10 * abs(float(ind_loss))
         ratio = nqf_s / ind_s
         ratios[f"{label}, width {width}"] = ratio
-        rows.append({"case": label, "width": width, "steps": case_steps, "nqf_train_s": nqf_s,
-                     "independent_s": ind_s, "ratio": ratio, "final_loss": final, "same_loss": agree})
+        rows.append(
+            {
+                "case": label,
+                "width": width,
+                "steps": case_steps,
+                "nqf_train_s": nqf_s,
+                "independent_s": ind_s,
+                "ratio": ratio,
+                "final_loss": final,
+                "same_loss": agree,
+            }
+        )
     return Outcome(
         params={"steps": steps, "optimizer": "gd", "float": "float64"},
         rows=rows,
@@ -195,8 +204,10 @@ def train_vs_independent(quick: bool, repeats: int) -> Outcome:
             f"nqf.train <= {TARGET} x the independent loop at every size": all(r <= TARGET for r in ratios.values()),
             "the same final loss (1e-10)": all(r["same_loss"] for r in rows),
         },
-        notes=["warm: each call made once to compile, the second timed; nqf.train end to end (its checks, "
-               "16 checkpoints), the independent loop the jitted fori_loop alone"],
+        notes=[
+            "warm: each call made once to compile, the second timed; nqf.train end to end (its checks, "
+            "16 checkpoints), the independent loop the jitted fori_loop alone"
+        ],
     )
 
 
@@ -232,10 +243,19 @@ def readout_vs_generic(quick: bool, repeats: int) -> Outcome:
                     seconds, _ = _timed(lambda: nqf.train(a, X, Y, config).loss)  # noqa: B023
                     best[k] = min(best[k], seconds / steps)
             same = bool(np.allclose(losses["readout"], losses["generic"], rtol=1e-12, atol=0))
-            rows.append({"task": task_name, "architecture": name, "samples": int(X.shape[0]), "width": width,
-                         "steps": steps, "generic_ms_per_step": 1e3 * best["generic"],
-                         "readout_ms_per_step": 1e3 * best["readout"], "speedup": best["generic"] / best["readout"],
-                         "same_loss": same})
+            rows.append(
+                {
+                    "task": task_name,
+                    "architecture": name,
+                    "samples": int(X.shape[0]),
+                    "width": width,
+                    "steps": steps,
+                    "generic_ms_per_step": 1e3 * best["generic"],
+                    "readout_ms_per_step": 1e3 * best["readout"],
+                    "speedup": best["generic"] / best["readout"],
+                    "same_loss": same,
+                }
+            )
     return Outcome(
         params={"optimizer": "gd", "lr": 0.05, "sigma0": 1e-2, "checkpoints": 16, "float": "float64"},
         rows=rows,
@@ -246,13 +266,34 @@ def readout_vs_generic(quick: bool, repeats: int) -> Outcome:
                 1 / r["speedup"] <= READOUT_SLOWER for r in rows
             ),
         },
-        notes=["warm: each train compiled by a first call; the two paths timed in turn, best of the repeats; "
-               "generic = dataclasses.replace(arch, readout=None)"],
+        notes=[
+            "warm: each train compiled by a first call; the two paths timed in turn, best of the repeats; "
+            "generic = dataclasses.replace(arch, readout=None)"
+        ],
     )
 
 
 BENCHMARKS = {"train_vs_independent": train_vs_independent, "readout_vs_generic": readout_vs_generic}
-COLUMNS = {"train_vs_independent": ["case", "width", "steps", "nqf_train_s", "independent_s", "ratio", "final_loss",
-                                    "same_loss"],
-           "readout_vs_generic": ["task", "architecture", "samples", "width", "steps", "generic_ms_per_step",
-                                  "readout_ms_per_step", "speedup", "same_loss"]}
+COLUMNS = {
+    "train_vs_independent": [
+        "case",
+        "width",
+        "steps",
+        "nqf_train_s",
+        "independent_s",
+        "ratio",
+        "final_loss",
+        "same_loss",
+    ],
+    "readout_vs_generic": [
+        "task",
+        "architecture",
+        "samples",
+        "width",
+        "steps",
+        "generic_ms_per_step",
+        "readout_ms_per_step",
+        "speedup",
+        "same_loss",
+    ],
+}

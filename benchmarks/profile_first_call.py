@@ -5,7 +5,7 @@
     NQF_CACHE_DIR=$(mktemp -d) .venv/bin/python benchmarks/profile_first_call.py iris.npz 0.05
 
 Run it in a fresh process with an empty cache (a warm cache or an earlier call in the same
-process hides the compilation). Each stage of ``nqf.predict`` (``nqf.theory.predict_stages``)
+process hides the compilation). Each stage of ``nqf.predict`` (``nqf.theory.predict.stages``)
 is timed by wrapping it; ``jax.monitoring`` attributes every compilation (tracing, lowering,
 XLA) to the stage running at the time. The window includes the data's generation or loading.
 """
@@ -22,11 +22,23 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 import nqf  # noqa: E402
-from nqf.theory import predict as predict_module  # noqa: E402
-from nqf.theory import predict_stages  # noqa: E402
+from nqf.theory.predict import pipeline as predict_module  # noqa: E402
+from nqf.theory.predict import stages as predict_stages  # noqa: E402
 
-STAGES = ("gate", "data_route", "modes_of", "initial_occupations", "lv_system", "stability", "mflow", "lv_map",
-          "mflow_switches", "closed_form", "vanishing_init", "power_law")
+STAGES = (
+    "gate",
+    "data_route",
+    "modes_of",
+    "initial_occupations",
+    "lv_system",
+    "stability",
+    "mflow",
+    "lv_map",
+    "mflow_switches",
+    "closed_form",
+    "vanishing_init",
+    "power_law",
+)
 current = ["outside the stages"]
 wall: dict[str, float] = {}
 compile_s: dict[str, float] = {}
@@ -73,11 +85,13 @@ def main(argv: list[str]) -> None:
     p = nqf.predict(arch, X, Y, config)
     total = time.perf_counter() - start
     print(f"engine {p.engine}: {p.engine_reason}")
-    print(f"| stage | wall s | compile s | programs |\n|---|---|---|---|")
+    print("| stage | wall s | compile s | programs |\n|---|---|---|---|")
     for name in ("outside the stages", "initial_weights", *STAGES):
         if name in wall or name in compile_s:
             print(f"| {name} | {wall.get(name, 0.0):.3f} | {compile_s.get(name, 0.0):.3f} | {programs.get(name, 0)} |")
-    print(f"| total (data generation included) | {total:.3f} | {sum(compile_s.values()):.3f} | {sum(programs.values())} |")
+    print(
+        f"| total (data generation included) | {total:.3f} | {sum(compile_s.values()):.3f} | {sum(programs.values())} |"
+    )
 
 
 if __name__ == "__main__":

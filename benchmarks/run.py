@@ -38,20 +38,20 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from nqf.architectures.architecture import init_weights  # noqa: E402
-from nqf.theory.data_matrices import data_matrices  # noqa: E402
+from nqf.theory.data_matrices.build import data_matrices  # noqa: E402
 from nqf.theory.flow import gd_map  # noqa: E402
-from nqf.theory.lotka_volterra import LotkaVolterra, fixed_point, logistic_switch_time
-from nqf.theory.lv_solve import solve_lv, suggested_horizon, switch_times
-from nqf.training.tasks import get_task  # noqa: E402
+from nqf.theory.lotka_volterra.solve import solve_lv, suggested_horizon, switch_times
+from nqf.theory.lotka_volterra.system import LotkaVolterra, fixed_point, logistic_switch_time
 from nqf.training.config import TrainConfig, checkpoint_steps
 from nqf.training.runs import _build_run, train, training_keys
 from nqf.training.sweep import train_sweep
+from nqf.training.tasks import get_task  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 DTYPE = "float64"
 
 
-from _timing import Outcome, Timing, print_outcome, time_calls, timed_with_compile, _timed  # noqa: E402,F401
+from _timing import Outcome, Timing, _timed, print_outcome, time_calls, timed_with_compile  # noqa: E402,F401
 
 
 def _staircase():
@@ -80,8 +80,15 @@ def mflow_vs_training(quick: bool, repeats: int) -> Outcome:
     rows = []
     for n in widths:
         config = TrainConfig(
-            optimizer="gd", lr=lr, steps=steps, width=n, sigma0=sigma0, seed=seed,
-            dtype=DTYPE, model="quadratic", checkpoints=64,
+            optimizer="gd",
+            lr=lr,
+            steps=steps,
+            width=n,
+            sigma0=sigma0,
+            seed=seed,
+            dtype=DTYPE,
+            model="quadratic",
+            checkpoints=64,
         )
         init_key, batch_key = training_keys(seed)
         W0 = init_weights(arch, init_key, n, sigma0, jnp.float64)
@@ -101,26 +108,37 @@ def mflow_vs_training(quick: bool, repeats: int) -> Outcome:
 
         M_train = np.asarray(W_final) @ np.asarray(W_final).T
         M_flow = np.asarray(flow.final)
-        rows.append({
-            "n": n,
-            "steps": steps,
-            "mflow_s": flow_time.best,
-            "train_s": train_time.best,
-            "ratio_train_over_mflow": train_time.best / flow_time.best,
-            "train_compile_s": compile_s,
-            "train_compile_reported_s": compile_reported_s,
-            "train_end_to_end_s": end_to_end_s,
-            "train_end_to_end_compile_s": end_to_end_compile_s,
-            "final_M_rel_diff": float(np.abs(M_train - M_flow).max() / np.abs(M_flow).max()),
-            "occupation_max_diff": float(np.abs(np.asarray(records[1]) - np.asarray(flow.occupations)).max()),
-            "mflow_timing": flow_time.as_dict(),
-            "train_timing": train_time.as_dict(),
-        })
+        rows.append(
+            {
+                "n": n,
+                "steps": steps,
+                "mflow_s": flow_time.best,
+                "train_s": train_time.best,
+                "ratio_train_over_mflow": train_time.best / flow_time.best,
+                "train_compile_s": compile_s,
+                "train_compile_reported_s": compile_reported_s,
+                "train_end_to_end_s": end_to_end_s,
+                "train_end_to_end_compile_s": end_to_end_compile_s,
+                "final_M_rel_diff": float(np.abs(M_train - M_flow).max() / np.abs(M_flow).max()),
+                "occupation_max_diff": float(np.abs(np.asarray(records[1]) - np.asarray(flow.occupations)).max()),
+                "mflow_timing": flow_time.as_dict(),
+                "train_timing": train_time.as_dict(),
+            }
+        )
     ratios = [r["ratio_train_over_mflow"] for r in rows]
     flow_times = [r["mflow_s"] for r in rows]
     return Outcome(
-        params={"task": "staircase", "arch": "mlp (tanh)", "lr": lr, "sigma0": sigma0, "steps": steps,
-                "checkpoints": int(ckpts.size), "widths": list(widths), "d": arch.dim, "samples": int(X.shape[0])},
+        params={
+            "task": "staircase",
+            "arch": "mlp (tanh)",
+            "lr": lr,
+            "sigma0": sigma0,
+            "steps": steps,
+            "checkpoints": int(ckpts.size),
+            "widths": list(widths),
+            "d": arch.dim,
+            "samples": int(X.shape[0]),
+        },
         rows=rows,
         summary={
             "ratio_smallest_n": ratios[0],
@@ -198,8 +216,14 @@ def lv_log_space(quick: bool, repeats: int) -> Outcome:
         targets[f"{case}: step ratio within 2x"] = 0.5 <= ratio <= 2.0
         rows.extend(per_sigma)
     return Outcome(
-        params={"singular_values": s.tolist(), "lr": lr, "sigma0s": list(sigmas), "method": "kvaerno5 (auto)",
-                "rtol": 1e-8, "atol": 1e-8},
+        params={
+            "singular_values": s.tolist(),
+            "lr": lr,
+            "sigma0s": list(sigmas),
+            "method": "kvaerno5 (auto)",
+            "rtol": 1e-8,
+            "atol": 1e-8,
+        },
         rows=rows,
         summary={r["case"] + " step ratio": r["step_ratio_1e-30_over_1e-3"] for r in rows[1::2]},
         targets=targets,
@@ -274,8 +298,10 @@ def sweep_vs_loop(quick: bool, repeats: int) -> Outcome:
     )
 
     def loop():
-        return [[train(arch, X, Y, replace(config, sigma0=float(s0), seed=int(sd)), basis=Q).loss for sd in seeds]
-                for s0 in sigma0s]
+        return [
+            [train(arch, X, Y, replace(config, sigma0=float(s0), seed=int(sd)), basis=Q).loss for sd in seeds]
+            for s0 in sigma0s
+        ]
 
     traces_before = _trace_count()
     loop_s, loop_compile_s, loop_losses = timed_with_compile(loop)
@@ -300,18 +326,33 @@ def sweep_vs_loop(quick: bool, repeats: int) -> Outcome:
         "max_loss_diff_sweep_vs_loop": agreement,
     }
     return Outcome(
-        params={"task": "staircase", "arch": "mlp (tanh)", "model": "network", "optimizer": "gd", "lr": 0.05,
-                "width": 32, "steps": steps, "checkpoints": 64, "sigma0s": sigma0s.tolist(), "seeds": seeds.tolist()},
+        params={
+            "task": "staircase",
+            "arch": "mlp (tanh)",
+            "model": "network",
+            "optimizer": "gd",
+            "lr": 0.05,
+            "width": 32,
+            "steps": steps,
+            "checkpoints": 64,
+            "sigma0s": sigma0s.tolist(),
+            "seeds": seeds.tolist(),
+        },
         rows=[row],
-        summary={"ratio_loop_over_sweep": loop_s / sweep_s, "ratio_loop_compile_over_sweep_compile": compile_ratio,
-                 "loop_traces": loop_traces},
+        summary={
+            "ratio_loop_over_sweep": loop_s / sweep_s,
+            "ratio_loop_compile_over_sweep_compile": compile_ratio,
+            "loop_traces": loop_traces,
+        },
         targets={
-            "the loop of train compiles once (one trace; compile <= 1.5x one sweep compile)":
-                loop_traces == 1 and compile_ratio <= 1.5,
+            "the loop of train compiles once (one trace; compile <= 1.5x one sweep compile)": loop_traces == 1
+            and compile_ratio <= 1.5,
             "sweep equals the loop (max loss diff < 1e-10)": agreement < 1e-10,
         },
-        notes=["wall times include compilation (one call each, no repeats); *_compile_s is the part JAX "
-               "reports as tracing + lowering + compiling (jax.monitoring), *_run_s the rest"],
+        notes=[
+            "wall times include compilation (one call each, no repeats); *_compile_s is the part JAX "
+            "reports as tracing + lowering + compiling (jax.monitoring), *_run_s the rest"
+        ],
     )
 
 
@@ -324,15 +365,50 @@ BENCHMARKS: dict[str, Callable[[bool, int], Outcome]] = {
 
 # Columns printed per benchmark (everything is in the JSON).
 COLUMNS = {
-    "mflow_vs_training": ["n", "steps", "mflow_s", "train_s", "ratio_train_over_mflow", "train_compile_s",
-                          "train_end_to_end_s", "final_M_rel_diff"],
-    "lv_log_space": ["case", "sigma0", "horizon_steps", "solver_steps", "accepted_steps", "step_ratio_1e-30_over_1e-3",
-                     "wall_s", "first_call_s"],
-    "lv_many_modes": ["modes", "alpha", "m0", "horizon_steps", "output_times", "method", "wall_s", "first_call_s",
-                      "ns_per_evaluation", "switched"],
-    "sweep_vs_loop": ["runs", "steps", "sweep_s", "sweep_compile_s", "loop_train_s", "loop_train_compile_s",
-                      "loop_traces", "ratio_loop_over_sweep", "ratio_loop_compile_over_sweep_compile",
-                      "max_loss_diff_sweep_vs_loop"],
+    "mflow_vs_training": [
+        "n",
+        "steps",
+        "mflow_s",
+        "train_s",
+        "ratio_train_over_mflow",
+        "train_compile_s",
+        "train_end_to_end_s",
+        "final_M_rel_diff",
+    ],
+    "lv_log_space": [
+        "case",
+        "sigma0",
+        "horizon_steps",
+        "solver_steps",
+        "accepted_steps",
+        "step_ratio_1e-30_over_1e-3",
+        "wall_s",
+        "first_call_s",
+    ],
+    "lv_many_modes": [
+        "modes",
+        "alpha",
+        "m0",
+        "horizon_steps",
+        "output_times",
+        "method",
+        "wall_s",
+        "first_call_s",
+        "ns_per_evaluation",
+        "switched",
+    ],
+    "sweep_vs_loop": [
+        "runs",
+        "steps",
+        "sweep_s",
+        "sweep_compile_s",
+        "loop_train_s",
+        "loop_train_compile_s",
+        "loop_traces",
+        "ratio_loop_over_sweep",
+        "ratio_loop_compile_over_sweep_compile",
+        "max_loss_diff_sweep_vs_loop",
+    ],
 }
 
 
@@ -389,8 +465,13 @@ def _jsonable(x):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", default=[], metavar="NAME",
-                        help=f"run only this benchmark (repeatable or comma-separated): {', '.join(BENCHMARKS)}")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"run only this benchmark (repeatable or comma-separated): {', '.join(BENCHMARKS)}",
+    )
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes on 2 cores)")
     parser.add_argument("--repeats", type=int, default=None, help="timed calls after warm-up (default 3 quick, 5 full)")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (default benchmarks/out)")
@@ -403,11 +484,13 @@ def main(argv: list[str] | None = None) -> int:
     if repeats < 1:
         parser.error("--repeats must be >= 1")
 
-    started = _dt.datetime.now(_dt.timezone.utc)
+    started = _dt.datetime.now(_dt.UTC)
     info = machine()
     mode = "quick" if args.quick else "full"
-    print(f"nqf benchmarks ({mode}, {repeats} timed repeats) on {info['cpu']}, {info['cores_available']} cores, "
-          f"jax {info['jax']} ({info['jax_backend']})  {started:%Y-%m-%d %H:%M} UTC\n")
+    print(
+        f"nqf benchmarks ({mode}, {repeats} timed repeats) on {info['cpu']}, {info['cores_available']} cores, "
+        f"jax {info['jax']} ({info['jax_backend']})  {started:%Y-%m-%d %H:%M} UTC\n"
+    )
     results, failed = {}, []
     for name in names:
         t0 = time.perf_counter()
@@ -420,15 +503,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"## {name}: ERROR {type(exc).__name__}: {exc}\n")
             continue
         elapsed = time.perf_counter() - t0
-        results[name] = {"elapsed_s": elapsed, "params": outcome.params, "rows": outcome.rows,
-                         "summary": outcome.summary, "targets": outcome.targets, "notes": outcome.notes}
+        results[name] = {
+            "elapsed_s": elapsed,
+            "params": outcome.params,
+            "rows": outcome.rows,
+            "summary": outcome.summary,
+            "targets": outcome.targets,
+            "notes": outcome.notes,
+        }
         print(f"## {name}  ({elapsed:.0f} s)\n")
         print_outcome(outcome, COLUMNS[name])
         failed += [f"{name}: missed target {target}" for target, met in outcome.targets.items() if not met]
         print()
 
-    record = {"date_utc": started.isoformat(timespec="seconds"), "mode": mode, "repeats": repeats,
-              "machine": info, "benchmarks": results}
+    record = {
+        "date_utc": started.isoformat(timespec="seconds"),
+        "mode": mode,
+        "repeats": repeats,
+        "machine": info,
+        "benchmarks": results,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{started:%Y%m%dT%H%M%SZ}-{mode}.json"
     text = json.dumps(_jsonable(record), indent=2)

@@ -22,7 +22,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np
 
 import nqf
-from nqf.theory.departure import departure
+from nqf.theory.departure.estimate import departure
 
 GAP_STEPS = (50, 90, 100, 133, 150, 200, 250, 300, 500, 1000)
 

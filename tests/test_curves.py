@@ -186,7 +186,7 @@ def test_switch_steps_of_a_staircase_loss():
 def test_overlay_of_the_predicted_curve_itself(tmp_path):
     """compare_overlay on the M-flow's own loss curve: zero error; shifted by 25 steps: error 25 / t_k."""
     from nqf.comparison.curves import LossCurve, compare_overlay, prediction_levels
-    from nqf.theory.predict import PredictConfig, predict
+    from nqf.theory.predict.pipeline import PredictConfig, predict
 
     X, Y = nqf.get_task("staircase").generate(0)
     p = predict(nqf.get_architecture("mlp"), X, Y, PredictConfig(width=32, lr=0.05, steps=600, sigma0=1e-6))

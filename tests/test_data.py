@@ -12,7 +12,7 @@ from nqf.architectures import ARCHITECTURES, architecture_options, get_architect
 from nqf.architectures.architecture import structure
 from nqf.architectures.structure import BlockFactors
 from nqf.core.errors import NqfError
-from nqf.theory.data_matrices import DataMatrices, data_matrices, population_data_matrices
+from nqf.theory.data_matrices.build import DataMatrices, data_matrices, population_data_matrices
 
 SMALL = {"inputs": 3, "outputs": 2, "tokens": 3, "dim": 3, "key_dim": 2, "value_dim": 2, "context": 3,
          "length": 5, "kernel": 3, "height": 3, "width": 3, "experts": 3}  # fmt: skip

@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.theory.chunked import chunked_data_matrices
-from nqf.theory.data_protocol import AbstractDataMatrices, AbstractSampleDataMatrices
-from nqf.theory.moments import moment_data_matrices
-from nqf.theory.sample_checks import checked_samples
+from nqf.theory.data_matrices.checks import checked_samples
+from nqf.theory.data_matrices.chunked import chunked_data_matrices
+from nqf.theory.data_matrices.moments import moment_data_matrices
+from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 
 N, CHUNK = 40, 16
 

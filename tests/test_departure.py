@@ -7,8 +7,8 @@ import pytest
 
 from nqf import PredictConfig, gd_map, get_task, mlp, mlp_fixed, momentum_map, predict
 from nqf.architectures.architecture import init_weights
-from nqf.theory.data_matrices import data_matrices
-from nqf.theory.departure import departure, path_weights, propagators
+from nqf.theory.data_matrices.build import data_matrices
+from nqf.theory.departure.estimate import departure, path_weights, propagators
 from nqf.theory.flow import square_factor
 from nqf.training.runs import training_keys
 

@@ -12,8 +12,8 @@ import pytest
 from nqf import PredictConfig, get_task, mlp, predict
 from nqf.comparison import limits
 from nqf.core.errors import NqfError
-from nqf.theory import departure_plateaus as dp
-from nqf.theory.corrections import corrected_switch_steps
+from nqf.theory.departure import plateaus as dp
+from nqf.theory.departure.corrections import corrected_switch_steps
 
 from .conftest import assert_allclose
 

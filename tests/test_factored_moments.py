@@ -1,4 +1,4 @@
-"""Issue 24 (D = 784): S kept factored beyond MAX_MOMENT_ENTRIES (``nqf.theory.moments.FactoredSecond``)
+"""Issue 24 (D = 784): S kept factored beyond MAX_MOMENT_ENTRIES (``nqf.theory.data_matrices.moments.FactoredSecond``)
 equals the dense S; the M-flow on it (``MomentDataMatrices.gradient_times``) predicts what the dense
 moments route predicts; and adaptive stepping above the jump cap steps (the same as ``every``)."""
 
@@ -11,10 +11,10 @@ import pytest
 
 import nqf
 from nqf.architectures.architecture import structure
-from nqf.theory import moments
-from nqf.theory.data_matrices import checked_samples
-from nqf.theory.flow_maps import gd_map, momentum_map, square_factor
-from nqf.theory.moments import FactoredSecond, MomentDataMatrices, choose_route, moment_data_matrices
+from nqf.theory.data_matrices import moments
+from nqf.theory.data_matrices.build import checked_samples
+from nqf.theory.data_matrices.moments import FactoredSecond, MomentDataMatrices, choose_route, moment_data_matrices
+from nqf.theory.flow.maps import gd_map, momentum_map, square_factor
 
 from .conftest import assert_allclose
 

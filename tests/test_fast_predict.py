@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.theory.data_matrices import data_matrices, flow_data
+from nqf.theory.data_matrices.build import data_matrices, flow_data
+from nqf.theory.data_matrices.moments import choose_route
 from nqf.theory.flow import hessian_of_w, stable_lr_bound
-from nqf.theory.moments import choose_route
 
 from .conftest import assert_allclose
 
@@ -54,8 +54,8 @@ def test_moments_route_equals_per_sample_route(name):
 
 def test_moments_chunks_do_not_change_the_result():
     """Chunks that do not divide N (padded last chunk) give the same moments as one chunk."""
-    from nqf.theory.data_matrices import checked_samples
-    from nqf.theory.moments import moment_data_matrices
+    from nqf.theory.data_matrices.build import checked_samples
+    from nqf.theory.data_matrices.moments import moment_data_matrices
 
     arch = nqf.get_architecture("mlp-fixed")
     X, Y = _random_samples(arch, n=37)
@@ -147,7 +147,7 @@ def test_lanczos_bound_equals_the_dense_hessian(engine, monkeypatch):
     """The Lanczos top eigenvalue equals the dense Hessian's to 1e-8 (d^2 = 144: the dense
     limit is lowered to 64 here so that the bound takes the Lanczos path), on the compiled
     data matrices and on their numpy twins."""
-    import nqf.theory.flow_stability as stability
+    import nqf.theory.flow.stability as stability
 
     monkeypatch.setattr(stability, "_DENSE_HESSIAN_LIMIT", 64)
     X, Y = nqf.get_task("staircase").generate(0)
@@ -171,9 +171,9 @@ def test_lanczos_bound_equals_the_dense_hessian(engine, monkeypatch):
 def test_lv_map_records_equal_every_step(optimizer):
     """Blocks and the settled-rate extrapolation give the full scan's occupations at the records
     (1e-10 relative) and the same switch-on steps."""
-    from nqf.theory.lotka_volterra import LotkaVolterra, fixed_point, gd_occupations
-    from nqf.theory.lv_maps import lv_map_records
-    from nqf.theory.predict import first_crossing, momentum_occupations, record_steps
+    from nqf.theory.lotka_volterra.maps import lv_map_records
+    from nqf.theory.lotka_volterra.system import LotkaVolterra, fixed_point, gd_occupations
+    from nqf.theory.predict.pipeline import first_crossing, momentum_occupations, record_steps
 
     s = np.array([3.0, 2.0, 1.0, 0.5])
     c = np.concatenate([s / 2, -s / 2])  # growing modes and their decaying partners
@@ -195,9 +195,9 @@ def test_lv_map_records_equal_every_step(optimizer):
 def test_chunked_route_equals_the_whole_route(loss, monkeypatch):
     """Rebuilding the structure chunk by chunk (data too large to hold) gives the same data
     matrices and the same prediction as holding it whole."""
-    import nqf.theory.moments as moments_module
-    from nqf.theory.chunked import chunked_data_matrices
-    from nqf.theory.data_matrices import checked_samples
+    import nqf.theory.data_matrices.moments as moments_module
+    from nqf.theory.data_matrices.build import checked_samples
+    from nqf.theory.data_matrices.chunked import chunked_data_matrices
 
     X, Y = nqf.get_task("digits").generate(0)
     X = np.asarray(X)[:300]
@@ -241,8 +241,8 @@ jax.config.update("jax_enable_x64", True)
 from nqf.core.cache import enable_compilation_cache
 enable_compilation_cache(sys.argv[1])
 import numpy as np
-import nqf.theory.lotka_volterra as lvm
-import nqf.theory.lv_solve as lvs
+import nqf.theory.lotka_volterra.system as lvm
+import nqf.theory.lotka_volterra.solve as lvs
 s = np.array([3.0, 2.0, 1.0, 0.5])
 c = np.concatenate([s / 2, -s / 2])
 K = np.block([[np.eye(4) / 4, -np.eye(4) / 4], [-np.eye(4) / 4, np.eye(4) / 4]]) + 0.01
@@ -253,7 +253,7 @@ print(json.dumps([None if np.isnan(v) else float(v) for v in out]))
 
 
 def _flow_switch_system():
-    import nqf.theory.lotka_volterra as lvm
+    import nqf.theory.lotka_volterra.system as lvm
 
     s = np.array([3.0, 2.0, 1.0, 0.5])
     c = np.concatenate([s / 2, -s / 2])
@@ -266,8 +266,8 @@ def test_flow_switch_times_equal_the_solver_path():
     """The one-program LV flow switch times equal ``switch_times(solve_lv(...))`` exactly; the
     numpy route (the default for this size) agrees to the solver's tolerance (rtol 1e-8 on ln m:
     measured 7e-8 relative here)."""
-    import nqf.theory.lotka_volterra as lvm
-    import nqf.theory.lv_solve as lvs
+    import nqf.theory.lotka_volterra.solve as lvs
+    import nqf.theory.lotka_volterra.system as lvm
 
     system = _flow_switch_system()
     reference = lvm.fixed_point(system)
@@ -282,8 +282,8 @@ def test_flow_switch_times_equal_the_solver_path():
 def test_flow_switch_times_through_a_stored_artifact(tmp_path):
     """With the cache on (and EQX_ON_ERROR=nan, as the CLI sets it) the program is stored as a
     jax.export artifact, a second process uses it, and a corrupt artifact only costs tracing."""
-    import nqf.theory.lotka_volterra as lvm
-    import nqf.theory.lv_solve as lvs
+    import nqf.theory.lotka_volterra.solve as lvs
+    import nqf.theory.lotka_volterra.system as lvm
 
     system = _flow_switch_system()
     expected = lvs.switch_times(lvs.solve_lv(system, 3000.0), reference=lvm.fixed_point(system))

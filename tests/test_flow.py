@@ -18,7 +18,7 @@ from nqf.architectures import ARCHITECTURES, architecture_options, get_architect
 from nqf.architectures.architecture import structure
 from nqf.core.errors import NqfError
 from nqf.core.sampling import minibatch_indices
-from nqf.theory.data_matrices import data_matrices
+from nqf.theory.data_matrices.build import data_matrices
 from nqf.theory.flow import FlowResult, continuous_flow, gd_map, momentum_map, sgd_map, stable_lr_bound
 
 SMALL = {
@@ -275,7 +275,7 @@ def test_stable_lr_bound_whitened_two_layer_network():
 def test_maps_accept_population_data_matrices():
     """The population closed form drives the same maps; samples whose empirical covariance
     equals Sigma exactly have the same data matrices, hence the same trajectories."""
-    from nqf.theory.data_matrices import population_data_matrices
+    from nqf.theory.data_matrices.build import population_data_matrices
 
     D, K, N = 3, 2, 40
     arch = get_architecture("mlp", inputs=D, outputs=K)

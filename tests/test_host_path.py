@@ -1,4 +1,4 @@
-"""The numpy engine of predict (nqf.theory.host_flow, HostMoments) against the compiled one.
+"""The numpy engine of predict (nqf.theory.flow.host, HostMoments) against the compiled one.
 
 Both compute the same formulas; the numpy engine only skips compiling. Required: the same
 data matrices to 1e-13 on every built-in architecture, and on real cases (the staircase, a
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.theory.data_matrices import flow_data
-from nqf.theory.flow_stability import _hessian_vector_product
-from nqf.theory.host_flow import host_gd_log_occupations, host_hessian_vector_product, host_momentum_block
-from nqf.theory.lotka_volterra import gd_log_occupations
-from nqf.theory.lv_maps import momentum_block
+from nqf.theory.data_matrices.build import flow_data
+from nqf.theory.flow.host import host_gd_log_occupations, host_hessian_vector_product, host_momentum_block
+from nqf.theory.flow.stability import _hessian_vector_product
+from nqf.theory.lotka_volterra.maps import momentum_block
+from nqf.theory.lotka_volterra.system import gd_log_occupations
 
 from .conftest import assert_allclose
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.theory.lotka_volterra import (
+from nqf.theory.lotka_volterra.solve import solve_lv, switch_times
+from nqf.theory.lotka_volterra.system import (
     LotkaVolterra,
     equilibrium,
     excess_loss,
@@ -26,7 +27,6 @@ from nqf.theory.lotka_volterra import (
     switch_slope_gd,
     switch_slope_momentum,
 )
-from nqf.theory.lv_solve import solve_lv, switch_times
 from tests.conftest import assert_allclose
 
 LR = 0.05

@@ -1,15 +1,15 @@
-"""The numpy Kvaerno5 of the LV gradient flow (nqf.theory.lv_kvaerno) against exact times, a
+"""The numpy Kvaerno5 of the LV gradient flow (nqf.theory.lotka_volterra.kvaerno) against exact times, a
 tight solve of its own, and diffrax's compiled solve of the same ODE to the same tolerance; its
 batch of systems (shared c, K; own lr, u0, thresholds) against the scalar solver row by row."""
 
 import numpy as np
 import pytest
 
-import nqf.theory.lotka_volterra as lvm
-import nqf.theory.lv_kvaerno as lvk
-import nqf.theory.lv_solve as lvs
+import nqf.theory.lotka_volterra.kvaerno as lvk
+import nqf.theory.lotka_volterra.solve as lvs
+import nqf.theory.lotka_volterra.system as lvm
 from nqf.core.errors import NqfError
-from nqf.theory.lv_kvaerno import kvaerno_switch_times, kvaerno_switch_times_batch
+from nqf.theory.lotka_volterra.kvaerno import kvaerno_switch_times, kvaerno_switch_times_batch
 
 from .conftest import assert_allclose
 

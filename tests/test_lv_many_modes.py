@@ -8,9 +8,9 @@ Correctness only; the speed target lives in benchmarks/ (``lv_many_modes``).
 import numpy as np
 import pytest
 
-import nqf.theory.lv_logistic as lv
-from nqf.theory.lotka_volterra import LotkaVolterra, logistic_occupation, logistic_switch_time
-from nqf.theory.lv_solve import default_times, solve_lv
+import nqf.theory.lotka_volterra.logistic as lv
+from nqf.theory.lotka_volterra.solve import default_times, solve_lv
+from nqf.theory.lotka_volterra.system import LotkaVolterra, logistic_occupation, logistic_switch_time
 from tests.conftest import assert_allclose
 
 LR = 0.05

@@ -15,7 +15,7 @@ import pytest
 
 import nqf
 from nqf.architectures.architecture import closed_form_structure, network, structure_matrix
-from nqf.theory.predict import PredictConfig, predict
+from nqf.theory.predict.pipeline import PredictConfig, predict
 from tests.conftest import assert_allclose
 
 D, K = 4, 3  # inputs, outputs of the small staircase

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.theory.data_matrices import data_matrices
+from nqf.theory.data_matrices.build import data_matrices
 from nqf.theory.flow import continuous_flow
-from nqf.theory.lotka_volterra import gd_occupations, logistic_occupation
-from nqf.theory.lv_solve import solve_lv
-from nqf.theory.modes import mode_basis
-from nqf.theory.predict import PredictConfig, first_crossing, momentum_occupations, predict
+from nqf.theory.lotka_volterra.modes import mode_basis
+from nqf.theory.lotka_volterra.solve import solve_lv
+from nqf.theory.lotka_volterra.system import gd_occupations, logistic_occupation
+from nqf.theory.predict.pipeline import PredictConfig, first_crossing, momentum_occupations, predict
 from tests.conftest import assert_allclose
 
 NQF = str(Path(sys.executable).with_name("nqf"))

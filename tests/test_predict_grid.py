@@ -1,4 +1,4 @@
-"""predict_grid (nqf.theory.predict_grid) against predict, point by point.
+"""predict_grid (nqf.theory.predict.grid) against predict, point by point.
 
 Every point of the grid must be the prediction ``predict`` makes with that point's lr, sigma0
 and seed: on the staircase, a correlated staircase (no shared eigenbasis), in-context
@@ -17,7 +17,7 @@ import pytest
 
 import nqf
 from nqf.core.errors import NqfError
-from nqf.theory.predict_grid import PredictionGrid, predict_grid
+from nqf.theory.predict.grid import PredictionGrid, predict_grid
 
 from .conftest import assert_allclose
 from .test_host_path import case_config
@@ -153,7 +153,7 @@ def test_bad_grids_are_one_line_errors(kwargs, change, message):
 
 
 def test_a_grid_too_large_for_memory_is_refused_before_work(monkeypatch):
-    import nqf.theory.predict_grid as module
+    import nqf.theory.predict.grid as module
 
     monkeypatch.setattr(module, "_physical_memory", lambda: 2**20)
     arch, X, Y, cfg = _case("staircase", "gd")

@@ -60,7 +60,7 @@ from nqf.core.optimizers import (
 )
 from nqf.experiments import EXPERIMENTS, config_from_dict, config_to_dict
 from nqf.store.results import run_key
-from nqf.theory.predict import PREDICT_OPTIMIZERS
+from nqf.theory.predict.pipeline import PREDICT_OPTIMIZERS
 from nqf.training.config import OPTIMIZERS, TrainConfig, make_optimizer
 from nqf.training.tasks import TASKS, get_task, task_options
 from tests.conftest import assert_allclose

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.theory.lotka_volterra import LotkaVolterra
-from nqf.theory.lv_solve import solve_lv, switch_times
+from nqf.theory.lotka_volterra.solve import solve_lv, switch_times
+from nqf.theory.lotka_volterra.system import LotkaVolterra
 from nqf.theory.scaling import (
     finite_init_exponent,
     fit_power_law,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.theory.lotka_volterra import LotkaVolterra, fixed_point, logistic_switch_time
-from nqf.theory.lv_solve import solve_lv, suggested_horizon, switch_times
+from nqf.theory.lotka_volterra.solve import solve_lv, suggested_horizon, switch_times
+from nqf.theory.lotka_volterra.system import LotkaVolterra, fixed_point, logistic_switch_time
 from nqf.theory.singular_limit import plateau_losses, singular_limit
 from tests.conftest import assert_allclose
 

@@ -465,7 +465,7 @@ def test_a_predict_batch_is_one_grid_and_equals_per_point(tmp_path, monkeypatch)
     ``predict_grid``; its table equals the per-point one (batch size 1: ``predict`` per
     point) to 1e-5 (the LV flow's times come from a solve rescaled in lr,
     ``tests/test_predict_grid.py``; everything else agrees to rounding)."""
-    import nqf.theory.predict_grid as grids
+    import nqf.theory.predict.grid as grids
     from nqf.scans.sweep.run import run_sweep
 
     calls = []

@@ -3,7 +3,7 @@ zero init, the M-flow's rounding floor and divergence of the trained networks.
 
 Tolerances: switch steps of "never" are NaN exactly (no tolerance); the smallest sigma0
 the underflow message suggests must pass and sigma0 / 1.1 below it must be refused; the
-M-flow of a resolved mode agrees with the LV map to 1% (module ``nqf.theory.predict``).
+M-flow of a resolved mode agrees with the LV map to 1% (module ``nqf.theory.predict.pipeline``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import GATE_SEED, cached_expansion_check, expansion_check, theory_gate
 from nqf.comparison.compare import CompareConfig, compare
 from nqf.core.errors import NqfError, TheoryDoesNotApply
-from nqf.theory.lotka_volterra import LotkaVolterra
-from nqf.theory.predict import MFLOW_RESOLUTION, PredictConfig, predict
+from nqf.theory.lotka_volterra.system import LotkaVolterra
+from nqf.theory.predict.pipeline import MFLOW_RESOLUTION, PredictConfig, predict
 from nqf.theory.singular_limit import singular_limit
 from nqf.training.config import DIVERGENCE_FACTOR, TrainConfig
 from nqf.training.runs import train
@@ -220,7 +220,7 @@ _FLOAT32_SCRIPT = textwrap.dedent(
     import json, jax
     assert not jax.config.jax_enable_x64
     from nqf.core.errors import NqfError
-    from nqf.theory.predict import PredictConfig, predict
+    from nqf.theory.predict.pipeline import PredictConfig, predict
     from nqf.training.tasks import get_task
     from nqf.training.runs import TrainConfig, train
     task = get_task("staircase")

@@ -58,8 +58,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ".core.measure": ("SlopeFit", "fit_switch_slope", "loss_crossings", "switch_steps", "switch_steps_own"),
     ".training.closure": ("ClosureResult", "closure_diagnostic"),
     ".core.sampling": ("minibatch_indices",),
-    ".theory.data_matrices": ("DataMatrices", "PopulationDataMatrices", "data_matrices", "population_data_matrices"),
-    ".theory.data_protocol": ("AbstractDataMatrices", "AbstractSampleDataMatrices"),
+    ".theory.data_matrices.build": (
+        "DataMatrices",
+        "PopulationDataMatrices",
+        "data_matrices",
+        "population_data_matrices",
+    ),
+    ".theory.data_matrices.protocol": ("AbstractDataMatrices", "AbstractSampleDataMatrices"),
     ".theory.flow": (
         "FlowResult",
         "LearningRateBound",
@@ -69,7 +74,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "sgd_map",
         "stable_lr_bound",
     ),
-    ".theory.lotka_volterra": (
+    ".theory.lotka_volterra.system": (
         "LotkaVolterra",
         "equilibrium",
         "fixed_point",
@@ -80,14 +85,14 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "switch_slope_gd",
         "switch_slope_momentum",
     ),
-    ".theory.lv_solve": ("LVSolution", "solve_lv", "switch_times"),
+    ".theory.lotka_volterra.solve": ("LVSolution", "solve_lv", "switch_times"),
     ".theory.singular_limit": ("SingularLimit", "plateau_losses", "singular_limit"),
     ".theory.scaling": ("PowerLawFit", "finite_init_exponent", "fit_power_law", "local_exponent", "predicted_exponent"),
-    ".theory.modes": ("ModeBasis", "mode_basis"),
-    ".theory.predict": ("PredictConfig", "Prediction", "momentum_occupations", "predict"),
-    ".theory.predict_grid": ("PredictionGrid", "predict_grid"),
+    ".theory.lotka_volterra.modes": ("ModeBasis", "mode_basis"),
+    ".theory.predict.pipeline": ("PredictConfig", "Prediction", "momentum_occupations", "predict"),
+    ".theory.predict.grid": ("PredictionGrid", "predict_grid"),
     ".comparison.compare": ("CompareConfig", "Comparison", "compare"),
-    ".theory.departure": ("Departure", "corrected_switch_steps", "departure"),
+    ".theory.departure.estimate": ("Departure", "corrected_switch_steps", "departure"),
     ".store.results": ("ResultsStore",),
     ".store.verdict": ("Claim", "Tolerance", "Verdict", "judge"),
     ".scans.reproduce": ("reproduce", "rebuild_report"),
@@ -209,27 +214,27 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
     from nqf.store.verdict import Tolerance as Tolerance
     from nqf.store.verdict import Verdict as Verdict
     from nqf.store.verdict import judge as judge
-    from nqf.theory.data_matrices import (
+    from nqf.theory.data_matrices.build import (
         DataMatrices as DataMatrices,
     )
-    from nqf.theory.data_matrices import (
+    from nqf.theory.data_matrices.build import (
         PopulationDataMatrices as PopulationDataMatrices,
     )
-    from nqf.theory.data_matrices import (
+    from nqf.theory.data_matrices.build import (
         data_matrices as data_matrices,
     )
-    from nqf.theory.data_matrices import (
+    from nqf.theory.data_matrices.build import (
         population_data_matrices as population_data_matrices,
     )
-    from nqf.theory.data_protocol import AbstractDataMatrices as AbstractDataMatrices
-    from nqf.theory.data_protocol import AbstractSampleDataMatrices as AbstractSampleDataMatrices
-    from nqf.theory.departure import (
+    from nqf.theory.data_matrices.protocol import AbstractDataMatrices as AbstractDataMatrices
+    from nqf.theory.data_matrices.protocol import AbstractSampleDataMatrices as AbstractSampleDataMatrices
+    from nqf.theory.departure.estimate import (
         Departure as Departure,
     )
-    from nqf.theory.departure import (
+    from nqf.theory.departure.estimate import (
         corrected_switch_steps as corrected_switch_steps,
     )
-    from nqf.theory.departure import (
+    from nqf.theory.departure.estimate import (
         departure as departure,
     )
     from nqf.theory.flow import (
@@ -253,58 +258,58 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
     from nqf.theory.flow import (
         stable_lr_bound as stable_lr_bound,
     )
-    from nqf.theory.lotka_volterra import (
-        LotkaVolterra as LotkaVolterra,
-    )
-    from nqf.theory.lotka_volterra import (
-        equilibrium as equilibrium,
-    )
-    from nqf.theory.lotka_volterra import (
-        fixed_point as fixed_point,
-    )
-    from nqf.theory.lotka_volterra import (
-        gd_occupations as gd_occupations,
-    )
-    from nqf.theory.lotka_volterra import (
-        logistic_occupation as logistic_occupation,
-    )
-    from nqf.theory.lotka_volterra import (
-        logistic_switch_time as logistic_switch_time,
-    )
-    from nqf.theory.lotka_volterra import (
-        switch_slope_continuous as switch_slope_continuous,
-    )
-    from nqf.theory.lotka_volterra import (
-        switch_slope_gd as switch_slope_gd,
-    )
-    from nqf.theory.lotka_volterra import (
-        switch_slope_momentum as switch_slope_momentum,
-    )
-    from nqf.theory.lv_solve import (
+    from nqf.theory.lotka_volterra.modes import ModeBasis as ModeBasis
+    from nqf.theory.lotka_volterra.modes import mode_basis as mode_basis
+    from nqf.theory.lotka_volterra.solve import (
         LVSolution as LVSolution,
     )
-    from nqf.theory.lv_solve import (
+    from nqf.theory.lotka_volterra.solve import (
         solve_lv as solve_lv,
     )
-    from nqf.theory.lv_solve import (
+    from nqf.theory.lotka_volterra.solve import (
         switch_times as switch_times,
     )
-    from nqf.theory.modes import ModeBasis as ModeBasis
-    from nqf.theory.modes import mode_basis as mode_basis
-    from nqf.theory.predict import (
+    from nqf.theory.lotka_volterra.system import (
+        LotkaVolterra as LotkaVolterra,
+    )
+    from nqf.theory.lotka_volterra.system import (
+        equilibrium as equilibrium,
+    )
+    from nqf.theory.lotka_volterra.system import (
+        fixed_point as fixed_point,
+    )
+    from nqf.theory.lotka_volterra.system import (
+        gd_occupations as gd_occupations,
+    )
+    from nqf.theory.lotka_volterra.system import (
+        logistic_occupation as logistic_occupation,
+    )
+    from nqf.theory.lotka_volterra.system import (
+        logistic_switch_time as logistic_switch_time,
+    )
+    from nqf.theory.lotka_volterra.system import (
+        switch_slope_continuous as switch_slope_continuous,
+    )
+    from nqf.theory.lotka_volterra.system import (
+        switch_slope_gd as switch_slope_gd,
+    )
+    from nqf.theory.lotka_volterra.system import (
+        switch_slope_momentum as switch_slope_momentum,
+    )
+    from nqf.theory.predict.grid import PredictionGrid as PredictionGrid
+    from nqf.theory.predict.grid import predict_grid as predict_grid
+    from nqf.theory.predict.pipeline import (
         PredictConfig as PredictConfig,
     )
-    from nqf.theory.predict import (
+    from nqf.theory.predict.pipeline import (
         Prediction as Prediction,
     )
-    from nqf.theory.predict import (
+    from nqf.theory.predict.pipeline import (
         momentum_occupations as momentum_occupations,
     )
-    from nqf.theory.predict import (
+    from nqf.theory.predict.pipeline import (
         predict as predict,
     )
-    from nqf.theory.predict_grid import PredictionGrid as PredictionGrid
-    from nqf.theory.predict_grid import predict_grid as predict_grid
     from nqf.theory.scaling import (
         PowerLawFit as PowerLawFit,
     )

@@ -7,7 +7,7 @@
 
 FILE.npz holds arrays X (N, *input_shape) and Y (N, K) (or (N,) for one output, or
 integer class labels (N,) in [0, K), one-hot encoded, e.g. with --loss cross_entropy);
-entries real, finite and at most 1e30 in magnitude (``nqf.theory.data_matrices.MAX_ABS_ENTRY``);
+entries real, finite and at most 1e30 in magnitude (``nqf.theory.data_matrices.build.MAX_ABS_ENTRY``);
 W0.npz holds W (d x n, units as columns, each flattened in the order that
 ``nqf structure ARCH`` lists as parameter blocks). Architecture options are given as
 ``--name value`` (see ``nqf structure --list``). ``--unit FILE.py:FUNCTION`` takes your own unit
@@ -58,8 +58,8 @@ OPTIMIZER_HELP = f"{', '.join(PREDICT_OPTIMIZERS[:-1])} or {PREDICT_OPTIMIZERS[-
 
 def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Arrays ``names`` from an .npz file, with one-line errors for every way it can be bad
-    (``nqf.theory.data_matrices.read_npz``: kind of file, missing arrays, dtypes, non-finite or huge entries)."""
-    from nqf.theory.data_matrices import read_npz
+    (``nqf.theory.data_matrices.build.read_npz``: kind of file, missing arrays, dtypes, non-finite or huge entries)."""
+    from nqf.theory.data_matrices.build import read_npz
 
     return read_npz(path, names)
 
@@ -252,8 +252,8 @@ def run_prediction(args: PredictArgs):
     """(prediction, architecture, its name): the data checked, then the data matrices, then the prediction."""
     import numpy as np
 
-    from nqf.theory.data_matrices import flow_data
-    from nqf.theory.predict import predict as run_predict
+    from nqf.theory.data_matrices.build import flow_data
+    from nqf.theory.predict.pipeline import predict as run_predict
 
     architecture, label, X, Y = load_problem(args)
     W0 = None if args.init is None else load_init(args.init, architecture.dim, args.width)
@@ -307,7 +307,7 @@ def load_problem(args: PredictArgs):
     data (shapes, labels, losses) and of the run's memory done, before any compute."""
     import numpy as np
 
-    from nqf.theory.data_matrices import check_sample_arrays, checked_samples
+    from nqf.theory.data_matrices.build import check_sample_arrays, checked_samples
 
     from ..architectures import architecture_options, get_architecture
 
@@ -358,7 +358,7 @@ def load_init(init: Path, dim: int, width: int) -> np.ndarray:
 
 def predict_config(args: PredictArgs):
     """The library's ``PredictConfig`` (its own checks) from the arguments."""
-    from nqf.theory.predict import PredictConfig
+    from nqf.theory.predict.pipeline import PredictConfig
 
     return PredictConfig(
         allow_inapplicable=args.allow_inapplicable,

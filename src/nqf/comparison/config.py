@@ -65,7 +65,7 @@ class CompareConfig:
         allow_inapplicable: run even when the expansion check says the quadratic-form
             theory does not apply to the unit (the verdict is reported either way).
         departure: also predict where the network leaves the quadratic model, per flow
-            and seed, without training (``PredictConfig.departure``, ``nqf.theory.departure``):
+            and seed, without training (``PredictConfig.departure``, ``nqf.theory.departure.estimate``):
             the relative gap along the predicted path and the corrected switch-on steps.
     """
 

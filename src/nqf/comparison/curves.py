@@ -52,7 +52,7 @@ from nqf.core.errors import NqfError
 from nqf.core.measure import loss_crossings
 
 if TYPE_CHECKING:
-    from nqf.theory.predict import Prediction
+    from nqf.theory.predict.pipeline import Prediction
 
 CURVE_SUFFIXES = (".csv", ".txt", ".npy", ".json")
 CONVENTION = (

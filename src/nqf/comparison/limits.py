@@ -26,9 +26,9 @@ when its estimate exceeds half of the memory available now (``psutil``).
                 larger of the curve (8 steps at once: 8 N n (K + 4)) and the corrections:
                 the unlearned rows' maps, pushing c basis directions of D at a time through
                 the linearised gradient, N n (h + c e) with (h, e) = (15, 14 K + 3) for the
-                quadratic model's ``linearised`` map (``departure_plateaus.map_numbers``,
+                quadratic model's ``linearised`` map (``nqf.theory.departure.plateaus.map_numbers``,
                 measured from XLA's buffer sizes on mlp units), c as many as fit
-                ``departure_plateaus.MAP_BYTES`` (32 MiB, one direction at least; all d n
+                ``nqf.theory.departure.plateaus.MAP_BYTES`` (32 MiB, one direction at least; all d n
                 when they fit: ``choose_path``), plus the maps' matrices J (d n x d n):
                 4 (d n)^2 held at once, 3 more for the lowest curvature up to 1024 weights;
                 beyond 4096 weights no J, one direction a step. And the process itself
@@ -257,7 +257,7 @@ def structure_bytes(arch) -> float:
 
 
 def _held_per_sample(arch) -> int:
-    from nqf.theory.moments import term_shapes
+    from nqf.theory.data_matrices.moments import term_shapes
 
     shapes = term_shapes(arch, "float64")
     if shapes is None:
@@ -267,7 +267,7 @@ def _held_per_sample(arch) -> int:
 
 def flow_cost(arch, samples: int, loss: str = "squared", route: str = "auto", minibatches: bool = False):
     """(bytes, flops a step) of the M-flow on ``samples`` samples (module docstring)."""
-    from nqf.theory.moments import MAX_HELD_STRUCTURE, choose_route
+    from nqf.theory.data_matrices.moments import MAX_HELD_STRUCTURE, choose_route
 
     d = arch.dim
     try:
@@ -350,17 +350,17 @@ def check_compare(task, arch, width: int, steps: int, seeds: int, optimizers: tu
 
 
 def departure_cost(arch, samples: int, width: int, steps: int, corrections: bool = True) -> tuple[float, float, str]:
-    """(bytes, seconds, path) of ``nqf.theory.departure`` on ``samples`` samples, on top of the
+    """(bytes, seconds, path) of ``nqf.theory.departure.estimate`` on ``samples`` samples, on top of the
     prediction and the runtime (module docstring); ``corrections``: with the corrected switch-on
     steps (gd and momentum). ``path``: how the unlearned rows' maps are built (``dense``,
-    ``chunked`` or ``matrix_free``: ``nqf.theory.departure_plateaus.choose_path``; ``none``
+    ``chunked`` or ``matrix_free``: ``nqf.theory.departure.plateaus.choose_path``; ``none``
     without corrections)."""
-    from nqf.theory.departure_path import DEFAULT_SAMPLES
-    from nqf.theory.departure_plateaus import EIGEN_LIMIT, choose_path, held_directions, map_bytes
+    from nqf.theory.departure.path import DEFAULT_SAMPLES
+    from nqf.theory.departure.plateaus import EIGEN_LIMIT, choose_path, held_directions, map_bytes
 
     N, d, n, K = min(int(samples), DEFAULT_SAMPLES), arch.dim, int(width), arch.outputs
     size = d * n
-    points = min(int(steps) + 1, 1000)  # at most nqf.theory.departure.DEFAULT_POINTS evaluated steps
+    points = min(int(steps) + 1, 1000)  # at most nqf.theory.departure.estimate.DEFAULT_POINTS evaluated steps
     held = BYTES * (3.0 * N * (_numbers(arch.input_shape) + K) + 2.0 * points * size)
     curve = BYTES * 8.0 * N * n * (K + 4.0)
     curve_flops = points * N * n * 10.0 * (K + d)

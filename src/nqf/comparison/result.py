@@ -13,7 +13,7 @@ from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import ExpansionReport, report_json
 from nqf.comparison.config import FLOW_OF, CompareConfig
 from nqf.comparison.measures import relative
-from nqf.theory.predict import Prediction
+from nqf.theory.predict.pipeline import Prediction
 from nqf.training.closure import ClosureResult
 from nqf.training.config import DIVERGENCE_FACTOR
 from nqf.training.sweep import SweepResult

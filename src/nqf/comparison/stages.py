@@ -28,8 +28,8 @@ from nqf.core.errors import NqfError
 from nqf.core.measure import switch_steps, switch_steps_own
 from nqf.core.optimizers import optimizer_record
 from nqf.core.precision import resolve_dtype
-from nqf.theory.data_matrices import DataMatrices, data_matrices, flow_data
-from nqf.theory.predict import PredictConfig, Prediction, predict
+from nqf.theory.data_matrices.build import DataMatrices, data_matrices, flow_data
+from nqf.theory.predict.pipeline import PredictConfig, Prediction, predict
 from nqf.training.closure import ClosureResult, closure_diagnostic
 from nqf.training.config import DIVERGENCE_FACTOR, TrainConfig
 from nqf.training.sweep import SweepResult, train_sweep

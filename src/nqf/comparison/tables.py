@@ -1,12 +1,19 @@
 """The rows of the tidy tables of a comparison (``nqf compare --csv DIR``, ``Comparison.to_dataframes``).
 
 The tables, their columns and what each row holds: ``nqf.report.curve_tables`` (which
-writes them as CSV); the cells and the rows of each prediction: ``nqf.theory.tables``.
+writes them as CSV); the cells and the rows of each prediction: ``nqf.theory.predict.tables``.
 """
 
 from __future__ import annotations
 
-from nqf.theory.tables import CURVE_COLUMNS, MODE_COLUMNS, curve_rows, mode_rows, overlay_rows, prediction_mode_rows
+from nqf.theory.predict.tables import (
+    CURVE_COLUMNS,
+    MODE_COLUMNS,
+    curve_rows,
+    mode_rows,
+    overlay_rows,
+    prediction_mode_rows,
+)
 
 
 def comparison_tables(comparison, overlay=None, overlay_flow: str = "gd", overlay_seed=None):

@@ -6,7 +6,7 @@ The frames are the tables the command line writes, read back as numbers:
 
 - curves and modes (``nqf predict --csv DIR``, ``nqf compare --csv DIR``): the rows and
   columns of ``nqf.report.curve_tables`` (its docstring says what each row is; the rows are
-  made by ``nqf.theory.tables`` and ``nqf.comparison.tables``), one frame per table,
+  made by ``nqf.theory.predict.tables`` and ``nqf.comparison.tables``), one frame per table,
   ``"curves"`` and ``"modes"``, the rows in the CSV's order. Each cell becomes the number it
   was written from (the CSV cells are the shortest text that reads back exactly): ``seed``,
   ``step`` and ``mode`` int64 (nullable Int64 if a cell is empty: the seed of an overlay
@@ -36,7 +36,7 @@ PANDAS_MISSING = "to_dataframe needs pandas: pip install 'nqf[dataframe]' (from 
 
 TABLES = ("curves", "modes")
 
-# the kind of each column of the curve and mode tables (nqf.theory.tables: CURVE_COLUMNS, MODE_COLUMNS)
+# the kind of each column of the curve and mode tables (nqf.theory.predict.tables: CURVE_COLUMNS, MODE_COLUMNS)
 _KINDS: dict[str, type] = {
     "source": str,
     "optimizer": str,
@@ -60,7 +60,7 @@ def require_pandas() -> Any:
 
 
 def table_frame(columns, rows) -> pd.DataFrame:
-    """A table of ``nqf.theory.tables`` / ``nqf.comparison.tables`` (columns, rows of CSV cells) as a DataFrame:
+    """A table of ``nqf.theory.predict.tables`` / ``nqf.comparison.tables`` (columns, rows of CSV cells) as a DataFrame:
     the same rows in the same order, each cell as its number (module docstring)."""
     pandas = require_pandas()
     data = {name: _column([row[i] for row in rows], _KINDS[name], pandas) for i, name in enumerate(columns)}

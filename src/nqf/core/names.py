@@ -16,7 +16,7 @@ from nqf.core.optimizers import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
 ROUTES = ("auto", "moments", "samples")
 # the M map every step, or exact steps where M moves and jumps across plateaus
 STEPPINGS = ("adaptive", "every")
-# where the stages after the data matrices run (nqf.theory.host_flow)
+# where the stages after the data matrices run (nqf.theory.flow.host)
 ENGINES = ("auto", "compiled", "numpy")
 # what nqf.train trains: the network, or its quadratic model (closed on M)
 MODELS = ("network", "quadratic")

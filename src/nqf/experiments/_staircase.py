@@ -70,7 +70,7 @@ def setup(task: dict[str, Any]) -> StaircaseSetup:
     representation (``quad``), never an N x d x d stack.
     """
     from nqf.architectures.architecture import structure
-    from nqf.theory.lotka_volterra import LotkaVolterra, fixed_point
+    from nqf.theory.lotka_volterra.system import LotkaVolterra, fixed_point
     from nqf.training.tasks import get_task
 
     staircase = get_task(

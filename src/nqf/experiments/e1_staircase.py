@@ -119,7 +119,7 @@ class StaircaseConfig:
 
 def predict_run(run: dict[str, Any]) -> dict[str, Any]:
     """``predict`` for GD: M-flow and LV loss curves, occupations and every switch-on step."""
-    from nqf.theory.predict import PredictConfig, predict
+    from nqf.theory.predict.pipeline import PredictConfig, predict
 
     with jax.enable_x64(True):
         s = setup(run["task"])

@@ -126,7 +126,7 @@ class DigitsConfig:
 
 def _setup(task: dict[str, Any]):
     """Digits data, the mlp and the data matrices (call under float64): (arch, X (N, 64), Y (N, 10), data)."""
-    from nqf.theory.data_matrices import data_matrices
+    from nqf.theory.data_matrices.build import data_matrices
     from nqf.training.tasks import get_task
 
     digits = get_task("digits", samples=task["samples"])
@@ -137,7 +137,7 @@ def _setup(task: dict[str, Any]):
 
 def predict_run(run: dict[str, Any]) -> dict[str, Any]:
     """``predict`` for GD, plus the data's spectra: what the theory says about these digits."""
-    from nqf.theory.predict import PredictConfig, predict
+    from nqf.theory.predict.pipeline import PredictConfig, predict
 
     with jax.enable_x64(True):
         arch, X, Y, data = _setup(run["task"])
@@ -162,7 +162,7 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def train_run(run: dict[str, Any]) -> dict[str, Any]:
     """GD on the tanh network or its quadratic model: loss and mode occupations at every step."""
-    from nqf.theory.modes import mode_basis
+    from nqf.theory.lotka_volterra.modes import mode_basis
     from nqf.training.runs import train
 
     with jax.enable_x64(True):
@@ -248,7 +248,7 @@ def summarise(config: DigitsConfig, records: dict[str, dict]) -> ExperimentResul
 def _lv_claims(config: DigitsConfig, first: dict[str, Any], pred: dict, where: str) -> list[Claim]:
     """The data matrices do not share an eigenbasis (unwhitened inputs), yet the LV map switches every mode on
     close to the M-flow's step."""
-    from nqf.theory.predict import LV_DEFECT_TOLERANCE
+    from nqf.theory.predict.pipeline import LV_DEFECT_TOLERANCE
 
     modes = first["mflow"].size
     defect, whitening = float(pred["defect"]), float(pred["whitening_defect"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
-from nqf.theory.lotka_volterra import switch_slope_continuous, switch_slope_gd
+from nqf.theory.lotka_volterra.system import switch_slope_continuous, switch_slope_gd
 
 from ._panels import BLACK as _BLACK
 from ._panels import GREY as _GREY

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from nqf.core.optimizers import optimizer_record
-from nqf.theory.lotka_volterra import switch_slope_gd, switch_slope_momentum
+from nqf.theory.lotka_volterra.system import switch_slope_gd, switch_slope_momentum
 
 from ._panels import BLACK as _BLACK
 from ._panels import labelled_errorbar

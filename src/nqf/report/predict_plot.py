@@ -20,7 +20,7 @@ import numpy as np
 
 from nqf.comparison.curves import OverlayComparison
 from nqf.core.errors import NqfError
-from nqf.theory.predict import Prediction
+from nqf.theory.predict.pipeline import Prediction
 
 from ._panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
 from ._style import PALETTE, SOURCES, axis_label, curve, new_figure, setup_axes, write_figure

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nqf.core.errors import NqfError
-from nqf.theory.lotka_volterra import LotkaVolterra
+from nqf.theory.lotka_volterra.system import LotkaVolterra
 
 if TYPE_CHECKING:  # jaxtyping imports JAX; annotations only, so this module stays JAX-free
     from jaxtyping import ArrayLike, Float

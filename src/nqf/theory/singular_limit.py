@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nqf.core.errors import NqfError
-from nqf.theory.lotka_volterra import LotkaVolterra, check_symmetric_psd, stable_equilibrium
+from nqf.theory.lotka_volterra.system import LotkaVolterra, check_symmetric_psd, stable_equilibrium
 
 if TYPE_CHECKING:  # jaxtyping imports JAX; annotations only, so this module stays JAX-free
     from jaxtyping import ArrayLike, Bool, Float, Int

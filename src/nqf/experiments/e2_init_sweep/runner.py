@@ -40,7 +40,7 @@ def sweep_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def predict_run(run: dict[str, Any]) -> dict[str, Any]:
     """``predict`` (GD) at every (sigma0, seed): the theory's switch-on steps, each (S, seeds, m)."""
-    from nqf.theory.predict import PredictConfig, predict
+    from nqf.theory.predict.pipeline import PredictConfig, predict
 
     with jax.enable_x64(True):
         s = setup(run["task"])

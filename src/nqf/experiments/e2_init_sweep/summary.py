@@ -60,7 +60,7 @@ def fit_mode(sigma0s, steps, what: str) -> ModeFit:
 
 
 def summarise(config: InitSweepConfig, records: dict[str, dict]) -> ExperimentResult:
-    from nqf.theory.lotka_volterra import switch_slope_continuous, switch_slope_gd
+    from nqf.theory.lotka_volterra.system import switch_slope_continuous, switch_slope_gd
 
     sigma0s = np.asarray(config.sigma0s, dtype=np.float64)
     x = np.log(1.0 / sigma0s)

@@ -49,7 +49,7 @@ def limit_paths(c, K, lr: float, events, s_grid) -> np.ndarray:
     4 lr (c_k - sum_{j at 0} K_kj m_j*), m* the equilibrium of the modes at u = 0 with
     m* > 0 (the events name them: "on" adds a mode, "off" removes it).
     """
-    from nqf.theory.lotka_volterra import equilibrium
+    from nqf.theory.lotka_volterra.system import equilibrium
 
     c = np.asarray(c, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)
@@ -83,7 +83,7 @@ def step_function(step_times, plateau_losses, loss0: float, s_grid) -> np.ndarra
 
 
 def _competition_system(eps: float, lr: float):
-    from nqf.theory.lotka_volterra import LotkaVolterra
+    from nqf.theory.lotka_volterra.system import LotkaVolterra
 
     return LotkaVolterra(
         c=np.array(COMPETITION_C),

@@ -18,8 +18,8 @@ from .limit import _competition_system, _level_crossings, eps_of, gd_limit_times
 def lv_staircase_run(run: dict[str, Any]) -> dict[str, Any]:
     """The staircase's LV flow (solve_lv) and exact GD map (gd_occupations) at every sigma0."""
     from nqf.core.measure import switch_steps
-    from nqf.theory.lotka_volterra import LotkaVolterra, gd_occupations
-    from nqf.theory.lv_solve import solve_lv, switch_times
+    from nqf.theory.lotka_volterra.solve import solve_lv, switch_times
+    from nqf.theory.lotka_volterra.system import LotkaVolterra, gd_occupations
     from nqf.theory.singular_limit import singular_limit
 
     with jax.enable_x64(True):
@@ -102,7 +102,7 @@ def quadratic_gd_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def competition_run(run: dict[str, Any]) -> dict[str, Any]:
     """The competing LV (module docstring) solved at every eps: event times, u_k(s), loss(s)."""
-    from nqf.theory.lv_solve import solve_lv, switch_times
+    from nqf.theory.lotka_volterra.solve import solve_lv, switch_times
     from nqf.theory.singular_limit import singular_limit
 
     with jax.enable_x64(True):

@@ -16,7 +16,7 @@ from .config import PowerLawConfig
 
 def lv_run(run: dict[str, Any]) -> dict[str, Any]:
     """Many uncoupled LV modes c_k = k^-alpha, K = 1: exact excess loss on log-spaced times."""
-    from nqf.theory.lv_solve import solve_lv, switch_times
+    from nqf.theory.lotka_volterra.solve import solve_lv, switch_times
     from nqf.theory.scaling import power_law_system
 
     with jax.enable_x64(True):
@@ -56,8 +56,8 @@ def _powerlaw_task(run: dict[str, Any]):
 def own_spectrum_run(run: dict[str, Any]) -> dict[str, Any]:
     """The LV system of the trained task's own spectrum: exact GD map (and the flow) at every step."""
     from nqf.core.measure import switch_steps
-    from nqf.theory.lotka_volterra import LotkaVolterra, gd_occupations
-    from nqf.theory.lv_solve import solve_lv
+    from nqf.theory.lotka_volterra.solve import solve_lv
+    from nqf.theory.lotka_volterra.system import LotkaVolterra, gd_occupations
 
     with jax.enable_x64(True):
         task = _powerlaw_task(run)
@@ -99,7 +99,7 @@ def trained_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def train_steps(c: PowerLawConfig) -> int:
     """Training length: 1.6 x the flow switch time of the last window mode (GD is <= 7% slower)."""
-    from nqf.theory.lotka_volterra import logistic_switch_time
+    from nqf.theory.lotka_volterra.system import logistic_switch_time
 
     k = c.train_window_modes[1]
     s_k = c.train_scale * k ** (-c.train_alpha)

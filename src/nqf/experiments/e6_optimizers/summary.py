@@ -53,7 +53,7 @@ def _fit_mode(sigma0s: np.ndarray, steps: np.ndarray, what: str) -> _Fit:
 
 
 def _predictions(c: np.ndarray, config: OptimizersConfig) -> dict[str, np.ndarray]:
-    from nqf.theory.lotka_volterra import switch_slope_gd, switch_slope_momentum
+    from nqf.theory.lotka_volterra.system import switch_slope_gd, switch_slope_momentum
 
     return {
         "gd": switch_slope_gd(c, config.lr),

@@ -151,7 +151,7 @@ def _stable_bound(spec: Spec, group: list, flow_args: tuple, resolver: Resolver,
     """The stability bound of one M-flow (``flow_args``: flow, beta, batch, loss), from a 1-step
     prediction at the group's smallest lr and sigma0 (which applies predict's checks); None when
     that prediction fails (the problem noted)."""
-    from nqf.theory.predict import PredictConfig, predict
+    from nqf.theory.predict.pipeline import PredictConfig, predict
 
     flow, beta, batch, loss = flow_args
     first, lr, lr_key = min(group, key=lambda e: (e[1], e[0].sigma0))

@@ -169,7 +169,7 @@ def compare_config(settings: dict):
 
 
 def predict_config(settings: dict):
-    from nqf.theory.predict import PredictConfig
+    from nqf.theory.predict.pipeline import PredictConfig
 
     return PredictConfig(
         width=settings["width"],
@@ -199,7 +199,7 @@ class _Batch:
         self._data: dict[tuple, Any] = {}
 
     def predict_data(self, settings: dict):
-        from nqf.theory.data_matrices import flow_data
+        from nqf.theory.data_matrices.build import flow_data
 
         minibatches = settings["optimizer"] in MINIBATCH_OPTIMIZERS
         key = (settings["data_seed"], settings["loss"], settings["route"], minibatches)
@@ -227,7 +227,7 @@ def predict_grid_records(batch: _Batch, configs: list[dict]) -> list[dict] | Non
     order of ``configs``; None where the grid does not apply or refuses (then each point runs
     alone). The grid's time is charged to the points in equal parts."""
     from nqf.core.errors import NqfError
-    from nqf.theory.predict_grid import predict_grid
+    from nqf.theory.predict.grid import predict_grid
 
     start = time.perf_counter()
     settings = [c["settings"] for c in configs]
@@ -267,7 +267,7 @@ def compute_point(batch: _Batch, config: dict, train=None) -> dict:
 
         result = thin_compare(compare(batch.task, batch.arch, compare_config(settings), train=train).to_json())
     else:
-        from nqf.theory.predict import predict
+        from nqf.theory.predict.pipeline import predict
 
         X, Y, data, choice = batch.predict_data(settings)
         result = thin_predict(

@@ -161,7 +161,7 @@ def table_notes(rows: list[dict[str, Any]], mode: str) -> list[str]:
     saying why: the ``exponent`` column of a predict sweep where no point has a power-law
     fit. ``rows``: as written (:func:`point_rows`) or read back (:func:`read_table`, CSV
     cells as text)."""
-    from nqf.theory.predict_stages import MIN_MODES_FOR_POWER_LAW as least
+    from nqf.theory.predict.stages import MIN_MODES_FOR_POWER_LAW as least
 
     if mode != "predict" or any(_cell(row.get("exponent")) not in (None, "") for row in rows):
         return []

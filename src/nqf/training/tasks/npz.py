@@ -29,12 +29,12 @@ class Npz(Task):
             raise NqfError("task npz: option path (the .npz file with arrays X and Y) is required")
 
     def load(self) -> tuple[np.ndarray, np.ndarray]:
-        """X, Y as float64 NumPy arrays (Y always 2-D), validated (``nqf.theory.data_matrices.read_npz``).
+        """X, Y as float64 NumPy arrays (Y always 2-D), validated (``nqf.theory.data_matrices.build.read_npz``).
 
         Entries must be real (integers, booleans or floats), finite and at most
         ``MAX_ABS_ENTRY`` (1e30) in magnitude; the messages name the file and the array.
         """
-        from nqf.theory.data_matrices import check_sample_arrays, read_npz
+        from nqf.theory.data_matrices.build import check_sample_arrays, read_npz
 
         path = str(self.path)
         arrays = read_npz(path, ("X", "Y"), owner="task npz: ")

@@ -1,0 +1,213 @@
+r"""Part (a) of ``nqf.theory.departure.estimate``: the quadratic model's predicted path W_t = P(t) W0,
+both models' outputs on it, and the departure curve (the relative gap and both losses).
+
+P(t+1) = (I - 2 lr G(M_t)) P(t) under GD (heavy-ball momentum and minibatch SGD as in the
+M-flow); :func:`path_weights` carries the factor F_t = P(t) F0 instead of P (see
+``nqf.theory.departure.estimate``'s docstring for why), :func:`propagators` forms P itself.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nqf.architectures.architecture import Architecture, init_weights, network_batch
+from nqf.core.errors import NqfError
+from nqf.core.optimizers import optimizer_record
+from nqf.core.sampling import training_keys
+from nqf.theory.data_matrices.build import checked_samples, flow_data
+from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSampleDataMatrices
+from nqf.theory.data_matrices.samples import per_sample_loss
+from nqf.theory.flow.maps import square_factor
+
+DEFAULT_SAMPLES = 2048  # departure curve and corrections on at most this many samples
+_SUBSET_SEED = 0  # the fixed random subset beyond them
+
+
+def network_outputs(arch: Architecture, W, X) -> jax.Array:
+    """f_net(x_n; W) for every sample: (N, K) (matrix products for a unit with a readout)."""
+    return network_batch(arch, W, X)
+
+
+def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:
+    """f_quad(x_n; W) = sum_i w_i^T A(x_n) w_i, (N, K), A = (1/2) Hessian of g0 phi at 0.
+
+    Per unit, w^T A w is half the second derivative of s -> g0 phi(s w, x) at s = 0 (two
+    nested forward-mode derivatives), so A(x) is never built.
+    """
+    zero = jnp.zeros((), dtype=W.dtype)
+    one = jnp.ones((), dtype=W.dtype)
+
+    def unit_form(w, x):
+        def along(s):
+            return arch.effective_unit(s * w, x)
+
+        def slope(s):
+            return jax.jvp(along, (s,), (one,))[1]
+
+        return 0.5 * jax.jvp(slope, (zero,), (one,))[1]
+
+    def per_sample(x):
+        return jnp.sum(jax.vmap(unit_form, in_axes=(1, None))(W, x), axis=0)
+
+    return jax.vmap(per_sample)(X)
+
+
+def model_outputs(arch, model: str):
+    return partial(network_outputs, arch) if model == "network" else partial(quadratic_outputs, arch)
+
+
+def _path_step(optimizer, data: AbstractDataMatrices, B, hyper, carry, t):
+    """One step of Z (and its velocity factor) with M = (Z B)(Z B)^T: Z+ = (I - 2 lr G) Z (GD)."""
+    Z, R = carry
+    F = Z @ B
+    record = optimizer_record(optimizer)
+    if record.minibatches:
+        assert isinstance(data, AbstractSampleDataMatrices)  # departure() passes sample data for sgd
+        lr, _, indices = hyper
+        G = data.gradient_matrix(F @ F.T, indices[t])
+    else:
+        lr = hyper[0]
+        G = data.gradient_matrix(F @ F.T)
+    if record.flow_takes_beta:
+        beta = hyper[1]
+        R = 2 * G @ Z + beta * R
+        return Z - lr * R, R
+    return Z - 2 * lr * G @ Z, R
+
+
+@partial(jax.jit, static_argnames=("optimizer",))
+def _path(optimizer, data: AbstractDataMatrices, Z0, B, hyper, gaps):
+    """Z (and its velocity factor) at the steps reached after each of ``gaps``: (S, *Z0.shape) twice."""
+
+    def between(state, gap):
+        carry, t = state
+        carry = jax.lax.fori_loop(0, gap, lambda i, c: _path_step(optimizer, data, B, hyper, c, t + i), carry)
+        return (carry, t + gap), carry
+
+    _, (Zs, Rs) = jax.lax.scan(between, ((Z0, jnp.zeros_like(Z0)), jnp.zeros((), gaps.dtype)), gaps)
+    return Zs, Rs
+
+
+def _hyper(data: AbstractDataMatrices, optimizer, lr, beta, indices):
+    dtype = data.dtype
+    lr = jnp.asarray(lr, dtype=dtype)
+    record = optimizer_record(optimizer)
+    if not record.closes_on_m:
+        raise NqfError(f"departure: no path for optimizer {optimizer!r}")
+    if record.flow_takes_beta:
+        return (lr, jnp.asarray(beta, dtype=dtype))
+    if record.minibatches:
+        if indices is None:
+            raise NqfError(f"departure with {optimizer} needs the minibatch indices")
+        return (lr, jnp.asarray(0.0, dtype=dtype), jnp.asarray(indices))
+    return (lr,)
+
+
+def _check_steps(steps) -> np.ndarray:
+    steps = np.asarray(steps, dtype=np.int64)
+    if steps.ndim != 1 or steps.size == 0 or steps.min() < 0 or np.any(np.diff(steps) <= 0):
+        raise NqfError("departure steps must be increasing integers >= 0")
+    return steps
+
+
+def propagators(data: AbstractDataMatrices, W0, optimizer: str, lr: float, steps, beta: float = 0.9, indices=None):
+    """P(t) and R(t) (d, d) at the increasing integer ``steps``: W_t = P(t) W0, V_t = R(t) W0.
+
+    ``data``: the data matrices of the M-flow; ``indices`` (steps, B): SGD's minibatches.
+    M_t = P(t) M0 P(t)^T is the M-flow's M (``nqf.theory.departure.estimate``'s docstring). P acts on all of R^d, also
+    outside the column space of W0: when n < d (or W0 is rank deficient) its action there is
+    irrelevant to W_t yet may grow without bound (a mode the rank cannot hold keeps growing
+    in P), and P W0 then cancels catastrophically; :func:`path_weights` carries the factor
+    instead and is what :func:`departure` uses.
+    """
+    steps = _check_steps(steps)
+    F0 = jnp.asarray(square_factor(W0=np.asarray(W0)), dtype=data.dtype)
+    eye = jnp.eye(F0.shape[0], dtype=data.dtype)
+    gaps = jnp.asarray(np.diff(steps, prepend=0), dtype=jnp.int32)
+    return _path(optimizer, data, eye, F0, _hyper(data, optimizer, lr, beta, indices), gaps)
+
+
+def _factorise(W0) -> tuple[np.ndarray, np.ndarray | None]:
+    """(F0, E) with W0 = F0 E: F0 = W0, E = None (the identity) when n <= d; else F0 = R^T (d, d)
+    and E = Q^T (d, n) from W0^T = Q R. Then W_t = P(t) W0 = F_t E with F_t = P(t) F0."""
+    W0 = np.asarray(W0, dtype=np.float64)
+    d, n = W0.shape
+    if n <= d:
+        return W0, None
+    Q, R = np.linalg.qr(W0.T)
+    return R.T, Q.T
+
+
+def path_weights(data: AbstractDataMatrices, W0, optimizer: str, lr: float, steps, beta: float = 0.9, indices=None):
+    """W_t = P(t) W0 and V_t = R(t) W0 (d, n) at the increasing integer ``steps``, (S, d, n) each.
+
+    Carries F_t = P(t) F0 (d x min(n, d), as the M-flow does) and returns F_t E
+    (:func:`_factorise`): the same weights without forming P outside the column space of W0.
+    """
+    steps = _check_steps(steps)
+    F0_host, E_host = _factorise(W0)
+    dtype = data.dtype
+    F0 = jnp.asarray(F0_host, dtype=dtype)
+    gaps = jnp.asarray(np.diff(steps, prepend=0), dtype=jnp.int32)
+    eye = jnp.eye(F0.shape[1], dtype=dtype)
+    Fs, Vs = _path(optimizer, data, F0, eye, _hyper(data, optimizer, lr, beta, indices), gaps)
+    if E_host is None:
+        return Fs, Vs
+    E = jnp.asarray(E_host, dtype=dtype)
+    return Fs @ E, Vs @ E
+
+
+def thin(steps: np.ndarray, points: int) -> np.ndarray:
+    """At most about ``points`` of the recorded steps: half log-spaced, half evenly spaced, with both ends."""
+    steps = np.asarray(steps, dtype=np.int64)
+    if steps.size <= points:
+        return steps
+    last = int(steps[-1])
+    want = np.concatenate(
+        [[steps[0], last], np.geomspace(1, max(last, 1), points // 2), np.linspace(0, last, points - points // 2)]
+    )
+    idx = np.unique(np.clip(np.searchsorted(steps, np.rint(want)), 0, steps.size - 1))
+    return steps[idx]
+
+
+@partial(jax.jit, static_argnames=("arch", "loss_type"))
+def gap_curve(arch, loss_type, Ws, X, Y):
+    def one(W):
+        fn = network_outputs(arch, W, X)
+        fq = quadratic_outputs(arch, W, X)
+        gap = jnp.linalg.norm(fn - fq) / jnp.linalg.norm(fq)
+        return gap, jnp.mean(per_sample_loss(loss_type, fn, Y)), jnp.mean(per_sample_loss(loss_type, fq, Y))
+
+    return jax.lax.map(one, Ws, batch_size=8)
+
+
+def departure_inputs(arch, X, Y, prediction, W0, data: AbstractDataMatrices | None, samples):
+    """(X subset, targets subset, W0, data matrices, subsampled) for a prediction (both parts' inputs)."""
+    config = prediction.config
+    dtype = jnp.result_type(float)
+    Xc, targets, dtype = checked_samples(arch, X, Y, config.loss, dtype)
+    if W0 is None:
+        W0 = init_weights(arch, training_keys(config.seed)[0], config.width, config.sigma0, dtype)
+    W0 = jnp.asarray(W0, dtype=dtype)
+    if data is None:
+        data, _ = flow_data(
+            arch,
+            X,
+            Y,
+            loss=config.loss,
+            route=config.route,
+            minibatches=optimizer_record(config.optimizer).minibatches,
+            dtype=dtype,
+        )
+    N = Xc.shape[0]
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
+        raise NqfError(f"departure samples must be a positive integer, got {samples!r}")
+    subsampled = N > samples
+    if subsampled:
+        idx = np.sort(np.random.default_rng(_SUBSET_SEED).choice(N, size=int(samples), replace=False))
+        Xc, targets = Xc[idx], targets[idx]
+    return jnp.asarray(Xc, dtype=dtype), jnp.asarray(targets, dtype=dtype), W0, data, subsampled

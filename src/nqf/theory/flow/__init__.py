@@ -1,0 +1,80 @@
+r"""The flow of the order parameter M = W W^T: exact discrete maps and gradient flow.
+
+For the quadratic model f = <W W^T, A(x)>, grad_W L = 2 G(M) W (docs/theory.md section 2),
+so every update that acts on W from the left by a matrix built from M closes on M:
+
+- gradient descent, W+ = W - lr 2 G W = B W with B = I - 2 lr G(M):
+
+      M+ = B M B                                                          (gd_map)
+
+- minibatch SGD: the same map with G replaced by the minibatch mean G_b(M)  (sgd_map)
+
+- heavy-ball momentum (optax.sgd(lr, momentum=beta): V+ = g + beta V, W+ = W - lr V+,
+  g = 2 G W, V0 = 0). With P = W V^T and Q = V V^T (both d x d, P not symmetric),
+  U = V+ and R = W U^T:
+
+      R  = 2 M G + beta P                 (= W U^T)
+      Q+ = 4 G M G + 2 beta (G P + P^T G) + beta^2 Q      (= U U^T)
+      M+ = M - lr (R + R^T) + lr^2 Q+
+      P+ = R - lr Q+                      (= W+ U^T)                      (momentum_map)
+
+- gradient flow dW/dt = -lr grad_W L, in units of steps:
+
+      dM/dt = -2 lr (G M + M G)                                           (continuous_flow)
+
+All of these take M0 (d x d) and never the width n: their cost does not depend on n.
+Each returns a :class:`FlowResult`. The maps live in ``maps`` (with ``jumps``, the exact
+jumps of the adaptive stepping, and ``host``, the numpy engine that compiles nothing), the
+gradient flow in ``continuous``, the stability bound below in ``stability``, what they share
+(checks, recording, the result) in ``base``; this package gathers them.
+
+Linear stability (``stable_lr_bound``): the M-map is the image of GD on W, so it is
+linearly stable at M exactly when GD on W is: lr < 2 / lambda_max(H), H the Hessian of
+W -> L(W W^T). With L dW = dW W^T + W dW^T (so L L^*[S] = 2 (S M + M S)),
+
+    H = L^* K L + 2 G(M) (x) I_n          (squared loss; cross-entropy adds its l'' weight)
+
+whose spectrum depends on M only (the rotations dW = W Omega are flat at a fixed
+point, where G W = 0). Heavy-ball momentum is stable for lr lambda < 2 (1 + beta).
+Near M = 0, H = 2 G(0) (= -2 C for squared loss): modes with c_k < 0 oscillate and
+grow once lr > 1 / |c_k|. At an isolated active mode of the Lotka-Volterra
+reduction H has the eigenvalue 4 K_kk m_k* = 4 c_k, i.e. lr < 1 / (2 c_k).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nqf.core.lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "base": ("FlowResult",),
+        "continuous": ("continuous_flow",),
+        "maps": (
+            "STEPPINGS",
+            "gd_map",
+            "momentum_map",
+            "sgd_map",
+            "square_factor",
+        ),
+        "stability": (
+            "LearningRateBound",
+            "stable_lr_bound",
+            "hessian_of_w",
+        ),
+    },
+)
+
+if TYPE_CHECKING:  # the eager form, for type checkers and editors
+    from nqf.theory.flow.base import FlowResult as FlowResult
+    from nqf.theory.flow.continuous import continuous_flow as continuous_flow
+    from nqf.theory.flow.maps import STEPPINGS as STEPPINGS
+    from nqf.theory.flow.maps import gd_map as gd_map
+    from nqf.theory.flow.maps import momentum_map as momentum_map
+    from nqf.theory.flow.maps import sgd_map as sgd_map
+    from nqf.theory.flow.maps import square_factor as square_factor
+    from nqf.theory.flow.stability import LearningRateBound as LearningRateBound
+    from nqf.theory.flow.stability import hessian_of_w as hessian_of_w
+    from nqf.theory.flow.stability import stable_lr_bound as stable_lr_bound

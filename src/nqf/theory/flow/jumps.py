@@ -1,0 +1,193 @@
+r"""Adaptive stepping of the M maps: jump the stretches where the map is linear, step the rest.
+
+Far from a switch-on the exact map is nearly affine in its state. Write the state as the
+Gram matrix Gamma of the propagated factors (GD: Gamma = M = F F^T; heavy-ball momentum:
+Gamma = [F; V][F; V]^T = [[M, P], [P^T, Q]]) and the map as Gamma+ = Phi(Gamma)
+(``nqf.theory.flow``). Around the current state Gamma_t,
+
+    Phi(Gamma_t + x) = Gamma_t + r + J x + O(x^2),   r = Phi(Gamma_t) - Gamma_t,  J = dPhi(Gamma_t),
+
+so j steps of the affine model give x_j = sum_{i<j} J^i r (from repeated squares of the
+augmented matrix [[J, r], [0, 1]]). Near M = 0 this is M+ = P M P^T (P = I - 2 lr G(0)); near a
+fixed point it is the linearisation there; in both the model is exact up to the neglected
+O(x^2) terms. A jump of j steps is accepted when, at its landing point, the true one-step
+increment Phi(Gamma_t + x_j) - (Gamma_t + x_j) agrees with the model's, J^j r, to
+``JUMP_RTOL`` relative (plus ``JUMP_ATOL`` of |Gamma|): the neglected terms are then that
+small over the whole jump. Otherwise the map steps, and tries again later. Jump lengths
+double after each accepted jump, so a horizon T costs O(log T) jumps past the last
+switch-on. Recorded steps inside a jump are evaluated from the affine model.
+
+Only used when records are sparse (every step recorded means every step is computed
+anyway); SGD always steps (each step has its own minibatch).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nqf.theory.data_matrices.protocol import AbstractDataMatrices
+
+# The accepted mismatch between the true and the affine one-step increment at a landing point.
+JUMP_RTOL = 1e-9
+JUMP_ATOL = 1e-15
+# Jumps need powers of J (s x s, s = D(D+1)/2): not beyond this size.
+MAX_JUMP_STATE = 800
+FIRST_JUMP = 64
+MIN_JUMP = 16
+
+
+def _triu(D: int):
+    return np.triu_indices(D)
+
+
+def _pack_sym(G, idx):
+    return G[idx]
+
+
+def _unpack_sym(v, idx, D):
+    U = jnp.zeros((D, D), dtype=v.dtype).at[idx].set(v)
+    return U + jnp.triu(U, 1).T
+
+
+def _gd_gram_map(data: AbstractDataMatrices, hyper, Gamma):
+    lr = hyper
+    B = jnp.eye(Gamma.shape[0], dtype=Gamma.dtype) - 2 * lr * data.gradient_matrix(Gamma)
+    return B @ Gamma @ B.T
+
+
+def _momentum_gram_map(data: AbstractDataMatrices, hyper, Gamma):
+    lr, beta = hyper
+    d = Gamma.shape[0] // 2
+    M, P, Q = Gamma[:d, :d], Gamma[:d, d:], Gamma[d:, d:]
+    G = data.gradient_matrix(M)
+    R = 2 * M @ G + beta * P
+    Q_next = 4 * G @ M @ G + 2 * beta * (G @ P + P.T @ G) + beta**2 * Q
+    M_next = M - lr * (R + R.T) + lr**2 * Q_next
+    P_next = R - lr * Q_next
+    return jnp.block([[M_next, P_next], [P_next.T, Q_next]])
+
+
+GRAM_MAPS = {"gd": _gd_gram_map, "momentum": _momentum_gram_map}
+
+
+@partial(jax.jit, static_argnames=("kind",))
+def _linearise(kind, data: AbstractDataMatrices, hyper, Gamma):
+    """(r, J) of the packed map at Gamma: r = Phi(Gamma) - Gamma (s,), J (s, s)."""
+    D = Gamma.shape[0]
+    idx = _triu(D)
+    phi = GRAM_MAPS[kind]
+
+    def packed(v):
+        return _pack_sym(phi(data, hyper, _unpack_sym(v, idx, D)), idx)
+
+    v0 = _pack_sym(Gamma, idx)
+    r = packed(v0) - v0
+    s = v0.shape[0]
+    columns = jax.lax.map(
+        lambda e: jax.jvp(packed, (v0,), (e,))[1], jnp.eye(s, dtype=Gamma.dtype), batch_size=min(s, 32)
+    )
+    return r, columns.T
+
+
+@partial(jax.jit, static_argnames=("kind",))
+def _increment(kind, data: AbstractDataMatrices, hyper, Gamma):
+    D = Gamma.shape[0]
+    idx = _triu(D)
+    return _pack_sym(GRAM_MAPS[kind](data, hyper, Gamma) - Gamma, idx)
+
+
+class AffineModel:
+    """The affine model x+ = r + J x of the map at one state, as powers of A = [[J, r], [0, 1]].
+
+    A^j [0; 1] = [x_j; 1] with x_j = sum_{i<j} J^i r, and A^j [r; 0] = [J^j r; 0]. Powers come
+    from the repeated squares A^(2^k) (real arithmetic only, O(s^3 log j); an eigendecomposition
+    would need complex products, and it is ill-conditioned where J is not normal).
+    """
+
+    def __init__(self, r: np.ndarray, J: np.ndarray):
+        s = r.size
+        A = np.zeros((s + 1, s + 1))
+        A[:s, :s], A[:s, s], A[s, s] = J, r, 1.0
+        self.size = s
+        self.r = r
+        self.squares = [A]
+        self.ok = bool(np.all(np.isfinite(A)))
+
+    def _apply_power(self, j: int, v: np.ndarray) -> np.ndarray:
+        """A^j v."""
+        k = 0
+        while j:
+            while len(self.squares) <= k:
+                self.squares.append(self.squares[-1] @ self.squares[-1])
+            if j & 1:
+                v = self.squares[k] @ v
+            j >>= 1
+            k += 1
+        return v
+
+    def displacement(self, offsets) -> np.ndarray:
+        """x_j for increasing steps j (R,): (s, R)."""
+        offsets = np.asarray(offsets, dtype=np.int64)
+        out = np.empty((self.size, offsets.size))
+        v = np.zeros(self.size + 1)
+        v[-1] = 1.0
+        done = 0
+        for n, j in enumerate(offsets):
+            v = self._apply_power(int(j) - done, v)
+            done = int(j)
+            out[:, n] = v[:-1]
+        return out
+
+    def increment_at(self, j: int) -> np.ndarray:
+        """J^j r, the model's one-step increment j steps on: (s,)."""
+        return self._apply_power(int(j), np.append(self.r, 0.0))[:-1]
+
+
+def gram_of(carry) -> np.ndarray:
+    """The Gram matrix of the stacked factors of a map's carry (F,) or (F, V)."""
+    Z = np.concatenate([np.asarray(c, dtype=np.float64) for c in carry], axis=0)
+    return Z @ Z.T
+
+
+def factors_of(Gamma: np.ndarray, parts: int, rank: int, dtype) -> tuple:
+    """Factors (each d x rank) whose stacked Gram matrix is Gamma (its top ``rank`` eigenpairs)."""
+    values, vectors = np.linalg.eigh(0.5 * (Gamma + Gamma.T))
+    Z = vectors[:, -rank:] * np.sqrt(np.clip(values[-rank:], 0.0, None))
+    d = Gamma.shape[0] // parts
+    return tuple(jnp.asarray(Z[i * d : (i + 1) * d], dtype=dtype) for i in range(parts))
+
+
+def try_jump(kind: str, data: AbstractDataMatrices, hyper, carry, length: int):
+    """Attempt a jump of ``length`` steps from ``carry``.
+
+    Returns (model, Gamma_t, accepted) where model can evaluate any step inside the jump.
+    """
+    Gamma = gram_of(carry)
+    D = Gamma.shape[0]
+    if D * (D + 1) // 2 > MAX_JUMP_STATE:
+        return None, Gamma, False
+    dtype = carry[0].dtype
+    r, J = _linearise(kind, data, hyper, jnp.asarray(Gamma, dtype=dtype))
+    model = AffineModel(np.asarray(r, dtype=np.float64), np.asarray(J, dtype=np.float64))
+    if not model.ok:
+        return model, Gamma, False
+    landing = states_in_jump(model, Gamma, np.array([length]))[0]
+    true = np.asarray(_increment(kind, data, hyper, jnp.asarray(landing, dtype=dtype)), dtype=np.float64)
+    expected = model.increment_at(length)
+    mismatch = np.linalg.norm(true - expected)
+    accepted = bool(mismatch <= JUMP_RTOL * np.linalg.norm(expected) + JUMP_ATOL * np.linalg.norm(Gamma))
+    return model, Gamma, accepted
+
+
+def states_in_jump(model: AffineModel, Gamma: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Gamma at the given step offsets (R,) inside an accepted jump: (R, D, D)."""
+    D = Gamma.shape[0]
+    idx = _triu(D)
+    X = model.displacement(offsets)  # (s, R)
+    U = np.zeros((offsets.size, D, D))
+    U[:, idx[0], idx[1]] = X.T
+    return Gamma[None] + U + np.transpose(np.triu(U, 1), (0, 2, 1))

@@ -1,0 +1,62 @@
+r"""Modes and the Lotka-Volterra reduction (docs/theory.md section 3).
+
+- ``modes``: the shared eigenbasis of the data matrices and the LV coefficients
+  (:func:`mode_basis`, :class:`ModeBasis`);
+- ``system``: the LV system, its fixed point, the logistic and staircase closed forms and
+  the switch slopes of each optimizer;
+- ``maps``: the optimizer's own discrete map restricted to diagonal M;
+- ``solve``: the gradient-flow ODE in log occupations (diffrax), ``kvaerno`` its numpy
+  solver (nothing compiled), ``logistic`` the independent-modes closed form.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nqf.core.lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "modes": (
+            "ModeBasis",
+            "mode_basis",
+        ),
+        "solve": (
+            "LVSolution",
+            "solve_lv",
+            "switch_times",
+        ),
+        "system": (
+            "LotkaVolterra",
+            "equilibrium",
+            "excess_loss",
+            "fixed_point",
+            "gd_occupations",
+            "logistic_occupation",
+            "logistic_switch_time",
+            "staircase_switch_time",
+            "switch_slope_continuous",
+            "switch_slope_gd",
+            "switch_slope_momentum",
+        ),
+    },
+)
+
+if TYPE_CHECKING:  # the eager form, for type checkers and editors
+    from nqf.theory.lotka_volterra.modes import ModeBasis as ModeBasis
+    from nqf.theory.lotka_volterra.modes import mode_basis as mode_basis
+    from nqf.theory.lotka_volterra.solve import LVSolution as LVSolution
+    from nqf.theory.lotka_volterra.solve import solve_lv as solve_lv
+    from nqf.theory.lotka_volterra.solve import switch_times as switch_times
+    from nqf.theory.lotka_volterra.system import LotkaVolterra as LotkaVolterra
+    from nqf.theory.lotka_volterra.system import equilibrium as equilibrium
+    from nqf.theory.lotka_volterra.system import excess_loss as excess_loss
+    from nqf.theory.lotka_volterra.system import fixed_point as fixed_point
+    from nqf.theory.lotka_volterra.system import gd_occupations as gd_occupations
+    from nqf.theory.lotka_volterra.system import logistic_occupation as logistic_occupation
+    from nqf.theory.lotka_volterra.system import logistic_switch_time as logistic_switch_time
+    from nqf.theory.lotka_volterra.system import staircase_switch_time as staircase_switch_time
+    from nqf.theory.lotka_volterra.system import switch_slope_continuous as switch_slope_continuous
+    from nqf.theory.lotka_volterra.system import switch_slope_gd as switch_slope_gd
+    from nqf.theory.lotka_volterra.system import switch_slope_momentum as switch_slope_momentum

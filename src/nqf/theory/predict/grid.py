@@ -1,0 +1,714 @@
+r"""A grid of predictions as one compiled program: :func:`predict_grid`.
+
+A scan over learning rates, init scales and seeds is the everyday question of theory work
+("where does the third plateau move when sigma0 halves?"). A Python loop of :func:`nqf.predict`
+calls pays every shared stage again at each point: the gate, the data's moments, the mode
+basis, the LV fixed point, the stability bound. Only four things depend on the point:
+
+- W0 = sigma0 Z_seed (the draw ``nqf.train`` makes), hence the factor F0 (F0 F0^T = M0) and
+  the initial occupations m_k(0) = |W0^T q_k|^2;
+- the M-flow of the optimizer from F0 with learning rate lr (GD: F+ = F - 2 lr G(F F^T) F;
+  heavy-ball: V+ = 2 G F + beta V, F+ = F - lr V+), G(M) = unpack(S (pack(M) - m_hat)) from
+  the moments;
+- the LV map from m(0) with lr (GD, in log occupations: u+ = u + 2 ln|1 + 2 lr (c - K e^u)|;
+  heavy-ball on (m, p, q), ``nqf.theory.lotka_volterra.maps``);
+- the closed forms that read (c, K, m(0), lr): the logistic switch times, the LV gradient
+  flow's, and the singular limit.
+
+:func:`predict_grid` computes the shared stages once (on the host, as ``predict``'s numpy engine
+does), then runs the M-flow and the LV map of every point in one program: :func:`grid_point`
+is written for one point and ``jax.vmap``-ed over the grid, the point axis sharded over the
+devices when there are several (as ``nqf.train_sweep`` does for training). The program
+reduces as it steps: it keeps the two loss curves at the recorded steps, the first step at
+which each mode crosses its threshold m_k*/2 (M-flow and LV), and the smallest weight share
+of each mode before its LV switch-on (the M-flow's resolution, ``nqf.theory.predict.pipeline``'s
+docstring); never a (points, steps, modes) array. Its shapes are padded (points and records to
+powers of two), so a grid with another lr, sigma0, seed, horizon or size within the same
+bucket reuses the compiled program, in this process and through the persistent cache.
+
+Every point equals ``predict`` with that point's config: the same W0, the same switch-on
+steps (M-flow, LV map, LV flow, closed form, singular limit) and the same loss curves to
+rounding (``tests/test_predict_grid.py``: 1e-12 relative against both engines). The grid
+steps every step; ``predict``'s LV map extrapolates a constant-rate tail after 4096 steps, and
+its compiled M-flow jumps linear stretches above 20000 steps (``stepping="adaptive"``), so
+beyond those horizons the two agree to those maps' tolerances, not to rounding.
+
+Scope: the moments route (squared loss, a unit with a structure the moments take), GD and
+heavy-ball momentum; other cases raise a one-line NqfError naming what does not apply, before
+any heavy work.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import ArrayLike, Float, Real
+
+from nqf.architectures.architecture import Architecture
+from nqf.architectures.expansion import ExpansionReport
+from nqf.core.cache import ensure_default_cache
+from nqf.core.errors import NqfError
+from nqf.core.measure import measured_plateau_losses
+from nqf.core.optimizers import OPTIMIZER_RECORDS, optimizer_record
+from nqf.core.programs import bucket_length, to_device
+from nqf.theory.data_matrices.moments import MomentDataMatrices
+from nqf.theory.data_matrices.protocol import AbstractDataMatrices
+from nqf.theory.flow.base import FlowResult
+from nqf.theory.flow.maps import square_factor
+from nqf.theory.lotka_volterra.modes import ModeBasis
+from nqf.theory.lotka_volterra.solve import flow_switch_times_batch
+from nqf.theory.lotka_volterra.system import logistic_switch_time
+from nqf.theory.predict import stages as stage
+from nqf.theory.predict.init import check_init_scale, initial_weights, log_occupations
+from nqf.theory.predict.result import PredictConfig, Prediction
+from nqf.theory.predict.stages import MFLOW_RESOLUTION, record_steps
+from nqf.theory.scaling import PowerLawFit, fit_power_law
+from nqf.theory.singular_limit import singular_limit
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["PredictionGrid", "grid_point", "predict_grid"]
+
+# The grid's own notes (summaries over its points) start with this; a point's Prediction leaves them out.
+_GRID_NOTE = "grid: "
+# The program's outputs per chunk of points stay below this (the loss curves dominate:
+# 2 x records x 8 bytes a point); a larger grid runs as several calls of the same program.
+CHUNK_BYTES = 256 * 2**20
+# The whole result (both loss curves of every point, float64) must fit in this share of
+# the machine's memory; above it predict_grid refuses before computing anything.
+MEMORY_SHARE = 0.5
+
+
+def grid_point(
+    data: AbstractDataMatrices, F0, V0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, steps, momentum: bool
+):
+    r"""The M-flow and the LV map of one point, reduced as they step (module docstring).
+
+    data: the moments (``MomentDataMatrices``, shared); F0 (d, r) with F0 F0^T = M(0); V0 (d, r)
+    the momentum buffer (zeros); u0 (m,) ln m(0) and m0 (m,) m(0) of the LV map (m0 is what
+    the record at step 0 shows, as ``predict`` records it); lr, beta scalars; basis (d, g) the
+    growing modes; c (m,), K (m,) or (m, m) the LV system; thresholds (g,) m_k*/2; gaps (R,)
+    the steps between consecutive records (gaps[0] = 0: step 0 is recorded; trailing zeros
+    pad); steps the horizon (records past it are padding); momentum: heavy-ball (static).
+
+    Returns (M-flow loss (R,), LV loss (R,), M-flow switch steps (g,), LV switch steps (g,),
+    the LV's smallest weight share sum_k-normalised m_k / sum_j m_j before each switch-on
+    (g,)); switch steps are -1 where a mode does not cross by ``steps``.
+    """
+    g = thresholds.shape[0]
+    Qt = basis.T
+    dtype = F0.dtype
+    diagonal_K = K.ndim == 1
+    loss0 = data.loss(jnp.zeros((data.dim, data.dim), dtype=dtype))
+    never = jnp.full((g,), -1, dtype=gaps.dtype)
+
+    def lv_occupations(lv_state, t):
+        occ = jnp.exp(lv_state[0]) if not momentum else lv_state[0]
+        return jnp.where(t == 0, m0, occ)  # step 0 shows m(0) itself, not exp(ln m(0))
+
+    # state: (F, V, G = G(F F^T), M-flow loss, LV loss, LV state, switch steps x 2, shares)
+    def observe(state, t):
+        """The losses, G and the crossings at step t, from F and the LV state at t."""
+        F, V, _, _, _, lv_state, flow_switch, lv_switch, share = state
+        loss, G = data.loss_and_gradient(F @ F.T)
+        occ = jnp.sum((Qt @ F) ** 2, axis=1)
+        lv_occ = lv_occupations(lv_state, t)
+        lv_loss = loss0 - lv_occ @ c + 0.5 * jnp.sum(lv_occ * (K * lv_occ if diagonal_K else lv_occ @ K.T))
+        live = (t <= steps) & (thresholds > 0)
+        # the weight share counts up to and including the LV switch-on step (mflow_resolution)
+        total = jnp.sum(lv_occ)
+        current = jnp.where(total > 0, lv_occ[:g] / jnp.where(total > 0, total, 1.0), jnp.inf)
+        share = jnp.where((lv_switch < 0) & (t <= steps), jnp.minimum(share, current), share)
+        flow_switch = jnp.where(live & (flow_switch < 0) & (occ >= thresholds), t, flow_switch)
+        lv_switch = jnp.where(live & (lv_switch < 0) & (lv_occ[:g] >= thresholds), t, lv_switch)
+        return (F, V, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share)
+
+    def step(state):
+        """One step of the M-flow (with the G observed at its start) and of the LV map."""
+        F, V, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share = state
+        if momentum:
+            V = 2 * G @ F + beta * V
+            F = F - lr * V
+            m, p, q = lv_state
+            gm = (K * m if diagonal_K else K @ m) - c
+            R = 2.0 * m * gm + beta * p
+            q = 4.0 * gm * gm * m + 4.0 * beta * gm * p + beta**2 * q
+            m = m - 2.0 * lr * R + lr**2 * q
+            p = R - lr * q
+            lv_state = (m, p, q)
+        else:
+            F = F - 2 * lr * G @ F
+            (u,) = lv_state
+            Km = K * jnp.exp(u) if diagonal_K else K @ jnp.exp(u)
+            u = u + 2.0 * jnp.log(jnp.abs(1.0 + 2.0 * lr * (c - Km)))
+            lv_state = (u,)
+        return (F, V, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share)
+
+    def between(carry, gap):
+        state, t = carry
+        # each step is observed once, at its end: the crossings of every step, G for the next
+        state = jax.lax.fori_loop(0, gap, lambda i, st: observe(step(st), t + i + 1), state)
+        return (state, t + gap), (state[3], state[4])
+
+    lv_state0 = (m0, jnp.zeros_like(m0), jnp.zeros_like(m0)) if momentum else (u0,)
+    share0 = jnp.full((g,), jnp.inf, dtype=dtype)
+    zero = jnp.zeros((), dtype=dtype)
+    t0 = jnp.zeros((), dtype=gaps.dtype)
+    state0 = observe(
+        (F0, V0, jnp.zeros((F0.shape[0],) * 2, dtype=dtype), zero, zero, lv_state0, never, never, share0), t0
+    )
+    (state, _), (loss, lv_loss) = jax.lax.scan(between, (state0, t0), gaps)
+    flow_switch, lv_switch, share = state[6:]
+    return loss, lv_loss, flow_switch, lv_switch, share
+
+
+@functools.partial(jax.jit, static_argnames=("momentum",))
+def _grid_program(
+    data: AbstractDataMatrices, F0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, steps, momentum: bool
+):
+    """:func:`grid_point` vmapped over the point axis of F0, u0, m0 and lr (one program)."""
+
+    def one(F, u, m, rate):
+        return grid_point(data, F, jnp.zeros_like(F), u, m, rate, beta, basis, c, K, thresholds, gaps, steps, momentum)
+
+    return jax.vmap(one)(F0, u0, m0, lr)
+
+
+@dataclass(frozen=True, eq=False)
+class GridContext:
+    """What a grid's points share besides arrays, kept to rebuild each point's ``Prediction``
+    (:meth:`PredictionGrid.prediction`): the mode basis, the LV stage (c, K, fixed point,
+    thresholds, defects), the expansion verdict, the data route's reason; per init (S, R) the
+    init defect; per point the M-flow's crossings before unresolved modes were left out
+    (L, S, R, g) and the power-law fits (P,: a PowerLawFit, the note of a failed fit, or None with
+    fewer than 10 growing modes). Compared by identity (a static pytree field)."""
+
+    modes: ModeBasis
+    system: stage.LVStage
+    expansion: ExpansionReport
+    arch_options: tuple
+    route_reason: str
+    init_defects: np.ndarray
+    crossed: np.ndarray
+    power_laws: tuple
+    dtype: str
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False)
+class PredictionGrid:
+    """Predictions over the grid lrs x sigma0s x seeds (:func:`predict_grid`); a pytree of arrays
+    (``jax.tree_util`` maps over the arrays; the config, names and notes are static).
+
+    Per-point arrays have leading axes (L, S, R) = (len(lrs), len(sigma0s), len(seeds)):
+    entry [i, j, k] is what ``predict`` gives with lr = lrs[i], sigma0 = sigma0s[j], seed =
+    seeds[k]. g is the number of growing modes, m of all modes, T of recorded steps.
+
+    Attributes:
+        lrs (L,), sigma0s (S,), seeds (R,): the axes.
+        steps: (T,) the recorded steps (every step up to 20000, then log + linear).
+        mflow_loss, lv_loss: (L, S, R, T) the M-flow's and the LV map's loss curves.
+        mflow_switch_steps, lv_switch_steps, lv_continuous_switch_steps,
+        closed_form_switch_steps, singular_switch_steps: (L, S, R, g) switch-on steps (the
+            first step at which m_k reaches m_k*/2), NaN where not reached within the
+            horizon; the M-flow's also where it cannot resolve the mode (mflow_resolution
+            below ``MFLOW_RESOLUTION``).
+        lv_plateau_losses: (L, S, R, g) the loss on the plateau reached as mode k switches on,
+            in the vanishing-init limit.
+        power_law_exponent: (L, S, R) the fitted exponent of the M-flow's loss curve with at
+            least 10 growing modes (NaN with fewer, or where no power law fits).
+        initial_occupations: (S, R, m) m_k(0) = |W0^T q_k|^2 (they do not depend on lr).
+        mflow_resolution: (L, S, R, g) r_k / u (``nqf.theory.predict.pipeline``'s docstring).
+        growth: (m,) c_k; thresholds: (g,) m_k*/2; stable_lr: the linear-stability bound.
+        config: the base PredictConfig (its lr, sigma0 and seed those of the first point);
+        arch_name, route, notes: as in ``Prediction``.
+    """
+
+    lrs: np.ndarray
+    sigma0s: np.ndarray
+    seeds: np.ndarray
+    steps: np.ndarray
+    mflow_loss: np.ndarray
+    lv_loss: np.ndarray
+    mflow_switch_steps: np.ndarray
+    lv_switch_steps: np.ndarray
+    lv_continuous_switch_steps: np.ndarray
+    closed_form_switch_steps: np.ndarray
+    singular_switch_steps: np.ndarray
+    lv_plateau_losses: np.ndarray
+    power_law_exponent: np.ndarray
+    initial_occupations: np.ndarray
+    mflow_resolution: np.ndarray
+    growth: np.ndarray
+    thresholds: np.ndarray
+    stable_lr: float = field(metadata={"static": True})
+    config: PredictConfig = field(metadata={"static": True})
+    arch_name: str = field(default="", metadata={"static": True})
+    route: str = field(default="moments", metadata={"static": True})
+    notes: tuple[str, ...] = field(default=(), metadata={"static": True})
+    context: GridContext | None = field(default=None, metadata={"static": True})
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(L, S, R): the grid's axes."""
+        return (int(self.lrs.size), int(self.sigma0s.size), int(self.seeds.size))
+
+    @property
+    def num_growing(self) -> int:
+        return int(self.thresholds.size)
+
+    def prediction(self, i: int, j: int, k: int) -> Prediction:
+        """The point (lrs[i], sigma0s[j], seeds[k]) as the ``Prediction`` that ``predict`` returns
+        for it: the same numbers (``tests/test_predict_grid.py``), its notes, ``to_json()`` and
+        tables; ``engine`` is ``"grid"``. Its M-flow carries the loss curve only: the grid keeps
+        neither the occupations along the way nor the final M (``flow.occupations`` and
+        ``flow.final`` are None; ``predict`` gives them)."""
+        if self.context is None:
+            raise NqfError("this grid was not made by predict_grid (no context): call nqf.predict for the point")
+        L, S, R = self.shape
+        if not (0 <= i < L and 0 <= j < S and 0 <= k < R):
+            raise NqfError(f"point ({i}, {j}, {k}) is outside the grid of shape {self.shape}")
+        ctx, system = self.context, self.context.system
+        config = replace(self.config, lr=float(self.lrs[i]), sigma0=float(self.sigma0s[j]), seed=int(self.seeds[k]))
+        m0 = self.initial_occupations[j, k]
+        lv = ctx.modes.lotka_volterra(m0, config.lr, system.lv.loss0)
+        notes = list(self.notes[: self._shared_notes])
+        init_note = stage.init_defect_note(float(ctx.init_defects[j, k]))
+        if init_note:
+            notes.append(init_note)
+        resolution = self.mflow_resolution[i, j, k]
+        unresolved = np.flatnonzero(resolution < MFLOW_RESOLUTION)
+        if unresolved.size:
+            notes.append(stage.unresolved_note(unresolved, ctx.crossed[i, j, k], resolution, ctx.dtype))
+        fit = ctx.power_laws[(i * S + j) * R + k]
+        if isinstance(fit, str):  # the fit's failure, as predict notes it
+            notes.append(fit)
+        steps = int(config.steps)
+        stats = (("stepped", steps), ("jumped", 0), ("jumps", 0))
+        flow = FlowResult(steps=self.steps, loss=self.mflow_loss[i, j, k], final=None, stats=stats)
+        return Prediction(
+            config=config,
+            modes=ctx.modes,
+            lv_applies=system.applies,
+            defect=system.defect,
+            init_defect=float(ctx.init_defects[j, k]),
+            flow=flow,
+            thresholds=self.thresholds,
+            mflow_switch_steps=self.mflow_switch_steps[i, j, k],
+            lv=lv,
+            lv_steps=self.steps,
+            lv_loss=self.lv_loss[i, j, k],
+            lv_switch_steps=self.lv_switch_steps[i, j, k],
+            lv_continuous_switch_steps=self.lv_continuous_switch_steps[i, j, k],
+            closed_form_switch_steps=self.closed_form_switch_steps[i, j, k],
+            lv_plateau_losses=self.lv_plateau_losses[i, j, k],
+            singular=singular_limit(lv, never=np.zeros(lv.num_modes, dtype=bool)),
+            singular_switch_steps=self.singular_switch_steps[i, j, k],
+            stable_lr=self.stable_lr,
+            power_law=fit if isinstance(fit, PowerLawFit) else None,
+            notes=tuple(notes),
+            route=self.route,
+            route_reason=ctx.route_reason,
+            flow_stats={**dict(stats), "lv_map": {"stepped": steps, "extrapolated": 0}},
+            expansion=ctx.expansion,
+            arch_name=self.arch_name,
+            arch_options=ctx.arch_options,
+            initial_occupations=m0,
+            mflow_resolution=resolution,
+            engine="grid",
+            engine_reason=f"one program for the {L * S * R} points of a grid (nqf.predict_grid)",
+        )
+
+    @property
+    def _shared_notes(self) -> int:
+        """How many of ``notes`` hold for every point (the grid's own summary notes follow)."""
+        return sum(1 for note in self.notes if not note.startswith(_GRID_NOTE))
+
+    def to_dataframes(self) -> dict[str, pd.DataFrame]:
+        """The tables of ``nqf predict --csv`` for every point, with the point's lr, sigma0 and
+        seed in front: ``"curves"`` (lr, sigma0, seed, source, optimizer, step, loss; sources
+        ``mflow`` and ``lv``) and ``"modes"`` (lr, sigma0, seed, source, optimizer, mode,
+        convention, switch_step, plateau_loss; sources ``mflow``, ``lv``, ``lv_flow``,
+        ``closed_form``, ``singular_limit``), long format as ``Prediction.to_dataframes``
+        gives them. Needs pandas (the ``dataframe`` extra)."""
+        from nqf.core.dataframes import require_pandas
+
+        pd = require_pandas()
+        L, S, R = self.shape
+        g, T, P = self.num_growing, self.steps.size, L * S * R
+        lr, sigma0, seed = (a.reshape(-1) for a in np.meshgrid(self.lrs, self.sigma0s, self.seeds, indexing="ij"))
+        optimizer = self.config.optimizer
+        curves = [
+            pd.DataFrame(
+                {
+                    "lr": np.repeat(lr, T),
+                    "sigma0": np.repeat(sigma0, T),
+                    "seed": np.repeat(seed, T),
+                    "source": source,
+                    "optimizer": optimizer,
+                    "step": np.tile(self.steps.astype(np.int64), P),
+                    "loss": curve.reshape(-1),
+                }
+            )
+            for source, curve in (("mflow", self.mflow_loss), ("lv", self.lv_loss))
+        ]
+        nothing = np.full((P, g), np.nan)
+        sources = (
+            ("mflow", self.mflow_switch_steps, self._measured_plateaus(self.mflow_loss, self.mflow_switch_steps)),
+            ("lv", self.lv_switch_steps, self._measured_plateaus(self.lv_loss, self.lv_switch_steps)),
+            ("lv_flow", self.lv_continuous_switch_steps, nothing),
+            ("closed_form", self.closed_form_switch_steps, nothing),
+            ("singular_limit", self.singular_switch_steps, self.lv_plateau_losses),
+        )
+        modes = [
+            pd.DataFrame(
+                {
+                    "lr": np.repeat(lr, g),
+                    "sigma0": np.repeat(sigma0, g),
+                    "seed": np.repeat(seed, g),
+                    "source": source,
+                    "optimizer": optimizer,
+                    "mode": np.tile(np.arange(1, g + 1), P),
+                    "convention": "occupation",
+                    "switch_step": switch.reshape(-1),
+                    "plateau_loss": plateau.reshape(-1),
+                }
+            )
+            for source, switch, plateau in sources
+        ]
+        return {
+            "curves": pd.concat(curves, ignore_index=True),
+            "modes": pd.concat(modes, ignore_index=True),
+        }
+
+    def _measured_plateaus(self, loss, switch) -> np.ndarray:
+        """(P, g) the loss at the middle of each plateau on the log-time axis, per point, as the
+        CSV tables measure it (``nqf.core.measure.measured_plateau_losses``)."""
+        P = int(np.prod(self.shape))
+        loss, switch = loss.reshape(P, -1), switch.reshape(P, -1)
+        horizon = float(self.config.steps)
+        return np.stack([measured_plateau_losses(self.steps, loss[p], switch[p], horizon) for p in range(P)])
+
+    def to_dataframe(self, table: str = "curves") -> pd.DataFrame:
+        """One table of :meth:`to_dataframes`: ``"curves"`` (the default) or ``"modes"``."""
+        from nqf.core.dataframes import check_table
+
+        return self.to_dataframes()[check_table(table)]
+
+
+def _axis(name: str, values, kind) -> np.ndarray:
+    a = np.atleast_1d(np.asarray(values))
+    if a.ndim != 1 or a.size == 0:
+        raise NqfError(f"predict_grid: {name} must be a non-empty 1-D sequence, got shape {a.shape}")
+    if kind is float:
+        if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a.astype(np.float64))):
+            raise NqfError(f"predict_grid: {name} must be finite numbers")
+        a = a.astype(np.float64)
+        if np.any(a <= 0):
+            raise NqfError(f"predict_grid: every {name[:-1]} must be positive, got {a[a <= 0][0]:g}")
+        return a
+    if not np.issubdtype(a.dtype, np.integer) or np.any(a < 0) or np.any(a >= 2**32):
+        raise NqfError(f"predict_grid: {name} must be integers in [0, 2^32)")
+    return a.astype(np.int64)
+
+
+def _check_scope(data: AbstractDataMatrices | None, config: PredictConfig) -> None:
+    blockers = []
+    if not optimizer_record(config.optimizer).deterministic_flow:
+        runs = " and ".join(o.name for o in OPTIMIZER_RECORDS.values() if o.deterministic_flow)
+        blockers.append(f"the optimizer is {config.optimizer} (the grid runs {runs})")
+    if not isinstance(data, MomentDataMatrices):
+        blockers.append("the data matrices are not moments (the grid runs the moments route)")
+    if blockers:
+        raise NqfError(f"predict_grid does not apply: {'; '.join(blockers)}; call nqf.predict per point")
+
+
+def _physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 8 * 2**30
+
+
+def predict_grid(
+    arch: Architecture,
+    X: Float[ArrayLike, " N *input"] | None,
+    Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"] | None,
+    config: PredictConfig,
+    lrs: Sequence[float] | Float[ArrayLike, " L"] | None = None,
+    sigma0s: Sequence[float] | Float[ArrayLike, " S"] | None = None,
+    seeds: Sequence[int] | ArrayLike | None = None,
+    data: MomentDataMatrices | None = None,
+) -> PredictionGrid:
+    """``predict`` at every point of lrs x sigma0s x seeds, as one compiled program (module docstring).
+
+    An axis left out is the config's own value (``[config.lr]``, ``[config.sigma0]``,
+    ``[config.seed]``); the config gives everything else (width, steps, optimizer, beta,
+    route). ``data`` may pass the moments of (X, Y) already built.
+
+    Raises NqfError, before any heavy work, for a bad axis, a case the grid does not run
+    (module docstring), an lr at or above the stability bound (naming the largest stable
+    one), an init that underflows, a result that would not fit in memory, and for an M-flow
+    that diverges (naming the points).
+    """
+    ensure_default_cache()
+    lr_axis = _axis("lrs", [config.lr] if lrs is None else lrs, float)
+    sigma0_axis = _axis("sigma0s", [config.sigma0] if sigma0s is None else sigma0s, float)
+    seed_axis = _axis("seeds", [config.seed] if seeds is None else seeds, int)
+    if not optimizer_record(config.optimizer).deterministic_flow:
+        _check_scope(None, config)
+    if config.departure:
+        raise NqfError("predict_grid does not compute the departure; call nqf.predict with departure=True per point")
+    record = record_steps(config.steps)
+    L, S, R, T = lr_axis.size, sigma0_axis.size, seed_axis.size, record.size
+    result_bytes = 2 * L * S * R * T * 8
+    if result_bytes > MEMORY_SHARE * _physical_memory():
+        raise NqfError(
+            f"predict_grid: {L} x {S} x {R} points x {T} recorded steps need {result_bytes / 2**30:.3g} GiB for the "
+            f"two loss curves, above {MEMORY_SHARE:.0%} of this machine's memory: fewer points or a shorter horizon"
+        )
+
+    config = replace(config, lr=float(lr_axis[0]), sigma0=float(sigma0_axis[0]), seed=int(seed_axis[0]))
+    expansion = stage.gate(arch, config)
+    dtype = jnp.result_type(float)
+    data, choice = stage.data_route(arch, X, Y, config, data, None, dtype)
+    _check_scope(data, config)
+    host = data.on_host()
+    notes: list[str] = []
+    stage.inapplicable_note(arch, expansion, notes)
+    modes = stage.modes_of(host, arch, expansion)
+    g = modes.num_growing
+
+    # the draws: one per seed (sigma0 = 1 gives Z itself), scaled as initial_weights scales
+    normals = {
+        int(s): np.asarray(initial_weights(arch, replace(config, sigma0=1.0, seed=int(s)), None, dtype)[0])
+        for s in seed_axis
+    }
+    m = modes.basis.shape[1]
+    factors, log_m0, init_defects = [], np.empty((S, R, m)), np.empty((S, R))
+    for j, s0 in enumerate(sigma0_axis):
+        for k, seed in enumerate(seed_axis):
+            normal = normals[int(seed)]
+            W0 = np.asarray(s0, dtype=normal.dtype) * normal
+            log_m0[j, k] = log_occupations(modes.basis, W0)
+            check_init_scale(log_m0[j, k, :g], dtype, replace(config, sigma0=float(s0), seed=int(seed)), False)
+            factors.append(square_factor(W0=W0))
+            init_defects[j, k] = modes.init_defect(W0 @ W0.T)
+            if j == 0 and k == 0:
+                W_first = W0
+    if np.isneginf(log_m0[:, :, :g]).any():  # a Gaussian draw has a component along every mode
+        raise NqfError("predict_grid: W0 has no component along a growing mode; call nqf.predict for this init")
+
+    # shared: the LV system's c, K, fixed point and thresholds (they depend on neither lr nor m(0))
+    scratch: list[str] = []
+    system = stage.lv_system(modes, host, W_first, log_m0[0, 0], config, scratch)
+    # the notes of every point; the init defect's is each point's own (PredictionGrid.prediction)
+    notes += [note for note in scratch if note != stage.init_defect_note(system.init_defect)]
+    stable = stage.stability(host, modes, system.m_star, replace(config, check_lr=False))
+    unstable = lr_axis[lr_axis >= stable.bound]
+    if config.check_lr and unstable.size:
+        more = f" ({unstable.size} of the grid's {L} learning rates are at or above it)" if unstable.size > 1 else ""
+        raise NqfError(
+            f"learning rate {unstable.min():g} is unstable for these data: GD on M is linearly stable only for lr < "
+            f"{stable.bound:.4g}{more}"
+        )
+    lv = system.lv
+    loss0 = lv.loss0
+
+    # the program, point by point: lr-major (i, j, k) flattened
+    P = L * S * R
+    lr_p = np.repeat(lr_axis, S * R)
+    F0 = np.stack(factors)[np.tile(np.arange(S * R), L)]  # (P, d, r)
+    m0_sr = np.maximum(np.exp(log_m0), 1e-300).reshape(S * R, m)  # as ModeBasis.lotka_volterra floors it
+    m0_p = m0_sr[np.tile(np.arange(S * R), L)]
+    flow_loss, lv_curve, flow_switch, lv_switch, share = _run_grid(
+        data, F0, m0_p, lr_p, config, modes.basis[:, :g], lv, system.thresholds, record, dtype
+    )
+    bad = ~np.all(np.isfinite(flow_loss), axis=1)
+    if bad.any():
+        i = np.flatnonzero(bad)
+        where = ", ".join(_point_text(p, lr_axis, sigma0_axis, seed_axis) for p in i[:3])
+        raise NqfError(
+            f"the M-flow diverged (non-finite loss) at {i.size} of {P} points ({where}{', ...' if i.size > 3 else ''}) "
+            f"although every lr is below the linear-stability bound {stable.bound:.4g} at M = 0 and at the fixed "
+            "point: lower the learning rate (an intermediate plateau may be less stable)"
+        )
+
+    u = float(np.finfo(np.dtype(dtype)).eps)
+    resolution = np.sqrt(share) / u
+    mflow_switch = np.where(flow_switch >= 0, flow_switch, np.nan).astype(np.float64)
+    crossed = mflow_switch.copy()  # before the unresolved modes are left out: their notes quote it
+    unresolved = resolution < MFLOW_RESOLUTION
+    if unresolved.any():
+        modes_hit = ", ".join(str(k + 1) for k in np.flatnonzero(unresolved.any(axis=0)))
+        notes.append(
+            f"{_GRID_NOTE}the M-flow cannot resolve mode(s) {modes_hit} at {int(unresolved.any(axis=1).sum())} of "
+            f"{P} points: "
+            f"before switching on, a mode's weight share falls below {MFLOW_RESOLUTION:g} rounding units, so its "
+            "M-flow switch step is left out (NaN) there; the LV map and the singular limit stand"
+        )
+        mflow_switch[unresolved] = np.nan
+
+    closed = np.asarray(
+        logistic_switch_time(lv.c[:g], np.diag(modes.interactions)[:g], m0_p[:, :g], lr_p[:, None]), dtype=np.float64
+    ).reshape(P, g)
+    continuous, singular, plateaus = _per_point_limits(modes, m0_sr, lr_axis, loss0, system, config, g)
+    fits: list = [None] * P
+    if g >= stage.MIN_MODES_FOR_POWER_LAW:
+        loss_inf = float(lv.loss(system.m_star))
+        for p in range(P):
+            fits[p] = _power_law(record, flow_loss[p], loss_inf)
+    exponents = np.array([fit.exponent if isinstance(fit, PowerLawFit) else np.nan for fit in fits], dtype=np.float64)
+    failed = sum(1 for fit in fits if isinstance(fit, str))
+    if failed:
+        notes.append(f"{_GRID_NOTE}the power-law fit was not possible at {failed} of {P} points (their notes say why)")
+    context = GridContext(
+        modes=modes,
+        system=system,
+        expansion=expansion,
+        arch_options=tuple(arch.options),
+        route_reason=choice.reason,
+        init_defects=init_defects,
+        crossed=crossed.reshape(L, S, R, g),
+        power_laws=tuple(fits),
+        dtype=np.dtype(dtype).name,
+    )
+
+    def grid(a):
+        return a.reshape((L, S, R) + a.shape[1:])
+
+    return PredictionGrid(
+        lrs=lr_axis,
+        sigma0s=sigma0_axis,
+        seeds=seed_axis,
+        steps=record,
+        mflow_loss=grid(flow_loss),
+        lv_loss=grid(lv_curve),
+        mflow_switch_steps=grid(mflow_switch),
+        lv_switch_steps=grid(np.where(lv_switch >= 0, lv_switch, np.nan).astype(np.float64)),
+        lv_continuous_switch_steps=grid(continuous),
+        closed_form_switch_steps=grid(closed),
+        singular_switch_steps=grid(singular),
+        lv_plateau_losses=grid(plateaus),
+        power_law_exponent=grid(exponents),
+        initial_occupations=np.exp(log_m0),
+        mflow_resolution=grid(resolution),
+        growth=np.asarray(lv.c, dtype=np.float64),
+        thresholds=np.asarray(system.thresholds, dtype=np.float64),
+        stable_lr=float(stable.bound),
+        config=config,
+        arch_name=arch.name,
+        route=choice.route,
+        notes=tuple(notes),
+        context=context,
+    )
+
+
+def _point_text(p: int, lrs, sigma0s, seeds) -> str:
+    S, R = sigma0s.size, seeds.size
+    i, rest = divmod(int(p), S * R)
+    j, k = divmod(rest, R)
+    return f"lr {lrs[i]:g}, sigma0 {sigma0s[j]:g}, seed {int(seeds[k])}"
+
+
+def _power_law(record, loss, loss_inf: float) -> PowerLawFit | str:
+    """The power-law fit ``predict`` makes of one M-flow curve, or why it cannot fit (its note)."""
+    try:
+        return fit_power_law(np.asarray(record), np.asarray(loss), loss_inf=loss_inf)
+    except NqfError as err:
+        return f"power-law fit not possible: {err}"
+
+
+def _per_point_limits(modes, m0_sr, lr_axis, loss0: float, system, config: PredictConfig, g: int):
+    """(LV flow switch steps, singular-limit switch steps, plateau losses), (P, g) each: the
+    closed forms ``predict`` computes per point.
+
+    Both the LV gradient flow (du/dt = 4 lr (c - K e^u)) and the singular limit (rates
+    4 lr c_k) depend on lr only through time: in steps, a time at lr is the time at lr_ref
+    times lr_ref / lr. So each init m(0) is solved once, at lr_ref = the largest lr (whose
+    horizon reaches furthest in lr t; a crossing beyond it is beyond every other lr's), and
+    rescaled: the singular limit to rounding, the LV flow to the solver's tolerance (about
+    1e-7 relative, as ``predict``'s own solve)."""
+    L, SR = lr_axis.size, m0_sr.shape[0]
+    lr_ref = float(lr_axis.max())
+    never = np.zeros(m0_sr.shape[1], dtype=bool)
+    singular_ref, plateaus_ref = np.empty((SR, g)), np.empty((SR, g))
+    for q in range(SR):
+        lv = modes.lotka_volterra(m0_sr[q], lr_ref, loss0)
+        _, singular_ref[q], plateaus_ref[q] = stage.vanishing_init(lv, never, g)
+    # as ModeBasis.lotka_volterra floors m0
+    reference = modes.lotka_volterra(m0_sr[0], lr_ref, loss0)
+    flow_ref = flow_switch_times_batch(reference, np.maximum(m0_sr, 1e-300), float(config.steps), system.m_star)[:, :g]
+    scale = (lr_ref / lr_axis)[:, None, None]  # (L, 1, 1)
+    continuous = flow_ref[None] * scale
+    continuous[continuous > config.steps] = np.nan
+    singular = singular_ref[None] * scale
+    plateaus = np.broadcast_to(plateaus_ref[None], (L, SR, g))
+    return continuous.reshape(L * SR, g), singular.reshape(L * SR, g), plateaus.reshape(L * SR, g).copy()
+
+
+def _run_grid(data: AbstractDataMatrices, F0, m0, lr, config: PredictConfig, basis, lv, thresholds, record, dtype):
+    """The program over every point, in chunks of a power-of-two size (padded with the last
+    point), each chunk's point axis sharded over the devices. Returns numpy arrays:
+    M-flow loss (P, T), LV loss (P, T), switch steps (P, g) x 2, weight shares (P, g)."""
+    P, T = F0.shape[0], record.size
+    gaps = np.zeros(bucket_length(T, floor=64), dtype=np.int64)
+    gaps[1:T] = np.diff(record)
+    per_point = 2 * gaps.size * 8
+    chunk = min(bucket_length(P, floor=8), max(8, 1 << max(int(CHUNK_BYTES // per_point).bit_length() - 1, 0)))
+    devices = jax.devices()
+    chunk += (-chunk) % len(devices)
+    mesh = jax.sharding.Mesh(np.asarray(devices), ("points",))
+    split = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("points"))
+    whole = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    shared = jax.device_put(
+        (
+            data,
+            to_device(config.beta, dtype=dtype),
+            to_device(basis, dtype=dtype),
+            to_device(lv.c, dtype=dtype),
+            to_device(lv.K, dtype=dtype),
+            to_device(thresholds, dtype=dtype),
+            to_device(gaps),
+            to_device(np.int64(config.steps)),
+        ),
+        whole,
+    )
+    data_d, beta, basis_d, c, K, thr, gaps_d, steps = shared
+    outs = []
+    for start in range(0, P, chunk):
+        idx = np.minimum(np.arange(start, start + chunk), P - 1)  # the last chunk repeats the last point
+        points = jax.device_put(
+            (
+                to_device(F0[idx], dtype=dtype),
+                to_device(np.log(m0[idx]), dtype=dtype),
+                to_device(m0[idx], dtype=dtype),
+                to_device(lr[idx], dtype=dtype),
+            ),
+            split,
+        )
+        with np.errstate(over="ignore"):
+            out = _grid_program(
+                data_d,
+                *points[:3],
+                points[3],
+                beta,
+                basis_d,
+                c,
+                K,
+                thr,
+                gaps_d,
+                steps,
+                momentum=optimizer_record(config.optimizer).flow_takes_beta,
+            )
+        outs.append(tuple(np.asarray(a)[: min(chunk, P - start)] for a in out))
+    loss, lv_loss, flow_switch, lv_switch, share = (np.concatenate(parts) for parts in zip(*outs, strict=True))
+    return loss[:, :T], lv_loss[:, :T], flow_switch, lv_switch, share

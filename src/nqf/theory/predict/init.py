@@ -1,0 +1,108 @@
+"""The init of a prediction: W0 (drawn as ``nqf.train`` draws it, or given and checked), its
+occupations m_k(0) = |W0^T q_k|^2 in log space, and the check that they are resolvable in the
+working dtype (the docstring of
+    ``nqf.theory.predict.pipeline``)."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nqf.architectures.architecture import Architecture, check_width
+from nqf.core.errors import NqfError
+from nqf.core.precision import occupation_floor, underflow_remedy
+from nqf.core.programs import to_device
+from nqf.core.sampling import training_keys
+from nqf.theory.predict.result import PredictConfig
+
+
+def initial_weights(arch: Architecture, config: PredictConfig, W0, dtype):
+    """(W0 (d, n) as ``dtype``, whether it was given): ``W0`` checked, or drawn as ``nqf.train``
+    draws it (``training_keys(config.seed)[0]``, scale ``config.sigma0``) when None."""
+    if W0 is None:
+        check_width(arch, config.width)
+        normal = np.asarray(_standard_normal(np.uint32(config.seed), arch.dim, config.width, dtype))
+        # sigma0 times the draw as init_weights computes it (a product rounds the same in numpy)
+        return to_device(np.asarray(config.sigma0, dtype=normal.dtype) * normal), False
+    W0 = np.asarray(W0)
+    if W0.ndim != 2 or W0.shape[0] != arch.dim:
+        raise NqfError(f"{arch.name}: W0 must have shape (d={arch.dim}, n), got {W0.shape}")
+    if not np.all(np.isfinite(W0)):
+        raise NqfError("W0 contains non-finite values")
+    if W0.shape[1] != config.width:
+        raise NqfError(f"W0 has {W0.shape[1]} units (columns) but the width is {config.width}")
+    check_width(arch, W0.shape[1])
+    return jnp.asarray(W0, dtype=dtype), True
+
+
+@functools.partial(jax.jit, static_argnames=("dim", "width", "dtype"))
+def _standard_normal(seed: jax.Array, dim: int, width: int, dtype) -> jax.Array:
+    """``nqf.architectures.architecture.init_weights(arch, training_keys(seed)[0], width, sigma0)`` divided by
+    sigma0 (the draw ``nqf.train`` makes, dim = arch.dim) as one compiled program (the eager
+    calls compile five), the seed traced: a new seed reuses it. Bit-identical to the eager
+    draw (``tests/test_first_call.py``)."""
+    return jax.random.normal(training_keys(seed)[0], (dim, width), dtype=dtype)
+
+
+def log_occupations(basis, W0) -> np.ndarray:
+    """ln m_k(0) = ln |W0^T q_k|^2 for every column q_k of basis (d, m), without underflow: (m,).
+
+    Computed in float64 as 2 ln s + ln |(W0 / s)^T q_k|^2 with s = max |W0_ij|, so that
+    W0 W0^T may underflow (sigma0 = 1e-300) and m_k(0) is still known; -inf where the
+    component is exactly zero (W0 = 0, or W0 orthogonal to q_k).
+    """
+    W = np.asarray(W0, dtype=np.float64)
+    Q = np.asarray(basis, dtype=np.float64)
+    scale = float(np.max(np.abs(W))) if W.size else 0.0
+    if scale == 0.0:
+        return np.full(Q.shape[1], -np.inf)
+    proj = Q.T @ (W / scale)
+    with np.errstate(divide="ignore"):
+        return 2.0 * math.log(scale) + np.log(np.sum(proj * proj, axis=1))
+
+
+def _exp_text(log_value: float) -> str:
+    """e^log_value as 'a.bce-N', also far outside float64's range."""
+    exponent10 = log_value / math.log(10.0)
+    e = math.floor(exponent10)
+    return f"{10 ** (exponent10 - e):.2g}e{e:+d}".replace("e+", "e")
+
+
+def check_init_scale(log_m0, dtype, config: PredictConfig, given_W0: bool) -> None:
+    """Refuse an init whose smallest growing-mode occupation underflows ``dtype`` (the docstring of
+    ``nqf.theory.predict.pipeline``).
+
+    log_m0: (g,) ln m_k(0) of the growing modes (-inf: exactly zero, allowed: never switches).
+    The floor is ``occupation_floor(dtype)`` = tiny / u. The message gives m_k(0), n sigma0^2,
+    the floor, and the smallest sigma0 that passes: sigma0 sqrt(floor / min_k m_k(0)) (m_k(0)
+    scales with sigma0^2 for a fixed draw).
+    """
+    log_m0 = np.asarray(log_m0, dtype=np.float64)
+    present = np.isfinite(log_m0)
+    if not present.any():
+        return
+    floor = occupation_floor(dtype)
+    k = int(np.flatnonzero(present)[np.argmin(log_m0[present])])
+    low = float(log_m0[k])
+    if low >= math.log(floor):
+        return
+    name = np.dtype(dtype).name
+    info = np.finfo(np.dtype(dtype))
+    factor = math.exp(0.5 * (math.log(floor) - low))
+    if given_W0:
+        subject = "the given W0"
+        remedy = underflow_remedy(dtype, None).replace("scale W0 up", f"scale W0 up by at least {factor:.2g}")
+    else:
+        s0 = float(config.sigma0)
+        n_s2 = _exp_text(math.log(config.width) + 2.0 * math.log(s0))
+        subject = f"sigma0 = {s0:g} (n sigma0^2 = {config.width} * {s0:g}^2 = {n_s2})"
+        remedy = underflow_remedy(dtype, s0 * factor)
+    raise NqfError(
+        f"{subject}: the initial occupation of mode {k + 1}, m_k(0) = |W0^T q_k|^2 = {_exp_text(low)}, underflows "
+        f"{name} (smallest normal {info.tiny:.2g}; the M-flow and the LV need m_k(0) >= tiny / u = {floor:.2g}); "
+        f"{remedy}"
+    )

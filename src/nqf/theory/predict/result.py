@@ -1,0 +1,307 @@
+"""What :func:`nqf.theory.predict.pipeline.predict` takes besides architecture and data
+(:class:`PredictConfig`, checked on construction) and what it returns (:class:`Prediction`,
+with the stable JSON form of ``nqf predict --json``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nqf.architectures.expansion import ExpansionReport, report_json
+from nqf.core.errors import NqfError
+from nqf.core.names import ENGINES as ENGINES
+from nqf.core.names import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
+from nqf.core.names import ROUTES as ROUTES
+from nqf.core.names import STEPPINGS as STEPPINGS
+from nqf.core.optimizers import optimizer_record
+from nqf.theory.flow.base import FlowResult
+from nqf.theory.lotka_volterra.modes import ModeBasis
+from nqf.theory.lotka_volterra.system import LotkaVolterra
+from nqf.theory.scaling import PowerLawFit
+from nqf.theory.singular_limit import SingularLimit
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class PredictConfig:
+    """What a prediction depends on besides architecture and data.
+
+    Attributes:
+        width: n, the number of units (the M-flow cost does not depend on it).
+        lr: learning rate.
+        steps: horizon in optimizer steps.
+        sigma0: init scale, W0 ~ N(0, sigma0^2) from ``training_keys(seed)[0]`` (the
+            same W0 that ``nqf.train`` uses); ignored when W0 is given to :func:`predict`.
+        optimizer: ``gd``, ``sgd`` (minibatches from ``training_keys(seed)[1]``) or ``momentum``.
+        beta: heavy-ball momentum (optax.sgd(lr, momentum=beta)).
+        batch_size: minibatch size for ``sgd``.
+        seed: init and minibatch seed.
+        loss: ``squared`` (LV applies) or ``cross_entropy`` (M-flow only).
+        check_lr: refuse a learning rate above the linear-stability bound.
+        route: how the M-flow reads the data: ``moments`` (S, u once; no N per step),
+            ``samples`` (the structured A(x_n) of every sample per step) or ``auto`` (the
+            cheaper allowed one; ``Prediction.route`` says which and why).
+        stepping: ``adaptive`` (jump the stretches where the map is linear to 1e-12, step
+            through the switch-ons) or ``every`` (the step-by-step map, the reference).
+        allow_inapplicable: run even when the expansion check says the quadratic-form
+            theory does not apply to the unit (the verdict is reported either way).
+        departure: also evaluate the network along the predicted path and correct the
+            switch-on steps by the network's plateau states (``nqf.theory.departure.estimate``; off by default:
+            it steps the map one step at a time and runs the network).
+        engine: how the stages after the data matrices run: ``compiled`` (JAX programs),
+            ``numpy`` (nothing compiled: ``nqf.theory.flow.host``; the moments route, GD or
+            momentum, small S and horizon) or ``auto`` (numpy where it applies; the two give
+            the same numbers to rounding, ``Prediction.engine`` says which ran and why).
+    """
+
+    width: int
+    lr: float
+    steps: int
+    sigma0: float = 1e-6
+    optimizer: str = "gd"
+    beta: float = 0.9
+    batch_size: int | None = None
+    seed: int = 0
+    loss: str = "squared"
+    check_lr: bool = True
+    route: str = "auto"
+    stepping: str = "adaptive"
+    allow_inapplicable: bool = False
+    departure: bool = False
+    engine: str = "auto"
+
+    def __post_init__(self):
+        if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
+            raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
+        if not isinstance(self.departure, (bool, np.bool_)):
+            raise NqfError(f"departure must be True or False, got {self.departure!r}")
+        if self.optimizer not in PREDICT_OPTIMIZERS:
+            raise NqfError(
+                f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {self.optimizer!r}"
+            )
+        if isinstance(self.width, bool) or int(self.width) != self.width or self.width < 1:
+            raise NqfError(f"width must be a positive integer, got {self.width!r}")
+        if isinstance(self.steps, bool) or int(self.steps) != self.steps or self.steps < 1:
+            raise NqfError(f"steps must be a positive integer, got {self.steps!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
+        if not (math.isfinite(self.sigma0) and self.sigma0 > 0):
+            raise NqfError(f"sigma0 must be a positive finite number, got {self.sigma0!r}")
+        if optimizer_record(self.optimizer).minibatches and self.batch_size is None:
+            raise NqfError("optimizer sgd needs a batch size (--batch)")
+        if self.route not in ROUTES:
+            raise NqfError(f"unknown data route {self.route!r}; choose one of {', '.join(ROUTES)}")
+        if self.stepping not in STEPPINGS:
+            raise NqfError(f"unknown stepping {self.stepping!r}; choose one of {', '.join(STEPPINGS)}")
+        if self.engine not in ENGINES:
+            raise NqfError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
+        if optimizer_record(self.optimizer).flow_takes_beta and not 0 <= self.beta < 1:
+            raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class Prediction:
+    """Everything :func:`predict` computes. Modes are the eigenvectors of C with c_k > 0,
+    sorted by growth rate, largest first; per-mode arrays use that order.
+
+    Attributes:
+        config: the PredictConfig.
+        modes: the ModeBasis (basis, growth c_k, interactions K_kj, defect); it also holds
+            the decaying modes (c_k < 0) after the growing ones.
+        lv_applies: defect <= LV_DEFECT_TOLERANCE and squared loss.
+        defect, init_defect: how far C, K[.] and M(0) are from diagonal in the mode basis.
+        flow: the M-flow (loss and mode occupations at ``flow.steps``).
+        thresholds: (g,) m_k*/2, the switch-on thresholds (LV fixed point).
+        mflow_switch_steps, lv_switch_steps, lv_continuous_switch_steps,
+        closed_form_switch_steps, singular_switch_steps: (g,) switch-on steps (NaN: not
+            within the horizon / never).
+        lv: the LotkaVolterra system; lv_steps, lv_loss: its discrete-map loss curve.
+        lv_plateau_losses: (g,) the loss on the plateau reached when mode k switches on (NaN
+            for modes that never activate).
+        singular: the vanishing-init limit.
+        power_law: fit of the M-flow loss curve when there are many modes, else None.
+        notes: what the numbers rest on, for a reader.
+        route, route_reason: the data route of the M-flow (``moments`` or ``samples``) and why.
+        flow_stats: how the M-flow got to the horizon: steps taken one by one and steps
+            jumped (``stepping="adaptive"``), and the jumps made.
+        expansion: the expansion check's verdict on the unit (``nqf.architectures.expansion``).
+        arch_name, arch_options: the architecture, echoed in the JSON config.
+        initial_occupations: (m,) m_k(0) = |W0^T q_k|^2 as computed in log space (0: the
+            mode has no initial component and never switches; ``lv.m0`` floors it).
+        mflow_resolution: (g,) r_k / u, the weight share of each mode in rounding units
+            (``nqf.theory.predict.pipeline``'s docstring); below MFLOW_RESOLUTION its M-flow switch step is NaN.
+        departure: the network along the predicted path and the corrected switch-on steps
+            (``nqf.theory.departure.estimate.Departure``) when ``config.departure``, else None.
+        engine, engine_reason: ``compiled`` or ``numpy`` (``PredictConfig.engine``) and why.
+    """
+
+    config: PredictConfig
+    modes: ModeBasis
+    lv_applies: bool
+    defect: float
+    init_defect: float
+    flow: FlowResult
+    thresholds: np.ndarray
+    mflow_switch_steps: np.ndarray
+    lv: LotkaVolterra
+    lv_steps: np.ndarray
+    lv_loss: np.ndarray
+    lv_switch_steps: np.ndarray
+    lv_continuous_switch_steps: np.ndarray
+    closed_form_switch_steps: np.ndarray
+    lv_plateau_losses: np.ndarray
+    singular: SingularLimit
+    singular_switch_steps: np.ndarray
+    stable_lr: float
+    power_law: PowerLawFit | None
+    notes: tuple[str, ...] = field(default=())
+    route: str = "samples"
+    route_reason: str = ""
+    flow_stats: dict = field(default_factory=dict)
+    expansion: ExpansionReport | None = None
+    arch_name: str = ""
+    arch_options: tuple = ()
+    initial_occupations: np.ndarray | None = None
+    mflow_resolution: np.ndarray | None = None
+    departure: Any = None
+    engine: str = "compiled"
+    engine_reason: str = ""
+
+    @property
+    def num_growing(self) -> int:
+        return self.modes.num_growing
+
+    @property
+    def growth_rates(self) -> np.ndarray:
+        """r_k = 4 lr c_k of the growing modes."""
+        return 4.0 * self.config.lr * self.modes.growth[: self.num_growing]
+
+    def to_dataframes(self) -> dict[str, pd.DataFrame]:
+        """The tables of ``nqf predict --csv DIR`` as pandas DataFrames, ``{"curves", "modes"}``.
+
+        ``"curves"``: columns source, optimizer, seed, step, loss; one row per (source, step),
+        sources ``mflow`` (the M-flow) and ``lv`` (the Lotka-Volterra map), optimizer and seed
+        those of ``config``. ``"modes"``: columns source, optimizer, seed, mode, convention,
+        switch_step, plateau_loss; one row per (source, mode), sources ``mflow``, ``lv``,
+        ``lv_flow``, ``closed_form``, ``singular_limit``, convention ``occupation``. The rows
+        and columns of curves.csv and modes.csv (``nqf.report.curve_tables``, which says what
+        each holds), cells as numbers: NaN where the CSV cell is empty (never switched, not
+        available); ``nqf.core.dataframes`` gives the dtypes. Needs pandas (``pip install
+        'nqf[dataframe]'``): NqfError without it.
+        """
+        from nqf.core.dataframes import require_pandas, tables_frames
+        from nqf.theory.predict.tables import prediction_tables
+
+        require_pandas()
+        return tables_frames(prediction_tables(self))
+
+    def to_dataframe(self, table: str = "curves") -> pd.DataFrame:
+        """One table of :meth:`to_dataframes` as a pandas DataFrame: ``"curves"`` (the
+        default; one row per source and recorded step, long format) or ``"modes"`` (one row
+        per source and mode). NqfError for another name, or without pandas."""
+        from nqf.core.dataframes import check_table
+
+        name = check_table(table)
+        return self.to_dataframes()[name]
+
+    def to_json(self) -> dict:
+        """The stable JSON form printed by ``nqf predict --json``."""
+        g = self.num_growing
+        order = [int(k) for k in self.singular.activation_order]
+        m0 = self.lv.m0 if self.initial_occupations is None else self.initial_occupations
+        resolution = None if self.mflow_resolution is None else _floats(self.mflow_resolution)
+        return {
+            "config": {
+                **asdict(self.config),
+                "arch": self.arch_name,
+                "arch_options": _jsonable(dict(self.arch_options)),
+            },
+            "expansion": report_json(self.expansion),
+            "mflow": {
+                "steps": _ints(self.flow.steps),
+                "loss": _floats(self.flow.loss),
+                "switch_steps": _floats(self.mflow_switch_steps),
+                "resolution": resolution,
+            },
+            "lv": {
+                "steps": _ints(self.lv_steps),  # the LV map's loss curve at the recorded steps
+                "loss": _floats(self.lv_loss),
+                "applies": bool(self.lv_applies),
+                "defect": float(self.defect),
+                "init_defect": float(self.init_defect),
+                "growth": _floats(self.modes.growth[:g]),
+                "growth_rates": _floats(self.growth_rates),
+                "interactions": [_floats(row) for row in self.modes.interactions[:g, :g]],
+                "initial_occupations": _floats(m0[:g]),
+                "fixed_point": _floats(2.0 * self.thresholds),
+                "switch_steps": _floats(self.lv_switch_steps),
+                "continuous_switch_steps": _floats(self.lv_continuous_switch_steps),
+                "closed_form_switch_steps": _floats(self.closed_form_switch_steps),
+                "plateau_losses": _floats(self.lv_plateau_losses),
+            },
+            "singular_limit": {
+                "eps": _floats([self.singular.eps])[0] if np.any(m0[:g] > 0) else None,  # no mode there: no eps
+                "step_times": _floats(self.singular.steps()),
+                "rescaled_times": _floats(self.singular.step_times),
+                "order": order,
+                "plateau_losses": _floats(self.singular.plateau_losses),
+                "suppressed": [int(k) for k in self.singular.suppressed],
+                "switch_steps": _floats(self.singular_switch_steps),
+            },
+            "power_law": None
+            if self.power_law is None
+            else {
+                "exponent": float(self.power_law.exponent),
+                "ci": _floats(self.power_law.ci),
+                "window": _floats(self.power_law.window),
+                "is_power_law": bool(self.power_law.is_power_law),
+                "reason": self.power_law.reason,
+            },
+            "stable_lr": float(self.stable_lr),
+            "route": self.route,
+            "route_reason": self.route_reason,
+            "engine": self.engine,
+            "engine_reason": self.engine_reason,
+            "flow_stats": _int_tree(self.flow_stats),
+            "notes": list(self.notes),
+            "departure": None if self.departure is None else self.departure.to_json(),
+        }
+
+
+def _floats(a) -> list:
+    """JSON-safe floats: NaN/inf become None."""
+    out = []
+    for v in np.asarray(a, dtype=np.float64).ravel():
+        out.append(float(v) if math.isfinite(v) else None)
+    return out
+
+
+def _jsonable(obj):
+    """Options as JSON: tuples become lists, numpy scalars plain numbers, non-finite floats None."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, (str, int)) or obj is None:
+        return obj
+    return repr(obj)
+
+
+def _int_tree(tree):
+    """A dict of (dicts of) counts with plain ints (numpy integers are not JSON)."""
+    return {k: _int_tree(v) if isinstance(v, dict) else int(v) for k, v in tree.items()}
+
+
+def _ints(a) -> list:
+    return [int(round(float(v))) for v in np.asarray(a).ravel()]

@@ -1,0 +1,102 @@
+"""The rows of the tidy tables of a prediction (``nqf predict --csv DIR``, ``Prediction.to_dataframes``).
+
+The tables, their columns and what each row holds: ``nqf.report.curve_tables`` (which
+writes them as CSV). Rows are tuples of CSV cells: a number as the shortest text that reads
+back to it exactly, '' for not available or not finite. The comparison's rows
+(``nqf.comparison.tables``) are built from these. Made here, below the report and the
+comparison, so that :class:`nqf.theory.predict.result.Prediction` can return them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nqf.core.measure import measured_plateau_losses
+
+CURVE_COLUMNS = ("source", "optimizer", "seed", "step", "loss")
+MODE_COLUMNS = ("source", "optimizer", "seed", "mode", "convention", "switch_step", "plateau_loss")
+
+
+def _cell(value) -> str:
+    """A number as the shortest text that reads back to it; '' for None or non-finite."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return str(int(value))
+    v = float(value)
+    if not math.isfinite(v):
+        return ""
+    return str(int(v)) if v == round(v) and abs(v) < 2**53 else repr(v)
+
+
+def _loss_cell(value) -> str:
+    v = float(value)
+    return repr(v) if math.isfinite(v) else ""
+
+
+def curve_rows(source: str, optimizer: str, seed, steps, loss) -> list[tuple]:
+    """Rows of one curve: steps (R,), loss (R,)."""
+    steps = np.asarray(steps, dtype=np.float64)
+    loss = np.asarray(loss, dtype=np.float64)
+    head = (source, optimizer, _cell(seed))
+    return [(*head, _cell(t), _loss_cell(v)) for t, v in zip(steps, loss, strict=True)]
+
+
+def mode_rows(source, optimizer, seed, convention, switch, plateau=None) -> list[tuple]:
+    """Rows of one source's switch-on steps (g,) and plateau losses (g,) (None: not available)."""
+    switch = np.asarray(switch, dtype=np.float64)
+    plateau = np.full(switch.shape, np.nan) if plateau is None else np.asarray(plateau, dtype=np.float64)
+    return [
+        (source, optimizer, _cell(seed), str(k + 1), convention, _cell(switch[k]), _loss_cell(plateau[k]))
+        for k in range(switch.size)
+    ]
+
+
+def prediction_mode_rows(prediction, optimizer: str, seed) -> list[tuple]:
+    """The switch-on steps (occupation convention) and plateau losses of every source of a Prediction."""
+    p = prediction
+    horizon = float(p.config.steps)
+    steps, loss = np.asarray(p.flow.steps), np.asarray(p.flow.loss)
+    rows = mode_rows(
+        "mflow",
+        optimizer,
+        seed,
+        "occupation",
+        p.mflow_switch_steps,
+        measured_plateau_losses(steps, loss, p.mflow_switch_steps, horizon),
+    )
+    rows += mode_rows(
+        "lv",
+        optimizer,
+        seed,
+        "occupation",
+        p.lv_switch_steps,
+        measured_plateau_losses(p.lv_steps, np.asarray(p.lv_loss), p.lv_switch_steps, horizon),
+    )
+    rows += mode_rows("lv_flow", optimizer, seed, "occupation", p.lv_continuous_switch_steps)
+    rows += mode_rows("closed_form", optimizer, seed, "occupation", p.closed_form_switch_steps)
+    rows += mode_rows("singular_limit", optimizer, seed, "occupation", p.singular_switch_steps, p.lv_plateau_losses)
+    return rows
+
+
+def overlay_rows(overlay, optimizer: str, seed) -> tuple[list[tuple], list[tuple]]:
+    """The curve and mode rows of a measured curve compared with a prediction (``nqf.comparison.curves``)."""
+    curves = curve_rows("overlay", "", None, overlay.curve.steps, overlay.curve.loss)
+    modes = mode_rows("overlay", "", None, "loss", overlay.switch_steps)
+    modes += mode_rows("mflow", optimizer, seed, "loss", overlay.predicted_switch_steps)
+    return curves, modes
+
+
+def prediction_tables(prediction, overlay=None) -> dict[str, tuple[tuple[str, ...], list[tuple]]]:
+    """{"curves.csv", "modes.csv"}: (columns, rows) of ``nqf predict`` (``nqf.report.curve_tables``)."""
+    opt, seed = prediction.config.optimizer, prediction.config.seed
+    curves = curve_rows("mflow", opt, seed, prediction.flow.steps, prediction.flow.loss)
+    curves += curve_rows("lv", opt, seed, prediction.lv_steps, prediction.lv_loss)
+    modes = prediction_mode_rows(prediction, opt, seed)
+    if overlay is not None:
+        extra_curves, extra_modes = overlay_rows(overlay, opt, seed)
+        curves += extra_curves
+        modes += extra_modes
+    return {"curves.csv": (CURVE_COLUMNS, curves), "modes.csv": (MODE_COLUMNS, modes)}
