@@ -59,7 +59,7 @@ def test_a_changed_line_of_the_theory_recomputes_and_a_changed_figure_does_not(t
     _append(parent / "nqf" / "report" / "_style.py", "\n# a presentation change\n")
     assert "T1   toy sum: 3 runs (3 stored)" in _reproduce(parent, out).stdout
 
-    _append(parent / "nqf" / "theory" / "flow.py", "\n# a changed line of the theory\n")
+    _append(parent / "nqf" / "theory" / "flow" / "maps.py", "\n# a changed line of the theory\n")
     assert "T1   toy sum: 3 runs (3 computed)" in _reproduce(parent, out).stdout
 
     listing = subprocess.run(
@@ -83,7 +83,7 @@ def test_the_identity_hashes_path_and_bytes_of_the_computing_code_only(tmp_path)
     assert {"theory", "training", "architectures", "core", "store", "experiments"} <= names
     assert not names & {"report", "cli"}
     before = code_hash(copy)
-    (copy / "theory" / "flow.py").rename(copy / "theory" / "flow2.py")  # same bytes, other path
+    (copy / "theory" / "flow" / "maps.py").rename(copy / "theory" / "flow" / "maps2.py")  # same bytes, other path
     assert code_hash(copy) != before
 
 
