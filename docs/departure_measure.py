@@ -46,7 +46,7 @@ def run_case(task, arch, config: nqf.CompareConfig, label: str):
 
 
 def staircase(seeds=(0, 1, 2, 3, 4)):
-    arch = nqf.mlp(inputs=8, outputs=4, activation="tanh")
+    arch = nqf.architectures.mlp(inputs=8, outputs=4, activation="tanh")
     task = nqf.get_task("staircase")
     rows, gaps, plateaus = [], [], []
     for d in seeds:
@@ -124,7 +124,7 @@ def e5():
 
 def momentum(seeds=(0, 1, 2, 3, 4)):
     """Heavy-ball momentum (beta 0.9, lr 0.05, E6's settings) on the staircase, 400 steps."""
-    arch = nqf.mlp(inputs=8, outputs=4, activation="tanh")
+    arch = nqf.architectures.mlp(inputs=8, outputs=4, activation="tanh")
     task = nqf.get_task("staircase")
     print("\n### momentum 0.9, lr 0.05: switch-on steps (relative to the M-flow)\n")
     print("| data seed | mode | M-flow | corrected (linearised) | corrected (near_zero) | network |")

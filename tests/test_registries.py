@@ -153,7 +153,7 @@ def test_closed_form_equals_autodiff(name):
     auto = np.asarray(jax.jit(jax.vmap(lambda x: nqf.structure_matrix(arch, x)))(X))
     assert auto.shape == (3, arch.outputs, arch.dim, arch.dim) and np.max(np.abs(auto)) > 0
     if arch.closed_form is None:  # optional: then everything runs on autodiff
-        assert isinstance(nqf.structure(arch, X), nqf.DenseStructure)
+        assert isinstance(nqf.structure(arch, X), nqf.architectures.structure.DenseStructure)
         with pytest.raises(NqfError, match="no closed form"):
             nqf.closed_form_structure(arch, X[0])
         return
@@ -441,5 +441,5 @@ def test_experiment_claims_are_tested(name):
 def test_a_claim_cannot_lack_a_tolerance():
     """What ``summarise`` returns is judged by its stated tolerance: Claim refuses anything else."""
     with pytest.raises(NqfError, match="tolerance") as err:
-        nqf.Claim("a claim", "what was measured", 1.0, 1.0, tolerance=None)
+        nqf.store.verdict.Claim("a claim", "what was measured", 1.0, 1.0, tolerance=None)
     _one_line(err)

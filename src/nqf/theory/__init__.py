@@ -28,6 +28,8 @@ import sys
 import warnings
 from types import ModuleType
 
+from nqf.core.lazy import lazy_submodules
+
 # old module (nqf.theory.<old>) -> where it lives now (nqf.theory.<new>); the old modules whose
 # name is now a package (data_matrices, flow, lotka_volterra, predict, departure) need no entry:
 # the package re-exports what the module did
@@ -83,3 +85,6 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 if not any(isinstance(finder, MovedModuleFinder) for finder in sys.meta_path):
     sys.meta_path.append(MovedModuleFinder())
+
+
+__getattr__ = lazy_submodules(__name__)  # nqf.theory.flow, ... on first use

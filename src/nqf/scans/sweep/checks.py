@@ -36,7 +36,7 @@ def check_points(spec: Spec, points: list[Point], resolver: Resolver | None = No
     experts) and the memory estimate (``nqf.comparison.limits``); and with ``data`` (JAX started,
     float64) those that compute: the theory gate and one 1-step prediction per learning rate and
     flow, which applies ``predict``'s own checks (the learning rate against the stability bound
-    ``nqf.stable_lr_bound``, the init scale against underflow at the group's smallest sigma0, a
+    ``nqf.theory.flow.stable_lr_bound``, the init scale against underflow at the group's smallest sigma0, a
     mode that grows). SpecError, one line per key."""
     resolver = resolver or Resolver()
     problems: dict[str, str] = {}

@@ -23,10 +23,10 @@ from the others, which the built-in classes replace by cheaper ones. Every imple
 held to the same exactness checks in ``tests/test_data_protocol.py``.
 
 The implementations in nqf: :class:`~nqf.DataMatrices` (structured A(x_n) of every sample),
-:class:`~nqf.theory.data_matrices.chunked.ChunkedDataMatrices` (samples rebuilt chunk by chunk),
-:class:`~nqf.theory.data_matrices.moments.MomentDataMatrices` (second moments, squared loss; its numpy twin
-:class:`~nqf.theory.data_matrices.moments.HostMoments`) and :class:`~nqf.PopulationDataMatrices` (closed
-form for Gaussian inputs).
+:class:`~nqf.theory.data_matrices.chunked.ChunkedDataMatrices` (samples rebuilt chunk by
+chunk), :class:`~nqf.theory.data_matrices.moments.MomentDataMatrices` (second moments,
+squared loss; its numpy twin :class:`~nqf.theory.data_matrices.moments.HostMoments`) and
+:class:`~nqf.theory.data_matrices.PopulationDataMatrices` (closed form for Gaussian inputs).
 """
 
 from __future__ import annotations

@@ -42,7 +42,8 @@ class DataMatrices(AbstractSampleDataMatrices):
     """The data set seen by the M-flow: structured A(x_n) and targets y_n.
 
     Build with :func:`data_matrices`. Attributes:
-        structure: :class:`~nqf.BlockFactors` or :class:`~nqf.DenseStructure` for N samples.
+        structure: :class:`~nqf.architectures.structure.BlockFactors` or
+            :class:`~nqf.architectures.structure.DenseStructure` for N samples.
         targets: (N, K) targets (one-hot or class probabilities for cross-entropy).
         loss_type: ``squared`` or ``cross_entropy``.
 
