@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.experiments import EXPERIMENTS
-from nqf.experiments.e6_optimizers import OptimizersConfig, _setup, _task_dict
-from nqf.scans.reproduce import reproduce
+from nqf.paper import EXPERIMENTS
+from nqf.paper.e6_optimizers import OptimizersConfig, _setup, _task_dict
+from nqf.paper.reproduce import reproduce
 from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE
 from tests.conftest import assert_allclose
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.experiments import EXPERIMENTS
-from nqf.experiments.e7_digits import E7, DigitsConfig, relative_loss_gap
+from nqf.paper import EXPERIMENTS
+from nqf.paper.e7_digits import E7, DigitsConfig, relative_loss_gap
 from nqf.report._style import check_saved
 from nqf.store.results import to_jsonable
 from tests.conftest import assert_allclose
@@ -112,7 +112,7 @@ def test_relative_loss_gap():
 
 
 def test_figures(result, tmp_path):
-    from nqf.report.figures_e7 import plot
+    from nqf.paper.e7_digits.figures import plot
 
     saved = check_saved(plot(result, tmp_path), "E7")
     assert [f.png.name for f in saved] == ["E7_loss.png", "E7_spectrum.png", "E7_switch_steps.png"]

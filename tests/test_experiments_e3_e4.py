@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.experiments import EXPERIMENTS
-from nqf.experiments.e3_singular_limit import E3, limit_paths, step_function
-from nqf.experiments.e4_power_law import E4
+from nqf.paper import EXPERIMENTS
+from nqf.paper.e3_singular_limit import E3, limit_paths, step_function
+from nqf.paper.e4_power_law import E4
 from nqf.store.results import to_jsonable
 from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
 
@@ -43,7 +43,7 @@ def test_registered():
 
 
 def test_e3_tiny(tmp_path):
-    from nqf.report.figures_e3 import plot
+    from nqf.paper.e3_singular_limit.figures import plot
 
     config = dataclasses.replace(
         E3.config("quick"),
@@ -66,7 +66,7 @@ def test_e3_tiny(tmp_path):
 
 
 def test_e4_tiny(tmp_path):
-    from nqf.report.figures_e4 import plot
+    from nqf.paper.e4_power_law.figures import plot
 
     config = dataclasses.replace(
         E4.config("quick"),

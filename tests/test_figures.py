@@ -15,7 +15,8 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
-from nqf.report import _style, figures_e1, predict_plot, sweep_figures
+from nqf.paper.e1_staircase import figures as figures_e1
+from nqf.report import _style, predict_plot, sweep_figures
 from nqf.report._panels import LINED_MODES, mode_numbers
 from nqf.report._style import (
     PALETTE,

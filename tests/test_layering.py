@@ -4,7 +4,10 @@ itself back through others (no circles, lazy imports inside functions included).
 Floors, lowest first (a package may import its own floor and the ones below)::
 
     core < architectures < theory < training < comparison < store < executors
-         < experiments < report < scans < cli < demo < __main__
+         < report < scans < paper < cli < demo < __main__
+
+``paper`` (the reproduction of the paper: experiments, their figures, the ``reproduce``
+driver) sits above the library: only the command line imports it, lazily.
 
 ``nqf/__init__.py`` sits above everything (it re-exports the public API lazily);
 ``nqf/__main__.py`` (``python -m nqf``) only runs the command line.
@@ -28,9 +31,9 @@ FLOORS = (
     "comparison",
     "store",
     "executors",
-    "experiments",
     "report",
     "scans",
+    "paper",
     "cli",
     "demo",
     "__main__",

@@ -16,7 +16,7 @@ architecture, task, optimizer or experiment is tested here without editing this 
   that closes on M) and the records import without JAX; with an M-flow (in
   ``PREDICT_OPTIMIZERS``) ``nqf.predict``'s exact map on M equals training the quadratic
   model to 1e-9 relative; without one, ``nqf.predict`` refuses it with one NqfError line.
-* ``nqf.experiments.EXPERIMENTS``: quick() and full() configs that round-trip through the
+* ``nqf.paper.EXPERIMENTS``: quick() and full() configs that round-trip through the
   TOML/--set form; runs with unique names, JSON configs and picklable computes; a figure
   function in ``nqf.report``; its claims exercised by a test file.
 
@@ -58,7 +58,7 @@ from nqf.core.optimizers import (
     REFERENCE_FLOW,
     optimizer_record,
 )
-from nqf.experiments import EXPERIMENTS, config_from_dict, config_to_dict
+from nqf.paper import EXPERIMENTS, config_from_dict, config_to_dict
 from nqf.store.results import run_key
 from nqf.theory.predict.pipeline import PREDICT_OPTIMIZERS
 from nqf.training.config import OPTIMIZERS, TrainConfig, make_optimizer
@@ -416,9 +416,11 @@ def test_experiment_configs_and_runs(name):
 @pytest.mark.parametrize("name", sorted(EXPERIMENTS))
 def test_experiment_has_a_report_figure(name):
     figures = EXPERIMENTS[name].figures
-    assert figures, f"{name}: figures='nqf.report.figures_{name.lower()}:plot' is missing"
+    assert figures, f"{name}: figures='nqf.paper.<its folder>.figures:plot' is missing"
     module_name, _, function_name = figures.partition(":")
-    assert module_name == f"nqf.report.figures_{name.lower()}", f"{name}: figures live in nqf/report/figures_<name>.py"
+    folder = EXPERIMENTS[name].summarise.__module__.split(".")[2]  # nqf.paper.<folder>[.summary]
+    assert folder.startswith(f"{name.lower()}_"), f"{name}: its folder is nqf/paper/{name.lower()}_<topic>/"
+    assert module_name == f"nqf.paper.{folder}.figures", f"{name}: figures live in nqf/paper/{folder}/figures.py"
     plot = getattr(importlib.import_module(module_name), function_name)  # as `nqf reproduce` finds it
     assert len(inspect.signature(plot).parameters) >= 2, "plot(result, figure_dir)"
 
@@ -427,15 +429,15 @@ def test_experiment_has_a_report_figure(name):
 def test_experiment_claims_are_tested(name):
     """The claims need computed runs, so each experiment's own test file judges them (tiny
     configs): one that imports the experiment's module and summarises it (or reproduces it)."""
-    package = EXPERIMENTS[name].summarise.__module__.split(".")[2]  # nqf.experiments.<package>[.summary]
+    package = EXPERIMENTS[name].summarise.__module__.split(".")[2]  # nqf.paper.<package>[.summary]
     testers = [
         path.name
         for path in TESTS.glob("test_*.py")
         if path.name != Path(__file__).name
-        and f"nqf.experiments.{package}" in (text := path.read_text())
+        and f"nqf.paper.{package}" in (text := path.read_text())
         and ("summarise(" in text or "reproduce(" in text)
     ]
-    assert testers, f"{name}: no test file imports nqf.experiments.{package} and judges its claims (summarise)"
+    assert testers, f"{name}: no test file imports nqf.paper.{package} and judges its claims (summarise)"
 
 
 def test_a_claim_cannot_lack_a_tolerance():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.scans.reproduce import rebuild_report, reproduce
+from nqf.paper.reproduce import rebuild_report, reproduce
 from nqf.store.results import ResultsStore
 from tests._toy_experiments import make_registry
 
@@ -206,7 +206,7 @@ def test_cli_reproduce_report_and_errors(tmp_path, monkeypatch, capsys):
     # The rest in this process, with the toy registry patched in.
     from nqf.cli import main
 
-    monkeypatch.setattr("nqf.experiments.EXPERIMENTS", make_registry())
+    monkeypatch.setattr("nqf.paper.EXPERIMENTS", make_registry())
     main(["report", "--out", str(out)])
     assert "3 runs (3 stored)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit:

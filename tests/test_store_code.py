@@ -80,8 +80,11 @@ def test_the_identity_hashes_path_and_bytes_of_the_computing_code_only(tmp_path)
     assert code_hash(copy) == code_hash(PACKAGE)
     assert code_identity() == f"{nqf.__version__}+code.{code_hash(PACKAGE)[:16]}"
     names = {p.relative_to(copy).parts[0] for p in source_files(copy)}
-    assert {"theory", "training", "architectures", "core", "store", "experiments"} <= names
+    assert {"theory", "training", "architectures", "core", "store", "paper"} <= names
     assert not names & {"report", "cli"}
+    hashed = {p.relative_to(copy).as_posix() for p in source_files(copy)}
+    assert "paper/e1_staircase/__init__.py" in hashed and "paper/e1_staircase/figures.py" not in hashed
+    assert "paper/report_page.py" not in hashed
     before = code_hash(copy)
     (copy / "theory" / "flow" / "maps.py").rename(copy / "theory" / "flow" / "maps2.py")  # same bytes, other path
     assert code_hash(copy) != before

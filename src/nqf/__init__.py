@@ -168,8 +168,8 @@ MOVED: dict[str, str] = {
     "predicted_exponent": "nqf.theory.scaling",
     "momentum_occupations": "nqf.theory.predict",
     "ResultsStore": "nqf.store.results",
-    "reproduce": "nqf.scans.reproduce",
-    "rebuild_report": "nqf.scans.reproduce",
+    "reproduce": "nqf.paper.reproduce",
+    "rebuild_report": "nqf.paper.reproduce",
     "Claim": "nqf.store.verdict",
     "Tolerance": "nqf.store.verdict",
     "Verdict": "nqf.store.verdict",
@@ -193,7 +193,7 @@ def __getattr__(name: str) -> Any:
         )
         return getattr(importlib.import_module(MOVED[name]), name)
     elif _is_submodule(name):
-        value = importlib.import_module(f"{__name__}.{name}")  # nqf.theory.flow, nqf.experiments, ...
+        value = importlib.import_module(f"{__name__}.{name}")  # nqf.theory.flow, nqf.paper, ...
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # later lookups skip __getattr__

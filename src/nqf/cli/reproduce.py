@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from nqf.cli.app import app, start_cache
 
 if TYPE_CHECKING:  # the library is imported inside the commands, after parsing
-    from nqf.scans.reproduce import ProgressEvent, ReproduceOutcome
+    from nqf.paper.reproduce import ProgressEvent, ReproduceOutcome
 
 
 class _Bars:
@@ -232,7 +232,7 @@ def reproduce_command(
             engine = _engine_options(
                 executor, jobs, address, slurm_partition, slurm_time, slurm_array_size, slurm_cluster
             )
-            from nqf.scans.reproduce import reproduce
+            from nqf.paper.reproduce import reproduce
 
             try:
                 outcome = reproduce(
@@ -247,7 +247,7 @@ def reproduce_command(
                 )
             finally:
                 bars.stop()
-        except KeyboardInterrupt as err:  # nqf.scans.reproduce.Interrupted once the runs are planned
+        except KeyboardInterrupt as err:  # nqf.paper.reproduce.Interrupted once the runs are planned
             stored, total = getattr(err, "stored", None), getattr(err, "total", None)
             kept = f"{stored} of {total} runs are stored in {out}" if total is not None else "nothing was computed"
             typer.echo(f"interrupted: {kept}; run the same command again to resume", err=True)
@@ -268,6 +268,6 @@ def report_command(
     out: Annotated[Path, typer.Option("--out", help="Results directory written by `nqf reproduce`.")] = Path("results"),
 ) -> None:
     """Rebuild report.html and the figures from the store, computing nothing."""
-    from nqf.scans.reproduce import rebuild_report
+    from nqf.paper.reproduce import rebuild_report
 
     _print_summary(rebuild_report(out))

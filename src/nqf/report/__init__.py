@@ -1,16 +1,12 @@
-"""The report side of ``nqf reproduce``: figure style, figure files and the HTML report.
+"""The library's figures: the figure style and files (``_style``, ``_panels``), the plots of
+``nqf predict``, ``nqf compare`` and ``nqf sweep``, and the tidy tables of curves.
 
-A leaf package: it imports the numerical core, the core never imports it. Each
-experiment's figures live here as ``figures_<experiment>.py`` with a function
-``plot(result: ExperimentResult, figure_dir: Path) -> list[SavedFigure]`` named by the
-experiment's ``figures="nqf.report.figures_e1:plot"``.
+A leaf of the library: it imports the numerical core, the core never imports it. The paper's
+figures and its HTML report live with the paper (``nqf.paper``), and use this style.
 """
 
 from __future__ import annotations
 
-from ._html import REPORT_NAME as REPORT_NAME
-from ._html import build_report as build_report
-from ._html import render_report as render_report
 from ._style import (
     OKABE_ITO as OKABE_ITO,
 )

@@ -6,8 +6,10 @@ unchanged tree reuses its records whatever the version says. The hash is deliber
 blunt: any file of the package that can change a number, comments included.
 
 Hashed: every ``*.py`` under the ``nqf`` package folder, by relative path and bytes, except
-the presentation layers ``report/`` (figures, HTML) and ``cli/`` (parsing and printing),
-which never change a stored number. The identity reads ``<package version>+code.<16 hex>``.
+the presentation layers ``report/`` (the library's figures) and ``cli/`` (parsing and
+printing), and the paper's figures and HTML page (``paper/<experiment>/figures.py``,
+``paper/report_page.py``), which never change a stored number. The identity reads
+``<package version>+code.<16 hex>``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from nqf.core.version import __version__
 
 # Folders of the package whose files never change a stored number.
 PRESENTATION = ("report", "cli")
+# ... and the paper's figures (one file in each experiment's folder) and its HTML page
+PAPER_PRESENTATION = ("figures.py", "report_page.py")
 
 
 def source_files(package_dir: Path) -> list[Path]:
@@ -28,6 +32,8 @@ def source_files(package_dir: Path) -> list[Path]:
     for path in package_dir.rglob("*.py"):
         rel = path.relative_to(package_dir)
         if rel.parts[0] in PRESENTATION or "__pycache__" in rel.parts:
+            continue
+        if rel.parts[0] == "paper" and rel.name in PAPER_PRESENTATION:
             continue
         files.append(path)
     return sorted(files, key=lambda p: p.relative_to(package_dir).as_posix())

@@ -55,8 +55,8 @@ import numpy as np
 from nqf.core.errors import NqfError
 from nqf.store.verdict import Claim, Tolerance
 
-from ._base import Experiment, ExperimentResult, RunSpec
-from ._common import (
+from .._base import Experiment, ExperimentResult, RunSpec
+from .._common import (
     as_array,
     check_gd_run,
     check_seeds,
@@ -70,7 +70,7 @@ from ._common import (
     relative_loss_gap,
     steps_text,
 )
-from ._staircase import basis_overlap, check_staircase, setup, task_dict
+from .._staircase import basis_overlap, check_staircase, setup, task_dict
 
 MODELS = ("network", "quadratic")
 
@@ -377,7 +377,7 @@ E1 = Experiment(
     StaircaseConfig,
     runs,
     summarise,
-    figures="nqf.report.figures_e1:plot",
+    figures="nqf.paper.e1_staircase.figures:plot",
     description="Loss curves and switch-on steps of the tanh network, its quadratic model, the M-flow and the "
     "Lotka-Volterra map on the four-mode staircase.",
 )

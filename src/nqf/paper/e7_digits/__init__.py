@@ -63,8 +63,8 @@ import numpy as np
 from nqf.core.errors import NqfError
 from nqf.store.verdict import Claim, Tolerance
 
-from ._base import Experiment, ExperimentResult, RunSpec
-from ._common import (
+from .._base import Experiment, ExperimentResult, RunSpec
+from .._common import (
     as_array,
     check_gd_run,
     check_seeds,
@@ -77,7 +77,7 @@ from ._common import (
     predict_summary,
     steps_text,
 )
-from ._common import relative_loss_gap as _relative_loss_gap
+from .._common import relative_loss_gap as _relative_loss_gap
 
 MODELS = ("network", "quadratic")
 DIGITS_SAMPLES = 1797
@@ -411,7 +411,7 @@ E7 = Experiment(
     DigitsConfig,
     runs,
     summarise,
-    figures="nqf.report.figures_e7:plot",
+    figures="nqf.paper.e7_digits.figures:plot",
     description="scikit-learn's digits: the M-flow against the quadratic model, the tanh network's early switch-ons "
     "and the LV approximation on data whose matrices do not share an eigenbasis.",
 )

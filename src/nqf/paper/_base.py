@@ -1,7 +1,7 @@
 """What an experiment is: a frozen config, independent runs, and a summary into claims.
 
 An experiment plugs into ``nqf reproduce`` as an :class:`Experiment` in
-``nqf.experiments.EXPERIMENTS``:
+``nqf.paper.EXPERIMENTS``:
 
 * ``config_type``: a frozen dataclass with classmethods ``quick()`` and ``full()``
   returning the two standard configs; fields with simple types (bool, int, float, str,

@@ -1,7 +1,7 @@
 """Figures of E7 (real data: digits): loss curves, the data's spectra, switch-on steps by source.
 
 ``plot(result, figure_dir)`` reads ``result.data`` as written by
-``nqf.experiments.e7_digits.summarise``.
+``nqf.paper.e7_digits.summarise``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
 
-from ._panels import GREY as _GREY
-from ._panels import deviation_axes, deviation_band, model_losses, steps_from_first_switch, switch_by_source
-from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf.report._panels import GREY as _GREY
+from nqf.report._panels import deviation_axes, deviation_band, model_losses, steps_from_first_switch, switch_by_source
+from nqf.report._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
 # source of each switch-on series: (curve source, colour index, legend detail, marker)
 _SWITCH_SERIES = {

@@ -148,7 +148,7 @@ E5 = Experiment(
     ArchitecturesConfig,
     runs,
     summarise,
-    figures="nqf.report.figures_e5:plot",
+    figures="nqf.paper.e5_architectures.figures:plot",
     description="Each built-in architecture on a task made for it: network, quadratic model and M-flow, switch-on "
     "steps and plateaus of the early modes, attention's Q-K blocks, ICL's single drop, experts' 1/E slowdown and "
     "convolution's Fourier order.",

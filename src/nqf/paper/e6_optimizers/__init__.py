@@ -95,7 +95,7 @@ E6 = Experiment(
     OptimizersConfig,
     runs,
     summarise,
-    figures="nqf.report.figures_e6:plot",
+    figures="nqf.paper.e6_optimizers.figures:plot",
     description="Switch-on steps versus init scale and closure on M for GD, SGD, heavy-ball momentum, Adam and Muon "
     "on the staircase.",
 )

@@ -79,6 +79,6 @@ E4 = Experiment(
     PowerLawConfig,
     runs,
     summarise,
-    figures="nqf.report.figures_e4:plot",
+    figures="nqf.paper.e4_power_law.figures:plot",
     description="Loss exponents of many-mode LV systems and of a trained network against the theory's prediction.",
 )

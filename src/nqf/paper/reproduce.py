@@ -28,8 +28,8 @@ from pathlib import Path
 
 from nqf.core.errors import NqfError
 from nqf.executors import EXECUTORS, Executor, SlurmOptions, check_available
-from nqf.experiments._base import Experiment
-from nqf.experiments._config import config_from_dict
+from nqf.paper._base import Experiment
+from nqf.paper._config import config_from_dict
 from nqf.store.results import ResultsStore, atomic_write_bytes
 
 from .events import Interrupted as Interrupted

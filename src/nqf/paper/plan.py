@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from nqf.core.errors import NqfError
-from nqf.experiments._base import Experiment, RunSpec
-from nqf.experiments._config import build_config, config_to_dict, load_config_file, parse_overrides
+from nqf.paper._base import Experiment, RunSpec
+from nqf.paper._config import build_config, config_to_dict, load_config_file, parse_overrides
 from nqf.store.results import ResultsStore
 
 MANIFEST_NAME = "manifest.json"
@@ -23,7 +23,7 @@ FIGURE_DIR = "figures"
 def registry_or_default(experiments: Mapping[str, Experiment] | None) -> Mapping[str, Experiment]:
     if experiments is not None:
         return experiments
-    from nqf.experiments import EXPERIMENTS
+    from nqf.paper.registry import EXPERIMENTS
 
     return EXPERIMENTS
 

@@ -1,7 +1,7 @@
 """Figures of E6 (training methods): switch-on steps versus ln(1/sigma0), fitted slopes, closure defects.
 
 ``plot(result, figure_dir)`` reads ``result.data`` as written by
-``nqf.experiments.e6_optimizers.summarise``.
+``nqf.paper.e6_optimizers.summarise``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from nqf.core.optimizers import optimizer_record
+from nqf.report._panels import BLACK as _BLACK
+from nqf.report._panels import labelled_errorbar
+from nqf.report._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 from nqf.theory.lotka_volterra.system import switch_slope_gd, switch_slope_momentum
-
-from ._panels import BLACK as _BLACK
-from ._panels import labelled_errorbar
-from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
 _MARKERS = {"network": "o", "quadratic model": "s"}
 

@@ -87,7 +87,7 @@ E2 = Experiment(
     InitSweepConfig,
     runs,
     summarise,
-    figures="nqf.report.figures_e2:plot",
+    figures="nqf.paper.e2_init_sweep.figures:plot",
     description="Switch-on step of each staircase mode versus ln(1/sigma0) under GD: tanh network, quadratic model, "
     "M-flow and LV, against the discrete escape slope 1/ln(1 + 2 lr c_k).",
 )

@@ -116,6 +116,6 @@ E3 = Experiment(
     SingularLimitConfig,
     runs,
     summarise,
-    figures="nqf.report.figures_e3:plot",
+    figures="nqf.paper.e3_singular_limit.figures:plot",
     description="Loss against t / ln(1/m0) collapses onto the vanishing-init step function; error ~ 1/ln(1/sigma0).",
 )

@@ -1,8 +1,8 @@
 """The experiments that ``nqf reproduce`` runs, and the registry that names them.
 
 Each experiment is an :class:`Experiment` (see ``_base.py`` for the contract) added to
-``EXPERIMENTS`` under its name ("E1", ...). The registry lives here, with the numerical
-core; the figures of each experiment live on the report side (``nqf.report``).
+``EXPERIMENTS`` under its name ("E1", ...); each lives in its own folder of ``nqf.paper``
+with its config, runs, summary and figures.
 """
 
 from __future__ import annotations

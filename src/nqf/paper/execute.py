@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from nqf.executors import Executor, SlurmOptions, Task, make_executor
-from nqf.experiments._base import RunSpec
+from nqf.paper._base import RunSpec
 from nqf.store.code import check_same_code
 from nqf.store.results import ResultsStore
 

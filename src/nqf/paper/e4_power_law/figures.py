@@ -1,7 +1,7 @@
 """Figures of E4 (power laws): many-mode LV loss and local exponent, and the trained network.
 
 ``plot(result, figure_dir)`` reads ``result.data`` as written by
-``nqf.experiments.e4_power_law.summarise``. Log-log axes throughout (the laws are power
+``nqf.paper.e4_power_law.summarise``. Log-log axes throughout (the laws are power
 laws in time); each fit is drawn over exactly its window, with the window's ends marked.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 from matplotlib.lines import Line2D
 
-from ._panels import BLACK as _BLACK
-from ._panels import as_array as _arr
-from ._panels import positive as _positive
-from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf.report._panels import BLACK as _BLACK
+from nqf.report._panels import as_array as _arr
+from nqf.report._panels import positive as _positive
+from nqf.report._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
 _FIT_STYLE: dict[str, Any] = {"linestyle": (0, (1, 1.2)), "linewidth": 3.0, "alpha": 0.55}
 

@@ -43,11 +43,10 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from nqf.paper._base import ExperimentOutcome
+from nqf.report._style import OKABE_ITO, SavedFigure
 from nqf.store.results import atomic_write_bytes
 from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim
-
-from ..experiments._base import ExperimentOutcome
-from ._style import OKABE_ITO, SavedFigure
 
 REPORT_NAME = "report.html"
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nqf.experiments._base import ExperimentOutcome
+from nqf.paper._base import ExperimentOutcome
 
 
 @dataclass(frozen=True)

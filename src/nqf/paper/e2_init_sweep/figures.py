@@ -1,7 +1,7 @@
 """Figures of E2 (init sweep): switch-on step versus ln(1/sigma0), fitted slopes, fit residuals.
 
 ``plot(result, figure_dir)`` reads ``result.data`` as written by
-``nqf.experiments.e2_init_sweep.summarise``.
+``nqf.paper.e2_init_sweep.summarise``.
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
+from nqf.report._panels import BLACK as _BLACK
+from nqf.report._panels import GREY as _GREY
+from nqf.report._panels import labelled_errorbar
+from nqf.report._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 from nqf.theory.lotka_volterra.system import switch_slope_continuous, switch_slope_gd
-
-from ._panels import BLACK as _BLACK
-from ._panels import GREY as _GREY
-from ._panels import labelled_errorbar
-from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
 _MODELS = (
     ("network", "network", "tanh network", "o", True),

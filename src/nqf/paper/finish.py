@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from nqf.core.errors import NqfError
-from nqf.experiments._base import Experiment, ExperimentOutcome, ExperimentResult, RunSpec, RunStatus
-from nqf.experiments._config import config_to_dict
+from nqf.paper._base import Experiment, ExperimentOutcome, ExperimentResult, RunSpec, RunStatus
+from nqf.paper._config import config_to_dict
 from nqf.store.results import ResultsStore
 
 from .events import Progress, ProgressEvent, ReproduceOutcome
@@ -70,7 +70,7 @@ def finish(
     computed: int,
     problems: Sequence[str] = (),
 ) -> ReproduceOutcome:
-    from nqf.report._html import build_report
+    from nqf.paper.report_page import build_report
 
     problems = list(problems)
     outcomes, figures = [], {}

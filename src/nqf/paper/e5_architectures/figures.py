@@ -2,7 +2,7 @@
 the experts' slowdown and convolution's frequency order.
 
 ``plot(result, figure_dir)`` reads ``result.data`` as written by
-``nqf.experiments.e5_architectures.summarise``.
+``nqf.paper.e5_architectures.summarise``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
-from ._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf.report._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
 _SOURCE_STYLE = {"network": ("network", 0), "quadratic": ("quadratic model", 1), "mflow": ("M-flow", 6)}
 _BLOCK_COLOUR = {"W_Q": 0, "W_K": 5, "W_V": 1, "W_O": 3}
