@@ -206,7 +206,7 @@ def test_cli_reproduce_report_and_errors(tmp_path, monkeypatch, capsys):
     # The rest in this process, with the toy registry patched in.
     from nqf.cli import main
 
-    monkeypatch.setattr("nqf.paper.EXPERIMENTS", make_registry())
+    monkeypatch.setattr("nqf.paper.registry.EXPERIMENTS", make_registry())
     main(["report", "--out", str(out)])
     assert "3 runs (3 stored)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit:
