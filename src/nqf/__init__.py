@@ -20,10 +20,10 @@ top level before (:data:`MOVED`) still work there, with a ``DeprecationWarning``
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from nqf.core.lazy import lazy_submodules
 from nqf.core.version import __version__ as __version__
 
 # public name -> the module that defines it (relative to this package)
@@ -192,21 +192,13 @@ def __getattr__(name: str) -> Any:
             stacklevel=2,
         )
         return getattr(importlib.import_module(MOVED[name]), name)
-    elif _is_submodule(name):
-        value = importlib.import_module(f"{__name__}.{name}")  # nqf.theory.flow, nqf.paper, ...
     else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = _submodule(name)  # nqf.theory, nqf.paper, ...; AttributeError for anything else
     globals()[name] = value  # later lookups skip __getattr__
     return value
 
 
-def _is_submodule(name: str) -> bool:
-    if name.startswith("__") or not name.isidentifier():
-        return False
-    try:
-        return importlib.util.find_spec(f"{__name__}.{name}") is not None
-    except (ImportError, ValueError):
-        return False
+_submodule = lazy_submodules(__name__)
 
 
 def __dir__() -> list[str]:
