@@ -297,7 +297,7 @@ def predict_staircase(quick: bool, repeats: int) -> Outcome:
     rows = _versus_training(
         arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=steps_list, quick=quick, repeats=repeats
     )
-    for row in rows[:1]:  # the independent loop at 2000 steps (bench_training.py), warm
+    for row in rows:  # the independent loop (bench_training.py) at every horizon, warm
         row.update(_versus_independent(arch, X, Y, width, lr, sigma0, row["steps"], row["predict_s"]))
     ratio = rows[0]["ratio_train_over_predict"]
     return Outcome(
@@ -315,6 +315,47 @@ def predict_staircase(quick: bool, repeats: int) -> Outcome:
         summary={"ratio_train_over_predict_2000": ratio},
         targets={"predict >= 1000x faster than training at 2000 steps": ratio >= 1000},
         notes=["before: 194-234x (predict 0.65-0.71 s, train 126-166 s at 2000 steps)", _TRAIN_NOTE],
+    )
+
+
+def predict_iris(quick: bool, repeats: int) -> Outcome:
+    """scikit-learn's iris (4 whitened inputs, one-hot targets: 150 x 3), mlp tanh, width 64, lr 0.05,
+    sigma0 1e-6, 3000 steps (``bench_first_call``'s case), warm: ``nqf.predict`` against ``nqf.train``
+    and the independent JAX + optax loop (``bench_training``), the ratios in one run."""
+    import tempfile
+    from pathlib import Path
+
+    from bench_first_call import IRIS, write_iris
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = np.load(write_iris(Path(tmp) / "iris.npz"))
+        X, Y = data["X"], data["Y"]
+    arch = nqf.get_architecture("mlp", activation="tanh", inputs=X.shape[1], outputs=Y.shape[1])
+    width, lr, sigma0, steps = IRIS["width"], IRIS["lr"], IRIS["sigma0"], IRIS["steps"]
+    rows = _versus_training(
+        arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=[steps], quick=quick, repeats=repeats
+    )
+    for row in rows:
+        row.update(_versus_independent(arch, X, Y, width, lr, sigma0, row["steps"], row["predict_s"]))
+    row = rows[0]
+    return Outcome(
+        params={
+            "data": "iris (scikit-learn), whitened",
+            "arch": "mlp (tanh)",
+            "samples": int(X.shape[0]),
+            "d": arch.dim,
+            "width": width,
+            "lr": lr,
+            "sigma0": sigma0,
+            "steps": steps,
+        },
+        rows=rows,
+        summary={
+            "ratio_train_over_predict": row["ratio_train_over_predict"],
+            "ratio_independent_over_predict": row["ratio_independent_over_predict"],
+        },
+        targets={},
+        notes=[_TRAIN_NOTE],
     )
 
 
@@ -772,9 +813,22 @@ BENCHMARKS = {
     "predict_horizon": predict_horizon,
     "predict_memory": predict_memory,
     "predict_d784": predict_d784,
+    "predict_iris": predict_iris,
 }
 
 COLUMNS = {
+    "predict_iris": [
+        "steps",
+        "predict_s",
+        "predict_first_s",
+        "train_s",
+        "train_method",
+        "ratio_train_over_predict",
+        "independent_s",
+        "ratio_independent_over_predict",
+        "switch_steps",
+        "route",
+    ],
     "predict_icl": [
         "steps",
         "predict_s",

@@ -13,6 +13,7 @@ from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import ExpansionReport, report_json
 from nqf.comparison.config import FLOW_OF, CompareConfig
 from nqf.comparison.measures import relative
+from nqf.core.pytrees import register_fields
 from nqf.theory.predict.pipeline import Prediction
 from nqf.training.closure import ClosureResult
 from nqf.training.config import DIVERGENCE_FACTOR
@@ -369,3 +370,16 @@ def _jsonable(obj):
     if isinstance(obj, (float, np.floating)):
         return _num(obj)
     return obj
+
+
+# A Comparison is a pytree of what it measured (issue 20): its leaves are the arrays and numbers
+# of the predictions, the trained runs (``SweepResult``), the closure checks and the switch-on
+# and plateau tables; the task, the architecture, the config, the notes and the expansion report
+# are static metadata (``nqf.core.pytrees``).
+register_fields(
+    Comparison,
+    ("seeds", "growth", "thresholds", "predictions", "predicted", "flow_switch", "quadratic", "quadratic_switch")
+    + ("quadratic_switch_own", "network", "network_switch", "network_switch_own", "plateau_predicted")
+    + ("plateau_quadratic", "plateau_network", "closure", "closure_until"),
+    ("task_name", "task_options", "arch", "config", "reference_only", "notes", "expansion"),
+)

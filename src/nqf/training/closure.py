@@ -34,6 +34,7 @@ from jaxtyping import ArrayLike, Float, Real
 from nqf.architectures.architecture import Architecture, check_width, init_weights
 from nqf.core.errors import NqfError
 from nqf.core.precision import resolve_dtype
+from nqf.core.pytrees import register_fields
 from nqf.core.sampling import minibatch_indices
 from nqf.training.config import TrainConfig, make_optimizer
 from nqf.training.runs import loss_function, prepare_targets, training_keys
@@ -61,6 +62,9 @@ class ClosureResult:
     m_defect: np.ndarray = field(repr=False)
     max_update_defect: float
     max_m_defect: float
+
+
+register_fields(ClosureResult, ("until", "update_defect", "m_defect", "max_update_defect", "max_m_defect"), ("config",))
 
 
 def closure_diagnostic(

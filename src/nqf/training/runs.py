@@ -63,6 +63,7 @@ from nqf.architectures.architecture import (
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.precision import occupation_floor, resolve_dtype, underflow_remedy
+from nqf.core.pytrees import register_fields
 from nqf.core.sampling import minibatch_indices, training_keys
 from nqf.training.config import (
     DIVERGENCE_FACTOR,
@@ -136,6 +137,13 @@ class TrainResult:
     @property
     def diverged(self) -> bool:
         return self.diverged_at is not None
+
+
+register_fields(
+    TrainResult,
+    ("steps", "loss", "occupations", "weight_norm", "block_norms", "diverged_at", "W_final"),
+    ("config", "block_names"),
+)
 
 
 def check_scale(config: TrainConfig, dtype, sigma0s) -> None:
@@ -234,9 +242,9 @@ def make_run(arch: Architecture, static: _Static):
         opt = optax_optimizer(static.optimizer, lr, static.beta, static.eps)
 
         def record(W):
+            """What a checkpoint records besides the loss: occupations, ||W||_F, block norms."""
             proj = Qt @ W
             return (
-                loss(W),
                 jnp.sum(proj * proj, axis=1),
                 jnp.linalg.norm(W),
                 jnp.stack([jnp.linalg.norm(W[b.start : b.stop]) for b in blocks]),
@@ -248,12 +256,11 @@ def make_run(arch: Architecture, static: _Static):
             else None
         )
         opt_state = opt.init(W0)
-        first = record(W0)
-        loss0 = first[0]
+        loss0 = loss(W0)
         limit = jnp.where(loss0 > 0, DIVERGENCE_FACTOR * loss0, jnp.inf)
 
         def step(t, carry):
-            W, state, diverged_at = carry
+            W, state, diverged_at, _ = carry
             idx = batches[t] if batches is not None else None
             value, grad = jax.value_and_grad(loss)(W, idx)
             bad = ~(jnp.isfinite(value) & jnp.all(jnp.isfinite(grad)) & (value <= limit))
@@ -262,16 +269,30 @@ def make_run(arch: Architecture, static: _Static):
             updates, new_state = opt.update(grad, state, W)
             new_W = optax.apply_updates(W, updates)
             keep = lambda old, new: jnp.where(frozen, old, new)  # noqa: E731
-            return keep(W, new_W), jax.tree_util.tree_map(keep, state, new_state), diverged_at
+            return keep(W, new_W), jax.tree_util.tree_map(keep, state, new_state), diverged_at, value
 
         def segment(carry, length):
+            # The segment's first step is taken apart: with the full batch, the loss its gradient
+            # needs is the loss at the checkpoint the segment starts from, so recording every
+            # step costs no forward pass of its own. A minibatch step's loss is not the full-data
+            # loss: that one is computed at the segment's end.
             t0 = carry[0]
-            W, state, div = jax.lax.fori_loop(t0, t0 + length, step, carry[1:])
-            return (t0 + length, W, state, div), record(W)
+            inner = step(t0, carry[1:])
+            start_loss = inner[3]
+            inner = jax.lax.fori_loop(t0 + 1, t0 + length, step, inner)
+            W = inner[0]
+            loss_here = loss(W) if minibatch else start_loss
+            return (t0 + length, *inner), (loss_here, *record(W))
 
-        carry0 = (jnp.asarray(0, jnp.int32), W0, opt_state, jnp.asarray(-1, jnp.int32))
-        (_, W, _, div), recs = jax.lax.scan(segment, carry0, jnp.asarray(segments))
-        recs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, recs)
+        carry0 = (jnp.asarray(0, jnp.int32), W0, opt_state, jnp.asarray(-1, jnp.int32), jnp.zeros_like(loss0))
+        (_, W, _, div, _), (seg_losses, *seg_recs) = jax.lax.scan(segment, carry0, jnp.asarray(segments))
+        # full batch: seg_losses[k] is the loss at checkpoint k (k < R - 1), loss(W_T) the last one;
+        # minibatch: seg_losses[k] is the loss at checkpoint k + 1
+        losses = (
+            jnp.concatenate([loss0[None], seg_losses]) if minibatch else jnp.concatenate([seg_losses, loss(W)[None]])
+        )
+        others = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), record(W0), tuple(seg_recs))
+        recs = (losses, *others)
         # a non-finite or blown-up loss at the final state is divergence too (no later step saw it)
         final_bad = ~(jnp.isfinite(recs[0][-1]) & (recs[0][-1] <= limit))
         div = jnp.where((div < 0) & final_bad, static.steps, div)
@@ -321,7 +342,7 @@ def records_of_run(recs, W, names: tuple[str, ...]) -> dict:
 
 
 def train(
-    arch: Architecture,
+    arch: Architecture | str,
     X: Float[ArrayLike, " N *input"],
     Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"],
     config: TrainConfig,
@@ -331,8 +352,14 @@ def train(
     """Train ``config.model`` of ``arch`` on (X (N, *input_shape), Y (N, K)) and record along the way.
 
     W0 defaults to ``init_weights(arch, training_keys(seed)[0], width, sigma0)``; basis
-    (d, m) gives the directions whose occupations are recorded. See the module docstring.
+    (d, m) gives the directions whose occupations are recorded. ``arch`` may be a built-in
+    architecture's name, as in ``nqf.predict`` (``nqf.architectures.architecture_for_data``).
+    See the module docstring.
     """
+    if isinstance(arch, str):  # a built-in's name, as in predict: inputs and outputs from the data
+        from nqf.architectures import architecture_for_data
+
+        arch = architecture_for_data(arch, X, Y)
     ensure_default_cache()
     dtype = resolve_dtype(config.dtype)
     check_width(arch, config.width)

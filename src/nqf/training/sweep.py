@@ -35,6 +35,7 @@ from nqf.architectures.architecture import Architecture, arch_key, check_width, 
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.precision import resolve_dtype
+from nqf.core.pytrees import register_fields
 from nqf.core.sampling import training_keys
 from nqf.training.config import TrainConfig
 from nqf.training.runs import (
@@ -85,6 +86,13 @@ class SweepResult:
             diverged_at=None if div < 0 else div,
             W_final=self.W_final[i, j],
         )
+
+
+register_fields(
+    SweepResult,
+    ("sigma0s", "seeds", "steps", "loss", "occupations", "weight_norm", "block_norms", "diverged_at", "W_final"),
+    ("config", "block_names"),
+)
 
 
 def default_batching() -> Literal["loop", "vmap"]:

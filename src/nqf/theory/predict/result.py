@@ -17,6 +17,7 @@ from nqf.core.names import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
 from nqf.core.names import ROUTES as ROUTES
 from nqf.core.names import STEPPINGS as STEPPINGS
 from nqf.core.optimizers import optimizer_record
+from nqf.core.pytrees import register_fields
 from nqf.theory.flow.base import FlowResult
 from nqf.theory.lotka_volterra.modes import ModeBasis
 from nqf.theory.lotka_volterra.system import LotkaVolterra
@@ -217,7 +218,7 @@ class Prediction:
         resolution = None if self.mflow_resolution is None else _floats(self.mflow_resolution)
         return {
             "config": {
-                **asdict(self.config),
+                **_jsonable(asdict(self.config)),  # plain numbers also after jax.tree.map
                 "arch": self.arch_name,
                 "arch_options": _jsonable(dict(self.arch_options)),
             },
@@ -287,6 +288,8 @@ def _jsonable(obj):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray) and obj.ndim == 0:
+        return _jsonable(obj.item())
     if isinstance(obj, (bool, np.bool_)):
         return bool(obj)
     if isinstance(obj, np.integer):
@@ -305,3 +308,105 @@ def _int_tree(tree):
 
 def _ints(a) -> list:
     return [int(round(float(v))) for v in np.asarray(a).ravel()]
+
+
+# -- Prediction as a pytree ----------------------------------------------------------------
+#
+# A Prediction is a pytree whose leaves are its numbers: every array, the scalar results (defect,
+# stable lr, the fit's exponent, ...), the flow's step counts and the config's lr, sigma0, beta
+# and seed, so that ``jax.tree.map`` reaches all of them (to a device, to numpy, a function of
+# the results under ``jax.jit``). Everything else (names, notes, the expansion report, the route,
+# the settings that set shapes) is static metadata: two predictions share a tree structure, and
+# so stack with ``jax.tree.map``, when it is equal (their notes can differ: they quote numbers);
+# a grid of predictions is ``nqf.predict_grid``.
+# The nested results are registered here, not in their modules: SingularLimit and PowerLawFit live
+# in JAX-free modules, and their pytree form belongs to the Prediction it is part of
+# (``nqf.core.pytrees``: rebuilt without their constructors' checks).
+
+
+def _register_departure() -> None:
+    """Departure's pytree form, registered when a Prediction is first flattened (importing the
+    departure's modules when this one loads would slow every ``import nqf``'s first predict)."""
+    from nqf.theory.departure.estimate import Departure
+
+    if not _DEPARTURE_REGISTERED:
+        _DEPARTURE_REGISTERED.append(True)
+        register_fields(
+            Departure,
+            ("steps", "relative_gap", "network_loss", "quadratic_loss", "corrected_switch_steps", "activation_order")
+            + ("plateau_losses", "plateau_curvature", "seconds"),
+            ("samples", "subsampled", "notes"),
+        )
+
+
+_DEPARTURE_REGISTERED: list[bool] = []
+
+
+def _register_singular_limit() -> None:
+    """SingularLimit: its events (s, mode, "on" | "off") are split, the times leaves and the
+    (mode, kind) pairs metadata, so that two limits with the same order of events share a
+    structure."""
+    import jax
+
+    arrays: tuple[str, ...] = ("eps", "step_times", "activation_order", "plateau_losses", "activation_times")
+    arrays += ("switch_times", "fixed_point", "final_speeds", "initial_loss")
+
+    def flatten_with_keys(limit):
+        times = np.asarray([event[0] for event in limit.events], dtype=np.float64)
+        children = tuple((jax.tree_util.GetAttrKey(name), getattr(limit, name)) for name in arrays)
+        kinds = tuple((event[1], event[2]) for event in limit.events)
+        return (*children, (jax.tree_util.GetAttrKey("event_times"), times)), (kinds, limit.suppressed)
+
+    def flatten(limit):
+        children, meta = flatten_with_keys(limit)
+        return tuple(child for _, child in children), meta
+
+    def unflatten(meta, children):
+        kinds, suppressed = meta
+        limit = object.__new__(SingularLimit)
+        for name, value in zip(arrays, children[:-1], strict=True):
+            object.__setattr__(limit, name, value)
+        times = children[-1]
+        # times[..., i]: the i-th event's time, also in a stack of limits
+        events = tuple((times[..., i], mode, kind) for i, (mode, kind) in enumerate(kinds))
+        object.__setattr__(limit, "events", events)
+        object.__setattr__(limit, "suppressed", suppressed)
+        return limit
+
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(SingularLimit)}
+    if fields != set(arrays) | {"events", "suppressed"}:
+        raise AssertionError("SingularLimit: the pytree fields must be its dataclass fields")
+    jax.tree_util.register_pytree_with_keys(SingularLimit, flatten_with_keys, unflatten, flatten)
+
+
+def _register_prediction() -> None:
+    register_fields(
+        PredictConfig,
+        ("lr", "sigma0", "beta", "seed"),
+        ("width", "steps", "optimizer", "batch_size", "loss", "check_lr", "route", "stepping")
+        + ("allow_inapplicable", "departure", "engine"),
+    )
+    register_fields(ModeBasis, ("basis", "growth", "interactions", "defect", "full_basis"), ())
+    register_fields(LotkaVolterra, ("c", "K", "m0", "lr", "loss0"), ())
+    _register_singular_limit()
+    register_fields(
+        PowerLawFit,
+        ("exponent", "ci", "prefactor", "window", "decades", "effective_points", "residual_autocorrelation")
+        + ("max_residual", "relative_residual", "exponent_drift"),
+        ("num_points", "is_power_law", "reason"),
+    )
+    register_fields(
+        Prediction,
+        ("modes", "defect", "init_defect", "flow", "thresholds", "mflow_switch_steps", "lv", "lv_steps", "lv_loss")
+        + ("lv_switch_steps", "lv_continuous_switch_steps", "closed_form_switch_steps", "lv_plateau_losses")
+        + ("singular", "singular_switch_steps", "stable_lr", "power_law", "initial_occupations", "mflow_resolution")
+        + ("flow_stats", "departure", "config"),
+        ("lv_applies", "notes", "route", "route_reason", "expansion", "arch_name", "arch_options")
+        + ("engine", "engine_reason"),
+        before=_register_departure,
+    )
+
+
+_register_prediction()

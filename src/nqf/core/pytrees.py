@@ -1,0 +1,50 @@
+"""Result dataclasses as JAX pytrees, field by field.
+
+``register_fields(cls, data_fields, meta_fields)`` makes the frozen dataclass ``cls`` a pytree
+whose children are ``data_fields`` (arrays, numbers, nested pytrees: what ``jax.tree.map``
+reaches) and whose static metadata is ``meta_fields`` (names, settings, notes: equal metadata is
+what lets two results share a tree structure). Every field must be named exactly once, so a new
+field cannot be forgotten. Rebuilding bypasses the constructor (as equinox does): a leaf may be
+a tracer or a stacked array, which a constructor's checks would refuse. Key paths name the
+fields (``.flow.loss``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+
+
+def register_fields(
+    cls: type,
+    data_fields: tuple[str, ...],
+    meta_fields: tuple[str, ...] = (),
+    before: Callable[[], None] | None = None,
+) -> None:
+    """Register the dataclass ``cls`` as a pytree (module docstring). ``before()`` runs before
+    each flattening: a registration of a nested class that must wait for its import."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    if names != set(data_fields) | set(meta_fields) or set(data_fields) & set(meta_fields):
+        raise AssertionError(f"{cls.__name__}: the pytree fields must be its dataclass fields, each once")
+
+    def flatten_with_keys(obj):
+        if before is not None:
+            before()
+        children = tuple((jax.tree_util.GetAttrKey(name), getattr(obj, name)) for name in data_fields)
+        return children, tuple(getattr(obj, name) for name in meta_fields)
+
+    def flatten(obj):
+        children, meta = flatten_with_keys(obj)
+        return tuple(child for _, child in children), meta
+
+    def unflatten(meta, children):
+        obj: object = object.__new__(cls)
+        for name, value in zip(data_fields, children, strict=True):
+            object.__setattr__(obj, name, value)
+        for name, value in zip(meta_fields, meta, strict=True):
+            object.__setattr__(obj, name, value)
+        return obj
+
+    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
