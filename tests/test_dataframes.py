@@ -110,7 +110,10 @@ def test_unknown_table_and_missing_pandas_are_one_line_errors(prediction, compar
     with pytest.raises(NqfError, match="^unknown table 'points'; choose one of curves, modes$"):
         prediction.to_dataframe("points")
     monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` raises ImportError
-    message = "to_dataframe needs pandas: pip install 'nqf[dataframe]' (from a clone: pip install '.[dataframe]')"
+    message = (
+        "to_dataframe needs pandas: pip install '.[dataframe]' in nqf's clone "
+        "(pip install 'nqf[dataframe]' where nqf comes from an index)"
+    )
     for call in (prediction.to_dataframe, prediction.to_dataframes, comparison.to_dataframe):
         with pytest.raises(NqfError) as error:
             call()

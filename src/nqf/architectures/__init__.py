@@ -46,6 +46,21 @@ def _factory(name: str) -> Callable[..., Architecture]:
         raise NqfError(f"unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)}") from None
 
 
+def architecture_for_data(name: str, X: Any = None, Y: Any = None) -> Architecture:
+    """The built-in architecture ``name`` for samples X (N, D) and targets Y (N, K): its default
+    options, with ``inputs = D`` and ``outputs = K`` where it has those options (X two-dimensional,
+    Y two-dimensional; anything else keeps the defaults, and the caller's shape checks say what
+    does not fit). What ``nqf.predict`` does with an architecture's name."""
+    known = architecture_options(name)  # raises for an unknown name
+    options: dict[str, Any] = {}
+    x_shape, y_shape = (None if a is None else tuple(getattr(a, "shape", ())) for a in (X, Y))
+    if "inputs" in known and x_shape is not None and len(x_shape) == 2:
+        options["inputs"] = int(x_shape[1])
+    if "outputs" in known and y_shape is not None and len(y_shape) == 2:
+        options["outputs"] = int(y_shape[1])
+    return get_architecture(name, **options)
+
+
 def get_architecture(name: str, **options: Any) -> Architecture:
     """Build a built-in architecture by name; unknown options raise NqfError."""
     factory = _factory(name)

@@ -24,7 +24,7 @@ The layer therefore has n copies of the module, each with its own arrays; A(x) =
 Each call returns a new Architecture whose unit is a new function: compiled runs are
 cached per Architecture object (not across calls or processes), so build it once.
 
-Flax is optional (``pip install 'nqf[flax]'``); importing nqf never imports it.
+Flax is optional (``pip install 'nqf[flax]'``, from a clone ``pip install '.[flax]'``); importing nqf never imports it.
 The module must take ONE input x of shape ``input_shape`` (no batch axis: callers vmap)
 and return K = ``outputs`` numbers, shape (K,) (or () when K = 1). The values of the
 module's arrays are not used: only their shapes (w starts from the layer's init).
@@ -81,7 +81,7 @@ import jax
 import jax.numpy as jnp
 
 from nqf.architectures.architecture import Architecture, Readout, leaf_name
-from nqf.core.errors import NqfError
+from nqf.core.errors import NqfError, install_hint
 
 _MAX_MESSAGE = 400  # characters of a module's own error message kept in ours
 
@@ -245,7 +245,7 @@ def _import_flax():
     try:
         import flax  # noqa: F401
     except ImportError:
-        raise NqfError("Flax modules need Flax, which is not installed: pip install 'nqf[flax]'") from None
+        raise NqfError(f"Flax modules need Flax, which is not installed: {install_hint('flax')}") from None
 
 
 def from_flax(

@@ -27,12 +27,12 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nqf.core.errors import NqfError
+from nqf.core.errors import NqfError, install_hint
 
 if TYPE_CHECKING:
     import pandas as pd
 
-PANDAS_MISSING = "to_dataframe needs pandas: pip install 'nqf[dataframe]' (from a clone: pip install '.[dataframe]')"
+PANDAS_MISSING = f"to_dataframe needs pandas: {install_hint('dataframe')}"
 
 TABLES = ("curves", "modes")
 

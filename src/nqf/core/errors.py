@@ -18,3 +18,9 @@ class TheoryDoesNotApply(NqfError):
 class PrecisionWarning(UserWarning):
     """A computation runs in lower precision than nqf's quoted numbers (float32: JAX's
     ``jax_enable_x64`` is off); its results can differ from float64's beyond rounding."""
+
+
+def install_hint(extra: str) -> str:
+    """How to install an optional extra: from the clone, as the README's Install section says
+    (nqf is not on the package index), and by its name for an index that has it."""
+    return f"pip install '.[{extra}]' in nqf's clone (pip install 'nqf[{extra}]' where nqf comes from an index)"

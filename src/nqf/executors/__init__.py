@@ -11,7 +11,7 @@ import importlib.util
 import os
 import shutil
 
-from nqf.core.errors import NqfError
+from nqf.core.errors import NqfError, install_hint
 
 from .base import WORKER_DIED as WORKER_DIED
 from .base import Executor as Executor
@@ -78,6 +78,6 @@ def check_available(name: str, slurm: SlurmOptions | None = None) -> None:
         return
     module, extra = _PACKAGES[name]
     if importlib.util.find_spec(module) is None:
-        raise NqfError(f"the {name} executor needs {module}; install nqf[{extra}] (pip install 'nqf[{extra}]')")
+        raise NqfError(f"the {name} executor needs {module}: {install_hint(extra)}")
     if name == "slurm" and (slurm is None or slurm.cluster == "slurm") and shutil.which("sbatch") is None:
         raise NqfError(NO_SLURM)

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from nqf.core.errors import NqfError
+from nqf.core.errors import NqfError, install_hint
 
 from .base import Executor, Outcome, Task, call_task, died, error_line, outcome_of
 
@@ -31,7 +31,7 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise NqfError("the ray executor needs Ray; install nqf[ray] (pip install 'nqf[ray]')") from None
+        raise NqfError(f"the ray executor needs Ray: {install_hint('ray')}") from None
     return ray
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nqf.core.errors import NqfError
+from nqf.core.errors import NqfError, install_hint
 
 from .base import Executor, Outcome, Task, call_task, died, error_line, outcome_of
 
@@ -64,7 +64,7 @@ def _import_submitit() -> Any:
     try:
         import submitit
     except ImportError:
-        raise NqfError("the slurm executor needs submitit; install nqf[slurm] (pip install 'nqf[slurm]')") from None
+        raise NqfError(f"the slurm executor needs submitit: {install_hint('slurm')}") from None
     return submitit
 
 

@@ -439,7 +439,7 @@ def _physical_memory() -> int:
 
 
 def predict_grid(
-    arch: Architecture,
+    arch: Architecture | str,
     X: Float[ArrayLike, " N *input"] | None,
     Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"] | None,
     config: PredictConfig,
@@ -452,13 +452,18 @@ def predict_grid(
 
     An axis left out is the config's own value (``[config.lr]``, ``[config.sigma0]``,
     ``[config.seed]``); the config gives everything else (width, steps, optimizer, beta,
-    route). ``data`` may pass the moments of (X, Y) already built.
+    route). ``data`` may pass the moments of (X, Y) already built. ``arch`` may be a built-in
+    architecture's name, as in ``predict``.
 
     Raises NqfError, before any heavy work, for a bad axis, a case the grid does not run
     (module docstring), an lr at or above the stability bound (naming the largest stable
     one), an init that underflows, a result that would not fit in memory, and for an M-flow
     that diverges (naming the points).
     """
+    if isinstance(arch, str):  # a built-in's name, as in predict: inputs and outputs from the data
+        from nqf.architectures import architecture_for_data
+
+        arch = architecture_for_data(arch, X, Y)
     ensure_default_cache()
     lr_axis = _axis("lrs", [config.lr] if lrs is None else lrs, float)
     sigma0_axis = _axis("sigma0s", [config.sigma0] if sigma0s is None else sigma0s, float)

@@ -82,7 +82,7 @@ __all__ = [
 
 
 def predict(
-    arch: Architecture,
+    arch: Architecture | str,
     X: Float[ArrayLike, " N *input"] | None,
     Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"] | None,
     config: PredictConfig,
@@ -91,6 +91,10 @@ def predict(
     route_choice: RouteChoice | None = None,
 ) -> Prediction:
     """Predict the training of ``arch`` on (X (N, *input_shape), Y (N, K)) under ``config``.
+
+    ``arch`` is an Architecture or a built-in architecture's name (``"mlp"``): a name takes its
+    default options, with ``inputs`` and ``outputs`` from X (N, D) and Y (N, K) where it has those
+    options (``nqf.architectures.architecture_for_data``).
 
     W0 (d, n) overrides the random init (its columns are units, flattened in
     ``arch.blocks`` order). ``data`` may pass precomputed data matrices of (X, Y) (then X
@@ -110,6 +114,10 @@ def predict(
     map and flow; the M-flow's switch steps; the closed form; the singular limit; the power
     law; then the Prediction, and the departure when ``config.departure``.
     """
+    if isinstance(arch, str):
+        from nqf.architectures import architecture_for_data
+
+        arch = architecture_for_data(arch, X, Y)
     ensure_default_cache()
     expansion = stage.gate(arch, config)
     dtype = jnp.result_type(float)
