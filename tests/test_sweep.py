@@ -160,7 +160,7 @@ heatmap = ["sigma0", "width"]
         (
             'width = 8\nsteps = 200\nlr = 0.05\nsigma0 = 1e-6\noptimizers = ["rmsprop"]',
             "seed = [0]",
-            "settings.optimizers",
+            "settings.optimizers[0]",  # the key path of the bad item
             "unknown optimizer",
         ),
         ("width = 8\nsteps = 200\nlr = 0.05\nsigma0 = 1e-200", "seed = [0]", "settings.sigma0", "underflow"),

@@ -45,10 +45,12 @@ from rich.table import Table
 
 from nqf.cli.app import app, start_jax
 from nqf.comparison.limits import MAX_STEPS, check_compare, check_departure, check_seed, task_samples
+from nqf.comparison.settings import BETA, CompareSettings
 from nqf.core.errors import NqfError
 from nqf.core.optimizers import OPTIMIZERS, RATE_OPTIMIZERS
 
 from ._options import parse_factory_options
+from ._settings import setting
 from ._unit import UNIT_HELP, parse_unit_spec, resolve_task_and_unit
 
 
@@ -128,7 +130,7 @@ class CompareArgs:
     seed: int
     data_seed: int
     batch: int | None
-    beta: float
+    beta: float | None
     as_json: bool
     plot: Path | None
     csv_dir: Path | None
@@ -141,7 +143,8 @@ class CompareArgs:
 def rate_options(command):
     """Give ``command`` an option ``--lr-OPT`` per optimizer with a rate of its own
     (``RATE_OPTIMIZERS``, from the optimizers' records), right after ``--optimizers``; the command
-    takes them as ``**rates``. typer reads the signature, so a new record brings its option."""
+    takes them as ``**rates``. typer reads the signature, so a new record brings its option (its
+    help from the settings schema, ``lr_OPT``)."""
     signature = inspect.signature(command, eval_str=True)
     params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     at = [p.name for p in params].index("optimizers") + 1
@@ -149,10 +152,8 @@ def rate_options(command):
         inspect.Parameter(
             f"lr_{name}",
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=None,
-            annotation=Annotated[
-                float | None, typer.Option(f"--lr-{name}", help=f"Learning rate of {name} (default --lr).")
-            ],
+            default=setting(CompareSettings, f"lr_{name}"),
+            annotation=float | None,
         )
         for name in RATE_OPTIMIZERS
     ]
@@ -165,18 +166,19 @@ def rate_options(command):
 def compare_command(
     ctx: typer.Context,
     task: Annotated[str, typer.Option("--task", help="Task name (staircase, powerlaw, quadratic, ...).")],
-    width: Annotated[int, typer.Option("--width", help="Number of units n.")],
-    sigma0: Annotated[float, typer.Option("--sigma0", help="Init scale: W0 ~ N(0, sigma0^2).")],
-    lr: Annotated[float, typer.Option("--lr", help="Learning rate of every optimizer (see --lr-OPT).")],
-    steps: Annotated[int, typer.Option("--steps", help="Horizon in optimizer steps.")],
+    # the run settings: default and help from the schema (nqf.comparison.settings)
+    width: int = setting(CompareSettings, "width"),
+    sigma0: float = setting(CompareSettings, "sigma0"),
+    lr: float = setting(CompareSettings, "lr"),
+    steps: int = setting(CompareSettings, "steps"),
     arch: Annotated[str | None, typer.Option("--arch", help="Architecture (default: the task's natural one).")] = None,
     unit: Annotated[str | None, typer.Option("--unit", help=UNIT_HELP)] = None,
-    optimizers: Annotated[str, typer.Option("--optimizers", help=f"Comma-separated: {', '.join(OPTIMIZERS)}.")] = "gd",
+    optimizers: str = setting(CompareSettings, "optimizers"),
     seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds K (init and minibatches).")] = 1,
-    seed: Annotated[int, typer.Option("--seed", help="First seed.")] = 0,
-    data_seed: Annotated[int, typer.Option("--data-seed", help="Seed of the task's data.")] = 0,
-    batch: Annotated[int | None, typer.Option("--batch", help="Minibatch size (sgd).")] = None,
-    beta: Annotated[float, typer.Option("--beta", help="Heavy-ball momentum (optimizer momentum).")] = 0.9,
+    seed: int = setting(CompareSettings, "seed"),
+    data_seed: int = setting(CompareSettings, "data_seed"),
+    batch: int | None = setting(CompareSettings, "batch"),
+    beta: float | None = setting(CompareSettings, "beta"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
     csv_dir: Annotated[
@@ -195,14 +197,7 @@ def compare_command(
             "along each predicted path and network-corrected switch-on steps, next to the trained network's.",
         ),
     ] = False,
-    allow_inapplicable: Annotated[
-        bool,
-        typer.Option(
-            "--allow-inapplicable",
-            help="Compare even for units the quadratic-form expansion does not apply to (relu, abs, ...); "
-            "without it such units are an error.",
-        ),
-    ] = False,
+    allow_inapplicable: bool = setting(CompareSettings, "allow_inapplicable"),
     **rates: float | None,  # --lr-OPT, one per optimizer with a rate of its own (rate_options)
 ) -> None:
     """Train the network (each optimizer), the quadratic model and the theory side by side."""
@@ -286,7 +281,8 @@ def check_counts(args: CompareArgs) -> None:
 
 
 def compare_config(args: CompareArgs, chosen: tuple[str, ...]):
-    """The library's ``CompareConfig`` (its own checks); ``--lr-OPT`` overrides ``--lr`` for one optimizer."""
+    """The library's ``CompareConfig`` (its own checks); ``--lr-OPT`` overrides ``--lr`` for one optimizer;
+    no ``--beta``: the momentum record's (shown in the JSON's config)."""
     from nqf.comparison.compare import CompareConfig
 
     rates = tuple((opt, value) for opt, value in args.rates if value is not None)
@@ -299,7 +295,7 @@ def compare_config(args: CompareArgs, chosen: tuple[str, ...]):
         steps=args.steps,
         optimizers=chosen,
         learning_rates=rates,
-        beta=args.beta,
+        beta=BETA if args.beta is None else args.beta,
         batch_size=args.batch,
         seeds=args.seeds,
         seed=args.seed,

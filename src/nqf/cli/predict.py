@@ -41,19 +41,16 @@ from rich.table import Table
 
 from nqf.cli.app import app, start_jax
 from nqf.comparison.limits import MAX_STEPS, check_departure, check_predict, check_seed
+from nqf.comparison.settings import PredictSettings
 from nqf.core.errors import NqfError
 from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS
 
 from ._options import parse_factory_options
+from ._settings import setting
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_for_data
 
 if TYPE_CHECKING:
     import numpy as np
-
-# PredictConfig's checks of the plain numbers, run before the library (and JAX) is loaded so
-# that a bad argument costs no startup; the messages are the library's. The optimizers are
-# the records that close on M (nqf.core.optimizers, JAX-free)
-OPTIMIZER_HELP = f"{', '.join(PREDICT_OPTIMIZERS[:-1])} or {PREDICT_OPTIMIZERS[-1]}."
 
 
 def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -65,7 +62,8 @@ def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
 
 
 def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str, batch, beta: float) -> None:
-    """The argument checks of ``PredictConfig`` (same messages), without loading the library."""
+    """The argument checks of ``PredictConfig`` (same messages), without loading the library (and
+    JAX), so that a bad argument costs no startup."""
     if optimizer not in PREDICT_OPTIMIZERS:
         raise NqfError(
             f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {optimizer!r}"
@@ -132,32 +130,22 @@ class PredictArgs:
 def predict(
     ctx: typer.Context,
     data: Annotated[Path, typer.Option("--data", help="FILE.npz with arrays X (samples first) and Y.")],
-    width: Annotated[int, typer.Option("--width", help="Number of units n.")],
-    lr: Annotated[float, typer.Option("--lr", help="Learning rate.")],
-    steps: Annotated[int, typer.Option("--steps", help="Horizon in optimizer steps.")],
+    # the run settings: default and help from the schema (nqf.comparison.settings)
+    width: int = setting(PredictSettings, "width"),
+    lr: float = setting(PredictSettings, "lr"),
+    steps: int = setting(PredictSettings, "steps"),
     arch: Annotated[str | None, typer.Option("--arch", help="Architecture name (nqf structure --list).")] = None,
     unit: Annotated[str | None, typer.Option("--unit", help=UNIT_HELP)] = None,
-    sigma0: Annotated[float | None, typer.Option("--sigma0", help="Init scale: W0 ~ N(0, sigma0^2).")] = None,
+    sigma0: float | None = setting(PredictSettings, "sigma0", default=None),  # or --init
     init: Annotated[Path | None, typer.Option("--init", help="W0.npz with array W (d x n).")] = None,
-    optimizer: Annotated[str, typer.Option("--optimizer", help=OPTIMIZER_HELP)] = "gd",
-    batch: Annotated[int | None, typer.Option("--batch", help="Minibatch size (sgd).")] = None,
-    beta: Annotated[float, typer.Option("--beta", help="Momentum (optimizer momentum).")] = 0.9,
-    seed: Annotated[int, typer.Option("--seed", help="Init and minibatch seed.")] = 0,
-    loss: Annotated[str, typer.Option("--loss", help="squared or cross_entropy.")] = "squared",
-    route: Annotated[
-        str, typer.Option("--route", help="How the M-flow reads the data: auto, moments or samples.")
-    ] = "auto",
-    stepping: Annotated[
-        str, typer.Option("--stepping", help="adaptive (jump linear stretches) or every (step by step).")
-    ] = "adaptive",
-    allow_inapplicable: Annotated[
-        bool,
-        typer.Option(
-            "--allow-inapplicable",
-            help="Predict even for units the quadratic-form expansion does not apply to (relu, abs, ...); "
-            "without it such units are an error.",
-        ),
-    ] = False,
+    optimizer: str = setting(PredictSettings, "optimizer"),
+    batch: int | None = setting(PredictSettings, "batch"),
+    beta: float = setting(PredictSettings, "beta"),
+    seed: int = setting(PredictSettings, "seed"),
+    loss: str = setting(PredictSettings, "loss"),
+    route: str = setting(PredictSettings, "route"),
+    stepping: str = setting(PredictSettings, "stepping"),
+    allow_inapplicable: bool = setting(PredictSettings, "allow_inapplicable"),
     departure: Annotated[
         bool,
         typer.Option(

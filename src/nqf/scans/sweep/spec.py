@@ -32,17 +32,22 @@ fixed settings and grid axes; parsed and checked here without JAX.
 Settings (keys of ``[settings]`` and axis names): ``width``, ``steps``, ``lr``, ``sigma0``,
 ``seed``, ``data_seed``, ``allow_inapplicable`` and, for ``compare``, ``optimizers``,
 ``lr_sgd``/``lr_momentum``/``lr_adam``/``lr_muon``, ``beta``, ``batch``, ``closure``; for
-``predict``, ``optimizer``, ``beta``, ``batch``, ``loss``, ``route``, ``stepping``.
-``width``, ``steps``, ``lr`` and ``sigma0`` are required (a setting or an axis).
+``predict``, ``optimizer``, ``beta``, ``batch``, ``loss``, ``route``, ``stepping``: the fields of
+:mod:`nqf.comparison.settings` (types, constraints, defaults; ``nqf compare`` and ``nqf predict``
+take their options from the same models). ``width``, ``steps``, ``lr`` and ``sigma0`` are
+required (a setting or an axis).
 
-Every problem is one line naming its key (``spec axes.sigma0: empty axis``); all of them
-are collected (:class:`SpecError`) so that one run shows every mistake. The checks that need
+Every problem is one line naming its key path (``spec axes.sigma0: empty axis``, ``spec
+axes.sigma0[2]: must be a positive finite number, got -1.0``; an axis reports its first bad
+value); all of them are collected (:class:`SpecError`) so that one run shows every mistake.
+The values are checked through pydantic, the references between keys by hand. The checks that need
 the data and JAX (the learning rate against the stability bound, the theory gate, the
 memory estimate) are in :mod:`nqf.scans.sweep.checks` (``check_points``).
 
-Here: the checked :class:`Spec` and the entry points; the vocabulary and the checks of one value
-are in :mod:`nqf.scans.sweep.spec_values`, the sections that name what is run in
-:mod:`nqf.scans.sweep.spec_sections`, the axes, zip and figures in :mod:`nqf.scans.sweep.spec_axes`.
+Here: the checked :class:`Spec` and the entry points; the vocabulary, the tables' models and the
+checking of a table (``validate``) are in :mod:`nqf.scans.sweep.spec_values`, the sections that
+name what is run in :mod:`nqf.scans.sweep.spec_sections`, the axes, zip and figures in
+:mod:`nqf.scans.sweep.spec_axes`.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from nqf.core.errors import NqfError
+from nqf.core.optimizers import OPTIMIZERS as COMPARE_OPTIMIZERS
 
 from .spec_axes import (
     check_optimizers,
@@ -64,11 +70,17 @@ from .spec_axes import (
     read_heatmap,
     read_zip,
 )
-from .spec_sections import Problems, natural_architecture, read_arch, read_settings, read_sweep, read_tables, read_task
+from .spec_sections import (
+    Problems,
+    natural_architecture,
+    read_arch,
+    read_figures,
+    read_settings,
+    read_sweep,
+    read_tables,
+    read_task,
+)
 from .spec_values import (
-    CHOICES,
-    COMMON,
-    COMPARE_OPTIMIZERS,
     FIGURE_KEYS,
     MAX_POINTS,
     MAX_SEED,
@@ -79,12 +91,9 @@ from .spec_values import (
     SWEEP_KEYS,
     TOP_KEYS,
     TRACED,
-    check_setting,
 )
 
 __all__ = [
-    "CHOICES",
-    "COMMON",
     "COMPARE_OPTIMIZERS",
     "FIGURE_KEYS",
     "MAX_POINTS",
@@ -98,7 +107,6 @@ __all__ = [
     "TRACED",
     "Spec",
     "SpecError",
-    "check_setting",
     "load_spec",
     "parse_spec",
 ]
@@ -161,21 +169,19 @@ def parse_spec(raw: dict, path: Path) -> Spec:
     noted (SpecError with all of them)."""
     problems = Problems()
     tables = read_tables(raw, problems)
-    mode, batch_size, name = read_sweep(tables["sweep"], path, problems)
+    sweep = read_sweep(tables["sweep"], path, problems)
+    mode = sweep["mode"]
     task, data_file = read_task(tables["task"], path, problems)
     natural = natural_architecture(task, problems)
     arch = read_arch(tables["arch"], task, natural, problems)
     settings = read_settings(tables["settings"], mode, problems)
-    axes = read_axes(tables["axes"], mode, settings, task, arch, natural, problems)
+    axes = read_axes(tables["axes"], mode, tables["settings"], task, arch, natural, problems)
     check_required(tables, problems)
-    groups = read_zip(tables["sweep"].get("zip", []), tables["axes"], axes, problems)
-    figures = tables["figures"]
-    for key in figures:
-        if key not in FIGURE_KEYS:
-            problems.bad(f"figures.{key}", f"unknown key; [figures] takes {', '.join(FIGURE_KEYS)}")
-    heatmap = read_heatmap(figures, tables["axes"], problems)
+    groups = read_zip(sweep["zip"], tables["axes"], axes, problems)
+    figures = read_figures(tables["figures"], problems)
+    heatmap = read_heatmap(figures.get("heatmap"), tables["axes"], problems)
     total = count_points(axes, groups)
-    curves = read_curves(figures, total, problems)
+    curves = read_curves(figures.get("curves", 3), total, problems)
     check_size(total, problems)
     check_optimizers(mode, settings, axes, problems)
     if problems:
@@ -191,9 +197,9 @@ def parse_spec(raw: dict, path: Path) -> Spec:
         settings=settings,
         axes=axes,
         groups=groups,
-        batch_size=batch_size,
+        batch_size=sweep["batch_size"],
         heatmap=heatmap,
         curves=curves,
-        name=name,
+        name=sweep["name"],
         data_file=data_file,
     )

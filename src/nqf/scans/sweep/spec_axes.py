@@ -8,83 +8,66 @@ format is in :mod:`nqf.scans.sweep.spec`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, RATE_OPTIMIZERS
 
 from .spec_sections import Owner, Problems
-from .spec_values import MAX_POINTS, REQUIRED, SETTINGS, check_setting, expand_axis, is_int, option_value
+from .spec_values import MAX_POINTS, REQUIRED, SETTING_AXES, SETTINGS, expand_axis, option_model, validate
 
 
 def read_axes(
     table: dict, mode: str, settings: dict, task: Owner, arch: Owner, natural: tuple | None, problems: Problems
 ) -> dict[str, list]:
-    """``[axes]``: name -> checked values. An ``arch.OPTION`` axis with no architecture named
-    settles it on the task's own (``arch`` is updated)."""
-    axes: dict[str, list] = {}
+    """``[axes]``: name -> checked values, in the table's order. ``settings``: [settings] as given.
+    An ``arch.OPTION`` axis with no architecture named settles it on the task's own (``arch`` is updated)."""
+    by_owner: dict[str, dict[str, list]] = {"": {}, "task": {}, "arch": {}}
     for key, spec in table.items():
-        where = f"axes.{key}"
         values, problem = expand_axis(spec)
-        if problem:
-            problems.bad(where, problem)
-            continue
         owner, _, option = key.partition(".")
-        if option and owner == "task":
-            checked = _option_axis(where, option, values, task, problems)
-        elif option and owner == "arch":
-            if arch.name is None and natural is not None:
-                from nqf.architectures import architecture_options
-
-                arch.name = natural[0]
-                arch.known = architecture_options(arch.name)
-            checked = _option_axis(where, option, values, arch, problems)
-        elif not option:
-            checked = _setting_axis(where, key, values, mode, settings, problems)
-        else:
-            problems.bad(where, "unknown axis; an axis is a setting, task.OPTION or arch.OPTION")
-            continue
-        if checked is None:
-            continue
-        problem = next((p for _, p in checked if p), "")
+        if not problem and option and owner not in ("task", "arch"):
+            problem = "unknown axis; an axis is a setting, task.OPTION or arch.OPTION"
+        elif not problem and not option:
+            problem = _not_an_axis(key, mode, settings)
         if problem:
-            problems.bad(where, problem)
+            problems.bad(f"axes.{key}", problem)
             continue
-        axes[key] = [v for v, _ in checked]
-    return axes
+        by_owner[owner if option else ""][option or key] = values
+    if by_owner["arch"] and arch.name is None and natural is not None:
+        from nqf.architectures import architecture_options
 
-
-def _option_axis(where: str, option: str, values: list, owner: Owner, problems: Problems) -> list | None:
-    """An axis over an option of the task or the architecture: (value, problem) per value, or None
-    (the owner has no name, or the option is unknown or given in its table too)."""
-    if owner.name is None:
-        return None
-    if option not in owner.known:
-        problems.bad(where, owner.no_option(option))
-        return None
-    if option in owner.options:
-        noun, table = ("task", "task") if owner.section == "task" else ("architecture", "arch")
-        problems.bad(where, f"{noun} option {option} is given in [{table}] too; give it in one place")
-        return None
-    return [option_value(owner.known[option], v) for v in values]
-
-
-def _setting_axis(where: str, key: str, values: list, mode: str, settings: dict, problems: Problems) -> list | None:
-    """An axis over a setting of the mode: (value, problem) per value, or None (not a setting,
-    ``optimizers``, or given in [settings] too)."""
+        arch.name = natural[0]
+        arch.known = architecture_options(arch.name)
     known = SETTINGS[mode]
-    if key not in known:
-        problems.bad(
-            where,
-            f"unknown axis; an axis is a setting of mode {mode} ({', '.join(known)}), task.OPTION or arch.OPTION",
+    unknown = f"unknown axis; an axis is a setting of mode {mode} ({', '.join(known)}), task.OPTION or arch.OPTION"
+    checked = validate(SETTING_AXES[mode], by_owner[""], "axes", problems, lambda key: unknown)
+    for owner in (task, arch):
+        checked.update(
+            {f"{owner.section}.{k}": v for k, v in _option_axes(owner, by_owner[owner.section], problems).items()}
         )
-        return None
+    return {key: checked[key] for key in table if key in checked}
+
+
+def _not_an_axis(key: str, mode: str, settings: dict) -> str:
+    """The problem of a setting of the mode that cannot be an axis here ("" when it can)."""
+    if key not in SETTINGS[mode]:
+        return ""  # an unknown axis: validate says so
     if key == "optimizers":
-        problems.bad(where, "optimizers is not an axis (every point trains each listed optimizer)")
-        return None
-    if key in settings:
-        problems.bad(where, "also given in [settings]; give it in one place")
-        return None
-    return [check_setting(mode, key, v) for v in values]
+        return "optimizers is not an axis (every point trains each listed optimizer)"
+    return "also given in [settings]; give it in one place" if key in settings else ""
+
+
+def _option_axes(owner: Owner, axes: dict[str, list], problems: Problems) -> dict[str, list]:
+    """The axes over options of the task or the architecture (option -> values), checked; none
+    when the owner has no name."""
+    if owner.name is None or not axes:
+        return {}
+    noun, table = ("task", "task") if owner.section == "task" else ("architecture", "arch")
+    for option in [o for o in axes if o in owner.options]:
+        problems.bad(
+            f"axes.{owner.section}.{option}", f"{noun} option {option} is given in [{table}] too; give it in one place"
+        )
+        del axes[option]
+    model = option_model(owner.section, owner.known, listed=True)
+    return validate(model, axes, f"axes.{owner.section}", problems, owner.no_option)
 
 
 def check_required(tables: dict[str, dict], problems: Problems) -> None:
@@ -94,12 +77,11 @@ def check_required(tables: dict[str, dict], problems: Problems) -> None:
             problems.bad(f"settings.{key}", "missing; give it in [settings] or as an axis")
 
 
-def read_zip(zipped: Any, given: dict, axes: dict[str, list], problems: Problems) -> tuple[tuple[str, ...], ...]:
+def read_zip(
+    zipped: list[list[str]], given: dict, axes: dict[str, list], problems: Problems
+) -> tuple[tuple[str, ...], ...]:
     """The axes as product factors, in the order of [axes]: each group of ``zip`` (two or more axes
     of equal length), and every other axis alone. ``given``: the axes as written, ``axes``: the good ones."""
-    if not (isinstance(zipped, list) and all(isinstance(g, list) for g in zipped)):
-        problems.bad("sweep.zip", 'must be a list of lists of axis names, e.g. [["lr", "steps"]]')
-        zipped = []
     groups: list[tuple[str, ...]] = []
     in_zip: set[str] = set()
     for i, group in enumerate(zipped):
@@ -108,9 +90,9 @@ def read_zip(zipped: Any, given: dict, axes: dict[str, list], problems: Problems
             groups.append(tuple(group))
     ordered: list[tuple[str, ...]] = []
     for key in axes:
-        group = next((g for g in groups if key in g), (key,))
-        if group not in ordered and (key in in_zip or len(group) == 1):
-            ordered.append(group)
+        factor = next((g for g in groups if key in g), (key,))
+        if factor not in ordered and (key in in_zip or len(factor) == 1):
+            ordered.append(factor)
     return tuple(ordered)
 
 
@@ -144,13 +126,9 @@ def count_points(axes: dict[str, list], groups: tuple[tuple[str, ...], ...]) -> 
     return total
 
 
-def read_heatmap(figures: dict, given: dict, problems: Problems) -> tuple[str, str] | None:
+def read_heatmap(heatmap: tuple[str, str] | None, given: dict, problems: Problems) -> tuple[str, str] | None:
     """``[figures] heatmap``: two different axes, or None."""
-    heatmap = figures.get("heatmap")
     if heatmap is None:
-        return None
-    if not (isinstance(heatmap, list) and len(heatmap) == 2 and all(isinstance(h, str) for h in heatmap)):
-        problems.bad("figures.heatmap", 'names two axes, e.g. ["sigma0", "lr"]')
         return None
     if heatmap[0] == heatmap[1]:
         problems.bad("figures.heatmap", "names the same axis twice")
@@ -159,26 +137,18 @@ def read_heatmap(figures: dict, given: dict, problems: Problems) -> tuple[str, s
         if h not in given:
             problems.bad("figures.heatmap", f"{h!r} is not an axis")
             return None
-    return heatmap[0], heatmap[1]
+    return heatmap
 
 
-def read_curves(figures: dict, total: int, problems: Problems) -> tuple[int, ...] | int:
+def read_curves(curves: tuple[int, ...] | int, total: int, problems: Problems) -> tuple[int, ...] | int:
     """``[figures] curves``: a count, or point indices (checked against ``total`` when the spec has
     no other problem)."""
-    curves = figures.get("curves", 3)
-    if is_int(curves):
-        if curves < 0:
-            problems.bad("figures.curves", f"must be a count >= 0 or a list of point indices, got {curves}")
-    elif isinstance(curves, list) and all(is_int(c) for c in curves):
-        out_of_range = [c for c in curves if not 0 <= c < total]
-        if out_of_range and not problems:
-            problems.bad(
-                "figures.curves",
-                f"point index {out_of_range[0]} out of range (the sweep has {total} points: 0..{total - 1})",
-            )
-        curves = tuple(curves)
-    else:
-        problems.bad("figures.curves", f"must be a count or a list of point indices, got {curves!r}")
+    out_of_range = [c for c in curves if not 0 <= c < total] if isinstance(curves, tuple) else []
+    if out_of_range and not problems:
+        problems.bad(
+            "figures.curves",
+            f"point index {out_of_range[0]} out of range (the sweep has {total} points: 0..{total - 1})",
+        )
     return curves
 
 

@@ -1,8 +1,9 @@
 """Reading the sections of a sweep spec that name what is run: the top-level tables, ``[sweep]``,
 ``[task]``, ``[arch]`` and ``[settings]`` (the format: :mod:`nqf.scans.sweep.spec`).
 
-Each reader notes every problem it finds in a :class:`Problems` (one line per key) and goes on,
-so that one run shows every mistake; the task and the architecture are read into an
+Each reader notes every problem it finds in a :class:`Problems` (one line per key, the values'
+checks through pydantic: :func:`nqf.scans.sweep.spec_values.validate`) and goes on, so that one
+run shows every mistake; the task and the architecture are read into an
 :class:`Owner` (its name, its options' defaults, the options given), which the axes
 (:mod:`nqf.scans.sweep.spec_axes`) extend.
 """
@@ -16,14 +17,20 @@ from typing import Any
 from nqf.comparison.limits import shown_path
 from nqf.core.errors import NqfError
 
-from .spec_values import MODES, SETTINGS, SWEEP_KEYS, TOP_KEYS, check_setting, is_int, option_value
-
-
-class Problems(list):
-    """The problems of a spec so far, one line each (``spec KEY: message``), in the order found."""
-
-    def bad(self, key: str, message: str) -> None:
-        self.append(f"spec {key}: {message}")
+from .spec_values import (
+    FIGURE_KEYS,
+    GIVEN_SETTINGS,
+    MODES,
+    SETTINGS,
+    SWEEP_KEYS,
+    TOP_KEYS,
+    Figures,
+    Problems,
+    Sweep,
+    Tables,
+    option_model,
+    validate,
+)
 
 
 @dataclass
@@ -44,53 +51,29 @@ class Owner:
 
 def read_tables(raw: dict, problems: Problems) -> dict[str, dict]:
     """The spec's tables by name (an absent or bad one empty); unknown top-level keys are problems."""
-    for key in raw:
-        if key not in TOP_KEYS:
-            problems.bad(key, f"unknown key; a spec has {', '.join(TOP_KEYS)}")
-    tables = {}
-    for key in TOP_KEYS:
-        value = raw.get(key, {})
-        if not isinstance(value, dict):
-            problems.bad(key, "must be a table ([" + key + "])")
-            value = {}
-        tables[key] = value
-    return tables
+    tables = validate(Tables, raw, "", problems, lambda key: f"unknown key; a spec has {', '.join(TOP_KEYS)}")
+    return {key: tables.get(key, {}) for key in TOP_KEYS}
 
 
-def read_sweep(sweep: dict, path: Path, problems: Problems) -> tuple[str, int | None, str]:
-    """``[sweep]`` but its zip: (mode, batch size or None, name; the spec file's stem by default)."""
-    for key in sweep:
-        if key not in SWEEP_KEYS:
-            problems.bad(f"sweep.{key}", f"unknown key; [sweep] takes {', '.join(SWEEP_KEYS)}")
-    mode = sweep.get("mode", "compare")
-    if mode not in MODES:
-        problems.bad("sweep.mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
-        mode = "compare"
-    spec_batch = sweep.get("batch_size")
-    if spec_batch is not None and (not is_int(spec_batch) or spec_batch < 1):
-        problems.bad("sweep.batch_size", f"must be a positive integer, got {spec_batch!r}")
-        spec_batch = None
-    name = sweep.get("name", path.stem)
-    if not isinstance(name, str):
-        problems.bad("sweep.name", f"must be text, got {name!r}")
-        name = path.stem
-    return mode, spec_batch, name
+def read_sweep(sweep: dict, path: Path, problems: Problems) -> dict[str, Any]:
+    """``[sweep]``: mode (compare by default), zip, batch_size, name (the spec file's stem by default)."""
+    given = validate(Sweep, sweep, "sweep", problems, lambda key: f"unknown key; [sweep] takes {', '.join(SWEEP_KEYS)}")
+    return {"mode": "compare", "zip": [], "batch_size": None, "name": path.stem, **given}
+
+
+def read_figures(figures: dict, problems: Problems) -> dict[str, Any]:
+    """``[figures]``: heatmap and curves, as given (checked against the axes in :mod:`nqf.scans.sweep.spec_axes`)."""
+    return validate(
+        Figures, figures, "figures", problems, lambda key: f"unknown key; [figures] takes {', '.join(FIGURE_KEYS)}"
+    )
 
 
 def read_options(owner: Owner, table: dict, problems: Problems) -> None:
     """The options given in ``[task]`` or ``[arch]`` (but the name) into ``owner.options``, each
     typed like its default; none when the owner has no name."""
-    for key, value in table.items():
-        if owner.name is None:
-            continue
-        if key not in owner.known:
-            problems.bad(f"{owner.section}.{key}", owner.no_option(key))
-            continue
-        value, problem = option_value(owner.known[key], value)
-        if problem:
-            problems.bad(f"{owner.section}.{key}", problem)
-            continue
-        owner.options[key] = value
+    if owner.name is not None:
+        model = option_model(owner.section, owner.known)
+        owner.options.update(validate(model, table, owner.section, problems, owner.no_option))
 
 
 def read_task(table: dict, path: Path, problems: Problems) -> tuple[Owner, Path | None]:
@@ -170,17 +153,11 @@ def read_arch(table: dict, task: Owner, natural: tuple[str, dict] | None, proble
 
 
 def read_settings(table: dict, mode: str, problems: Problems) -> dict[str, Any]:
-    """``[settings]``: the fixed settings of the mode, checked (a bad value is kept as given)."""
-    known = SETTINGS[mode]
-    settings: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in known:
-            other = [m for m in MODES if key in SETTINGS[m]]
-            hint = f" (a setting of mode {other[0]})" if other else ""
-            problems.bad(f"settings.{key}", f"unknown setting{hint}; mode {mode} takes {', '.join(known)}")
-            continue
-        value, problem = check_setting(mode, key, value)
-        if problem:
-            problems.bad(f"settings.{key}", problem)
-        settings[key] = value
-    return settings
+    """``[settings]``: the fixed settings of the mode, checked (a bad one left out)."""
+
+    def unknown(key: str) -> str:
+        other = [m for m in MODES if key in SETTINGS[m]]
+        hint = f" (a setting of mode {other[0]})" if other else ""
+        return f"unknown setting{hint}; mode {mode} takes {', '.join(SETTINGS[mode])}"
+
+    return validate(GIVEN_SETTINGS[mode], table, "settings", problems, unknown)

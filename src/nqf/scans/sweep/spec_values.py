@@ -1,68 +1,146 @@
-"""The vocabulary of a sweep spec (its tables, keys and settings) and the checks of one value:
-a setting, a task or architecture option, an axis (a list or a range).
+"""The vocabulary of a sweep spec (its tables, keys and settings) and the checks of its values,
+through pydantic: the settings are those of :mod:`nqf.comparison.settings` (their types,
+defaults and checks), the tables and the task's and architecture's options are typed here.
 
-Each check returns (value, problem): the value normalised, and the problem ("" when the value is
-fine), the text that follows ``spec KEY:`` in :class:`nqf.scans.sweep.spec.SpecError`.
+:func:`validate` checks a table against a model and notes every error as one line, ``spec
+KEY: message`` with the key's path (``spec axes.sigma0[2]: must be a positive finite number,
+got -1.0``); the axes' forms (lists and ranges) are expanded by hand (:func:`expand_axis`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, FailFast, Field, Strict, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 # re-exported for the spec readers: the library's lists and limits, not copies
 from nqf.comparison.limits import MAX_SEED as MAX_SEED
 from nqf.comparison.limits import MAX_STEPS as MAX_STEPS
-from nqf.core.names import LOSSES, PREDICT_OPTIMIZERS, ROUTES, STEPPINGS
-from nqf.core.optimizers import OPTIMIZERS as COMPARE_OPTIMIZERS
-from nqf.core.optimizers import RATE_OPTIMIZERS
+from nqf.comparison.settings import SETTINGS_MODELS, Count, choice, defaults, required, says
 
-MODES = ("compare", "predict")
-TOP_KEYS = ("sweep", "task", "arch", "settings", "axes", "figures")
-SWEEP_KEYS = ("mode", "zip", "batch_size", "name")
-FIGURE_KEYS = ("heatmap", "curves")
-REQUIRED = ("width", "steps", "lr", "sigma0")
-# setting -> (kind, default); kinds: int, seed, pos (positive finite number), bool, str, optimizers, prob
-COMMON: dict[str, tuple[str, Any]] = {
-    "width": ("int", None),
-    "steps": ("int", None),
-    "lr": ("pos", None),
-    "sigma0": ("pos", None),
-    "seed": ("seed", 0),
-    "data_seed": ("seed", 0),
-    "allow_inapplicable": ("bool", False),
+MODES = tuple(SETTINGS_MODELS)
+# setting -> (its field in the mode's model: type, description; its default, None when required)
+SETTINGS: dict[str, dict[str, tuple[FieldInfo, Any]]] = {
+    mode: {name: (model.model_fields[name], default) for name, default in defaults(model).items()}
+    for mode, model in SETTINGS_MODELS.items()
 }
-SETTINGS: dict[str, dict[str, tuple[str, Any]]] = {
-    "compare": {
-        **COMMON,
-        "optimizers": ("optimizers", ("gd",)),
-        # lr_sgd, lr_momentum, ...: one per optimizer with a rate of its own (its record)
-        **{f"lr_{name}": ("pos", None) for name in RATE_OPTIMIZERS},
-        "beta": ("prob", None),
-        "batch": ("int", None),
-        "closure": ("bool", True),
-    },
-    "predict": {
-        **COMMON,
-        "optimizer": ("str", "gd"),
-        "beta": ("prob", 0.9),
-        "batch": ("int", None),
-        "loss": ("str", "squared"),
-        "route": ("str", "auto"),
-        "stepping": ("str", "adaptive"),
-    },
-}
-CHOICES = {  # the library's own lists: a new optimizer or route is a sweep setting at once
-    "optimizer": PREDICT_OPTIMIZERS,
-    "loss": LOSSES,
-    "route": ROUTES,
-    "stepping": STEPPINGS,
-}
+REQUIRED = required(SETTINGS_MODELS["compare"])
 # values that a compiled training run takes as traced arguments: points differing only in
 # these share one batch (train_sweep vmaps over sigma0 and seed; lr is one scalar per call)
 TRACED = ("sigma0", "seed")
 MAX_POINTS = 1_000_000
 AXIS_FORMS = "an axis is a list or one of {logspace = [a, b, n]}, {linspace = [a, b, n]}, {range = [a, b]}"
+_TABLE = ConfigDict(extra="forbid")
+Text = Annotated[str, Strict()]
+
+
+class Sweep(BaseModel):
+    """``[sweep]``: the mode, the zipped axes, the points per task, the name (the spec's stem)."""
+
+    model_config = _TABLE
+    mode: choice(MODES) = "compare"  # type: ignore[valid-type]
+    zip: Annotated[list[list[Text]], says('must be a list of lists of axis names, e.g. [["lr", "steps"]]')] = []
+    batch_size: Count | None = None
+    name: Annotated[str, Strict(), says("must be text, got {got}")] | None = None
+
+
+class Figures(BaseModel):
+    """``[figures]``: the heatmap's two axes, the loss curves drawn (a count or point indices)."""
+
+    model_config = _TABLE
+    heatmap: Annotated[tuple[Text, Text], says('names two axes, e.g. ["sigma0", "lr"]')] | None = None
+    curves: Annotated[
+        Annotated[int, Strict(), Field(ge=0)] | tuple[Annotated[int, Strict()], ...],
+        says("must be a count >= 0 or a list of point indices, got {got}"),
+    ] = 3
+
+
+TOP_KEYS = ("sweep", "task", "arch", "settings", "axes", "figures")
+SWEEP_KEYS = tuple(Sweep.model_fields)
+FIGURE_KEYS = tuple(Figures.model_fields)
+# the spec: its tables (each checked on its own)
+Tables = create_model(
+    "Tables",
+    __config__=_TABLE,
+    **{key: (Annotated[dict[str, Any], says(f"must be a table ([{key}])")], {}) for key in TOP_KEYS},  # type: ignore[call-overload]
+)
+# a task's or architecture's option takes values of its default's type
+OPTION_TYPES: dict[type, Any] = {
+    bool: Annotated[bool, Strict(), says("takes true or false, got {got}")],
+    int: Annotated[int, Strict(), says("takes an integer, got {got}")],
+    float: Annotated[float, Strict(), says("takes a number, got {got}")],
+    tuple: Annotated[
+        tuple[Annotated[float, Strict()], ...], Field(min_length=1), says("takes a list of numbers, got {got}")
+    ],
+    str: Annotated[str, Strict(), says("takes text, got {got}")],
+    type(None): Annotated[
+        Annotated[int, Strict()] | Annotated[float, Strict()] | Annotated[str, Strict()],
+        says("takes a number or text, got {got}"),
+    ],
+}
+
+
+class Problems(list):
+    """The problems of a spec so far, one line each (``spec KEY: message``), in the order found."""
+
+    def bad(self, key: str, message: str) -> None:
+        self.append(f"spec {key}: {message}")
+
+
+def key_path(where: str, loc: tuple) -> str:
+    """``where`` and a pydantic error's location: ``settings`` and ("lr",) -> ``settings.lr``,
+    ``axes`` and ("sigma0", 2) -> ``axes.sigma0[2]``."""
+    path = where
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f"{'.' if path else ''}{part}"
+    return path
+
+
+def validate(model: type[BaseModel], table: dict, where: str, problems: Problems, unknown: Callable[[str], str]):
+    """The entries of ``table`` that ``model`` accepts, checked and normalised; every error a problem
+    at its key path under ``where`` (an unknown key: ``unknown(key)``), in the table's order."""
+    try:
+        valid = model.model_validate(table)
+    except ValidationError as err:
+        bad, order = set(), {key: i for i, key in enumerate(table)}
+        for error in sorted(err.errors(include_url=False), key=lambda error: order.get(error["loc"][0], -1)):
+            loc = error["loc"]
+            bad.add(loc[0])
+            message = unknown(str(loc[0])) if error["type"] == "extra_forbidden" else error["msg"]
+            problems.bad(key_path(where, loc), message)
+        valid = model.model_validate({key: value for key, value in table.items() if key not in bad})
+    given = valid.model_dump(by_alias=True, exclude_unset=True)
+    return {key: given[key] for key in table if key in given}
+
+
+def _partial(model: type[BaseModel], listed: bool) -> type[BaseModel]:
+    """``model`` with every field optional (a required setting may be an axis instead); ``listed``:
+    each a list of its values, the axes over them (an axis's first bad value is its problem: a
+    range may hold a million)."""
+    fields = {}
+    for name, field in model.model_fields.items():
+        kind = field.rebuild_annotation()
+        fields[name] = (Annotated[list[kind], FailFast()] if listed else kind, Field(None, alias=field.alias))  # type: ignore[valid-type]
+    return create_model(f"{model.__name__}{'Axes' if listed else 'Given'}", __config__=_TABLE, **fields)  # type: ignore[call-overload]
+
+
+# per mode: the [settings] a spec gives, and the axes over them
+GIVEN_SETTINGS = {mode: _partial(model, listed=False) for mode, model in SETTINGS_MODELS.items()}
+SETTING_AXES = {mode: _partial(model, listed=True) for mode, model in SETTINGS_MODELS.items()}
+
+
+def option_model(label: str, known: dict[str, Any], listed: bool = False) -> type[BaseModel]:
+    """The options of a task or an architecture (option -> default) as a model, each typed like its
+    default (``listed``: the axes over them); fields by alias, so that any name is an option."""
+    fields = {
+        f"option{i}": (OPTION_TYPES.get(type(default), Any), Field(default, alias=name))
+        for i, (name, default) in enumerate(known.items())
+    }
+    model = create_model(label, __config__=_TABLE, **fields)  # type: ignore[call-overload]
+    return _partial(model, listed=True) if listed else model
 
 
 def is_number(v) -> bool:
@@ -71,76 +149,6 @@ def is_number(v) -> bool:
 
 def is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def check_setting(mode: str, name: str, value: Any) -> tuple[Any, str]:
-    """(normalised value, problem); problem is "" when the value is fine."""
-    kind, _ = SETTINGS[mode][name]
-    if kind == "int":
-        if not is_int(value) or value < 1:
-            return value, f"must be a positive integer, got {value!r}"
-        if name == "steps" and value > MAX_STEPS:
-            return value, f"must be at most {MAX_STEPS}, got {value}"
-        return value, ""
-    if kind == "seed":
-        if not is_int(value) or not 0 <= value <= MAX_SEED:
-            return value, f"must be an integer in [0, {MAX_SEED}], got {value!r}"
-        return value, ""
-    if kind == "pos":
-        if not is_number(value) or not math.isfinite(value) or value <= 0:
-            return value, f"must be a positive finite number, got {value!r}"
-        return float(value), ""
-    if kind == "prob":
-        if not is_number(value) or not 0 <= value < 1:
-            return value, f"must lie in [0, 1), got {value!r}"
-        return float(value), ""
-    if kind == "bool":
-        if not isinstance(value, bool):
-            return value, f"must be true or false, got {value!r}"
-        return value, ""
-    if kind == "optimizers":
-        return _check_optimizers(value)
-    if kind == "str":
-        if value not in CHOICES[name]:
-            return value, f"must be one of {', '.join(CHOICES[name])}, got {value!r}"
-        return value, ""
-    raise AssertionError(kind)
-
-
-def _check_optimizers(value: Any) -> tuple[Any, str]:
-    """``optimizers`` of mode compare: a list of names (or one comma-separated text), as a tuple."""
-    names = [p.strip() for p in value.split(",")] if isinstance(value, str) else value
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
-        return value, f"must be a non-empty list of optimizer names, got {value!r}"
-    bad = [n for n in names if n not in COMPARE_OPTIMIZERS]
-    if bad:
-        return value, f"unknown optimizer {bad[0]!r}; choose from {', '.join(COMPARE_OPTIMIZERS)}"
-    if len(set(names)) != len(names):
-        return value, "an optimizer is listed twice"
-    return tuple(names), ""
-
-
-def option_value(default: Any, value: Any) -> tuple[Any, str]:
-    """A task or architecture option from TOML, typed like its default."""
-    if isinstance(default, bool):
-        return (value, "") if isinstance(value, bool) else (value, f"takes true or false, got {value!r}")
-    if isinstance(default, int):
-        return (value, "") if is_int(value) else (value, f"takes an integer, got {value!r}")
-    if isinstance(default, float):
-        return (float(value), "") if is_number(value) else (value, f"takes a number, got {value!r}")
-    if isinstance(default, tuple):
-        if isinstance(value, list) and value and all(is_number(v) for v in value):
-            return tuple(float(v) for v in value), ""
-        return value, f"takes a list of numbers, got {value!r}"
-    if isinstance(default, str):
-        return (value, "") if isinstance(value, str) else (value, f"takes text, got {value!r}")
-    if default is None:
-        return (
-            (value, "")
-            if isinstance(value, (int, float, str)) and not isinstance(value, bool)
-            else (value, f"takes a number or text, got {value!r}")
-        )
-    return value, ""
 
 
 def expand_axis(raw: Any) -> tuple[list, str]:

@@ -1,0 +1,190 @@
+"""The run settings of ``nqf compare`` and ``nqf predict``, once: :data:`CompareSettings` and
+:data:`PredictSettings` (pydantic models), each field with its type, constraint, default and a
+one-line description. JAX-free (pydantic and the library's JAX-free names only).
+
+What derives from them: the keys, types, defaults and checks of a sweep spec's ``[settings]``
+and setting axes (:mod:`nqf.scans.sweep.spec_values`, which turns every pydantic error into one
+``spec KEY: ...`` line), and the defaults and help texts of the command line options of the same
+settings (``nqf.cli._settings.setting``). The checks that need the data (the learning rate
+against the stability bound, the theory gate, memory) stay in ``nqf.comparison.limits`` and
+``nqf.scans.sweep.checks``; the library's own configs (``CompareConfig``, ``PredictConfig``)
+keep their checks, as they are built without this schema.
+
+A constrained type carries the message of its constraint (:func:`says`): an error names the
+rule the value breaks (``must be a positive integer, got 0``), not pydantic's wording.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    WrapValidator,
+    create_model,
+)
+from pydantic_core import PydanticCustomError
+
+from nqf.comparison.limits import MAX_SEED, MAX_STEPS
+from nqf.core.names import LOSSES, ROUTES, STEPPINGS
+from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, OPTIMIZERS, PREDICT_OPTIMIZERS, RATE_OPTIMIZERS
+
+__all__ = [
+    "BETA",
+    "choice",
+    "CompareSettings",
+    "Count",
+    "Flag",
+    "Positive",
+    "PredictSettings",
+    "Probability",
+    "SETTINGS_MODELS",
+    "Seed",
+    "Steps",
+    "defaults",
+    "required",
+    "says",
+]
+
+
+def says(text: str, *, nested: bool = False) -> WrapValidator:
+    """A validator that words every error of the value it wraps as ``text`` (``{got}``: the value's
+    repr). ``nested``: errors inside the value (a list's items, a table's keys) keep their own."""
+
+    def wrap(value: Any, handler: Any) -> Any:
+        try:
+            return handler(value)
+        except ValidationError as err:
+            if nested and all(error["loc"] for error in err.errors()):
+                raise
+            raise PydanticCustomError("nqf", text, {"got": repr(value)}) from None
+
+    return WrapValidator(wrap)
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+
+
+# the constrained types (strict: true is not 1, 1.0 is not 1; an integer is a number)
+Count = Annotated[int, Strict(), Field(ge=1), says("must be a positive integer, got {got}")]
+Steps = Annotated[
+    int, Strict(), Field(ge=1, le=MAX_STEPS), says(f"must be a positive integer <= {MAX_STEPS}, got {{got}}")
+]
+Seed = Annotated[int, Strict(), Field(ge=0, le=MAX_SEED), says(f"must be an integer in [0, {MAX_SEED}], got {{got}}")]
+Positive = Annotated[
+    float, Strict(), Field(gt=0, allow_inf_nan=False), says("must be a positive finite number, got {got}")
+]
+Probability = Annotated[float, Strict(), Field(ge=0, lt=1), says("must lie in [0, 1), got {got}")]
+Flag = Annotated[bool, Strict(), says("must be true or false, got {got}")]
+
+
+def choice(names: tuple[str, ...]) -> Any:
+    """The type of one of ``names`` (the library's own lists: a new optimizer or route is a setting at once)."""
+    return Annotated[Literal[names], says(f"must be one of {', '.join(names)}, got {{got}}")]
+
+
+def _split(value: Any) -> Any:
+    return [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+
+
+def _once(names: tuple[str, ...]) -> tuple[str, ...]:
+    if len(set(names)) != len(names):
+        raise PydanticCustomError("nqf", "an optimizer is listed twice")
+    return names
+
+
+_Optimizer = Annotated[
+    Literal[OPTIMIZERS],  # type: ignore[valid-type]
+    says(f"unknown optimizer {{got}}; choose from {', '.join(OPTIMIZERS)}"),
+]
+# a list of optimizer names, or one comma-separated text; each once
+Optimizers = Annotated[
+    tuple[_Optimizer, ...],
+    BeforeValidator(_split),
+    Field(min_length=1),
+    says("must be a non-empty list of optimizer names, got {got}", nested=True),
+    AfterValidator(_once),
+]
+# the heavy-ball momentum of the M-flows that carry one (optimizer momentum), by default its record's
+BETA = next(r.default_beta for r in OPTIMIZER_RECORDS.values() if r.flow_takes_beta)
+MOMENTUM = next(name for name, r in OPTIMIZER_RECORDS.items() if r.flow_takes_beta)
+INAPPLICABLE = (
+    "even for units the quadratic-form expansion does not apply to (relu, abs, ...); "
+    "without it such units are an error."
+)
+
+
+def _field(kind: Any, default: Any, description: str) -> Any:
+    """A field of a settings model (``...``: required)."""
+    return kind, Field(default, description=description)
+
+
+_COMMON = {
+    "width": _field(Count, ..., "Number of units n."),
+    "steps": _field(Steps, ..., "Horizon in optimizer steps."),
+    "lr": _field(Positive, ..., "Learning rate."),
+    "sigma0": _field(Positive, ..., "Init scale: W0 ~ N(0, sigma0^2)."),
+    "seed": _field(Seed, 0, "Init and minibatch seed."),
+    "data_seed": _field(Seed, 0, "Seed of the task's data."),
+    "allow_inapplicable": _field(Flag, False, f"Run {INAPPLICABLE}"),
+}
+_BATCH = _field(Count | None, None, f"Minibatch size ({', '.join(MINIBATCH_OPTIMIZERS)}).")
+_MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+# nqf compare and a compare sweep: the network trained by each optimizer beside the theory
+CompareSettings: type[BaseModel] = create_model(
+    "CompareSettings",
+    __config__=_MODEL_CONFIG,
+    __doc__="The settings of a comparison (``nqf compare``, a compare sweep).",
+    **{
+        **_COMMON,
+        "lr": _field(Positive, ..., "Learning rate of every optimizer (see --lr-OPT)."),
+        "seed": _field(Seed, 0, "First seed (init and minibatches)."),
+        "allow_inapplicable": _field(Flag, False, f"Compare {INAPPLICABLE}"),
+        "optimizers": _field(Optimizers, ("gd",), f"The optimizers, comma-separated: {', '.join(OPTIMIZERS)}."),
+        # lr_sgd, lr_momentum, ...: one per optimizer with a rate of its own (its record)
+        **{
+            f"lr_{name}": _field(Positive | None, None, f"Learning rate of {name} (default --lr).")
+            for name in RATE_OPTIMIZERS
+        },
+        "beta": _field(Probability | None, None, f"Heavy-ball momentum (optimizer {MOMENTUM}; default {BETA})."),
+        "batch": _BATCH,
+        "closure": _field(Flag, True, "Run the closure check per optimizer."),
+    },
+)
+
+# nqf predict and a predict sweep: the M-flow of one optimizer, without training
+PredictSettings: type[BaseModel] = create_model(
+    "PredictSettings",
+    __config__=_MODEL_CONFIG,
+    __doc__="The settings of a prediction (``nqf predict``, a predict sweep).",
+    **{
+        **_COMMON,
+        "allow_inapplicable": _field(Flag, False, f"Predict {INAPPLICABLE}"),
+        "optimizer": _field(choice(PREDICT_OPTIMIZERS), "gd", f"{_names(PREDICT_OPTIMIZERS)}."),
+        "beta": _field(Probability, BETA, f"Heavy-ball momentum (optimizer {MOMENTUM})."),
+        "batch": _BATCH,
+        "loss": _field(choice(LOSSES), "squared", f"{_names(LOSSES)}."),
+        "route": _field(choice(ROUTES), "auto", f"How the M-flow reads the data: {_names(ROUTES)}."),
+        "stepping": _field(choice(STEPPINGS), "adaptive", "adaptive (jump linear stretches) or every (step by step)."),
+    },
+)
+
+SETTINGS_MODELS: dict[str, type[BaseModel]] = {"compare": CompareSettings, "predict": PredictSettings}
+
+
+def defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """Every setting of ``model`` -> its default (None for a required one), in the model's order."""
+    return {name: None if field.is_required() else field.default for name, field in model.model_fields.items()}
+
+
+def required(model: type[BaseModel]) -> tuple[str, ...]:
+    """The settings of ``model`` without a default."""
+    return tuple(name for name, field in model.model_fields.items() if field.is_required())
