@@ -15,9 +15,73 @@ import time
 from pathlib import Path
 
 import jax
+import jaxtyping
 import numpy as np
 import psutil
 import pytest
+
+# -- jaxtyping's shape annotations checked at test time (jaxtyping's import hook with beartype) -------
+# Every module of src/nqf that imports jaxtyping (SHAPE_CHECKED_MODULES, found in the sources, so a new
+# one is checked too) is loaded through jaxtyping's import hook, which puts
+# `@jaxtyped(typechecker=beartype.beartype(...))` on each of its functions and classes (a dataclass: its
+# fields, as constructor arguments). A call whose arrays disagree with the annotated dtype kind or
+# shape, or with each other ("d" one size across the arguments and the result of one call), raises
+# jaxtyping.TypeCheckError; the other annotations of those modules (float, str, a class, ...) are
+# checked too, ints admitted as floats (PEP 484's numeric tower, as mypy reads them). beartype's
+# default O(1) strategy: one item of a container is checked. jit-traced calls are checked when traced.
+# Not checked: annotations that do not resolve when the function is defined (jaxtyping reads them as
+# Any), i.e. names imported under TYPE_CHECKING only (the JAX-free modules nqf.core.measure,
+# nqf.theory.scaling and nqf.theory.singular_limit import jaxtyping that way) or defined further
+# down; and the subprocesses the tests start (console scripts). The library never imports beartype.
+# The hook must be in place before those modules are first imported: it is installed here, when
+# pytest loads this file (before any test module, hence nqf, is imported; pytest-xdist's workers
+# load it too). NQF_SHAPE_CHECKS=0 leaves it out (e.g. to time the suite without it);
+# tests/test_shape_checks.py proves it is on otherwise. jaxtyping's own pytest option
+# (--jaxtyping-packages) is not used: it would have to be in pyproject's addopts, and jaxtyping 0.3.11
+# splits a list of packages wrongly when the checker has arguments.
+SRC = Path(__file__).resolve().parents[1] / "src"
+SHAPE_CHECKS = os.environ.get("NQF_SHAPE_CHECKS", "1") != "0"
+SHAPE_CHECKED_MODULES = sorted(
+    ".".join(path.relative_to(SRC).with_suffix("").parts)
+    for path in (SRC / "nqf").rglob("*.py")
+    if re.search(r"^\s*(from jaxtyping import|import jaxtyping)\b", path.read_text(), re.MULTILINE)
+)
+SHAPE_CHECKER = "beartype.beartype(conf=beartype.BeartypeConf(is_pep484_tower=True))"
+if SHAPE_CHECKS:
+    _early = [name for name in SHAPE_CHECKED_MODULES if name in sys.modules]
+    assert not _early, f"imported before jaxtyping's import hook, so not checked: {_early}"
+    jaxtyping.install_import_hook(SHAPE_CHECKED_MODULES, SHAPE_CHECKER)
+# Tests of the library's own refusal of ill-typed or ill-shaped arguments (the NqfError a user
+# without the checks gets): jaxtyping would refuse those calls first, so they run with the checks
+# off (the `no_shape_checks` marker; a test may also carry it itself).
+UNCHECKED_CASES = {
+    "test_data.py::test_data_input_errors",  # Y with fewer rows than X, a non-square covariance
+    "test_data_protocol.py::test_what_is_not_data_matrices_is_refused_in_one_line",  # a dict as data
+    "test_flow.py::test_map_input_errors",  # steps=2.5
+    "test_flow.py::test_maps_accept_population_data_matrices",  # ends with sgd_map on population data
+    "test_predict_grid.py::test_bad_grids_are_one_line_errors",  # seeds=[1.5] (every case of it)
+}
+
+
+@pytest.fixture(autouse=True)
+def _shape_checks(request):
+    """jaxtyping's checks off for a test marked `no_shape_checks` (on again after it)."""
+    if request.node.get_closest_marker("no_shape_checks") is None:
+        yield
+        return
+    before = jaxtyping.config.jaxtyping_disable
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", before)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "no_shape_checks: jaxtyping's test-time shape checks off (tests of the library's own refusals)"
+    )
+
 
 # The CLI keeps compiled computations in a persistent cache: one per test session, not the
 # user's ~/.cache (tests of the cache itself set NQF_CACHE_DIR explicitly).
@@ -85,6 +149,8 @@ def pytest_collection_modifyitems(config, items):
         case = f"{module}.py::{item.name}"
         if module in SLOW_MODULES or SLOW_NAMES.search(item.name) or case in SLOW_CASES:
             item.add_marker(pytest.mark.slow)
+        if case in UNCHECKED_CASES or f"{module}.py::{getattr(item, 'originalname', item.name)}" in UNCHECKED_CASES:
+            item.add_marker(pytest.mark.no_shape_checks)
 
 
 def assert_allclose(actual, desired, rtol, atol=0.0, err_msg=""):

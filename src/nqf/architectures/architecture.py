@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, no_type_check
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +41,9 @@ from nqf.architectures.structure import BlockFactors, BlockTerm, DenseStructure,
 from nqf.core.errors import NqfError
 
 
+# A pytree: JAX rebuilds it with other leaves than arrays (ShapeDtypeStruct under eval_shape, ...),
+# so jaxtyping's test-time checks (tests/conftest.py) skip it.
+@no_type_check
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class ClosedTerm:
@@ -224,16 +227,19 @@ def check_width(arch: Architecture, n: int) -> None:
         )
 
 
-def network(arch: Architecture, W: Float[Array, "d n"], x: Float[Array, "*input"]) -> Float[Array, " K"]:
+def network(
+    arch: Architecture, W: Float[Array | np.ndarray, "d n"], x: Float[ArrayLike, "*input"]
+) -> Float[Array, " K"]:
     """The full layer f(x; W) = sum_i g_i phi(w_i, x). W: (d, n), x: input_shape; returns (K,)."""
     if W.ndim != 2 or W.shape[0] != arch.dim:
         raise NqfError(f"{arch.name}: W must have shape (d={arch.dim}, n), got {tuple(W.shape)}")
     check_width(arch, W.shape[1])
-    params = jax.vmap(arch.unravel, in_axes=1)(W)
-    values = jax.vmap(arch.unit, in_axes=(0, None))(params, x).reshape(W.shape[1], arch.outputs)
+    # mypy reads jax.vmap(f) as f itself; the mapped function is handed JAX arrays (W and x may be numpy)
+    params = jax.vmap(arch.unravel, in_axes=1)(W)  # type: ignore[arg-type]
+    values = jax.vmap(arch.unit, in_axes=(0, None))(params, x).reshape(W.shape[1], arch.outputs)  # type: ignore[arg-type]
     if arch.router is None:
         return values.sum(axis=0)
-    logits = jax.vmap(arch.router.gate_logit, in_axes=(0, None))(params, x).reshape(W.shape[1])
+    logits = jax.vmap(arch.router.gate_logit, in_axes=(0, None))(params, x).reshape(W.shape[1])  # type: ignore[arg-type]
     return arch.router.route(logits) @ values
 
 
@@ -242,14 +248,18 @@ def order_parameter(W: Float[Array, "d n"]) -> Float[Array, "d d"]:
     return W @ W.T
 
 
-def init_weights(arch: Architecture, key: jax.Array, n: int, sigma0: float, dtype=None) -> Float[Array, "d n"]:
+def init_weights(
+    arch: Architecture, key: jax.Array, n: int, sigma0: float | Float[Array, ""], dtype=None
+) -> Float[Array, "d n"]:
     """W0 with i.i.d. N(0, sigma0^2) entries, shape (d, n); E[M(0)] = n sigma0^2 I."""
     check_width(arch, n)
     dtype = dtype or jnp.result_type(float)
     return sigma0 * jax.random.normal(key, (arch.dim, n), dtype=dtype)
 
 
-def network_batch(arch: Architecture, W: Float[Array, "d n"], X: Float[Array, " N *input"]) -> Float[Array, "N K"]:
+def network_batch(
+    arch: Architecture, W: Float[Array | np.ndarray, "d n"], X: Float[Array, " N *input"]
+) -> Float[Array, "N K"]:
     """The layer on a batch, (N, K): ``network`` for every sample, or, for a unit that declares
     its :class:`Readout`, f = sum_i R_i g_i(X) as contractions over the units: the features of
     every unit (N, r, n) and one product with the readouts (K, r, n). With a router the
@@ -262,7 +272,7 @@ def network_batch(arch: Architecture, W: Float[Array, "d n"], X: Float[Array, " 
         raise NqfError(f"{arch.name}: W must have shape (d={arch.dim}, n), got {tuple(W.shape)}")
     check_width(arch, W.shape[1])
     n = W.shape[1]
-    params = jax.vmap(arch.unravel, in_axes=1)(W)
+    params = jax.vmap(arch.unravel, in_axes=1)(W)  # type: ignore[arg-type]  # see network
     # units on the last axis: (N, r, n), so the contraction over (r, n) is one (N, r n) matrix product
     features = jax.vmap(readout.features, in_axes=(0, None), out_axes=-1)(params, X)
     if arch.router is not None:

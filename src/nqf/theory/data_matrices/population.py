@@ -4,6 +4,7 @@ teacher (:class:`PopulationDataMatrices`, no samples)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import no_type_check
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +19,9 @@ from nqf.theory.data_matrices.protocol import AbstractDataMatrices
 from nqf.theory.data_matrices.samples import check_basis
 
 
+# A pytree: JAX rebuilds it with other leaves than arrays (a bool mask, ShapeDtypeStruct, ...), so
+# jaxtyping's test-time checks (tests/conftest.py) skip it.
+@no_type_check
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class PopulationDataMatrices(AbstractDataMatrices):
@@ -55,11 +59,11 @@ class PopulationDataMatrices(AbstractDataMatrices):
     def dtype(self):
         return self.teacher.dtype
 
-    def _av(self, M: jax.Array) -> jax.Array:
+    def _av(self, M: jax.Array | np.ndarray) -> jax.Array | np.ndarray:
         k = self.outputs_count
         return M[:k, k:]
 
-    def _sym_block(self, B: jax.Array) -> jax.Array:
+    def _sym_block(self, B: jax.Array | np.ndarray) -> jax.Array:
         """[[0, B], [B^T, 0]] for B (K, D)."""
         k, dd = B.shape
         top = jnp.concatenate([jnp.zeros((k, k), B.dtype), B], axis=1)
@@ -70,29 +74,29 @@ class PopulationDataMatrices(AbstractDataMatrices):
     def C(self) -> jax.Array:
         return 0.5 * self.slope * self._sym_block(self.teacher @ self.covariance)
 
-    def K_apply(self, M: jax.Array) -> jax.Array:
+    def K_apply(self, M: jax.Array | np.ndarray) -> jax.Array:
         return 0.5 * self.slope**2 * self._sym_block(self._av(M) @ self.covariance)
 
-    def _error(self, M: jax.Array) -> jax.Array:
+    def _error(self, M: jax.Array | np.ndarray) -> jax.Array | np.ndarray:
         return self.slope * self._av(M) - self.teacher
 
-    def gradient_matrix(self, M: jax.Array) -> jax.Array:
+    def gradient_matrix(self, M: jax.Array | np.ndarray) -> jax.Array:
         return 0.5 * self.slope * self._sym_block(self._error(M) @ self.covariance)
 
-    def loss(self, M: jax.Array) -> jax.Array:
+    def loss(self, M: jax.Array | np.ndarray) -> jax.Array:
         E = self._error(M)
         return 0.5 * jnp.trace(E @ self.covariance @ E.T)
 
-    def loss_and_gradient(self, M: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def loss_and_gradient(self, M: jax.Array | np.ndarray) -> tuple[jax.Array, jax.Array]:
         return self.loss(M), self.gradient_matrix(M)
 
-    def mode_interactions(self, Q: jax.Array) -> jax.Array:
+    def mode_interactions(self, Q: jax.Array | np.ndarray) -> jax.Array:
         Q = check_basis(Q, self.dim)
         k = self.outputs_count
         a, v = Q[:k], Q[k:]
         return self.slope**2 * (a.T @ a) * (v.T @ self.covariance @ v)
 
-    def mode_growth(self, Q: jax.Array) -> jax.Array:
+    def mode_growth(self, Q: jax.Array | np.ndarray) -> jax.Array:
         Q = check_basis(Q, self.dim)
         k = self.outputs_count
         a, v = Q[:k], Q[k:]

@@ -10,6 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from nqf.core.errors import NqfError
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
@@ -86,7 +87,7 @@ def check_steps(steps) -> int:
     return int(steps)
 
 
-def recorded_steps(steps: int, record_every: int | None, checkpoints: Sequence[int] | None) -> np.ndarray:
+def recorded_steps(steps: int, record_every: int | None, checkpoints: Sequence[int] | ArrayLike | None) -> np.ndarray:
     """Sorted recorded steps in [0, steps]."""
     if checkpoints is not None:
         cps = np.asarray(checkpoints)

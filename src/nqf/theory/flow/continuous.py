@@ -3,6 +3,8 @@ t in units of steps, solved with diffrax (:func:`continuous_flow`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float
@@ -42,7 +44,7 @@ def continuous_flow(
     M0: Float[ArrayLike, "d d"],
     lr: float,
     t_final: float,
-    saveat: Float[ArrayLike, " T"] | None = None,
+    saveat: Float[ArrayLike, " T"] | Sequence[float] | None = None,
     basis: Float[ArrayLike, "d m"] | None = None,
     record_M: bool | None = None,
     solver: str = "tsit5",
