@@ -140,6 +140,19 @@ SLOW_CASES = {
     "test_data_protocol.py::test_every_implementation_meets_the_protocol[chunked-squared]",
     "test_departure_memory.py::test_every_path_gives_the_dense_numbers[quadratic-linearised-gd]",
     "test_predict.py::test_single_mode_is_the_logistic_curve",
+    # the next heaviest (3.4-5.9 s each in `make test-fast --durations`, 2026-12-05 18:02)
+    "test_fast_predict.py::test_adaptive_stepping_equals_the_step_by_step_map[correlated-momentum]",
+    "test_factored_moments.py::test_staircase_adaptive_equals_every",
+    "test_data_protocol.py::test_every_implementation_meets_the_protocol[chunked-cross_entropy]",
+    "test_lotka_volterra.py::test_log_space_handles_tiny_init_and_step_count_does_not_grow_with_plateau",
+    "test_prediction_pytree.py::test_comparison_is_a_pytree_of_what_it_measured",
+    "test_data.py::test_data_matrices_equal_dense_einsums[attention]",
+    "test_data.py::test_data_matrices_equal_dense_einsums[conv2d]",
+    "test_fast_predict.py::test_adaptive_stepping_equals_the_step_by_step_map[icl-momentum]",
+    "test_validity.py::test_float32_underflow_is_refused_with_the_enable_float64_remedy",
+    "test_flow.py::test_gd_map_equals_gd_on_quadratic_model[attention-3]",
+    "test_departure_memory.py::test_memory_formula_against_the_compiled_buffers[iris]",
+    "test_departure_memory.py::test_every_path_gives_the_dense_numbers[quadratic-linearised-momentum]",
 }
 
 
