@@ -133,15 +133,20 @@ print(json.dumps({"call_s": time.perf_counter() - t, "process_s": time.perf_coun
 """
 
 
-def write_iris(path: Path) -> Path:
-    """scikit-learn's bundled iris: X whitened (zero mean, identity covariance), Y one-hot (150, 3)."""
+def iris_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's bundled iris: X whitened (zero mean, identity covariance) (150, 4), Y one-hot (150, 3)."""
     from sklearn.datasets import load_iris
 
     X, labels = load_iris(return_X_y=True)
     X = X - X.mean(axis=0)
     values, vectors = np.linalg.eigh(np.cov(X, rowvar=False, bias=True))
-    X = X @ vectors / np.sqrt(values)
-    np.savez(path, X=X, Y=np.eye(3)[labels])
+    return X @ vectors / np.sqrt(values), np.eye(3)[labels]
+
+
+def write_iris(path: Path) -> Path:
+    """:func:`iris_arrays` as an npz file (X, Y) at ``path``."""
+    X, Y = iris_arrays()
+    np.savez(path, X=X, Y=Y)
     return path
 
 

@@ -139,7 +139,9 @@ def _prediction_info(p) -> dict:
 # -- predict against training ----------------------------------------------------------
 
 
-def _versus_training(arch, X, Y, *, width, lr, sigma0, steps_list, quick, repeats) -> list[dict]:
+def _versus_training(arch, X, Y, *, width, lr, sigma0, steps_list, quick, repeats, independent=False) -> list[dict]:
+    """Per horizon: the prediction warm against ``nqf.train`` and, with ``independent``, against the
+    independent loop of the tanh network (``_versus_independent``)."""
     rows = []
     for steps in steps_list:
         cfg = nqf.PredictConfig(width=width, lr=lr, steps=int(steps), sigma0=sigma0)
@@ -158,6 +160,8 @@ def _versus_training(arch, X, Y, *, width, lr, sigma0, steps_list, quick, repeat
                 "predict_timing": timing.as_dict(),
             }
         )
+        if independent:
+            rows[-1].update(_versus_independent(arch, X, Y, width, lr, sigma0, int(steps), timing.best))
     return rows
 
 
@@ -293,10 +297,17 @@ def predict_staircase(quick: bool, repeats: int) -> Outcome:
     width, lr, sigma0 = 4096, 0.05, 1e-6
     steps_list = [2000] if quick else [2000, 20000]
     rows = _versus_training(
-        arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=steps_list, quick=quick, repeats=repeats
+        arch,
+        X,
+        Y,
+        width=width,
+        lr=lr,
+        sigma0=sigma0,
+        steps_list=steps_list,
+        quick=quick,
+        repeats=repeats,
+        independent=True,
     )
-    for row in rows:  # the independent loop (bench_training.py) at every horizon, warm
-        row.update(_versus_independent(arch, X, Y, width, lr, sigma0, row["steps"], row["predict_s"]))
     ratio = rows[0]["ratio_train_over_predict"]
     return Outcome(
         params={
@@ -320,21 +331,23 @@ def predict_iris(quick: bool, repeats: int) -> Outcome:
     """scikit-learn's iris (4 whitened inputs, one-hot targets: 150 x 3), mlp tanh, width 64, lr 0.05,
     sigma0 1e-6, 3000 steps (``bench_first_call``'s case), warm: ``nqf.predict`` against ``nqf.train``
     and the independent JAX + optax loop (``bench_training``), the ratios in one run."""
-    import tempfile
-    from pathlib import Path
+    from bench_first_call import IRIS, iris_arrays
 
-    from bench_first_call import IRIS, write_iris
-
-    with tempfile.TemporaryDirectory() as tmp:
-        data = np.load(write_iris(Path(tmp) / "iris.npz"))
-        X, Y = data["X"], data["Y"]
+    X, Y = iris_arrays()
     arch = nqf.get_architecture("mlp", activation="tanh", inputs=X.shape[1], outputs=Y.shape[1])
     width, lr, sigma0, steps = IRIS["width"], IRIS["lr"], IRIS["sigma0"], IRIS["steps"]
     rows = _versus_training(
-        arch, X, Y, width=width, lr=lr, sigma0=sigma0, steps_list=[steps], quick=quick, repeats=repeats
+        arch,
+        X,
+        Y,
+        width=width,
+        lr=lr,
+        sigma0=sigma0,
+        steps_list=[steps],
+        quick=quick,
+        repeats=repeats,
+        independent=True,
     )
-    for row in rows:
-        row.update(_versus_independent(arch, X, Y, width, lr, sigma0, row["steps"], row["predict_s"]))
     row = rows[0]
     return Outcome(
         params={

@@ -4,10 +4,13 @@ with the stable JSON form of ``nqf predict --json``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import jax
 import numpy as np
 
 from nqf.architectures.expansion import ExpansionReport, report_json
@@ -324,30 +327,24 @@ def _ints(a) -> list:
 # (``nqf.core.pytrees``: rebuilt without their constructors' checks).
 
 
+@functools.cache
 def _register_departure() -> None:
     """Departure's pytree form, registered when a Prediction is first flattened (importing the
     departure's modules when this one loads would slow every ``import nqf``'s first predict)."""
     from nqf.theory.departure.estimate import Departure
 
-    if not _DEPARTURE_REGISTERED:
-        _DEPARTURE_REGISTERED.append(True)
-        register_fields(
-            Departure,
-            ("steps", "relative_gap", "network_loss", "quadratic_loss", "corrected_switch_steps", "activation_order")
-            + ("plateau_losses", "plateau_curvature", "seconds"),
-            ("samples", "subsampled", "notes"),
-        )
-
-
-_DEPARTURE_REGISTERED: list[bool] = []
+    register_fields(
+        Departure,
+        ("steps", "relative_gap", "network_loss", "quadratic_loss", "corrected_switch_steps", "activation_order")
+        + ("plateau_losses", "plateau_curvature", "seconds"),
+        ("samples", "subsampled", "notes"),
+    )
 
 
 def _register_singular_limit() -> None:
     """SingularLimit: its events (s, mode, "on" | "off") are split, the times leaves and the
     (mode, kind) pairs metadata, so that two limits with the same order of events share a
     structure."""
-    import jax
-
     arrays: tuple[str, ...] = ("eps", "step_times", "activation_order", "plateau_losses", "activation_times")
     arrays += ("switch_times", "fixed_point", "final_speeds", "initial_loss")
 
@@ -372,8 +369,6 @@ def _register_singular_limit() -> None:
         object.__setattr__(limit, "events", events)
         object.__setattr__(limit, "suppressed", suppressed)
         return limit
-
-    import dataclasses
 
     fields = {f.name for f in dataclasses.fields(SingularLimit)}
     if fields != set(arrays) | {"events", "suppressed"}:
