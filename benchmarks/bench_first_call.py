@@ -169,12 +169,25 @@ def _child(script: str, args: list[str], env: dict) -> tuple[dict, float, float]
     return json.loads(done.stdout.strip().splitlines()[-1]), wall, cpu
 
 
-def _case(tmp: Path, label: str, data: str, settings: dict) -> tuple[dict, dict, dict]:
-    predict, p_wall, p_cpu = _child(_PREDICT_SCRIPT, [data, json.dumps(settings)], _env(tmp / f"{label}-predict"))
-    train, t_wall, t_cpu = _child(_TRAIN_SCRIPT, [data, json.dumps(settings)], _env(tmp / f"{label}-train"))
-    predict.update(process_s=p_wall, process_cpu_s=p_cpu)
-    train.update(process_s=t_wall, process_cpu_s=t_cpu)
-    return predict, train, settings
+def _median_run(runs: list[dict]) -> dict:
+    """The run whose first call is the median of ``runs`` (an odd count: a run that happened)."""
+    return sorted(runs, key=lambda r: r["call_s"])[(len(runs) - 1) // 2]
+
+
+def _case(tmp: Path, label: str, data: str, settings: dict, repeats: int) -> tuple[dict, dict, dict]:
+    """The median of ``repeats`` fresh predict processes and of as many train processes, taken in
+    turn (predict, train, predict, ...), each with its own empty cache: a single cold process
+    varies by +-0.05 s on this machine, as much as the difference the ratio measures."""
+    predicts, trains = [], []
+    for r in range(repeats):
+        cache = tmp / f"{label}-predict-{r}"
+        predict, p_wall, p_cpu = _child(_PREDICT_SCRIPT, [data, json.dumps(settings)], _env(cache))
+        train, t_wall, t_cpu = _child(_TRAIN_SCRIPT, [data, json.dumps(settings)], _env(tmp / f"{label}-train-{r}"))
+        predict.update(process_s=p_wall, process_cpu_s=p_cpu, cache=str(cache))
+        train.update(process_s=t_wall, process_cpu_s=t_cpu)
+        predicts.append(predict)
+        trains.append(train)
+    return _median_run(predicts), _median_run(trains), settings
 
 
 _PREDICT_SCRIPT = textwrap.dedent(_PRELUDE) + textwrap.dedent(_PREDICT)
@@ -183,6 +196,7 @@ _TRAIN_SCRIPT = textwrap.dedent(_PRELUDE) + textwrap.dedent(_TRAIN)
 
 def first_call(quick: bool, repeats: int) -> Outcome:
     rows, summary, targets = [], {}, {}
+    caches: dict[str, Path] = {}  # the median predict process's cache, per case
     with tempfile.TemporaryDirectory(prefix="nqf-bench-first-") as tmp:
         tmp = Path(tmp)
         staircase = tmp / "staircase.npz"
@@ -194,7 +208,8 @@ def first_call(quick: bool, repeats: int) -> Outcome:
         X, Y = nqf.get_task("staircase").generate(0)
         np.savez(staircase, X=np.asarray(X), Y=np.asarray(Y))
         for label, data in cases.items():
-            predict, train, s = _case(tmp, label, data, settings[label])
+            predict, train, s = _case(tmp, label, data, settings[label], repeats | 1)
+            caches[label] = Path(predict["cache"])
             independent, ind_wall, _ = _child(
                 _NUMPY_TRAIN, [str(staircase if label == "staircase" else iris), json.dumps(s)], _env(tmp / "unused")
             )
@@ -250,7 +265,7 @@ def first_call(quick: bool, repeats: int) -> Outcome:
                 predict["second_s"] / predict["call_s"] <= NEW_CONFIG_TARGET
             )
         # a data set of another size, with the cache the first staircase process left
-        other, _, _ = _child(_PREDICT_SCRIPT, ["staircase200", json.dumps(STAIRCASE)], _env(tmp / "staircase-predict"))
+        other, _, _ = _child(_PREDICT_SCRIPT, ["staircase200", json.dumps(STAIRCASE)], _env(caches["staircase"]))
         first = rows[0]["call_s"]
         rows.append(
             {
@@ -268,7 +283,8 @@ def first_call(quick: bool, repeats: int) -> Outcome:
         summary=summary,
         targets=targets,
         notes=[
-            "each predict / train row is its own fresh process with an empty NQF_CACHE_DIR; call_s is the call alone, "
+            "each predict / train row is its own fresh process with an empty NQF_CACHE_DIR, the median of `repeats` "
+            "(odd) such processes taken in turn; call_s is the call alone, "
             "import_s the `import jax, numpy, nqf` before it, process_s / process_cpu_s the whole child",
             "programs: XLA programs compiled during the call (jax.monitoring backend-compile events)",
             "the numpy GD loop is independent code (no nqf, no JAX): the same tanh network, full batch, same steps",

@@ -127,10 +127,11 @@ main(sys.argv[1:])
 
 def test_cache_is_filled_then_reused(populated, staircase_file, reference):
     stored = entries(populated)
-    # every jitted program, however small, is stored: the predict's few (the expansion probe,
-    # the init draw; the numpy engine compiles no M-flow) and eager operations of milliseconds
+    # every jitted program, however small, is stored: what a small predict still compiles is the
+    # init draw's transform of random bits (the expansion probe, the moments and the numpy engine
+    # run in numpy: nqf.core.host_eval)
     names = {name.split("-")[0] for name in stored}
-    assert {"jit_probe", "jit__standard_normal"} <= names and len(stored) >= 5, sorted(stored)
+    assert "jit__normal_of_bits" in names, sorted(stored)
     result = subprocess.run(
         [sys.executable, "-c", _LOGGED_RUN, "predict", "--data", str(staircase_file), *PREDICT],
         capture_output=True,

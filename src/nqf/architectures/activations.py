@@ -11,8 +11,10 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from nqf.core.errors import NqfError
+from nqf.core.host_eval import host_or_compiled
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": jnp.tanh,
@@ -38,8 +40,8 @@ def get_activation(name: str) -> Callable[[jax.Array], jax.Array]:
 
 def activation_derivatives(name: str) -> tuple[float, float]:
     """(sigma'(0), sigma''(0)) by autodiff, as Python floats, in the default float precision:
-    one compiled program per activation, precision and process (building an architecture
-    again compiles nothing)."""
+    the derivatives' jaxpr evaluated in numpy (``nqf.core.host_eval``; compiled for an
+    activation it cannot interpret), once per activation, precision and process."""
     get_activation(name)  # an unknown name is one line
     return _derivatives_at_zero(name, str(jnp.result_type(float)))
 
@@ -47,6 +49,5 @@ def activation_derivatives(name: str) -> tuple[float, float]:
 @functools.cache
 def _derivatives_at_zero(name: str, dtype: str) -> tuple[float, float]:
     d1 = jax.grad(get_activation(name))
-    both = jax.jit(lambda z: (d1(z), jax.grad(d1)(z)))
-    first, second = both(jnp.zeros((), dtype=dtype))
+    (first, second), _ = host_or_compiled(lambda z: (d1(z), jax.grad(d1)(z)), np.zeros((), dtype=dtype))
     return float(first), float(second)

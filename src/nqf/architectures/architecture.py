@@ -39,6 +39,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from nqf.architectures.structure import BlockFactors, BlockTerm, DenseStructure, Structure
 from nqf.core.errors import NqfError
+from nqf.core.programs import to_device
+from nqf.core.sampling import standard_normal
 
 
 # A pytree: JAX rebuilds it with other leaves than arrays (ShapeDtypeStruct under eval_shape, ...),
@@ -251,10 +253,18 @@ def order_parameter(W: Float[Array, "d n"]) -> Float[Array, "d d"]:
 def init_weights(
     arch: Architecture, key: jax.Array, n: int, sigma0: float | Float[Array, ""], dtype=None
 ) -> Float[Array, "d n"]:
-    """W0 with i.i.d. N(0, sigma0^2) entries, shape (d, n); E[M(0)] = n sigma0^2 I."""
+    """W0 with i.i.d. N(0, sigma0^2) entries, shape (d, n); E[M(0)] = n sigma0^2 I.
+
+    ``sigma0 * jax.random.normal(key, (d, n), dtype)``; for a concrete key and a Python number
+    sigma0 (weakly typed: the product stays in ``dtype``) the bits are drawn on the host and the
+    product taken in numpy (one IEEE product, rounded the same), so that only the bits'
+    transform compiles (``nqf.core.sampling``)."""
     check_width(arch, n)
     dtype = dtype or jnp.result_type(float)
-    return sigma0 * jax.random.normal(key, (arch.dim, n), dtype=dtype)
+    normal = standard_normal(key, (arch.dim, n), dtype)
+    if isinstance(sigma0, float | int) and not isinstance(sigma0, bool) and not isinstance(normal, jax.core.Tracer):
+        return to_device(np.asarray(sigma0, dtype=dtype) * np.asarray(normal))
+    return sigma0 * normal
 
 
 def network_batch(

@@ -1,5 +1,5 @@
 """The numbers the expansion check reads (``nqf.architectures.expansion_verdict``): probe points,
-the compiled evaluations of the unit and of the routed layer near w = 0, and the remainder
+the evaluations of the unit and of the routed layer near w = 0, and the remainder
 ratios with their rounding floor and fitted order (definitions: that module's docstring).
 """
 
@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures.architecture import Architecture, network
+from nqf.core.host_eval import host_or_compiled
 
 EPS_FLOAT64 = (1e-1, 1e-2, 1e-3, 1e-4)
 EPS_FLOAT32 = (1e-1, 3e-2, 1e-2, 3e-3)
@@ -56,7 +57,7 @@ def _remainder_order(eps: np.ndarray, ratios: np.ndarray, floor: np.ndarray) -> 
 
 @dataclass(frozen=True)
 class Samples:
-    """The probe points, drawn once per check.
+    """The probe points, drawn once per check (numpy arrays of the working dtype).
 
     Attributes:
         X: (N, *input_shape) inputs x_n ~ N(0, I).
@@ -64,9 +65,9 @@ class Samples:
         Ws: (N, d, n) unit-norm columns of a whole layer of n = router.units units (n = 1 without a router).
     """
 
-    X: jax.Array
-    W: jax.Array
-    Ws: jax.Array
+    X: np.ndarray
+    W: np.ndarray
+    Ws: np.ndarray
 
 
 def draw_samples(arch: Architecture, key: jax.Array, num_inputs: int, dtype) -> Samples:
@@ -76,9 +77,9 @@ def draw_samples(arch: Architecture, key: jax.Array, num_inputs: int, dtype) -> 
     """
     units = 1 if arch.router is None else arch.router.units
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
-    X = jnp.asarray(rng.standard_normal((num_inputs, *arch.input_shape)), dtype=dtype)
-    W = jnp.asarray(_unit_directions(rng, (num_inputs, arch.dim)), dtype=dtype)
-    Ws = jnp.asarray(_unit_directions(rng, (num_inputs, units, arch.dim)).swapaxes(1, 2), dtype=dtype)
+    X = np.asarray(rng.standard_normal((num_inputs, *arch.input_shape)), dtype=dtype)
+    W = np.asarray(_unit_directions(rng, (num_inputs, arch.dim)), dtype=dtype)
+    Ws = np.ascontiguousarray(_unit_directions(rng, (num_inputs, units, arch.dim)).swapaxes(1, 2), dtype=dtype)
     return Samples(X, W, Ws)
 
 
@@ -125,7 +126,8 @@ class UnitProbe:
 
 
 def probe_unit(fns: UnitFunctions, samples: Samples, eps: tuple[float, ...], dtype) -> UnitProbe:
-    """Evaluate the unit, its gradient and its quadratic form at w = 0 and along the eps ladder (one compiled call)."""
+    """Evaluate the unit, its gradient and its quadratic form at w = 0 and along the eps ladder: one
+    call, interpreted in numpy when small (``nqf.core.host_eval``), else one compiled program."""
     effective_unit, quadratic = fns.effective_unit, fns.quadratic
 
     def probe(w, x):
@@ -135,7 +137,7 @@ def probe_unit(fns: UnitFunctions, samples: Samples, eps: tuple[float, ...], dty
         values = jax.vmap(lambda e: effective_unit(e * w, x))(jnp.asarray(eps, dtype))  # (E, K)
         return value0, jnp.linalg.norm(grad0, axis=-1), grad0 @ w, quadratic(w, x), values
 
-    outs = jax.jit(jax.vmap(probe))(samples.W, samples.X)
+    outs, _ = host_or_compiled(jax.vmap(probe), samples.W, samples.X)
     value0, grad_norm, slope0, quad, values = (np.asarray(a, dtype=np.float64) for a in outs)
     return UnitProbe(value0, grad_norm, slope0, quad, values.transpose(1, 0, 2))  # values: (E, N, K)
 
@@ -143,7 +145,8 @@ def probe_unit(fns: UnitFunctions, samples: Samples, eps: tuple[float, ...], dty
 def probe_layer(
     arch: Architecture, fns: UnitFunctions, samples: Samples, eps: tuple[float, ...], dtype
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The full routed layer f(x; eps W) and its quadratic model Tr[W W^T A(x)] at the probe points.
+    """The full routed layer f(x; eps W) and its quadratic model Tr[W W^T A(x)] at the probe points
+    (in numpy when small, as :func:`probe_unit`).
 
     Returns (quad_layer (N, K), values (E, N, K)), float64.
     """
@@ -154,7 +157,8 @@ def probe_layer(
         layer = jax.vmap(lambda s: network(arch, s * Wn, x))(jnp.asarray(eps, dtype))  # (E, K)
         return quad_layer, layer
 
-    lquad, lvalues = (np.asarray(a, dtype=np.float64) for a in jax.jit(jax.vmap(layer_probe))(samples.Ws, samples.X))
+    outs, _ = host_or_compiled(jax.vmap(layer_probe), samples.Ws, samples.X)
+    lquad, lvalues = (np.asarray(a, dtype=np.float64) for a in outs)
     return lquad, lvalues.transpose(1, 0, 2)
 
 

@@ -63,6 +63,7 @@ from nqf.architectures.architecture import (
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.precision import occupation_floor, resolve_dtype, underflow_remedy
+from nqf.core.programs import to_device
 from nqf.core.pytrees import register_fields
 from nqf.core.sampling import minibatch_indices, training_keys
 from nqf.training.config import (
@@ -220,12 +221,13 @@ def prepare(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
     if config.batch_size is not None and config.batch_size > N:
         raise NqfError(f"batch_size {config.batch_size} exceeds the number of samples {N}")
     d = arch.dim
-    Q = jnp.zeros((d, 0), dtype=dtype) if basis is None else jnp.asarray(basis, dtype=dtype)
+    # in numpy: as eager JAX the empty basis and the transpose compile three small programs
+    Q = np.zeros((d, 0), dtype=dtype) if basis is None else np.asarray(basis, dtype=dtype)
     if Q.ndim != 2 or Q.shape[0] != d:
         raise NqfError(f"the mode basis must have shape (d={d}, m), got {tuple(Q.shape)}")
     inputs = structure(arch, X) if config.model == "quadratic" else X
     # transposed here, not in the compiled run: the same dot as when Q was a folded constant
-    return inputs, Y, Q.T
+    return inputs, Y, to_device(np.ascontiguousarray(Q.T))
 
 
 def make_run(arch: Architecture, static: _Static):
@@ -372,7 +374,7 @@ def train(
         raise NqfError(f"W0 must have shape (d={arch.dim}, n={config.width}), got {tuple(W0.shape)}")
     inputs, Y, Qt = prepare(arch, X, Y, config, basis, dtype)
     run, ckpts, names = compiled_train(arch, config)
-    recs, div, W = run(inputs, Y, Qt, W0, batch_key, jnp.asarray(config.lr, dtype=dtype))
+    recs, div, W = run(inputs, Y, Qt, W0, batch_key, to_device(np.asarray(config.lr, dtype=dtype)))
     div = int(div)
     return TrainResult(
         config=config, steps=ckpts, diverged_at=None if div < 0 else div, **records_of_run(recs, W, names)

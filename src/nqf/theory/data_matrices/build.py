@@ -31,6 +31,8 @@ matrices from (X, Y) (:func:`data_matrices`, :func:`flow_data`) and re-exports t
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 from jaxtyping import ArrayLike, Float, Real
 
@@ -97,7 +99,12 @@ def flow_data(
     X, targets, dtype = checked_samples(arch, X, Y, loss, dtype)
     choice = choose_route(arch, X.shape[0], loss, route=route, minibatches=minibatches, dtype=dtype)
     if choice.route == "moments":
-        return moment_data_matrices(arch, X, targets, dtype), choice
+        data = moment_data_matrices(arch, X, targets, dtype)
+        if data.evaluated == "numpy":  # say which path computed the statistics
+            choice = dataclasses.replace(
+                choice, reason=f"{choice.reason}; the moments computed in numpy (nothing compiled)"
+            )
+        return data, choice
     if choice.chunk is not None:
         from nqf.theory.data_matrices.chunked import chunked_data_matrices
 

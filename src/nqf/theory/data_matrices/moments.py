@@ -46,8 +46,9 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, structure
 from nqf.architectures.structure import BlockFactors, DenseStructure
 from nqf.core.errors import NqfError
+from nqf.core.host_eval import host_or_compiled
 from nqf.core.names import ROUTES as ROUTES
-from nqf.core.programs import bucket_length
+from nqf.core.programs import bucket_length, to_device
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
 
 # S is p x p: the moments route is offered only while S stays this small (entries).
@@ -226,6 +227,8 @@ class MomentDataMatrices(_PackedForms):
         optimum: m_hat (p,) with S m_hat = u.
         residual: L_res, the loss at m_hat (>= 0).  target_energy: L0 = (1/2) E|y|^2.
         layout: the terms' block slices (static).  dimension: d (``dim``).  outputs: K.  samples: N.
+        evaluated: how the per-sample statistics were computed, ``numpy`` (the chunk functions'
+            jaxprs interpreted, nothing compiled: ``nqf.core.host_eval``) or ``compiled``.
     """
 
     second: jax.Array | FactoredSecond
@@ -238,6 +241,7 @@ class MomentDataMatrices(_PackedForms):
     outputs: int = field(metadata=dict(static=True))
     samples: int = field(metadata=dict(static=True))
     loss_type: str = field(default="squared", metadata=dict(static=True))
+    evaluated: str = field(default="compiled", metadata=dict(static=True))
 
     def pack(self, M: jax.Array) -> jax.Array:
         """m = (vec M[L, R] over terms), (p,)."""
@@ -398,10 +402,11 @@ def _shared_lefts(s) -> tuple[tuple[jax.Array, ...], jax.Array] | None:
 
 @functools.lru_cache(maxsize=16)
 def _chunk_functions(arch: Architecture):
-    """Jitted per-chunk statistics of one architecture (cached per Architecture object).
+    """Per-chunk statistics of one architecture, (shared, general, residual) (cached per Architecture object).
 
     Each takes a chunk X (B, *input_shape), targets Y (B, K) and weights w (B,) (0 for the
-    padding of the last chunk), so every chunk has one shape and compiles once.
+    padding of the last chunk), so every chunk has one shape: traced once, then interpreted in
+    numpy for small problems or compiled once (:func:`_run_chunk`).
     """
 
     def shared(X, Y, w):
@@ -423,11 +428,31 @@ def _chunk_functions(arch: Architecture):
         F = _forms_packed(structure(arch, X), m_hat)
         return 0.5 * jnp.sum(w[:, None] * (F - Y) ** 2)
 
-    return jax.jit(shared), jax.jit(general), jax.jit(residual)
+    return shared, general, residual
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_chunk_functions(arch: Architecture):
+    """:func:`_chunk_functions` jitted (each compiles once per chunk shape)."""
+    return tuple(jax.jit(fn) for fn in _chunk_functions(arch))
+
+
+def _run_chunk(arch: Architecture, which: int, args: tuple, calls: int) -> tuple[Any, bool]:
+    """(outputs as numpy arrays, whether they were computed in numpy) of chunk function ``which``
+    (0 shared, 1 general, 2 residual) on ``args``: interpreted on the host when ``calls`` calls
+    are small work (``nqf.core.host_eval``: tracing costs milliseconds, compiling 0.1-0.3 s),
+    else compiled."""
+    fn, compiled = _chunk_functions(arch)[which], _compiled_chunk_functions(arch)[which]
+    return host_or_compiled(fn, *args, compiled=compiled, calls=calls)
+
+
+def _chunk_count(N: int, chunk: int) -> int:
+    return -(-N // chunk)
 
 
 def _chunks(X, Y, chunk: int, dtype):
-    """(X chunk, Y chunk, weights) of equal shapes; the last chunk padded with its first row, weight 0."""
+    """(X chunk, Y chunk, weights) of equal shapes, numpy arrays of ``dtype``; the last chunk padded
+    with its first row, weight 0."""
     N = X.shape[0]
     for start in range(0, N, chunk):
         stop = min(start + chunk, N)
@@ -438,7 +463,7 @@ def _chunks(X, Y, chunk: int, dtype):
             Xc = np.concatenate([Xc, np.repeat(Xc[:1], pad, axis=0)])
             Yc = np.concatenate([Yc, np.repeat(Yc[:1], pad, axis=0)])
             w = np.concatenate([w, np.zeros(pad)])
-        yield jnp.asarray(Xc, dtype=dtype), jnp.asarray(Yc, dtype=dtype), jnp.asarray(w, dtype=dtype)
+        yield np.asarray(Xc, dtype=dtype), np.asarray(Yc, dtype=dtype), np.asarray(w, dtype=dtype)
 
 
 def moment_data_matrices(
@@ -460,8 +485,9 @@ def moment_data_matrices(
         if _factorable(shape) is None:
             raise NqfError(f"{arch.name}: the moments route needs a {p} x {p} matrix; use the per-sample route")
         return _factored_moments(arch, X, targets, dtype, layout, shape, chunk)
-    shared_fn, general_fn, _ = _chunk_functions(arch)
     Y = np.asarray(targets)
+    calls = _chunk_count(N, chunk)
+    host = []  # whether each chunk call ran in numpy
     energy = 0.5 * float(np.sum(np.square(Y, dtype=np.float64))) / N
     # The sums and the assembly run in numpy, in the working dtype: as eager JAX every slice,
     # einsum and scatter of a new shape compiles a program of its own (20 of them on the staircase).
@@ -469,7 +495,8 @@ def moment_data_matrices(
     if isinstance(shape, BlockFactors):  # left factors shared by every sample? (the first chunk's)
         lefts, pairs, cross = None, None, None
         for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
-            p_c, c_c, (l_c, same) = jax.tree_util.tree_map(np.asarray, shared_fn(Xc, Yc, w))
+            (p_c, c_c, (l_c, same)), on_host = _run_chunk(arch, 0, (Xc, Yc, w), calls)
+            host.append(on_host)
             lefts = l_c if lefts is None else lefts
             if not (bool(same) and all(np.array_equal(a, b) for a, b in zip(l_c, lefts, strict=True))):
                 pairs = None  # a left factor depends on the sample after all: general features
@@ -482,9 +509,10 @@ def moment_data_matrices(
         S = np.zeros((p, p), dtype=dtype)
         u = np.zeros((p,), dtype=dtype)
         for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
-            S_c, u_c = general_fn(Xc, Yc, w)
-            S, u = S + np.asarray(S_c), u + np.asarray(u_c)
-    return _finish(X, Y, dtype, chunk, layout, S / N, u / N, energy, arch)
+            (S_c, u_c), on_host = _run_chunk(arch, 1, (Xc, Yc, w), calls)
+            host.append(on_host)
+            S, u = S + S_c, u + u_c
+    return _finish(X, Y, dtype, chunk, layout, S / N, u / N, energy, arch, all(host))
 
 
 def _assemble_shared(layout, lefts, pairs, cross_parts, p, dtype):
@@ -505,7 +533,7 @@ def _assemble_shared(layout, lefts, pairs, cross_parts, p, dtype):
     return S, u
 
 
-def _finish(X, Y, dtype, chunk, layout, S, u, energy, arch) -> MomentDataMatrices:
+def _finish(X, Y, dtype, chunk, layout, S, u, energy, arch, host: bool) -> MomentDataMatrices:
     """m_hat = S^+ u and the exact residual loss at it (one more pass over the samples)."""
     S = 0.5 * (S + S.T)  # numpy (p, p), in the working dtype
     values, vectors = np.linalg.eigh(np.asarray(S, dtype=np.float64))
@@ -513,25 +541,33 @@ def _finish(X, Y, dtype, chunk, layout, S, u, energy, arch) -> MomentDataMatrice
     coef = (vectors[:, keep].T @ np.asarray(u, dtype=np.float64)) / values[keep]
     m_hat = jnp.asarray(vectors[:, keep] @ coef, dtype=dtype)
     second = jnp.asarray(S, dtype=dtype)
-    return _with_residual(X, Y, dtype, chunk, layout, second, jnp.asarray(u, dtype=dtype), m_hat, energy, arch)
+    cross = jnp.asarray(u, dtype=dtype)
+    return _with_residual(X, Y, dtype, chunk, layout, second, cross, m_hat, energy, arch, host)
 
 
-def _with_residual(X, Y, dtype, chunk, layout, second, cross, m_hat, energy, arch) -> MomentDataMatrices:
+def _with_residual(X, Y, dtype, chunk, layout, second, cross, m_hat, energy, arch, host: bool) -> MomentDataMatrices:
     """The moments (S, u, m_hat) with the exact residual loss at m_hat, one more pass over the samples:
-    L_res = (1/2) E|y - z . m_hat|^2 per sample, exact even when the data are realisable (L_res ~ 0)."""
-    residual_fn = _chunk_functions(arch)[2]
-    total = sum(float(residual_fn(Xc, Yc, w, m_hat)) for Xc, Yc, w in _chunks(X, Y, chunk, dtype))
+    L_res = (1/2) E|y - z . m_hat|^2 per sample, exact even when the data are realisable (L_res ~ 0).
+    ``host``: whether the moments were computed in numpy (so far)."""
     N = X.shape[0]
+    calls = _chunk_count(N, chunk)
+    total = 0.0
+    m = np.asarray(m_hat)
+    for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
+        part, on_host = _run_chunk(arch, 2, (Xc, Yc, w, m), calls)
+        total += float(part)
+        host = host and on_host
     return MomentDataMatrices(
         second=second,
         cross=cross,
         optimum=m_hat,
-        residual=jnp.asarray(total / N, dtype=dtype),
-        target_energy=jnp.asarray(energy, dtype=dtype),
+        residual=to_device(np.asarray(total / N, dtype=dtype)),  # jnp.asarray of a float compiles a conversion
+        target_energy=to_device(np.asarray(energy, dtype=dtype)),
         layout=layout,
         dimension=arch.dim,
         outputs=arch.outputs,
         samples=N,
+        evaluated="numpy" if host else "compiled",
     )
 
 
@@ -648,7 +684,7 @@ def _factored_moments(arch, X, Y, dtype, layout, shape, requested: int) -> Momen
     m_hat = jnp.asarray(M_hat.ravel(), dtype=dtype)
     second = FactoredSecond(jnp.asarray(lefts, dtype=dtype), jnp.asarray(sigma, dtype=dtype))
     cross = jnp.asarray(np.asarray(U, dtype=dtype).ravel())
-    return _with_residual(X, Y, dtype, chunk, layout, second, cross, m_hat, energy, arch)
+    return _with_residual(X, Y, dtype, chunk, layout, second, cross, m_hat, energy, arch, False)
 
 
 def _factored_probe(arch: Architecture, dtype) -> tuple[int, int, int] | None:

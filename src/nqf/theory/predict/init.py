@@ -5,17 +5,14 @@ working dtype (the docstring of
 
 from __future__ import annotations
 
-import functools
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nqf.architectures.architecture import Architecture, check_width
+from nqf.architectures.architecture import Architecture, check_width, init_weights
 from nqf.core.errors import NqfError
 from nqf.core.precision import occupation_floor, underflow_remedy
-from nqf.core.programs import to_device
 from nqf.core.sampling import training_keys
 from nqf.theory.predict.result import PredictConfig
 
@@ -25,9 +22,7 @@ def initial_weights(arch: Architecture, config: PredictConfig, W0, dtype):
     draws it (``training_keys(config.seed)[0]``, scale ``config.sigma0``) when None."""
     if W0 is None:
         check_width(arch, config.width)
-        normal = np.asarray(_standard_normal(np.uint32(config.seed), arch.dim, config.width, dtype))
-        # sigma0 times the draw as init_weights computes it (a product rounds the same in numpy)
-        return to_device(np.asarray(config.sigma0, dtype=normal.dtype) * normal), False
+        return init_weights(arch, training_keys(int(config.seed))[0], config.width, float(config.sigma0), dtype), False
     W0 = np.asarray(W0)
     if W0.ndim != 2 or W0.shape[0] != arch.dim:
         raise NqfError(f"{arch.name}: W0 must have shape (d={arch.dim}, n), got {W0.shape}")
@@ -37,15 +32,6 @@ def initial_weights(arch: Architecture, config: PredictConfig, W0, dtype):
         raise NqfError(f"W0 has {W0.shape[1]} units (columns) but the width is {config.width}")
     check_width(arch, W0.shape[1])
     return jnp.asarray(W0, dtype=dtype), True
-
-
-@functools.partial(jax.jit, static_argnames=("dim", "width", "dtype"))
-def _standard_normal(seed: jax.Array, dim: int, width: int, dtype) -> jax.Array:
-    """``nqf.architectures.architecture.init_weights(arch, training_keys(seed)[0], width, sigma0)`` divided by
-    sigma0 (the draw ``nqf.train`` makes, dim = arch.dim) as one compiled program (the eager
-    calls compile five), the seed traced: a new seed reuses it. Bit-identical to the eager
-    draw (``tests/test_first_call.py``)."""
-    return jax.random.normal(training_keys(seed)[0], (dim, width), dtype=dtype)
 
 
 def log_occupations(basis, W0) -> np.ndarray:
