@@ -80,6 +80,23 @@ def test_fitter_rejects_exponential_decay():
     assert "curved" in fit.reason
 
 
+def test_automatic_window_ends_above_rounding_noise():
+    """An excess loss that decays into float64 rounding: the automatic window's end, and so the
+    fit, must not depend on the noise (before the floor, E_min was read in it and the end moved
+    with every rounding: an exponent of 17.4 or 18.6 for the same powerlaw prediction)."""
+    t = np.arange(1.0, 4001.0)
+    loss_inf = 0.5
+    clean = loss_inf + 0.3 * (1.0 + t / 50.0) ** -2.0 * np.exp(-t / 150.0)
+    fits = []
+    for seed in range(3):
+        noise = np.random.default_rng(seed).standard_normal(t.size) * 4 * np.finfo(np.float64).eps * loss_inf
+        fits.append(fit_power_law(t, clean + noise, loss_inf=loss_inf))
+    assert len({f.window for f in fits}) == 1  # without the floor: ends 3374-3382, exponents 8.64-8.65
+    assert fits[0].window[1] < 3000.0  # it ends where the excess is still above the floor
+    # the noise (4 u of the loss) is ~2e-6 of the excess at the window's end
+    assert all(f.exponent == pytest.approx(fits[0].exponent, rel=1e-6) for f in fits)
+
+
 def test_fitter_rejects_two_step_staircase():
     system = LotkaVolterra(c=[1.0, 0.1], K=[1.0, 1.0], m0=1e-12, lr=LR)
     sw = switch_times(system)

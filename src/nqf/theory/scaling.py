@@ -120,9 +120,9 @@ def window_exponent(t, loss, loss_inf=0.0, window=None) -> float:
     return float(-(_log_interp(t, e, x1) - _log_interp(t, e, x0)) / (x1 - x0))
 
 
-def _resolve_window(t, e, window):
+def _resolve_window(t, e, window, floor: float = 0.0):
     if window is None:
-        return _auto_window(t, e)
+        return _auto_window(t, e, floor)
     lo, hi = float(window[0]), float(window[1])
     if not (0 < lo < hi):
         raise NqfError(f"fit_power_law: window must satisfy 0 < t_lo < t_hi, got {window}")
@@ -131,13 +131,14 @@ def _resolve_window(t, e, window):
     return lo, hi
 
 
-def _auto_window(t, e):
+def _auto_window(t, e, floor: float = 0.0):
     """From the first time E <= E_first / 100 (past the initial plateau) to the last time
-    E >= 100 E_min (before the finite-size cutoff)."""
+    E >= 100 max(E_min, floor) (before the finite-size cutoff; ``floor``: the excess loss's
+    rounding level, so that the end is not read in rounding noise)."""
     pos = e > 0
     if pos.sum() < 3:
         raise NqfError("fit_power_law: fewer than 3 samples with loss > loss_inf")
-    e_first, e_min = e[pos][0], e[pos].min()
+    e_first, e_min = e[pos][0], max(float(e[pos].min()), floor)
     start = np.flatnonzero(pos & (e <= e_first / 100.0))
     stop = np.flatnonzero(pos & (e >= 100.0 * e_min))
     if start.size == 0 or stop.size == 0 or t[stop[-1]] <= t[start[0]]:
@@ -176,6 +177,9 @@ class PowerLawFit:
     exponent_drift: float
     is_power_law: bool
     reason: str
+
+
+_ROUNDING_ULPS = 1e4
 
 
 def fit_power_law(
@@ -217,7 +221,10 @@ def fit_power_law(
     t, e = _positive_part(t, loss, loss_inf)
     if t.size < 3:
         raise NqfError("fit_power_law: need at least 3 samples with t > 0")
-    lo, hi = _resolve_window(t, e, window)
+    # L - L_inf of curves computed in float64 is noise below about 1e4 u max|L| (a long flow's
+    # accumulated rounding): an automatic window ends above that, not where rounding puts E_min
+    scale = max(float(np.max(np.abs(np.asarray(loss, dtype=np.float64)))), abs(float(loss_inf)))
+    lo, hi = _resolve_window(t, e, window, _ROUNDING_ULPS * np.finfo(np.float64).eps * scale)
     n = int(num_points)
     x, y = _window_points(t, e, lo, hi, n)
     line = _line_fit(x, y, confidence)
