@@ -100,6 +100,7 @@ def test_exactly_quadratic_unit_has_no_departure():
     assert len(out["steps"]) == len(out["relative_gap"]) == 401 and out["samples"] == 512
 
 
+@pytest.mark.slow  # a departure run that documents a known miss: the full suite's
 @pytest.mark.xfail(
     strict=True,
     reason="known: on an exactly quadratic unit the corrected steps of some modes come out 15-90 steps before "
