@@ -11,7 +11,7 @@ from nqf.architectures.architecture import init_weights
 from nqf.core import sampling
 
 SEEDS = (0, 1, 2, 7, 123, 99999, 2**31 - 1)
-SHAPES = ((13, 32), (7, 64), (1, 1), (3, 5), (100,), (794, 256))
+SHAPES = ((13, 32), (7, 64), (1, 1), (3, 5), (100,), (794, 256), (600, 512))  # the last: above HOST_DRAW_MAX
 
 
 def _jax_keys(seed: int):
@@ -58,6 +58,15 @@ def test_traced_keys_and_other_seeds_take_jax_random():
     # a seed beyond the host range still gives JAX's keys
     for mine, theirs in zip(sampling.training_keys(2**31 + 5), _jax_keys(2**31 + 5), strict=True):
         assert np.array_equal(np.asarray(mine), np.asarray(theirs))
+
+
+def test_host_bits_equal_jax_bits_above_the_host_size():
+    # the host hash itself at a size the draw leaves to jax.random: the same bits
+    key = np.asarray(_jax_keys(4)[0])
+    low = np.arange(300_000, dtype=np.uint32)  # the counters 0..N-1: high halves 0
+    bits1, bits2 = sampling.threefry2x32(key, np.zeros_like(low), low)
+    theirs = np.asarray(jax.random.bits(_jax_keys(4)[0], (300_000,), dtype=np.uint32))
+    assert np.array_equal(bits1 ^ bits2, theirs)
 
 
 def test_threefry_known_answer():

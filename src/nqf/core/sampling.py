@@ -28,6 +28,10 @@ _THREEFRY_PARITY = _U32(0x1BD11BDA)
 _THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 # the bit widths and mantissa lengths of the floats the host draw serves (others: jax.random)
 _FLOAT_BITS = {np.dtype(np.float64): (64, 52), np.dtype(np.float32): (32, 23)}
+# Draws of up to this many numbers take the host's bits (0.03 s at 2e5 in numpy); larger ones
+# jax.random's compiled hash, which a first call compiles in 0.3 s and then runs 5x faster
+# than numpy (measured at 3.2e6 numbers: 0.08 s against 0.46 s), the same numbers either way.
+HOST_DRAW_MAX = 1 << 18
 
 
 def minibatch_indices(key: jax.Array, num_samples: int, batch_size: int, steps: int) -> jax.Array:
@@ -117,13 +121,14 @@ def host_key_data(key) -> np.ndarray | None:
 
 def standard_normal(key, shape: tuple[int, ...], dtype) -> jax.Array:
     """``jax.random.normal(key, shape, dtype)``, bit for bit, with the bits drawn on the host when
-    ``key`` is a concrete raw threefry key and ``dtype`` is float32 or float64 (then only the
-    transform of bits into floats compiles, once per dtype and size bucket)."""
+    ``key`` is a concrete raw threefry key, ``dtype`` float32 or float64 and the draw at most
+    HOST_DRAW_MAX numbers (then only the transform of bits into floats compiles, once per dtype
+    and size bucket)."""
     dtype = np.dtype(dtype)
-    data = host_key_data(key)
+    size = math.prod(shape)
+    data = host_key_data(key) if size <= HOST_DRAW_MAX else None
     if data is None or dtype not in _FLOAT_BITS:
         return jax.random.normal(key, shape, dtype=dtype)
-    size = math.prod(shape)
     high, low = _counters(size)
     bits1, bits2 = threefry2x32(data, high, low)
     nbits, _ = _FLOAT_BITS[dtype]
