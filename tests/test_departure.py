@@ -100,6 +100,10 @@ def test_exactly_quadratic_unit_has_no_departure():
     assert len(out["steps"]) == len(out["relative_gap"]) == 401 and out["samples"] == 512
 
 
+# Diagnosed (2026-12-05): the segment after mode 5's switch-on starts at step 224 with mode 8's
+# construction occupation already above its level (ln -2.124 against -2.162; it dips to -2.192 and
+# comes back at step 268, the M-flow's step), and corrections._next_switch counts "first reaches the
+# level from seg_start on" as met at 224; an upward crossing is the likely fix.
 @pytest.mark.slow  # a departure run that documents a known miss: the full suite's
 @pytest.mark.xfail(
     strict=True,
