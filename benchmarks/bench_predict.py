@@ -290,12 +290,10 @@ def predict_icl(quick: bool, repeats: int) -> Outcome:
     )
 
 
-def predict_staircase(quick: bool, repeats: int) -> Outcome:
-    """Staircase, mlp tanh, width 4096, sigma0 1e-6, lr 0.05: predict against training."""
-    X, Y = nqf.get_task("staircase").generate(0)
-    arch = nqf.get_architecture("mlp", activation="tanh")
-    width, lr, sigma0 = 4096, 0.05, 1e-6
-    steps_list = [2000] if quick else [2000, 20000]
+def _tanh_mlp_against_training(source: dict, X, Y, *, width, lr, sigma0, steps_list, quick, repeats):
+    """(rows, params) of ``_versus_training`` (the independent loop included) for the tanh mlp on
+    (X, Y): the cases below differ only in their data and sizes."""
+    arch = nqf.get_architecture("mlp", activation="tanh", inputs=X.shape[1], outputs=Y.shape[1])
     rows = _versus_training(
         arch,
         X,
@@ -308,18 +306,37 @@ def predict_staircase(quick: bool, repeats: int) -> Outcome:
         repeats=repeats,
         independent=True,
     )
+    params = {
+        **source,
+        "arch": "mlp (tanh)",
+        "samples": int(X.shape[0]),
+        "d": arch.dim,
+        "width": width,
+        "lr": lr,
+        "sigma0": sigma0,
+        "steps": steps_list,
+    }
+    return rows, params
+
+
+def predict_staircase(quick: bool, repeats: int) -> Outcome:
+    """Staircase, mlp tanh, width 4096, sigma0 1e-6, lr 0.05: predict against training."""
+    X, Y = nqf.get_task("staircase").generate(0)
+    steps_list = [2000] if quick else [2000, 20000]
+    rows, params = _tanh_mlp_against_training(
+        {"task": "staircase"},
+        X,
+        Y,
+        width=4096,
+        lr=0.05,
+        sigma0=1e-6,
+        steps_list=steps_list,
+        quick=quick,
+        repeats=repeats,
+    )
     ratio = rows[0]["ratio_train_over_predict"]
     return Outcome(
-        params={
-            "task": "staircase",
-            "arch": "mlp (tanh)",
-            "samples": int(X.shape[0]),
-            "d": arch.dim,
-            "width": width,
-            "lr": lr,
-            "sigma0": sigma0,
-            "steps": steps_list,
-        },
+        params=params,
         rows=rows,
         summary={"ratio_train_over_predict_2000": ratio},
         targets={"predict >= 1000x faster than training at 2000 steps": ratio >= 1000},
@@ -334,32 +351,20 @@ def predict_iris(quick: bool, repeats: int) -> Outcome:
     from bench_first_call import IRIS, iris_arrays
 
     X, Y = iris_arrays()
-    arch = nqf.get_architecture("mlp", activation="tanh", inputs=X.shape[1], outputs=Y.shape[1])
-    width, lr, sigma0, steps = IRIS["width"], IRIS["lr"], IRIS["sigma0"], IRIS["steps"]
-    rows = _versus_training(
-        arch,
+    rows, params = _tanh_mlp_against_training(
+        {"data": "iris (scikit-learn), whitened"},
         X,
         Y,
-        width=width,
-        lr=lr,
-        sigma0=sigma0,
-        steps_list=[steps],
+        width=IRIS["width"],
+        lr=IRIS["lr"],
+        sigma0=IRIS["sigma0"],
+        steps_list=[IRIS["steps"]],
         quick=quick,
         repeats=repeats,
-        independent=True,
     )
     row = rows[0]
     return Outcome(
-        params={
-            "data": "iris (scikit-learn), whitened",
-            "arch": "mlp (tanh)",
-            "samples": int(X.shape[0]),
-            "d": arch.dim,
-            "width": width,
-            "lr": lr,
-            "sigma0": sigma0,
-            "steps": steps,
-        },
+        params=params,
         rows=rows,
         summary={
             "ratio_train_over_predict": row["ratio_train_over_predict"],

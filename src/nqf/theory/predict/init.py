@@ -20,8 +20,7 @@ from nqf.theory.predict.result import PredictConfig
 def initial_weights(arch: Architecture, config: PredictConfig, W0, dtype):
     """(W0 (d, n) as ``dtype``, whether it was given): ``W0`` checked, or drawn as ``nqf.train``
     draws it (``training_keys(config.seed)[0]``, scale ``config.sigma0``) when None."""
-    if W0 is None:
-        check_width(arch, config.width)
+    if W0 is None:  # init_weights checks the width
         return init_weights(arch, training_keys(int(config.seed))[0], config.width, float(config.sigma0), dtype), False
     W0 = np.asarray(W0)
     if W0.ndim != 2 or W0.shape[0] != arch.dim:
