@@ -159,7 +159,7 @@ def _same(a, b) -> bool:
     return json.dumps(dataclasses.asdict(a)) == json.dumps(dataclasses.asdict(b))
 
 
-def test_verdicts_of_builtin_architectures_are_kept_on_disk(monkeypatch, tmp_path):
+def test_verdicts_are_kept_on_disk(monkeypatch, tmp_path):
     monkeypatch.setattr(expansion, "_verdict_folder", lambda: str(tmp_path))
     expansion._clear_gate_cache()
     report = cached_expansion_check(_mlp("relu"))
@@ -176,10 +176,14 @@ def test_verdicts_of_builtin_architectures_are_kept_on_disk(monkeypatch, tmp_pat
     monkeypatch.setattr(expansion, "expansion_check", real)
     assert _same(cached_expansion_check(_mlp("relu")), report)
     assert json.loads(files[0].read_text())["kind"] == "not smooth"
-    # a user's unit has no stable name: memory only, no file
+    # a user's unit is kept too, keyed by what it computes: its own file, its own verdict
     expansion._clear_gate_cache()
-    cached_expansion_check(_user_unit(jnp.tanh))
-    assert len(list((tmp_path / "nqf-expansion").glob("*.json"))) == 1
+    assert cached_expansion_check(_user_unit(jnp.tanh)).applies
+    assert not cached_expansion_check(_user_unit(jax.nn.relu)).applies
+    assert len(list((tmp_path / "nqf-expansion").glob("*.json"))) == 3
+    expansion._clear_gate_cache()
+    monkeypatch.setattr(expansion, "expansion_check", lambda *a, **k: pytest.fail("checked again"))
+    assert cached_expansion_check(_user_unit(jnp.tanh)).applies
     expansion._clear_gate_cache()
 
 

@@ -27,7 +27,10 @@ low-rank block-factor form (``closed_form``) that downstream code uses.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, no_type_check
@@ -372,40 +375,96 @@ def describe_blocks(arch: Architecture, A: jax.Array | np.ndarray, atol: float =
     return [b for b in out if b["norm"] > atol]
 
 
-def _function_key(fn) -> Any:
-    """A function of a built-in architecture (defined in ``nqf.architectures``) by its module
-    and name, since a built-in architecture is determined by its options; any other
-    function by identity (the cache keeps it alive, so its id is not reused)."""
-    if fn is None:
+# -- what determines an architecture's results -----------------------------------------
+# Caches of compiled runs and of expansion verdicts are keyed by what the architecture
+# computes, not by the names of its functions: two Equinox modules of one class, a --unit
+# file edited between runs, or an activation registered under a name another script used,
+# differ only in what their functions compute. That is the jaxpr of the unit and of every
+# other function the architecture carries, traced for its shapes (milliseconds, once per
+# Architecture object). The unit and the router's functions are traced through their JVP,
+# so a custom_jvp rule (printed by name only in the primal jaxpr) is part of the key.
+_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _computation(arch: Architecture) -> Callable:
+    """One function of (w, x, X, logits) returning everything ``arch``'s functions compute."""
+    router, readout = arch.router, arch.readout
+
+    def computation(w, x, X, logits):
+        out: dict[str, Any] = {"unit": jax.jvp(lambda v: arch.unit(v, x), (w,), (w,))}
+        if arch.closed_form is not None:
+            out["closed_form"] = arch.closed_form(x)
+        if router is not None:
+            out["gate"] = jax.jvp(lambda v: router.gate_logit(v, x), (w,), (w,))
+            out["route"] = jax.jvp(router.route, (logits,), (logits,))
+        if readout is not None:
+            out["features"] = readout.features(w, X)
+        return out
+
+    return computation
+
+
+def _fingerprint(arch: Architecture) -> str | None:
+    """SHA-256 of the jaxpr (text, constants, output structure) of every function of ``arch``, or
+    None when tracing fails or the text names an object by its address (not stable)."""
+    float_dtype = jnp.result_type(float)
+    w = jax.tree_util.tree_map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype), arch.template)
+    x = jax.ShapeDtypeStruct(tuple(arch.input_shape), float_dtype)
+    X = jax.ShapeDtypeStruct((2, *arch.input_shape), float_dtype)
+    logits = jax.ShapeDtypeStruct((arch.router.units if arch.router is not None else 1,), float_dtype)
+    try:
+        closed, shapes = jax.make_jaxpr(_computation(arch), return_shape=True)(w, x, X, logits)
+    except Exception:  # noqa: BLE001 (a user's function that cannot be traced here: keyed by identity)
         return None
-    module, name = getattr(fn, "__module__", None) or "", getattr(fn, "__qualname__", None)
-    if name and module.startswith("nqf.architectures."):
-        return ("nqf", module, name)
-    return fn
+    text = f"{closed}\n{jax.tree_util.tree_structure(shapes)}"
+    if re.search(r"0x[0-9a-fA-F]{6,}", text):  # an object's address: not the same in another process
+        return None
+    digest = hashlib.sha256(text.encode())
+    for const in closed.consts:
+        array = np.ascontiguousarray(np.asarray(const))
+        digest.update(f"{array.shape}{array.dtype.str}".encode() + array.tobytes())
+    return digest.hexdigest()
+
+
+def fingerprint(arch: Architecture) -> str | None:
+    """What ``arch`` computes, as a hex SHA-256 stable across processes (None: not stable, see
+    :func:`arch_key`); remembered per Architecture object and float precision."""
+    dtype = str(jnp.result_type(float))
+    known = _FINGERPRINTS.setdefault(arch, {})
+    if dtype not in known:
+        known[dtype] = _fingerprint(arch)
+    return known[dtype]
+
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 
 
 def arch_key(arch: Architecture) -> Any:
-    """A hashable description of what the compiled run uses of ``arch`` (Architecture compares by identity)."""
-    template = (
-        jax.tree_util.tree_structure(arch.template),
-        tuple((tuple(leaf.shape), str(leaf.dtype)) for leaf in jax.tree_util.tree_leaves(arch.template)),
-    )
-    router = arch.router
-    key = (
+    """A hashable key for everything that determines ``arch``'s results: name, options, shapes,
+    the template's structure, and the :func:`fingerprint` of what its functions compute.
+
+    Equal keys mean equal computations (the traced jaxprs are equal). When the fingerprint is
+    not available (a function that cannot be traced for its shapes, a jaxpr or an option that
+    prints an object's address) the key holds the Architecture object itself: equal only to
+    itself, and never written to disk (:func:`stable_key`).
+    """
+    # the template by its leaves (names, shapes, dtypes): its treedef may print a module's static
+    # fields by address, and what they do is in the jaxprs
+    dtypes = [str(leaf.dtype) for leaf in jax.tree_util.tree_leaves(arch.template)]
+    template = tuple((b.name, b.shape, dtype) for b, dtype in zip(arch.blocks, dtypes, strict=True))
+    options = repr(arch.options)
+    computed = fingerprint(arch)
+    stable = computed is not None and not _ADDRESS.search(options)
+    return (
         arch.name,
-        arch.options,
+        options,
         tuple(arch.input_shape),
         arch.outputs,
         template,
-        _function_key(arch.unit),
-        _function_key(arch.closed_form),
-        None if router is None else (router.units, _function_key(router.gate_logit), _function_key(router.route)),
-        None
-        if arch.readout is None
-        else (arch.readout.block, _function_key(arch.readout.features), arch.readout.transposed),
+        ("jaxpr", computed) if stable else ("identity", arch),
     )
-    try:
-        hash(key)
-    except TypeError:  # unhashable options: fall back to the object itself
-        return ("identity", arch)
-    return key
+
+
+def stable_key(key: Any) -> bool:
+    """Whether an :func:`arch_key` is the same in every process (it holds no object identity)."""
+    return key[-1][0] == "jaxpr"

@@ -88,11 +88,12 @@ def label(arch: Architecture) -> str:
 
 # -- one theory gate for predict, compare and structure ----------------------------------
 # The check costs 0.2-1 s (it compiles a probe of the unit), so its verdict is kept:
-# in-process per architecture description and dtype, and on disk beside JAX's compilation
-# cache (when that is on) for built-in architectures, keyed by their description and the
-# nqf version. Inputs are deterministic: key(0) seeds the draws (``expansion_check``).
+# in-process per architecture key and dtype, and on disk beside JAX's compilation cache (when
+# that is on), keyed by the architecture key (``arch_key``: what its functions compute, as a
+# hash of their jaxprs) and the nqf version. Inputs are deterministic: key(0) seeds the draws
+# (``expansion_check``).
 GATE_SEED = 0
-_GATE_FORMAT = 1  # bump when expansion_check's verdicts change within one nqf version
+_GATE_FORMAT = 2  # bump when expansion_check's verdicts change within one nqf version
 _GATE_CACHE_SIZE = 128
 _GATE_MEMORY: OrderedDict = OrderedDict()
 _VERDICT_DIR = "nqf-expansion"  # a subdirectory of the compilation cache (JAX keeps only *-cache files there)
@@ -104,22 +105,6 @@ def _gate_key(arch: Architecture, dtype) -> tuple:
     return (arch_key(arch), np.dtype(dtype).name)
 
 
-def _is_builtin(key: tuple) -> bool:
-    """Whether an architecture description names only nqf's own functions (then it is stable across processes)."""
-    description = key[0]
-    if description[0] == "identity":
-        return False
-
-    def builtin(item) -> bool:
-        if callable(item) and not isinstance(item, type):
-            return False
-        if isinstance(item, tuple):
-            return all(builtin(v) for v in item)
-        return True
-
-    return builtin(description)
-
-
 def _verdict_folder() -> str | None:
     """JAX's compilation cache directory when the cache is on (None otherwise)."""
     return jax_option("jax_compilation_cache_dir") or None
@@ -128,7 +113,9 @@ def _verdict_folder() -> str | None:
 def _verdict_path(key: tuple) -> Path | None:
     """The file of a built-in architecture's verdict in the compilation cache's directory, or None."""
     folder = _verdict_folder()
-    if not folder or not _is_builtin(key):
+    from nqf.architectures.architecture import stable_key
+
+    if not folder or not stable_key(key[0]):
         return None
     from nqf.core.version import __version__
 
@@ -171,13 +158,14 @@ def _write_verdict(path: Path, report: ExpansionReport) -> None:
 def cached_expansion_check(arch: Architecture) -> ExpansionReport:
     """``expansion_check(arch, key=jax.random.key(GATE_SEED))`` in JAX's default float dtype, remembered.
 
-    In-process: per architecture description (name, options, shapes and unit functions:
-    built-in functions by name, a user's by identity) and dtype. On disk, when JAX's
-    compilation cache is on (``nqf.enable_compilation_cache``; the command line does it):
-    a small JSON file per built-in architecture under ``<cache>/nqf-expansion/``, named by
-    a hash of the description, the dtype, the nqf and JAX versions and the check's seed,
-    written atomically. A user's architecture is cached in-process only (its functions
-    have no stable name).
+    In-process: per :func:`~nqf.architectures.architecture.arch_key` (name, options, shapes
+    and the hash of the jaxprs of the unit and its other functions: two modules of one class
+    that compute different things never share a verdict) and dtype. On disk, when JAX's
+    compilation cache is on (``nqf.enable_compilation_cache``; the command line does it): a
+    small JSON file per architecture under ``<cache>/nqf-expansion/``, named by a hash of that
+    key, the dtype, the nqf and JAX versions and the check's seed, written atomically. An
+    architecture whose key holds its identity (a function that cannot be traced for its
+    shapes) is cached in-process only.
     """
     dtype = jnp.result_type(float)
     key = _gate_key(arch, dtype)

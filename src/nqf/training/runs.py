@@ -32,10 +32,10 @@ Compiled runs are reused. ``train`` and ``train_sweep`` keep one jitted function
 the batch key and the learning rate are its traced arguments, so calls that differ only in seed, sigma0, lr, W0
 or data values, with equal shapes and dtypes, run the same executable without compiling
 again. The static settings are optimizer, steps, batch_size, beta, eps, model and
-checkpoints. An architecture is keyed by a
-description, not its identity: name, options, input shape, outputs, parameter template
-and its functions, where the functions of built-in architectures count by name (a
-built-in architecture is determined by its options) and any other function by identity.
+checkpoints. An architecture is keyed by what determines its results, not by its identity
+(``nqf.architectures.architecture.arch_key``): name, options, input shape, outputs, parameter
+template, and a hash of the jaxprs its functions trace to, so two modules of one class that
+compute different things never share a compiled run.
 """
 
 from __future__ import annotations

@@ -89,7 +89,9 @@ class SharedRuns:
         s, k = np.asarray(sigma0s, dtype=np.float64).ravel(), np.asarray(seeds).ravel()
         if s.size != 1 or k.size != 1 or s[0] not in self.sigma0s or int(k[0]) not in self.seeds:
             return self._train_sweep(arch, X, Y, config, sigma0s, seeds, basis=basis)
-        key = (id(arch), replace(config, sigma0=0.0, seed=0), _digest(X, Y), None if basis is None else _digest(basis))
+        from nqf.architectures.architecture import arch_key  # an id() could be reused by another architecture
+
+        key = (arch_key(arch), replace(config, sigma0=0.0, seed=0), _digest(X, Y), None if basis is None else _digest(basis))
         if key not in self._runs:
             start = time.perf_counter()
             try:
