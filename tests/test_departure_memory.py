@@ -1,8 +1,8 @@
-"""The departure's memory (issue 22): the unlearned rows' maps built all at once (``dense``), in
-chunks of basis directions (``chunked``) or applied each step (``matrix_free``) give the same
-numbers; the memory formula (``departure_plateaus.map_bytes``, used by
-``nqf.comparison.limits.departure_cost``) against the buffer sizes XLA compiles, and the
-refusal before compute."""
+"""The departure's memory (issue 22): the unlearned rows' maps built from the units' own
+derivatives (``factored``), all at once (``dense``), in chunks of basis directions (``chunked``)
+or applied each step (``matrix_free``) give the same numbers; the memory formula
+(``departure_plateaus.map_bytes``, used by ``nqf.comparison.limits.departure_cost``) against the
+buffer sizes XLA compiles, and the refusal before compute."""
 
 import jax
 import jax.numpy as jnp
@@ -51,13 +51,13 @@ def test_every_path_gives_the_dense_numbers(model, construction, optimizer):
     assert dense.path == "dense" and dense.chunk == D0.size
     reference = [np.asarray(a) for a in dense.run(D0, V0, gaps)]
     assert reference[0][-1].max() > 0
-    for path, chunk in (("chunked", 5), ("matrix_free", None)):
+    for path, chunk in (("factored", 7), ("chunked", 5), ("matrix_free", None)):
         other = dp.UnlearnedMap(*common, path=path, chunk=chunk)
         assert other.path == path
         for got, want in zip(other.run(D0, V0, gaps), reference, strict=True):
             assert_allclose(np.asarray(got), want, rtol=0, atol=1e-10 * np.abs(want).max())
-        if path == "chunked":
-            assert other.chunk == 5
+        if path in ("factored", "chunked"):
+            assert other.chunk == chunk  # samples a chunk (factored), directions a chunk (chunked)
             assert_allclose(np.asarray(other.J), np.asarray(dense.J), rtol=0, atol=1e-12 * np.abs(dense.J).max())
             assert_allclose(other.lowest, dense.lowest, rtol=1e-10)
         else:
@@ -65,10 +65,10 @@ def test_every_path_gives_the_dense_numbers(model, construction, optimizer):
 
 
 @pytest.mark.slow  # heavy for the dev loop (make test-fast); CI runs it
-def test_corrections_the_same_on_the_dense_and_the_chunked_path(monkeypatch):
-    """The whole corrected switch-on steps with every map dense (a budget they all fit) and
-    every map pushed one direction at a time (a budget of one byte): the same steps, orders,
-    plateau losses and curvatures."""
+def test_corrections_the_same_on_every_path(monkeypatch):
+    """The whole corrected switch-on steps with every map factored (the default), dense by
+    Hessian-vector products (a budget they all fit) and pushed one direction at a time (a budget
+    of one byte): the same steps, orders, plateau losses and curvatures."""
     p = predict(TANH, X, Y, PredictConfig(width=8, lr=0.05, steps=400, sigma0=1e-6))
     assert np.isfinite(p.mflow_switch_steps).sum() >= 2
     paths = []
@@ -80,21 +80,25 @@ def test_corrections_the_same_on_the_dense_and_the_chunked_path(monkeypatch):
 
     monkeypatch.setattr(dp.UnlearnedMap, "__init__", record)
     found = {}
-    for budget in (2.0**40, 1.0):
+    for label, budget, expected in (
+        ("factored", 2.0**25, ("factored", X.shape[0])),
+        ("dense", 2.0**40, ("dense", 12 * 8)),
+        ("chunked", 1.0, ("chunked", 1)),
+    ):
         monkeypatch.setattr(dp, "MAP_BYTES", budget)
+        if label != "factored":
+            monkeypatch.setattr(dp, "factorable", lambda arch, model: False)
         paths.clear()
-        found[budget] = corrected_switch_steps(TANH, X, Y, p)
-        expected = ("dense", 12 * 8) if budget > 1 else ("chunked", 1)
+        found[label] = corrected_switch_steps(TANH, X, Y, p)
         assert paths and set(paths) == {expected}
-    (steps_d, order_d, plateau_d, curvature_d, notes_d), (steps_c, order_c, plateau_c, curvature_c, notes_c) = (
-        found.values()
-    )
-    assert order_d == order_c and notes_d == notes_c
-    for construction in steps_d:
-        assert_allclose(steps_c[construction], steps_d[construction], rtol=0, atol=1e-9)
-    for model in plateau_d:
-        assert_allclose(plateau_c[model], plateau_d[model], rtol=1e-12)
-        assert_allclose(curvature_c[model], curvature_d[model], rtol=1e-10, atol=1e-14)
+    reference = found.pop("factored")
+    for steps, order, plateau, curvature, notes in found.values():
+        assert order == reference[1] and notes == reference[4]
+        for construction in steps:
+            assert_allclose(steps[construction], reference[0][construction], rtol=0, atol=1e-9)
+        for model in plateau:
+            assert_allclose(plateau[model], reference[2][model], rtol=1e-12)
+            assert_allclose(curvature[model], reference[3][model], rtol=1e-10, atol=1e-14)
 
 
 def _xla_temp(arch, model, construction, args, chunk):
@@ -119,7 +123,7 @@ def test_memory_formula_against_the_compiled_buffers(inputs, outputs, samples, w
     args = _plateau(arch, samples, width)
     budget = dp.map_budget()
     for model, construction in VARIANTS:
-        path, chunk = dp.choose_path(arch, samples, width, budget, model, construction)
+        path, chunk = dp.hvp_path(arch, samples, width, budget, model, construction)
         assert path in ("dense", "chunked")
         estimate = dp.map_bytes(arch, model, construction, samples, width, dp.held_directions(arch.dim * width, chunk))
         temp = _xla_temp(arch, model, construction, args, chunk)
@@ -143,12 +147,31 @@ def test_memory_formula_reproduces_the_breast_cancer_allocation():
     assert dense > 20e9
     estimate = dp.map_bytes(arch, "quadratic", "linearised", N, width, arch.dim * width)
     assert 0.5 < estimate / dense < 2.0
-    path, chunk = dp.choose_path(arch, N, width, model="quadratic", construction="linearised")
+    path, chunk = dp.hvp_path(arch, N, width, model="quadratic", construction="linearised")
     assert path == "chunked" and chunk == 1  # one direction already holds ~42 MB
     temp = _xla_temp(arch, "quadratic", "linearised", args, chunk)
     assert 0.5 < dp.map_bytes(arch, "quadratic", "linearised", N, width, chunk) / temp < 2.0
+    # the factored path (the default for a sum over units) stays within the budget too
+    assert dp.choose_path(arch, N, width, model="quadratic", construction="linearised")[0] == "factored"
     nbytes, seconds, chosen = limits.departure_cost(arch, N, width, 600)
-    assert chosen == "chunked" and nbytes < 2**30 and seconds > limits.ANNOUNCE_AFTER_S
+    assert chosen == "factored" and nbytes < 2**30 and seconds > limits.ANNOUNCE_AFTER_S
+
+
+def test_factored_builder_memory_within_its_budget():
+    """The factored map builder's compiled buffers (XLA's memory analysis) for the chunk
+    factored_chunk picks stay within 2x of the budget plus the matrix it returns."""
+    arch = mlp(inputs=6, outputs=10, activation="tanh")
+    N, width = 569, 64
+    Wstar, QU, Xs, Ys, D0 = _plateau(arch, N, width)
+    budget = dp.map_budget()
+    chunk = min(dp.factored_chunk(arch, width, budget), N)
+    for model in ("network", "quadratic"):
+        lowered = dp._factored_force.lower(arch, model, "squared", "linearised", Wstar, QU, Xs, Ys, D0, chunk)
+        temp = dp._temp_bytes(lowered.compile())
+        if temp is None:
+            pytest.skip("this backend reports no buffer sizes")
+        matrix = 8.0 * (arch.dim * width) ** 2
+        assert temp <= 2 * budget + 3 * matrix, (model, temp, budget, matrix)
 
 
 def test_check_departure_refuses_before_compute_and_announces(monkeypatch, capsys):
@@ -156,7 +179,7 @@ def test_check_departure_refuses_before_compute_and_announces(monkeypatch, capsy
     arch = mlp(inputs=6, outputs=10, activation="tanh")
     monkeypatch.setattr(limits, "available_bytes", lambda: 64 * 2**30)
     limits.check_departure(arch, 569, 64, 600, "squared", "auto", "gd")
-    assert "note: departure (--departure; the unlearned rows' maps chunked, d n = 1024)" in capsys.readouterr().err
+    assert "note: departure (--departure; the unlearned rows' maps factored, d n = 1024)" in capsys.readouterr().err
     with pytest.raises(NqfError, match=r"the departure \(--departure\) .* needs about .* of memory"):
         limits.check_departure(arch, 569, 200_000, 600, "squared", "auto", "gd")
     monkeypatch.setattr(limits, "available_bytes", lambda: 2**30)  # half a GiB usable: the runtime alone

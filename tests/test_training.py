@@ -219,7 +219,7 @@ def test_config_errors():
         TrainConfig(model="mflow")
     with pytest.raises(NqfError, match="underflows float32"):
         train(ARCH, X, Y, TrainConfig(sigma0=1e-30, dtype="float32", steps=2))
-    with pytest.raises(NqfError, match="targets must have shape"):
+    with pytest.raises(NqfError, match="targets Y must have shape"):
         train(ARCH, X, Y[:, :2], TrainConfig(steps=2))
     with pytest.raises(NqfError, match="mode basis"):
         train(ARCH, X, Y, TrainConfig(steps=2), basis=np.eye(5))

@@ -41,6 +41,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from nqf.architectures.structure import BlockFactors, BlockTerm, DenseStructure, Structure
+from nqf.core.arguments import check_count, is_integer
 from nqf.core.errors import NqfError
 from nqf.core.programs import to_device
 from nqf.core.sampling import standard_normal
@@ -161,8 +162,14 @@ class Architecture:
                     f"architecture {self.name!r}: template leaves must be arrays or jax.ShapeDtypeStruct, got "
                     f"{type(leaf).__name__}"
                 )
-        if self.outputs < 1:
-            raise NqfError(f"architecture {self.name!r}: outputs must be >= 1")
+        shape = self.input_shape
+        if not isinstance(shape, (tuple, list)) or not all(is_integer(s) and int(s) >= 1 for s in shape):
+            raise NqfError(
+                f"architecture {self.name!r}: input_shape must be a tuple of positive integers, got {shape!r}"
+            )
+        if not is_integer(self.outputs) or self.outputs < 1:
+            raise NqfError(f"architecture {self.name!r}: outputs must be a positive integer, got {self.outputs!r}")
+        self._check_unit_output()
         if self.readout is not None:
             size = self.block(self.readout.block).stop - self.block(self.readout.block).start
             if size % self.outputs:
@@ -170,6 +177,21 @@ class Architecture:
                     f"architecture {self.name!r}: the readout block {self.readout.block!r} has {size} entries, "
                     f"not a multiple of outputs = {self.outputs}, so it is no (K, r) readout"
                 )
+
+    def _check_unit_output(self) -> None:
+        """NqfError when the unit returns other than ``outputs`` numbers for one input (traced for
+        shapes only: milliseconds). A unit that cannot be traced here fails where it is first used."""
+        x = jax.ShapeDtypeStruct(tuple(self.input_shape), jnp.result_type(float))
+        try:
+            out = jax.eval_shape(self.unit, self.template, x)
+        except Exception:  # noqa: BLE001 (the user's function: its own error, where it is called)
+            return
+        shape = getattr(out, "shape", None)
+        if shape is not None and math.prod(shape) != self.outputs:  # what effective_unit reshapes to (K,)
+            raise NqfError(
+                f"architecture {self.name!r}: the unit returns shape {tuple(shape)} for one input of shape "
+                f"{tuple(self.input_shape)}, but outputs = {self.outputs} asks for shape ({self.outputs},)"
+            )
 
     # -- parameter layout -------------------------------------------------------------
     @property
@@ -225,6 +247,9 @@ class Architecture:
 
 
 def check_width(arch: Architecture, n: int) -> None:
+    """NqfError unless ``n`` units is a width ``arch`` can take: a positive integer, the number of
+    experts of a gate across units."""
+    check_count("width", n)
     if arch.router is not None and n != arch.router.units:
         raise NqfError(
             f"{arch.name}: the gate is defined over {arch.router.units} experts, so the width must be "
@@ -306,6 +331,10 @@ def network_batch(
 def structure_matrix(arch: Architecture, x: Float[ArrayLike, "*input"]) -> Float[Array, "K d d"]:
     """A(x) by the generic route: (1/2) Hessian of g0 phi at w = 0. Returns (K, d, d)."""
     x = jnp.asarray(x)
+    if tuple(x.shape) != tuple(arch.input_shape):  # one input, not a batch (``structure`` takes those)
+        raise NqfError(
+            f"{arch.name}: structure_matrix takes one input x of shape {tuple(arch.input_shape)}, got {tuple(x.shape)}"
+        )
     zero = jnp.zeros((arch.dim,), dtype=jnp.result_type(x.dtype, float))
     return 0.5 * jax.hessian(arch.effective_unit)(zero, x)
 

@@ -93,7 +93,7 @@ def label(arch: Architecture) -> str:
 # hash of their jaxprs) and the nqf version. Inputs are deterministic: key(0) seeds the draws
 # (``expansion_check``).
 GATE_SEED = 0
-_GATE_FORMAT = 2  # bump when expansion_check's verdicts change within one nqf version
+_GATE_FORMAT = 3  # bump when expansion_check's verdicts change within one nqf version (3: not finite at w = 0)
 _GATE_CACHE_SIZE = 128
 _GATE_MEMORY: OrderedDict = OrderedDict()
 _VERDICT_DIR = "nqf-expansion"  # a subdirectory of the compilation cache (JAX keeps only *-cache files there)

@@ -15,6 +15,8 @@ remainder ratio
 is measured over a ladder of eps and its log-log slope fitted (the remainder order:
 1 for a cubic remainder, 2 for a quartic one). Verdicts, tested in this order:
 
+- not finite at w = 0 (reported as not smooth): phi(0, x), its gradient, A(x) or phi(eps w, x)
+  is NaN or infinite at a probe point (log |w|, 1/w, sqrt|w|): there is no expansion to test;
 - not smooth at w = 0: the autodiff Taylor polynomial phi(0) + eps grad.w + eps^2 w^T A w
   does not describe phi (its remainder ratio does not fall): relu, abs (where autodiff
   returns one-sided derivatives), hard top-k routing;
@@ -161,6 +163,41 @@ def _nothing_to_reduce(fields: dict[str, Any]) -> ExpansionReport:
         ratios=tuple(0.0 for _ in eps),
         rounding_floor=tuple(math.inf for _ in eps),
         **fields,
+    )
+
+
+def finiteness_verdict(arch: Architecture, unit: UnitProbe, eps: tuple[float, ...], dtype) -> ExpansionReport | None:
+    """0. The expansion is about w = 0, so the unit must be finite there and near it: phi(0, x),
+    grad_w phi(0, x), w^T A(x) w and phi(eps w, x) at every probe point. A ``not smooth`` report
+    naming the first that is not (a log or a division by the weights, sqrt|w|), else None: the
+    ratios of the later verdicts compare NaN, which no verdict would catch."""
+    probes = (
+        ("phi(0, x)", unit.value0),
+        ("|grad_w phi(0, x)|", unit.grad_norm),
+        ("w^T A(x) w (A the Hessian at w = 0)", unit.quad),
+        ("phi(eps w, x)", unit.values),
+    )
+    bad = [(what, values[~np.isfinite(values)]) for what, values in probes if not np.all(np.isfinite(values))]
+    if not bad:
+        return None
+    what, values = bad[0]
+    return ExpansionReport(
+        architecture=arch.name,
+        applies=False,
+        kind=NOT_SMOOTH,
+        reason=(
+            f"not finite at w = 0: {what} = {float(values[0])} at a probe input (standard normal x); "
+            "the theory expands the unit about w = 0"
+        ),
+        remainder_order=math.nan,
+        value_at_zero=float(np.max(np.abs(unit.value0))),
+        gradient_at_zero=float(np.max(unit.grad_norm)),
+        quadratic_scale=math.nan,
+        leading_order=math.nan,
+        eps=eps,
+        ratios=tuple(math.nan for _ in eps),
+        rounding_floor=tuple(math.nan for _ in eps),
+        dtype=str(np.dtype(dtype)),
     )
 
 
@@ -313,7 +350,8 @@ def expansion_check(
 
     Returns:
         An :class:`ExpansionReport`; see the module docstring for the verdicts, tested in order:
-        :func:`smoothness_verdict`, :func:`linear_term_verdict`, :func:`quadratic_form_verdict`,
+        :func:`finiteness_verdict`, :func:`smoothness_verdict`, :func:`linear_term_verdict`,
+        :func:`quadratic_form_verdict`,
         :func:`gate_verdict`, else :func:`applies_verdict`.
     """
     dtype = jnp.result_type(float)
@@ -322,6 +360,9 @@ def expansion_check(
     samples = draw_samples(arch, key, num_inputs, dtype)
     fns = unit_functions(arch, dtype)
     unit = probe_unit(fns, samples, eps, dtype)
+    report = finiteness_verdict(arch, unit, eps, dtype)
+    if report is not None:
+        return report
     ladder = Ladder.of(eps, dtype, unit.values)
     scale = ladder.scale(unit.quad, unit.values[0])
     fields = _common_fields(arch, unit, ladder, scale, dtype)

@@ -29,8 +29,12 @@ from nqf.cli import reproduce as _reproduce  # noqa: E402,F401
 from nqf.cli import store as _store  # noqa: E402,F401
 from nqf.cli import structure as _structure  # noqa: E402,F401
 from nqf.cli import sweep as _sweep  # noqa: E402,F401
-from nqf.cli.app import app, start_jax  # noqa: F401 (the package's API)
+from nqf.cli.app import app, interrupted_line, on_interrupt_keeps, start_jax  # noqa: F401 (the package's API)
 from nqf.core.errors import NqfError
+
+# os._exit as it was at start: while a --unit's code runs, os._exit raises (nqf.cli._unit.user_code),
+# and the interrupt paths below must still be able to leave at once
+_exit_now = os._exit
 
 # Warnings of these categories from numerical code are noise for a CLI user: bad input is
 # reported as an error of its own, and results carry their own flags (diverged runs, notes)
@@ -61,9 +65,20 @@ def main(argv: list[str] | None = None) -> None:
     error (the error line says what went wrong), else shown once each after the command,
     except numerical ones (RuntimeWarning such as overflow, ComplexWarning), which never
     reach the user. Ctrl-C (SIGINT) prints ``interrupted: ...`` and exits 130, no traceback:
-    outputs are written at the end (atomically), so nothing was written.
+    outputs are written at the end (atomically), so nothing was written, unless the command
+    stores results as it goes (``nqf sweep``), which then says what is stored
+    (``nqf.cli.app.on_interrupt_keeps``).
     """
+    if _stdout_closed(console_script=argv is None):
+        # started with `>&-`: nothing could take the results, and the first file opened would
+        # become descriptor 1, where anything printed would land; refuse before any work
+        _stdout_to_devnull()
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives until exit)
+        print("error: the standard output is closed; nqf prints its results there (redirect it to a file "
+              "or to /dev/null)", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     interrupted: list[bool] = []
+    on_interrupt_keeps(None)  # a command that stores as it goes says so again (tests call main repeatedly)
     if argv is None and not isinstance(sys.stdout, _StdoutReaderMayLeave):  # the console script
         sys.stdout = _StdoutReaderMayLeave(sys.stdout)
     previous = _watch_interrupt(interrupted, stuck_exit=argv is None)
@@ -82,14 +97,14 @@ def main(argv: list[str] | None = None) -> None:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
     if interrupted and code == 130:
-        print("interrupted: nothing was written", file=sys.stderr)
+        print(interrupted_line(), file=sys.stderr)
         if argv is None:  # the console script: nothing is left to clean up
             # JAX's threads may still be compiling or computing; interpreter shutdown under
             # them can crash (seen: SIGSEGV, exit -11, after Ctrl-C in `nqf compare`), so
             # leave without it
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(130)
+            _exit_now(130)
     if not failed:
         _show_kept(caught)
     if code not in (0, None):
@@ -173,10 +188,10 @@ def _watch_stuck_main_thread(interrupted: list[bool], handler) -> None:
                 time.sleep(0.05)
             if not interrupted:  # the main thread is inside compiled code and cannot hear it
                 try:
-                    sys.stderr.write("interrupted: nothing was written\n")
+                    sys.stderr.write(interrupted_line() + "\n")
                     sys.stderr.flush()
                 finally:
-                    os._exit(130)
+                    _exit_now(130)
 
     threading.Thread(target=watch, name="nqf-interrupt-watch", daemon=True).start()
 
@@ -251,6 +266,20 @@ class _StdoutReaderMayLeave:
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
+
+
+def _stdout_closed(console_script: bool) -> bool:
+    """Whether there is no standard output: Python found descriptor 1 closed at start (sys.stdout is
+    None), or, for the console script, descriptor 1 is not open now."""
+    if sys.stdout is None:
+        return True
+    if not console_script:
+        return False
+    try:
+        os.fstat(1)
+    except OSError:
+        return True
+    return False
 
 
 def _stdout_to_devnull() -> None:

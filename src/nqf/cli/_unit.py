@@ -16,7 +16,8 @@ compare: the task's, for ``--task npz`` its file's). A unit whose shapes disagre
 with the data's is an error. Every failure is one ``error:`` line and exit 2: a
 missing file, not a .py file, no ``:FUNCTION`` part, no such function, an exception
 while running the file or the function (its type and message), a result of another
-kind, a module without floating-point arrays.
+kind, a module without floating-point arrays, a call of ``os._exit`` (:func:`user_code`).
+What the file and the function print goes to stderr: nqf's stdout (``--json``) stays nqf's.
 
 Outputs name the unit ``FILE.py:FUNCTION`` (the file's name, without its folder; a
 returned Architecture keeps its own name). The file's folder is not added to
@@ -25,14 +26,16 @@ returned Architecture keeps its own name). The file's folder is not added to
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import inspect
 import itertools
+import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from nqf.core.errors import NqfError
 
@@ -66,6 +69,72 @@ def parse_unit_spec(spec: str) -> tuple[Path, str]:
     return path, function
 
 
+class UnitExited(Exception):
+    """A user's unit called ``os._exit``, which nqf turns into this error while the unit's code runs."""
+
+
+@contextlib.contextmanager
+def output_to_stderr() -> Iterator[None]:
+    """What is printed inside the block goes to stderr, never into nqf's output on stdout
+    (``--json``): ``sys.stdout`` and file descriptor 1 both (C extensions, ``os.write(1, ...)``)."""
+    sys.stdout.flush()
+    saved_fd = _point_stdout_at_stderr()
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved_fd is not None:
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)
+
+
+def unit_computing(unit: str | None) -> contextlib.AbstractContextManager:
+    """For a command run with ``--unit``: :func:`output_to_stderr` around its computations, where
+    the unit's own code runs again (a ``print`` in its ``__call__`` runs whenever JAX traces it)."""
+    return output_to_stderr() if unit is not None else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def user_code(spec: str) -> Iterator[None]:
+    """Run a user's file or function: what it prints goes to stderr (:func:`output_to_stderr`),
+    and ``os._exit``, which would end nqf at once with the status the unit chose and no output,
+    raises :class:`UnitExited` instead (a one-line error). The limit: only ``os._exit`` (and
+    ``posix._exit``, the same function) while the file runs, the function is called and the unit
+    is first evaluated; other ways to end a process (``os.kill``, ``os.abort``, a crash in C) end
+    nqf as they would any program, with their own status, never 0."""
+    real_exit = os._exit
+
+    def refuse_exit(status: int) -> NoReturn:
+        raise UnitExited(f"--unit {spec}: the unit called os._exit({status}), which would end nqf without its output")
+
+    native = sys.modules.get(os.name)  # posix (or nt): where os._exit comes from, reachable as well
+    patched = [m for m in (os, native) if m is not None and getattr(m, "_exit", None) is real_exit]
+    for module in patched:
+        module._exit = refuse_exit  # type: ignore[attr-defined]
+    try:
+        with output_to_stderr():
+            yield
+    finally:
+        for module in patched:
+            module._exit = real_exit  # type: ignore[attr-defined]
+
+
+def _point_stdout_at_stderr() -> int | None:
+    """Descriptor 1 pointed at descriptor 2; returns a copy of the old descriptor 1 (None when
+    there is none to move: then only Python-level writes are redirected)."""
+    try:
+        saved = os.dup(1)
+    except OSError:
+        return None
+    try:
+        os.dup2(2, 1)
+    except OSError:
+        os.close(saved)
+        return None
+    return saved
+
+
 def _error(err: BaseException) -> str:
     text = " ".join(str(err).split())
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
@@ -84,9 +153,13 @@ def load_function(spec: str):
     dont_write = sys.dont_write_bytecode
     sys.dont_write_bytecode = True  # nothing written next to the user's file
     try:
-        module_spec.loader.exec_module(module)
+        with user_code(spec):
+            module_spec.loader.exec_module(module)
     except KeyboardInterrupt:
         raise
+    except UnitExited as err:
+        sys.modules.pop(name, None)
+        raise NqfError(f"{err} (while running {path})") from None
     except BaseException as err:  # SystemExit, GeneratorExit, ...: a user's file, one line
         sys.modules.pop(name, None)
         raise NqfError(f"--unit {spec}: running {path} raised {_error(err)}") from None
@@ -124,9 +197,12 @@ def _call(spec: str, fn, input_shape, outputs):
                 "or the keyword arguments input_shape and outputs"
             )
     try:
-        return fn(**kwargs)
+        with user_code(spec):
+            return fn(**kwargs)
     except KeyboardInterrupt:
         raise
+    except UnitExited as err:
+        raise NqfError(str(err)) from None
     except BaseException as err:  # SystemExit, GeneratorExit, ...: a user's function, one line
         raise NqfError(f"--unit {spec}: the function raised {_error(err)}") from None
 
@@ -247,10 +323,13 @@ def check_finite_at_zero(spec: str, arch) -> None:
 
     x = jnp.asarray(np.random.default_rng(0).standard_normal(arch.input_shape))
     try:
-        value = np.asarray(arch.effective_unit(jnp.zeros((arch.dim,), dtype=x.dtype), x))
-        second = np.asarray(structure_matrix(arch, x))
+        with user_code(spec):  # the unit's own code runs (traced) here for the first time
+            value = np.asarray(arch.effective_unit(jnp.zeros((arch.dim,), dtype=x.dtype), x))
+            second = np.asarray(structure_matrix(arch, x))
     except KeyboardInterrupt:
         raise
+    except UnitExited as err:
+        raise NqfError(str(err)) from None
     except NqfError:
         raise
     except BaseException as err:
@@ -292,6 +371,17 @@ def data_shapes(X, Y, loss: str = "squared") -> tuple[tuple[int, ...], int]:
     return tuple(int(s) for s in np.shape(X)[1:]), outputs
 
 
+def check_task_file(task_name: str, options: dict[str, Any]) -> None:
+    """The npz task's file checked before the task reads it (``nqf.core.input_files.check_npz``:
+    its arrays' headers against the file's size and the memory), so that a forged or huge file
+    is one line, not an allocation."""
+    path = options.get("path")
+    if task_name == "npz" and isinstance(path, str) and path:
+        from nqf.core.input_files import check_npz
+
+        check_npz(path, ("X", "Y"), owner="task npz: ")
+
+
 def resolve_task_and_unit(task_name: str, spec: str, args: list[str]):
     """compare: the Task and the ``--unit`` Architecture, extra options split between them
     (``--inputs`` goes to both when the task has it too)."""
@@ -300,6 +390,7 @@ def resolve_task_and_unit(task_name: str, spec: str, args: list[str]):
 
     task_label = f"task {task_name}"
     parsed = parse_factory_options(args, {task_label: task_options(task_name), _LABEL: OPTIONS})
+    check_task_file(task_name, parsed[task_label])
     task = get_task(task_name, **parsed[task_label])
     if isinstance(task, Npz):
         X, Y = task.load()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -107,6 +108,56 @@ def _root(
 ) -> None:
     """Neural Quadratic Forms."""
     _settings.update(cache=not no_cache, cache_dir=None, pruned=False)
+
+
+# what an interrupted command keeps, for its ``interrupted: ...`` line (printed by ``nqf.cli.main``,
+# or by its watcher thread while the main thread is stuck in compiled code): a command that
+# stores results as it goes sets a function saying what is stored; the others write their files
+# at the end, atomically, so nothing was written
+_kept_on_interrupt: list[Callable[[], str]] = []
+
+
+def on_interrupt_keeps(kept: Callable[[], str] | None) -> None:
+    """Set (or with None clear) the function that says what an interrupt leaves stored."""
+    _kept_on_interrupt[:] = [] if kept is None else [kept]
+
+
+def interrupted_line() -> str:
+    """The line printed after Ctrl-C: what was kept (``on_interrupt_keeps``), else that nothing was written."""
+    if not _kept_on_interrupt:
+        return "interrupted: nothing was written"
+    try:
+        return f"interrupted: {_kept_on_interrupt[0]()}"
+    except Exception:  # counting what was stored failed (a store removed meanwhile): say it plainly
+        return "interrupted: what was stored before the interrupt is kept; run the same command again to resume"
+
+
+# worker processes per core that --jobs may ask for: each worker is a Python process with its own
+# JAX (~0.3 GiB), so far more than the cores only adds memory and contention
+JOBS_PER_CORE = 4
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
+def check_jobs(jobs: int) -> int:
+    """``--jobs`` when it is positive and at most ``JOBS_PER_CORE`` workers per usable core; else NqfError."""
+    from nqf.core.errors import NqfError
+
+    if jobs < 1:
+        raise NqfError(f"--jobs must be a positive integer, got {jobs}")
+    cores = usable_cores()
+    if jobs > JOBS_PER_CORE * cores:
+        raise NqfError(
+            f"--jobs {jobs} is more workers than this machine runs well: at most {JOBS_PER_CORE * cores} "
+            f"({JOBS_PER_CORE} per core, {cores} core(s)); each worker is a process of its own"
+        )
+    return jobs
 
 
 def start_jax() -> None:

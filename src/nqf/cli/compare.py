@@ -51,7 +51,7 @@ from nqf.core.optimizers import OPTIMIZERS, RATE_OPTIMIZERS
 
 from ._options import parse_factory_options
 from ._settings import setting
-from ._unit import UNIT_HELP, parse_unit_spec, resolve_task_and_unit
+from ._unit import UNIT_HELP, check_task_file, parse_unit_spec, resolve_task_and_unit, unit_computing
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -100,6 +100,7 @@ def resolve_task_and_arch(task_name: str, arch_name: str | None, args: list[str]
     if arch_label is not None:
         owners[arch_label] = architecture_options(arch_label)  # raises for an unknown architecture
     parsed = parse_factory_options(args, owners)
+    check_task_file(task_name, parsed[task_label])
     task = get_task(task_name, **parsed[task_label])
     natural_name, natural_options = task.natural_architecture()
     if arch_name is None or arch_name == natural_name:
@@ -243,22 +244,23 @@ def run_compare_command(args: CompareArgs) -> None:
     from nqf.comparison.compare import compare
 
     config = compare_config(args, chosen)
-    if args.unit is not None:
-        the_task, architecture = resolve_task_and_unit(args.task, args.unit, list(args.extra))
-    else:
-        the_task, architecture = resolve_task_and_arch(args.task, args.arch, list(args.extra))
-    if args.departure:  # one departure per M-flow and seed, after the training: its memory and time
-        flows = tuple(config.flows)
-        check_departure(
-            architecture, task_samples(the_task), args.width, args.steps, "squared", "auto", flows[0],
-            runs=len(flows) * args.seeds,
-        )  # fmt: skip
-    check_compare(the_task, architecture, args.width, args.steps, args.seeds, chosen)
-    comparison = compare(the_task, architecture, config)
-    result = comparison.to_json()
-    matched = finish_comparison(comparison, result, args.csv_dir, measured)  # the overlay block; the tables
-    if args.plot is not None:
-        write_plot(comparison, args.plot, matched)
+    with unit_computing(args.unit):  # a unit's prints (it is traced again) never reach stdout
+        if args.unit is not None:
+            the_task, architecture = resolve_task_and_unit(args.task, args.unit, list(args.extra))
+        else:
+            the_task, architecture = resolve_task_and_arch(args.task, args.arch, list(args.extra))
+        if args.departure:  # one departure per M-flow and seed, after the training: its memory and time
+            flows = tuple(config.flows)
+            check_departure(
+                architecture, task_samples(the_task), args.width, args.steps, "squared", "auto", flows[0],
+                runs=len(flows) * args.seeds,
+            )  # fmt: skip
+        check_compare(the_task, architecture, args.width, args.steps, args.seeds, chosen)
+        comparison = compare(the_task, architecture, config)
+        result = comparison.to_json()
+        matched = finish_comparison(comparison, result, args.csv_dir, measured)  # the overlay block; the tables
+        if args.plot is not None:
+            write_plot(comparison, args.plot, matched)
     if args.as_json:
         print(json.dumps(result, allow_nan=False))
         return

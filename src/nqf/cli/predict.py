@@ -47,18 +47,23 @@ from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT
 
 from ._options import parse_factory_options
 from ._settings import setting
-from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_for_data
+from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_computing, unit_for_data
 
 if TYPE_CHECKING:
     import numpy as np
 
 
 def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Arrays ``names`` from an .npz file, with one-line errors for every way it can be bad
-    (``nqf.theory.data_matrices.build.read_npz``: kind of file, missing arrays, dtypes, non-finite or huge entries)."""
-    from nqf.theory.data_matrices.build import read_npz
+    """Arrays ``names`` from an .npz file, with one-line errors for every way it can be bad: the
+    file (``nqf.core.input_files.read_npz``: its kind, missing arrays, dtypes, headers against the
+    file's size and the memory), then the values (non-finite or huge entries)."""
+    from nqf.core.input_files import read_npz
+    from nqf.theory.data_matrices.checks import check_finite
 
-    return read_npz(path, names)
+    arrays = read_npz(path, names)
+    for name, array in arrays.items():
+        check_finite(f"{path}: array {name}", array)
+    return arrays
 
 
 def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str, batch, beta: float) -> None:
@@ -201,9 +206,10 @@ def run_predict_command(args: PredictArgs) -> None:
     # before any compute: a bad path or curve costs nothing
     measured = check_outputs(args.plot, args.csv_dir, args.overlay)
     start_jax()  # float64 and the compilation cache (the library never flips these)
-    prediction, architecture, label = run_prediction(args)
-    result = prediction.to_json()
-    finish_prediction(prediction, result, args.plot, args.csv_dir, measured)  # the overlay block; figure and tables
+    with unit_computing(args.unit):  # a unit's prints (it is traced again) never reach stdout
+        prediction, architecture, label = run_prediction(args)
+        result = prediction.to_json()
+        finish_prediction(prediction, result, args.plot, args.csv_dir, measured)  # the overlay block; figure, tables
     if args.as_json:
         print(json.dumps(result))
         return

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from nqf.cli.app import app, start_cache
+from nqf.cli.app import app, check_jobs, start_cache
 
 if TYPE_CHECKING:  # the library is imported inside the commands, after parsing
     from nqf.paper.reproduce import ProgressEvent, ReproduceOutcome
@@ -167,6 +167,8 @@ def _engine_options(
         raise NqfError("--jobs does not apply to --executor slurm; --slurm-array-size limits the runs at once")
     if jobs is not None and executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):
         raise NqfError("--jobs does not apply to a Ray cluster given by address: its CPUs decide")
+    if jobs is not None:
+        check_jobs(jobs)  # worker processes (or a local Ray's CPUs) on this machine: a few per core at most
     if executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):
         from nqf.executors.ray_engine import check_ray_address  # seconds, not Ray's minutes of retries
 

@@ -38,7 +38,7 @@ from nqf.core.errors import NqfError
 
 from ._options import parse_factory_options
 from ._outputs import print_table, stdout_console
-from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_architecture
+from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_architecture, unit_computing
 
 if TYPE_CHECKING:
     import numpy as np
@@ -228,15 +228,16 @@ def structure_command(
         else:
             _print_list(entries, console)
         return
-    if unit is not None:
-        arch = unit_architecture(unit, parse_unit_options(unit_args))
-    elif architecture is None:
-        raise NqfError("give an architecture name (nqf structure --list shows them) or --unit FILE.py:FUNCTION")
-    else:
-        options = parse_options(architecture, list(ctx.args))
-        arch = get_architecture(architecture, **options)
-    check_structure(arch)
-    summary, A, report = structure_summary(arch, seed=seed)
+    with unit_computing(unit):  # a unit's prints (it is traced again) never reach stdout
+        if unit is not None:
+            arch = unit_architecture(unit, parse_unit_options(unit_args))
+        elif architecture is None:
+            raise NqfError("give an architecture name (nqf structure --list shows them) or --unit FILE.py:FUNCTION")
+        else:
+            options = parse_options(architecture, list(ctx.args))
+            arch = get_architecture(architecture, **options)
+        check_structure(arch)
+        summary, A, report = structure_summary(arch, seed=seed)
     if as_json:
         typer.echo(json.dumps(summary, allow_nan=False))
         if not report.applies:

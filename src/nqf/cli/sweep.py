@@ -12,7 +12,9 @@ the results store (DIR/store unless ``--store``) as soon as it is done, and DIR/
 (points.csv without pyarrow), DIR/failed.json and DIR/figures/ are written. Rerunning the
 same command recomputes nothing that is stored and retries the points that failed.
 Exit status: 0 when every point has a record, 1 when some failed (the outputs are written
-all the same), 2 for bad input.
+all the same), 2 for bad input (``--jobs`` above 4 per core for workers on this machine, an
+executor whose engine is missing: before ``--out`` is made). Ctrl-C: one line saying how many
+points are stored and where (they are kept; a rerun resumes), exit 130.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Annotated, Any
 
 import typer
 
-from nqf.cli.app import app, start_jax
+from nqf.cli.app import app, check_jobs, on_interrupt_keeps, start_jax
 from nqf.core.errors import NqfError
 
 
@@ -127,8 +129,10 @@ def run_sweep_command(args: SweepArgs) -> None:
             "stability bound; the sweep checks both before its first point"
         )
         return
-    from nqf.scans.sweep.run import run_sweep
+    from nqf.scans.sweep.run import interrupted_keeps, run_sweep
 
+    # each point is stored as it is done: after Ctrl-C, say how many are kept and where
+    on_interrupt_keeps(lambda: interrupted_keeps(plan))
     result = run_sweep(
         plan,
         args.out,
@@ -148,8 +152,9 @@ def check_arguments(args: SweepArgs):
     for ``--executor slurm``, else None."""
     if args.executor not in ("local", "ray", "slurm"):
         raise NqfError(f"unknown executor {args.executor!r}; choose from local, ray, slurm")
-    if args.jobs < 1:
-        raise NqfError(f"--jobs must be a positive integer, got {args.jobs}")
+    workers_here = args.executor == "local" or (args.executor == "ray" and not ray_address(args))
+    if args.jobs < 1 or workers_here:
+        check_jobs(args.jobs)  # positive; on this machine, at most a few workers per core
     if args.retries < 0:
         raise NqfError(f"--retries must be at least 0, got {args.retries}")
     if args.batch_size is not None and args.batch_size < 1:
@@ -170,13 +175,23 @@ def check_arguments(args: SweepArgs):
         raise NqfError(f"--address applies to --executor ray, not {args.executor}")
     from nqf.comparison.limits import check_output_folder_path  # JAX-free: before the spec and JAX
 
-    if args.executor == "ray" and (args.address or os.environ.get("RAY_ADDRESS")):
+    slurm = slurm_options(args) if args.executor == "slurm" else None
+    from nqf.executors import check_available  # imports no engine
+
+    check_available(args.executor, slurm)  # Ray, or submitit and sbatch: before anything is made
+    address = ray_address(args)
+    if args.executor == "ray" and address:
         from nqf.executors.ray_engine import check_ray_address  # seconds, not Ray's minutes of retries
 
-        check_ray_address(args.address or os.environ["RAY_ADDRESS"])
+        check_ray_address(address)
     check_output_folder_path("--out", args.out)
     check_output_folder_path("--store", args.store if args.store is not None else args.out / "store")
-    return slurm_options(args) if args.executor == "slurm" else None
+    return slurm
+
+
+def ray_address(args: SweepArgs) -> str | None:
+    """The Ray cluster the sweep runs on: ``--address``, else ``RAY_ADDRESS``; None: a local Ray."""
+    return args.address or os.environ.get("RAY_ADDRESS") or None
 
 
 def slurm_options(args: SweepArgs):

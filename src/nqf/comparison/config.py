@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from nqf.core.arguments import check_count, check_seed
 from nqf.core.errors import NqfError
 from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, REFERENCE_FLOW, optimizer_record
 from nqf.training.config import OPTIMIZERS, TrainConfig
@@ -117,20 +118,15 @@ class CompareConfig:
         if len({p[0] for p in pairs}) != len(pairs):
             raise NqfError("a learning rate is given twice for the same optimizer")
         object.__setattr__(self, "learning_rates", tuple((str(o), float(lr)) for o, lr in pairs))
-        if not _is_int(self.width) or self.width < 1:
-            raise NqfError(f"width must be a positive integer, got {self.width!r}")
-        if not _is_int(self.steps) or self.steps < 1:
-            raise NqfError(f"steps must be a positive integer, got {self.steps!r}")
+        check_count("width", self.width)
+        check_count("steps", self.steps)
         if not _positive_finite(self.lr):
             raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
         if not _positive_finite(self.sigma0):
             raise NqfError(f"sigma0 must be a positive finite number, got {self.sigma0!r}")
-        if not _is_int(self.seeds) or self.seeds < 1:
-            raise NqfError(f"seeds must be a positive integer, got {self.seeds!r}")
-        for name in ("seed", "data_seed"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 0:
-                raise NqfError(f"{name} must be an integer >= 0, got {value!r}")
+        check_count("seeds", self.seeds)
+        check_seed("seed", self.seed, count=self.seeds)  # seed .. seed + seeds - 1 are all seeds
+        check_seed("data_seed", self.data_seed)
         if self.beta is not None and not (isinstance(self.beta, (int, float)) and 0 <= self.beta < 1):
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
         batched = [opt for opt in opts if optimizer_record(opt).minibatches]

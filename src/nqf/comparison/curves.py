@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nqf.core.errors import NqfError
+from nqf.core.input_files import read_npy
 from nqf.core.measure import loss_crossings
 
 if TYPE_CHECKING:
@@ -179,23 +180,11 @@ def _read_csv(path: Path, where: str) -> LossCurve:
 def _read_npy(path: Path, where: str) -> LossCurve:
     with open(path, "rb") as handle:
         magic = handle.read(6)
-    if magic != b"\x93NUMPY":  # np.load would take anything else for a pickle
+    if magic != b"\x93NUMPY":  # say what the file is instead
         what = "an .npz archive" if magic.startswith(b"PK") else "an empty file" if not magic else "not an .npy array"
         raise NqfError(f"{where}: cannot read it as .npy: it is {what}; save one array of shape (T, 2) with numpy.save")
-    try:
-        array = np.load(path, allow_pickle=False)
-    except ValueError as err:
-        if "allow_pickle" in str(err) or "Object arrays" in str(err):
-            raise NqfError(f"{where}: the array holds Python objects (pickled), not numbers") from None
-        raise NqfError(
-            f"{where}: cannot read it as .npy ({str(err).splitlines()[0] if str(err) else 'ValueError'})"
-        ) from None
-    except (OSError, EOFError) as err:
-        raise NqfError(
-            f"{where}: cannot read it as .npy ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
-        ) from None
-    if not isinstance(array, np.ndarray):  # an .npz archive under an .npy name
-        raise NqfError(f"{where}: cannot read it as .npy: it is an .npz archive; save one array of shape (T, 2)")
+    # its header against the file's size and the memory before anything is read; nothing unpickled
+    array = read_npy(path, where)
     if array.dtype.kind not in "iuf":
         raise NqfError(f"{where}: the array has dtype {array.dtype}, not real numbers")
     if array.ndim != 2 or array.shape[1] != 2:

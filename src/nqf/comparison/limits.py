@@ -7,7 +7,11 @@ runs anything. Nothing is created on disk by a check (see :func:`check_output_pa
 Memory estimates (float64, 8 bytes a number; d = parameters per unit, n = width,
 K = outputs, N = samples, D = numbers per input, S = seeds). They are rough on purpose
 (lower bounds of what is held at the peak, no compiler scratch); a run is refused
-when its estimate exceeds half of the memory available now (``psutil``).
+when its estimate exceeds half of the memory available now (``psutil``). The mechanism
+is ``nqf.core.memory``; the library refuses with the same estimates, before it allocates:
+``nqf.predict`` and ``nqf.predict_grid`` predict's (``nqf.theory.predict.sizes``), ``nqf.compare``
+compare's (:func:`check_compare_memory`), ``nqf.train`` and ``nqf.train_sweep`` train's
+(``nqf.training.runs.check_train_memory``).
 
     structure   A(x) by autodiff at one input, its Hessian and the expansion check:
                 6 K d^2
@@ -16,6 +20,10 @@ when its estimate exceeds half of the memory available now (``psutil``).
                 2 N (D + K); the data's structure: p^2 on the moments route (S), else
                 the per-sample factors N h (h numbers a sample), capped by chunking at
                 max(2^26, 16 h)
+    train       per run, the records at R checkpoints (loss, ||W||, m occupations, B
+                block norms; on the device and on the host): 2 R (2 + m + B), R = steps + 1
+                unless ``checkpoints`` asks for fewer; weights, gradient, two optimizer
+                slots and W0 (5 d n); the activations N n (K + 4)
     compare     the same for the M-flows, plus the data draw (3 N D), plus per
                 optimizer run, all S seeds at once: weights, gradients, two optimizer
                 slots and W0 (5 S d n) and the per-sample activations of the forward
@@ -25,7 +33,9 @@ when its estimate exceeds half of the memory available now (``psutil``).
                 samples 3 N (D + K), the path's weights and velocities 2 P d n, and the
                 larger of the curve (8 steps at once: 8 N n (K + 4)) and the corrections:
                 the unlearned rows' maps, pushing c basis directions of D at a time through
-                the linearised gradient, N n (h + c e) with (h, e) = (15, 14 K + 3) for the
+                the linearised gradient (where the layer is no sum over units: a mixture
+                of experts' network; else the units' Jacobians, a chunk of samples at a
+                time within the same budget: ``factored``), N n (h + c e) with (h, e) = (15, 14 K + 3) for the
                 quadratic model's ``linearised`` map (``nqf.theory.departure.plateaus.map_numbers``,
                 measured from XLA's buffer sizes on mlp units), c as many as fit
                 ``nqf.theory.departure.plateaus.MAP_BYTES`` (32 MiB, one direction at least; all d n
@@ -44,10 +54,15 @@ purpose: about 2e9 flops a second on the CPU plus ~1 microsecond a step (measure
 for small problems on a 2-core machine); training through a declared readout (matrix
 products) about 1.5e10, plus ~2 s of compilation a run: within 2x of `compare`'s wall time
 at 4000-100000 steps on the staircase; a lower bound ("at least") for other units.
+``nqf.predict_grid`` steps every point through every step: steps x (points x the M-flow's
+flops a step / 2e9 + ``GRID_SECONDS_PER_STEP``, 10 microseconds, measured), refused above an
+hour (``MAX_GRID_SECONDS``), where ``nqf.predict`` jumps the linear stretches.
 The departure's corrections: per plateau (up to
-min(K, d / 2) of them) the maps' matrices, d n directions each, about N n (180 K + 20)
-flops a direction over the four maps (measured: the quadratic model's ``linearised`` map
-~100 K), their steps ((d n)^2 a step, eight runs over the horizon), and ~10 s of compiling.
+min(K, d / 2) of them) the maps' matrices: from the units' own derivatives where the layer is a
+sum over units (``factored``: N n Jacobians of one unit and the Gauss-Newton sum N K (d n)^2,
+a matrix product, at 1.5e10 flops a second), else d n directions each, about N n (90 K + 10)
+flops a direction over a model's two maps; their steps ((d n)^2 a step, eight runs over the
+horizon, matrix-vector products), and ~10 s of compiling.
 """
 
 from __future__ import annotations
@@ -57,17 +72,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+from nqf.core import memory
+from nqf.core.arguments import MAX_SEED as MAX_SEED
+from nqf.core.arguments import MAX_STEPS as MAX_STEPS
+from nqf.core.arguments import check_seed as check_seed
 from nqf.core.errors import NqfError
+from nqf.core.memory import BYTES, FLOPS_PER_SECOND, SECONDS_PER_STEP, duration_text
+from nqf.core.memory import check_memory as _check_memory
 from nqf.core.optimizers import optimizer_record
+from nqf.theory.predict.sizes import flow_cost as flow_cost
+from nqf.theory.predict.sizes import numbers_in as _numbers
+from nqf.theory.predict.sizes import predict_bytes
 
-# Seeds are 32-bit unsigned integers (JAX and NumPy generators take them all; larger
-# Python ints overflow JAX's int64 key conversion)
-MAX_SEED = 2**32 - 1
-# Step counts and checkpoints are int32 inside the compiled loops
-MAX_STEPS = 2**31 - 1
-BYTES = 8  # float64
-FLOPS_PER_SECOND = 2e9
-SECONDS_PER_STEP = 1e-6
 # nqf.train of a unit with a declared readout runs as matrix products: measured about 1.5e10 to
 # 3e10 flops a second on the 2-core machine (staircase, width 64, 4000-100000 steps); plus its
 # compilation, about 2 s a run (each optimizer, the quadratic model)
@@ -81,14 +97,6 @@ RUNTIME_BYTES = 0.3 * 2**30
 DEPARTURE_RUNTIME_BYTES = 0.2 * 2**30
 # Compiling the departure's programs (the path, the curve, the plateau states and four maps)
 DEPARTURE_COMPILE_S = 10.0
-
-
-def check_seed(option: str, value: int, count: int = 1) -> int:
-    """``value`` if ``value .. value + count - 1`` are all seeds in [0, MAX_SEED]; else NqfError."""
-    if value < 0 or value + count - 1 > MAX_SEED:
-        span = "" if count == 1 else f" (with {count} seeds, up to {MAX_SEED - count + 1})"
-        raise NqfError(f"{option} must be an integer in [0, {MAX_SEED}]{span}, got {value}")
-    return value
 
 
 def check_output_path(option: str, path: Path) -> Path:
@@ -200,42 +208,21 @@ def _name_max(folder: Path) -> int:
 
 
 def available_bytes() -> int:
-    """Memory available now (psutil), else the physical memory (sysconf)."""
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except (ImportError, OSError, AttributeError, RuntimeError):  # psutil missing or unsupported platform
-        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-
-
-def _size(nbytes: float) -> str:
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes / 2**10:.3g} KiB"
+    """Memory available now (``nqf.core.memory.available_bytes``, looked up at each call)."""
+    return memory.available_bytes()
 
 
 def check_memory(what: str, needed: float, advice: str) -> None:
-    """NqfError when ``needed`` bytes exceed half of the memory available now."""
-    available = available_bytes()
-    if needed > available / 2:
-        raise NqfError(
-            f"{what} needs about {_size(needed)} of memory (rough estimate), more than half of the "
-            f"{_size(available)} available; {advice}"
-        )
+    """NqfError when ``needed`` bytes exceed half of the memory available now (``nqf.core.memory``;
+    :func:`available_bytes` read here, so that a test can set it)."""
+    _check_memory(what, needed, advice, available=available_bytes())
 
 
 def announce(what: str, seconds: float, bound: bool = False, at_least: bool = False) -> None:
     """One ``note:`` line on stderr when a run will take long (a rough estimate; ``bound``: at
     most; ``at_least``: a lower bound, where the cost model is not calibrated)."""
     if seconds > ANNOUNCE_AFTER_S:
-        if seconds < 120:
-            span = f"{seconds:.0f} s"
-        elif seconds < 7200:
-            span = f"{seconds / 60:.0f} min"
-        else:
-            span = f"{seconds / 3600:.1f} h"
+        span = duration_text(seconds)
         print(
             f"note: {what}: {'up to ' if bound else 'at least ' if at_least else ''}roughly {span} "
             "(rough estimate; interrupt with Ctrl-C)",
@@ -244,44 +231,9 @@ def announce(what: str, seconds: float, bound: bool = False, at_least: bool = Fa
         )
 
 
-def _numbers(shape) -> int:
-    total = 1
-    for s in shape:
-        total *= int(s)
-    return total
-
-
 def structure_bytes(arch) -> float:
     """Memory of ``nqf structure`` (module docstring)."""
     return BYTES * (6.0 * arch.outputs * arch.dim**2 + 4.0 * _numbers(arch.input_shape))
-
-
-def _held_per_sample(arch) -> int:
-    from nqf.theory.data_matrices.moments import term_shapes
-
-    shapes = term_shapes(arch, "float64")
-    if shapes is None:
-        return arch.outputs * arch.dim**2
-    return sum(K * R * (dl + dr) for K, R, dl, dr in shapes)
-
-
-def flow_cost(arch, samples: int, loss: str = "squared", route: str = "auto", minibatches: bool = False):
-    """(bytes, flops a step) of the M-flow on ``samples`` samples (module docstring)."""
-    from nqf.theory.data_matrices.moments import MAX_HELD_STRUCTURE, choose_route
-
-    d = arch.dim
-    try:
-        choice = choose_route(arch, samples, loss, route=route, minibatches=minibatches, dtype="float64")
-    except NqfError:
-        choice = choose_route(arch, samples, loss, route="auto", minibatches=minibatches, dtype="float64")
-    held = _held_per_sample(arch)
-    if choice.route == "moments":
-        structure, flops = float(choice.packed_size or 0) ** 2, choice.moments_flops or 0.0
-    else:
-        structure = float(min(samples * held, max(MAX_HELD_STRUCTURE, 16 * held)))
-        flops = choice.samples_flops or 0.0
-    data = 2.0 * samples * (_numbers(arch.input_shape) + arch.outputs)
-    return BYTES * (12.0 * d * d + structure + data), float(flops) + 2.0 * d**3 / 100
 
 
 def check_structure(arch) -> None:
@@ -296,8 +248,8 @@ def check_predict(
     arch, samples: int, width: int, steps: int, loss: str, route: str, minibatches: bool, adaptive: bool = False
 ) -> None:
     """Refuse a prediction that cannot fit; announce a long one."""
-    nbytes, flops = flow_cost(arch, samples, loss, route, minibatches)
-    nbytes += BYTES * 3.0 * arch.dim * width
+    _, flops = flow_cost(arch, samples, loss, route, minibatches)
+    nbytes = predict_bytes(arch, samples, width, loss, route, minibatches)
     check_memory(
         f"predict with d = {arch.dim}, width {width}, {samples} samples",
         nbytes,
@@ -320,18 +272,37 @@ def task_samples(task) -> int:
     return 1797  # digits: the whole data set
 
 
-def check_compare(task, arch, width: int, steps: int, seeds: int, optimizers: tuple[str, ...]) -> None:
-    """Refuse a comparison that cannot fit; announce a long one."""
-    N, d, K = task_samples(task), arch.dim, arch.outputs
-    D = _numbers(arch.input_shape)
-    flow_bytes, flow_flops = flow_cost(arch, N)
+def compare_bytes(arch, samples: int, width: int, seeds: int) -> float:
+    """Memory of a comparison on ``samples`` samples (module docstring)."""
+    N, d, K = samples, arch.dim, arch.outputs
+    flow_bytes, _ = flow_cost(arch, N)
     per_run = 5.0 * seeds * d * width + seeds * N * width * (K + 4.0)
-    nbytes = flow_bytes + BYTES * (3.0 * N * D + 2.0 * per_run)
+    return flow_bytes + BYTES * (3.0 * N * _numbers(arch.input_shape) + 2.0 * per_run)
+
+
+def check_compare_memory(
+    task,
+    arch,
+    width: int,
+    seeds: int,
+    advice: str = "use a smaller width, fewer seeds, fewer samples or a smaller architecture",
+) -> None:
+    """Refuse a comparison that cannot fit (``nqf.compare`` itself, before the theory gate)."""
+    N = task_samples(task)
     check_memory(
         f"compare with d = {arch.dim}, width {width}, {N} samples, {seeds} seed(s)",
-        nbytes,
-        "use a smaller --width, fewer --seeds, fewer samples or a smaller architecture",
+        compare_bytes(arch, N, width, seeds),
+        advice,
     )
+
+
+def check_compare(task, arch, width: int, steps: int, seeds: int, optimizers: tuple[str, ...]) -> None:
+    """Refuse a comparison that cannot fit; announce a long one."""
+    check_compare_memory(
+        task, arch, width, seeds, "use a smaller --width, fewer --seeds, fewer samples or a smaller architecture"
+    )
+    N, d = task_samples(task), arch.dim
+    _, flow_flops = flow_cost(arch, N)
     runs = len(optimizers) + 1  # each optimizer and the quadratic model
     train_flops = 6.0 * N * d * width * seeds * runs
     # calibrated (within 2x of the measured time) for perceptron-like units on the matrix-product
@@ -352,9 +323,10 @@ def check_compare(task, arch, width: int, steps: int, seeds: int, optimizers: tu
 def departure_cost(arch, samples: int, width: int, steps: int, corrections: bool = True) -> tuple[float, float, str]:
     """(bytes, seconds, path) of ``nqf.theory.departure.estimate`` on ``samples`` samples, on top of the
     prediction and the runtime (module docstring); ``corrections``: with the corrected switch-on
-    steps (gd and momentum). ``path``: how the unlearned rows' maps are built (``dense``,
-    ``chunked`` or ``matrix_free``: ``nqf.theory.departure.plateaus.choose_path``; ``none``
-    without corrections)."""
+    steps (gd and momentum). ``path``: how the unlearned rows' maps are built (``factored``,
+    ``dense``, ``chunked`` or ``matrix_free``: ``nqf.theory.departure.plateaus.choose_path`` for
+    the network, the quadratic model being factored whenever the network's map is a matrix;
+    ``none`` without corrections)."""
     from nqf.theory.departure.path import DEFAULT_SAMPLES
     from nqf.theory.departure.plateaus import EIGEN_LIMIT, choose_path, held_directions, map_bytes
 
@@ -366,18 +338,33 @@ def departure_cost(arch, samples: int, width: int, steps: int, corrections: bool
     curve_flops = points * N * n * 10.0 * (K + d)
     if not corrections:
         return held + curve, curve_flops / FLOPS_PER_SECOND, "none"
-    path, chunk = choose_path(arch, N, n)
-    variants = [(m, c) for m in ("network", "quadratic") for c in ("linearised", "near_zero")]
-    maps = max(map_bytes(arch, m, c, N, n, held_directions(size, chunk)) for m, c in variants)
+    paths = {model: choose_path(arch, N, n, model=model) for model in ("network", "quadratic")}
+    path = paths["network"][0]
     matrices = 0.0 if path == "matrix_free" else BYTES * size * size * (4.0 + (3.0 if size <= EIGEN_LIMIT else 0.0))
-    per_direction = N * n * (180.0 * K + 20.0)  # flops over the four maps
-    if path == "matrix_free":  # one direction a step, eight runs over the horizon
-        work = 8.0 * steps * per_direction
-    else:  # d n directions for the matrices, then (d n)^2 a step
-        work = size * per_direction + 8.0 * steps * float(size) ** 2
+    maps, flops, matmul_flops = 0.0, 0.0, 0.0
+    for model, (model_path, chunk) in paths.items():
+        if model_path == "factored":
+            # the Jacobians of one chunk of samples (4 n K d + n d numbers a sample), then per
+            # construction: N n Jacobians of one unit (d passes of ~10 (K + d) flops), the
+            # Gauss-Newton sum N K (d n)^2 (matrix products), the units' Hessians
+            maps = max(maps, BYTES * chunk * n * (4.0 * K * d + d))
+            flops += 2.0 * N * n * d * 10.0 * (K + d) * (1.0 + d)
+            matmul_flops += 2.0 * N * K * float(size) ** 2
+        elif model_path == "matrix_free":  # one direction a step, four runs over the horizon
+            flops += 4.0 * steps * N * n * (90.0 * K + 10.0)
+        else:  # d n directions pushed through the whole layer, two constructions
+            maps = max(
+                maps,
+                *(map_bytes(arch, model, c, N, n, held_directions(size, chunk)) for c in ("linearised", "near_zero")),
+            )
+            flops += size * N * n * (90.0 * K + 10.0)
+    if path != "matrix_free":  # the maps' steps: (d n)^2 a step, eight runs over the horizon
+        matmul_flops += 8.0 * steps * float(size) ** 2
     plateaus = max(1, min(K, d // 2))
-    seconds = DEPARTURE_COMPILE_S + (plateaus * work + curve_flops) / FLOPS_PER_SECOND
-    return held + max(curve, maps + matrices), seconds, path
+    work = plateaus * (flops / FLOPS_PER_SECOND + matmul_flops / MATMUL_FLOPS_PER_SECOND)
+    seconds = DEPARTURE_COMPILE_S + work + curve_flops / FLOPS_PER_SECOND
+    shown = "factored" if all(p == "factored" for p, _ in paths.values()) else path
+    return held + max(curve, maps + matrices), seconds, shown
 
 
 def check_departure(

@@ -13,7 +13,7 @@ from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import ExpansionReport, report_json
 from nqf.comparison.config import FLOW_OF, CompareConfig
 from nqf.comparison.measures import relative
-from nqf.core.pytrees import register_fields
+from nqf.core.pytrees import json_value, register_fields
 from nqf.theory.predict.pipeline import Prediction
 from nqf.training.closure import ClosureResult
 from nqf.training.config import DIVERGENCE_FACTOR
@@ -312,10 +312,10 @@ def _comparison_json(c: Comparison, modes: list[dict]) -> dict:
     p = c.prediction
     return {
         "task": c.task_name,
-        "task_options": _jsonable(c.task_options),
+        "task_options": json_value(c.task_options),
         "arch": c.arch.name,
-        "arch_options": _jsonable(dict(c.arch.options)),
-        "config": _jsonable({**asdict(c.config), "arch": c.arch.name, "arch_options": dict(c.arch.options)}),
+        "arch_options": json_value(dict(c.arch.options)),
+        "config": json_value({**asdict(c.config), "arch": c.arch.name, "arch_options": dict(c.arch.options)}),
         "expansion": report_json(c.expansion),
         "seeds": [int(s) for s in c.seeds],
         "learning_rates": {opt: c.config.lr_for(opt) for opt in c.config.optimizers},
@@ -325,7 +325,7 @@ def _comparison_json(c: Comparison, modes: list[dict]) -> dict:
         "modes": modes,
         "closure_defect": {opt: _num(v) for opt, v in c.closure_defect.items()},
         "closure_update_defect": {opt: _num(r.max_update_defect) for opt, r in c.closure.items()},
-        "closure_until": dict(c.closure_until),
+        "closure_until": json_value(c.closure_until),  # leaves: arrays after jax.tree.map
         "reference_only": list(c.reference_only),
         "diverged": c.diverged,
         "divergence_factor": DIVERGENCE_FACTOR,
@@ -358,18 +358,6 @@ def _num(v) -> float | None:
 
 def _floats(a) -> list:
     return [_num(v) for v in np.asarray(a, dtype=np.float64).ravel()]
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return _num(obj)
-    return obj
 
 
 # A Comparison is a pytree of what it measured (issue 20): its leaves are the arrays and numbers

@@ -22,6 +22,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, theory_gate
 from nqf.comparison.config import DEFAULT_MOMENTUM, FLOW_OF, CompareConfig
+from nqf.comparison.limits import check_compare_memory
 from nqf.comparison.measures import closure_until, measured_plateau_losses
 from nqf.comparison.result import Comparison
 from nqf.core.errors import NqfError
@@ -111,8 +112,9 @@ def prepare(task, arch: Architecture | None, config: CompareConfig) -> Prepared:
     """Stage 1: check the input, pass the theory gate and generate the data.
 
     task: a ``nqf`` Task; arch: the architecture or None (the task's natural one).
-    Raises NqfError for a config or task of the wrong type or a bad width, and
-    TheoryDoesNotApply when the expansion check fails (unless ``config.allow_inapplicable``).
+    Raises NqfError for a config or task of the wrong type, a bad width, a comparison too
+    large for the memory available (``nqf.comparison.limits``), and TheoryDoesNotApply when
+    the expansion check fails (unless ``config.allow_inapplicable``).
     """
     if not isinstance(config, CompareConfig):
         raise NqfError(f"compare needs a CompareConfig, got {type(config).__name__}")
@@ -120,6 +122,8 @@ def prepare(task, arch: Architecture | None, config: CompareConfig) -> Prepared:
         raise NqfError(f"compare needs a task (nqf.get_task), got {type(task).__name__}")
     arch = task.architecture() if arch is None else arch
     check_width(arch, config.width)
+    # before the gate compiles anything: every seed's runs are held at once
+    check_compare_memory(task, arch, config.width, config.seeds)
     expansion = theory_gate(arch, config.allow_inapplicable)
     dtype = resolve_dtype(None)
     X, Y = task.generate(config.data_seed, dtype=dtype)

@@ -7,14 +7,19 @@ what lets two results share a tree structure). Every field must be named exactly
 field cannot be forgotten. Rebuilding bypasses the constructor (as equinox does): a leaf may be
 a tracer or a stacked array, which a constructor's checks would refuse. Key paths name the
 fields (``.flow.loss``).
+
+``json_value`` writes a result's leaves as JSON, whatever ``jax.tree.map`` made of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
+from typing import Any
 
 import jax
+import numpy as np
 
 
 def register_fields(
@@ -48,3 +53,30 @@ def register_fields(
         return obj
 
     jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+
+
+def json_value(obj: object) -> Any:
+    """``obj`` in plain JSON types: dicts (keys as strings), lists (tuples too), bools, ints,
+    floats (NaN and inf: None), strings and None. A number or array of any kind (Python, numpy
+    scalar or array, JAX array on any device, 0-d or not) becomes a Python number or nested
+    lists of them, so that a result's leaves give the same JSON after ``jax.device_put``,
+    ``jax.jit`` or ``jax.tree.map(np.asarray, ...)``. Anything else is written as its repr."""
+    if isinstance(obj, dict):
+        return {str(key): json_value(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_value(value) for value in obj]
+    if obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, (bool, int, float)):  # as they are: an int beyond int64 too
+        return _finite_or_none(obj)
+    if isinstance(obj, (np.generic, np.ndarray, jax.Array)):
+        return _finite_or_none(np.asarray(obj).tolist())  # tolist: Python numbers, nested lists
+    return repr(obj)
+
+
+def _finite_or_none(value: object) -> object:
+    if isinstance(value, list):
+        return [_finite_or_none(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -19,32 +19,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 import types
 import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nqf.core.errors import NqfError
+from nqf.core.input_files import read_toml
 
 _MODES = ("quick", "full")
 
 
 def load_config_file(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """The TOML file as {section: table}; every top-level entry must be a table."""
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError:
-        raise NqfError(f"config file {os.fspath(path)!r} does not exist") from None
-    except tomllib.TOMLDecodeError as err:
-        raise NqfError(f"config file {os.fspath(path)!r} is not valid TOML: {err}") from None
-    except UnicodeDecodeError:
-        raise NqfError(f"config file {os.fspath(path)!r} is not UTF-8 text (TOML)") from None
-    except IsADirectoryError:
-        raise NqfError(f"config file {os.fspath(path)!r} is a folder, not a TOML file") from None
-    except OSError as err:
-        raise NqfError(f"config file {os.fspath(path)!r} cannot be read: {err.strerror or err}") from None
+    data = read_toml(path, f"config file {os.fspath(path)!r}")  # every way it can be bad, one line
     for name, table in data.items():
         if not isinstance(table, dict):
             raise NqfError(f"config file {os.fspath(path)!r}: top-level {name!r} must be a section like [E1]")

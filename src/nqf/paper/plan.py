@@ -16,6 +16,7 @@ from nqf.paper._config import build_config, config_to_dict, load_config_file, pa
 from nqf.store.results import ResultsStore
 
 MANIFEST_NAME = "manifest.json"
+REPORT_NAME = "report.html"  # written by nqf.paper.report_page
 MANIFEST_FORMAT = "nqf-manifest"
 FIGURE_DIR = "figures"
 
@@ -151,6 +152,10 @@ def check_output_folder(out: Path, create: bool) -> None:
                 fd, probe = tempfile.mkstemp(dir=folder, prefix=".nqf-probe-")
                 os.close(fd)
                 os.unlink(probe)
+        # the files written at the end: a folder in their place would fail only after the runs
+        for name in (MANIFEST_NAME, REPORT_NAME):
+            if (out / name).is_dir():
+                raise NqfError(f"{out / name} is a folder; the output folder needs the file {name} there")
     except (OSError, NqfError) as err:
         for folder in reversed(made):
             try:
@@ -170,7 +175,7 @@ def read_manifest(out_dir: str | os.PathLike) -> dict:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise NqfError(f"{path} does not exist; run `nqf reproduce --out {out_dir}` first") from None
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:  # RecursionError: JSON nested too deeply
         raise NqfError(f"{path} is unreadable: {error_line(err)}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise NqfError(f"{path} is not an nqf manifest")

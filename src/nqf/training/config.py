@@ -31,6 +31,7 @@ import jax
 import numpy as np
 import optax
 
+from nqf.core.arguments import check_count, check_seed, is_integer
 from nqf.core.errors import NqfError
 from nqf.core.names import MODELS as MODELS
 from nqf.core.optimizers import OPTIMIZERS as OPTIMIZERS
@@ -79,20 +80,17 @@ class TrainConfig:
             raise NqfError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
-        if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) or self.steps < 1:
-            raise NqfError(f"steps must be a positive integer, got {self.steps!r}")
-        if isinstance(self.width, bool) or not isinstance(self.width, (int, np.integer)) or self.width < 1:
-            raise NqfError(f"width must be a positive integer, got {self.width!r}")
+        check_count("steps", self.steps)
+        check_count("width", self.width)
         if not (isinstance(self.sigma0, (int, float)) and math.isfinite(self.sigma0) and self.sigma0 >= 0):
             raise NqfError(f"sigma0 must be a finite number >= 0, got {self.sigma0!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise NqfError(f"seed must be an integer >= 0, got {self.seed!r}")
+        check_seed("seed", self.seed)
         if record.batch == "required" and self.batch_size is None:
             raise NqfError(f"optimizer {self.optimizer} needs a batch_size (gd is the full-batch version)")
         if record.batch == "never" and self.batch_size is not None:
             raise NqfError(f"optimizer {self.optimizer} is full batch; use sgd for minibatches")
-        if self.batch_size is not None and (isinstance(self.batch_size, bool) or self.batch_size < 1):
-            raise NqfError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if self.batch_size is not None:
+            check_count("batch_size", self.batch_size)
         if self.beta is not None:
             if not record.takes_beta:
                 raise NqfError(f"beta is not used by optimizer {self.optimizer}")
@@ -103,8 +101,8 @@ class TrainConfig:
                 raise NqfError(f"eps is not used by optimizer {self.optimizer}")
             if not self.eps >= 0:
                 raise NqfError(f"eps must be >= 0, got {self.eps!r}")
-        if self.checkpoints is not None and self.checkpoints < 2:
-            raise NqfError(f"checkpoints must be >= 2 (or None for every step), got {self.checkpoints!r}")
+        if self.checkpoints is not None and (not is_integer(self.checkpoints) or self.checkpoints < 2):
+            raise NqfError(f"checkpoints must be an integer >= 2 (or None for every step), got {self.checkpoints!r}")
         resolve_dtype(self.dtype)
 
     @property
@@ -124,6 +122,11 @@ def optax_optimizer(name: str, lr, beta: float | None, eps: float | None) -> opt
     """The optax transformation of optimizer ``name`` with exactly this ``beta`` and ``eps`` (its
     record's ``make``; :meth:`nqf.core.optimizers.Optimizer.build` fills in the default beta)."""
     return optimizer_record(name).make(lr, beta, eps)
+
+
+def checkpoint_count(steps: int, count: int | None = None) -> int:
+    """How many steps :func:`checkpoint_steps` records at most, without making them."""
+    return steps + 1 if count is None else min(steps + 1, count + 2)
 
 
 def checkpoint_steps(steps: int, count: int | None = None) -> np.ndarray:

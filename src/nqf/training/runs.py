@@ -62,13 +62,16 @@ from nqf.architectures.architecture import (
 )
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
+from nqf.core.memory import BYTES, check_memory
 from nqf.core.precision import occupation_floor, resolve_dtype, underflow_remedy
 from nqf.core.programs import to_device
 from nqf.core.pytrees import register_fields
 from nqf.core.sampling import minibatch_indices, training_keys
+from nqf.theory.data_matrices.checks import checked_samples
 from nqf.training.config import (
     DIVERGENCE_FACTOR,
     TrainConfig,
+    checkpoint_count,
     checkpoint_steps,
     optax_optimizer,
 )
@@ -213,11 +216,33 @@ def cached_program(key: tuple, build: Callable[[], tuple]) -> tuple:
     return entry
 
 
-def prepare(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
-    """Checked, converted run inputs: (structure S or samples X, Y, Q^T for the basis Q)."""
-    X = jnp.asarray(X, dtype=dtype)
+def check_train_memory(arch: Architecture, config: TrainConfig, samples: int, basis_columns: int, runs: int = 1):
+    """NqfError (one line: the estimate and the memory available) when ``runs`` runs of ``config``
+    cannot fit. Each run holds its records at every checkpoint (loss, ||W||, the occupations and
+    the block norms; on the device and again on the host), its weights, gradient, two optimizer
+    slots and W0 (5 d n) and the per-sample activations of the forward and backward pass
+    (N n (K + 4)), as ``nqf.comparison.limits`` counts a comparison's runs."""
+    records = checkpoint_count(config.steps, config.checkpoints)
+    numbers_a_record = 2 + basis_columns + len(arch.blocks)
+    d, n = arch.dim, config.width
+    per_run = 2.0 * records * numbers_a_record + 5.0 * d * n + samples * n * (arch.outputs + 4.0)
+    check_memory(
+        f"training {runs} run(s) of {config.steps} steps ({records} recorded) with d = {d}, width {n}, "
+        f"{samples} samples",
+        BYTES * (records + runs * per_run),
+        "record fewer steps (checkpoints=2000), or use a smaller width or fewer samples",
+    )
+
+
+def prepare(arch: Architecture, X, Y, config: TrainConfig, basis, dtype, runs: int = 1):
+    """Checked, converted run inputs: (structure S or samples X, Y, Q^T for the basis Q).
+
+    The samples pass the checks of ``nqf.predict`` (``checked_samples``: arrays of real numbers,
+    at least one sample, X of the architecture's input shape, finite entries, targets (N, K) or
+    integer labels), and ``runs`` runs must fit in memory (:func:`check_train_memory`), before
+    anything is built."""
+    X, Y, _ = checked_samples(arch, X, Y, dtype=dtype)
     N = X.shape[0]
-    Y = prepare_targets(Y, N, arch.outputs, dtype)
     if config.batch_size is not None and config.batch_size > N:
         raise NqfError(f"batch_size {config.batch_size} exceeds the number of samples {N}")
     d = arch.dim
@@ -225,6 +250,8 @@ def prepare(arch: Architecture, X, Y, config: TrainConfig, basis, dtype):
     Q = np.zeros((d, 0), dtype=dtype) if basis is None else np.asarray(basis, dtype=dtype)
     if Q.ndim != 2 or Q.shape[0] != d:
         raise NqfError(f"the mode basis must have shape (d={d}, m), got {tuple(Q.shape)}")
+    check_train_memory(arch, config, N, Q.shape[1], runs)
+    X, Y = jnp.asarray(X, dtype=dtype), jnp.asarray(Y, dtype=dtype)
     inputs = structure(arch, X) if config.model == "quadratic" else X
     # transposed here, not in the compiled run: the same dot as when Q was a folded constant
     return inputs, Y, to_device(np.ascontiguousarray(Q.T))
@@ -368,11 +395,13 @@ def train(
     init_key, batch_key = training_keys(config.seed)
     if W0 is None:
         check_scale(config, dtype, config.sigma0)
+    # the data and the memory checked before W0 (d x width numbers) is drawn
+    inputs, Y, Qt = prepare(arch, X, Y, config, basis, dtype)
+    if W0 is None:
         W0 = init_weights(arch, init_key, config.width, config.sigma0, dtype)
     W0 = jnp.asarray(W0, dtype=dtype)
     if W0.shape != (arch.dim, config.width):
         raise NqfError(f"W0 must have shape (d={arch.dim}, n={config.width}), got {tuple(W0.shape)}")
-    inputs, Y, Qt = prepare(arch, X, Y, config, basis, dtype)
     run, ckpts, names = compiled_train(arch, config)
     recs, div, W = run(inputs, Y, Qt, W0, batch_key, to_device(np.asarray(config.lr, dtype=dtype)))
     div = int(div)

@@ -188,7 +188,7 @@ def train_sweep(
     if not np.issubdtype(seed_grid.dtype, np.integer) or np.any(seed_grid < 0):
         raise NqfError("seeds must be integers >= 0")
     check_scale(config, dtype, sigma0_grid)
-    inputs, Y, Qt = prepare(arch, X, Y, config, basis, dtype)
+    inputs, Y, Qt = prepare(arch, X, Y, config, basis, dtype, runs=sigma0_grid.size * seed_grid.size)
     how = default_batching() if batching == "auto" else batching
     runner = _vmapped if how == "vmap" else _looped
     (recs, div, W), ckpts, names = runner(arch, config, dtype, inputs, Y, Qt, sigma0_grid, seed_grid)

@@ -13,7 +13,7 @@ from nqf.core.errors import NqfError
 from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, REFERENCE_FLOW, optimizer_record
 
 from .points import Point, Resolver, blame, one_line
-from .spec import Spec, SpecError
+from .spec import TRACED, Spec, SpecError
 
 # the settings besides width and steps that the memory estimate reads
 _MEMORY_SETTINGS = ("loss", "route", "optimizer", "stepping", "optimizers")
@@ -40,7 +40,7 @@ def check_points(spec: Spec, points: list[Point], resolver: Resolver | None = No
     mode that grows). SpecError, one line per key."""
     resolver = resolver or Resolver()
     problems: dict[str, str] = {}
-    flows = _check_statics(spec, points, resolver, problems, gate=data)
+    flows = _check_statics(spec, points, resolver, problems, gate=data, collect_flows=data)
     if problems:
         raise SpecError(list(problems.values()))
     if not data:
@@ -60,20 +60,33 @@ def _note(problems: dict[str, str], key: str, err) -> None:
 
 
 def _check_statics(
-    spec: Spec, points: list[Point], resolver: Resolver, problems: dict[str, str], gate: bool = True
+    spec: Spec,
+    points: list[Point],
+    resolver: Resolver,
+    problems: dict[str, str],
+    gate: bool = True,
+    collect_flows: bool = True,
 ) -> dict[tuple, list]:
     """The checks that need no prediction, each once per distinct case: the theory gate (per
     architecture; only with ``gate``), the width, the memory estimate (per task, architecture and
     the settings it reads).
     Returns the (point, lr, spec key of lr) of every M-flow, by ``_flow_key``. Per point only
-    tuples are compared: the task and architecture of a point's case are named once."""
+    tuples are compared: the task and architecture of a point's case are named once, and points
+    of one case that differ only in sigma0 and seed (which none of these checks reads) are
+    checked once. Without ``collect_flows`` (a dry run) nothing is returned."""
     gated: set[tuple] = set()
     widths: set[tuple] = set()
     sized: set[tuple] = set()
     flows: dict[tuple, list] = {}
     names: dict[str, tuple[str, str]] = {}
+    seen: set[tuple] = set()
     for p in points:
         c, s = p.config, p.config["settings"]
+        if p.case and not collect_flows:
+            same = (p.case, *(repr(v) for k, v in p.values.items() if k not in TRACED))
+            if same in seen:
+                continue
+            seen.add(same)
         named = names.get(p.case) if p.case else None
         if named is None:
             named = (
@@ -94,8 +107,9 @@ def _check_statics(
             sized.add(size_key)
             task = resolver.task(c["task"], c["task_options"])
             _check_memory(spec, task, resolver.arch(c["arch"], c["arch_options"]), s, problems)
-        for flow, lr, lr_key in _flows(spec, s):
-            flows.setdefault(_flow_key(case_name, s, flow), []).append((p, lr, lr_key))
+        if collect_flows:
+            for flow, lr, lr_key in _flows(spec, s):
+                flows.setdefault(_flow_key(case_name, s, flow), []).append((p, lr, lr_key))
     return flows
 
 

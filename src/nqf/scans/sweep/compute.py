@@ -91,7 +91,12 @@ class SharedRuns:
             return self._train_sweep(arch, X, Y, config, sigma0s, seeds, basis=basis)
         from nqf.architectures.architecture import arch_key  # an id() could be reused by another architecture
 
-        key = (arch_key(arch), replace(config, sigma0=0.0, seed=0), _digest(X, Y), None if basis is None else _digest(basis))
+        key = (
+            arch_key(arch),
+            replace(config, sigma0=0.0, seed=0),
+            _digest(X, Y),
+            None if basis is None else _digest(basis),
+        )
         if key not in self._runs:
             start = time.perf_counter()
             try:

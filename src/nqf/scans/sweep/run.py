@@ -11,19 +11,24 @@ DIR/failed.json (the points without a record this time and why) and DIR/figures/
 Resume: rerunning the same command recomputes nothing that is stored (the store keys each
 point by its full config and nqf's code); the failed points of an earlier run are tried
 again. Points another process is computing (a shared ``--store``) are waited for at the end.
+A run that fails (an executor that will not start, Ctrl-C) before it stored a point removes the
+folders it made. The output files are checked before anything runs (:func:`check_output_files`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nqf.comparison.limits import check_output_folder_path
+from nqf.comparison.limits import check_output_folder_path, check_output_path
 from nqf.core.errors import NqfError
 
 from .checks import check_points
@@ -88,10 +93,12 @@ def plan_sweep(
     store_root = Path(store) if store is not None else out / "store"
     check_output_folder_path("--out", out)
     check_output_folder_path("--store", store_root)
+    check_output_files(out)
     if batch_size is not None and batch_size < 1:
         raise NqfError(f"--batch-size must be a positive integer, got {batch_size}")
     resolver = Resolver()
-    points = expand(spec, resolver)
+    with _collector_paused():
+        points = expand(spec, resolver)
     check_points(spec, points, resolver, data=check_data)
     from nqf.store.results import ResultsStore
 
@@ -101,6 +108,38 @@ def plan_sweep(
     todo = [p for p in points if p.index not in stored]
     size = batch_size or spec.batch_size or default_batch_size(len(todo), jobs)
     return SweepPlan(spec, points, stored, make_batches(todo, size), size, store_root, results.version)
+
+
+# what a sweep writes into --out at the end (points.csv without pyarrow), and into DIR/figures/
+OUTPUT_FILES = ("points.parquet", "points.csv", "failed.json")
+FIGURE_DIR = "figures"
+FIGURE_FILES = ("switch_steps.png", "heatmap.png", "curves.png")
+
+
+def check_output_files(out: Path) -> None:
+    """NqfError unless the files the sweep writes at the end can take their places in ``out``:
+    a folder (or a special file) where one goes would fail only after every point is computed."""
+    figures = out / FIGURE_DIR
+    if figures.exists() and not figures.is_dir():
+        raise NqfError(f"--out {out}: {figures} is not a folder; the sweep draws its figures in there")
+    for path in [*(out / name for name in OUTPUT_FILES), *(figures / name for name in FIGURE_FILES)]:
+        if path.is_dir():
+            raise NqfError(f"--out {out}: {path} is a folder; the sweep writes its file {path.name} there")
+        if path.exists() or path.is_symlink():
+            check_output_path("--out", path)  # a regular file it may replace
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off while a million small dicts are made: its passes over
+    them (they hold no cycles) cost two thirds of expanding a 10^6-point spec."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _has_records(store_root: Path, experiment: str) -> bool:
@@ -193,12 +232,14 @@ def run_sweep(
     quiet: bool = False,
 ) -> SweepResult:
     """Compute the plan's batches with the executor, then write the table, failed.json and figures."""
-    from nqf.executors import Task, make_executor
+    from nqf.executors import Task, check_available, make_executor
 
     from .compute import compute_batch
 
     start = time.perf_counter()
     out = Path(out)
+    check_available(executor, slurm)  # Ray, or submitit and sbatch: before anything is made
+    made = _first_missing(out)  # removed again when the run fails before it stored anything
     out.mkdir(parents=True, exist_ok=True)
     result = SweepResult(plan)
     for index in plan.stored:
@@ -260,12 +301,51 @@ def run_sweep(
                 if not busy:
                     break
                 todo = [busy[i : i + plan.batch_size] for i in range(0, len(busy), plan.batch_size)]
+    except BaseException:  # the executor would not start, Ctrl-C, ...: a run that stored nothing leaves nothing
+        if made is not None and not _holds_records(made):
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     finally:
         if progress is not None:
             progress.stop()
     write_outputs(result, out)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (``path`` itself, or a parent), or None."""
+    missing = None
+    for folder in [path, *path.parents]:
+        if folder.exists():
+            break
+        missing = folder
+    return missing
+
+
+def _holds_records(folder: Path) -> bool:
+    """Whether a results store under ``folder`` holds a record (``runs/<experiment>/<key>.json``)."""
+    return any(folder.glob("**/runs/*/*.json"))
+
+
+def stored_points(plan: SweepPlan) -> int:
+    """How many of the plan's points the store holds a record of now (files only: nothing read)."""
+    from nqf.store.results import ResultsStore
+
+    store = ResultsStore(plan.store_root, plan.version)
+    experiment = EXPERIMENT[plan.spec.mode]
+    return sum(1 for p in plan.points if store.path(experiment, store.key(experiment, RUN, p.config)).is_file())
+
+
+def interrupted_keeps(plan: SweepPlan) -> str:
+    """What an interrupted sweep leaves: its stored points, where, and how to go on."""
+    stored = stored_points(plan)
+    if not stored:
+        return "no point was stored, nothing was written"
+    return (
+        f"{stored} of {len(plan.points)} point(s) are stored in {plan.store_root} (kept; the table and figures "
+        "were not written); run the same command again to resume"
+    )
 
 
 def write_outputs(result: SweepResult, out: Path) -> None:
@@ -300,7 +380,7 @@ def write_outputs(result: SweepResult, out: Path) -> None:
     heatmap = plan.spec.heatmap
     if heatmap is None and len(plan.spec.groups) >= 2:
         heatmap = (plan.spec.groups[0][0], plan.spec.groups[1][0])
-    result.figures = sweep_figures(rows, out / "figures", heatmap, _chosen(plan, records))
+    result.figures = sweep_figures(rows, out / FIGURE_DIR, heatmap, _chosen(plan, records))
 
 
 def _chosen(plan: SweepPlan, records: dict[int, dict]) -> list[tuple[int, dict, dict]]:
@@ -317,4 +397,14 @@ def _chosen(plan: SweepPlan, records: dict[int, dict]) -> list[tuple[int, dict, 
     return [(p.index, p.values, records[p.index]) for p in picked]
 
 
-__all__ = ["SpecError", "SweepPlan", "SweepResult", "describe_plan", "plan_sweep", "run_sweep", "write_outputs"]
+__all__ = [
+    "SpecError",
+    "SweepPlan",
+    "SweepResult",
+    "describe_plan",
+    "interrupted_keeps",
+    "plan_sweep",
+    "run_sweep",
+    "stored_points",
+    "write_outputs",
+]

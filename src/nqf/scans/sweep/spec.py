@@ -52,7 +52,6 @@ name what is run in :mod:`nqf.scans.sweep.spec_sections`, the axes, zip and figu
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,17 +149,13 @@ class Spec:
 
 def load_spec(path: str | Path) -> Spec:
     """Read and check the spec at ``path``; SpecError with every problem (one line each)."""
+    from nqf.core.input_files import read_toml  # numpy: imported when a spec is read
+
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError([f"spec {path}: no such file"]) from None
-    except IsADirectoryError:
-        raise SpecError([f"spec {path}: is a folder"]) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecError([f"spec {path}: unreadable ({type(err).__name__})"]) from None
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError([f"spec {path}: not valid TOML ({err})"]) from None
+        raw = read_toml(path, f"spec {path}")  # a missing file, not TOML, nested too deeply: one line
+    except NqfError as err:
+        raise SpecError([str(err)]) from None
     return parse_spec(raw, path)
 
 

@@ -107,6 +107,13 @@ def read_task(table: dict, path: Path, problems: Problems) -> tuple[Owner, Path 
                 return task, None
             if not found:
                 problems.bad("task.path", f"no such file {shown_path(data_file)}")
+            else:
+                from nqf.core.input_files import check_npz
+
+                try:  # its arrays' headers against the file and the memory, before anything reads it
+                    check_npz(data_file, ("X", "Y"))
+                except NqfError as err:
+                    problems.bad("task.path", str(err))
             task.options["path"] = str(data_file)
     return task, data_file
 

@@ -37,11 +37,11 @@ import jax.numpy as jnp
 from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture, structure
+from nqf.core.input_files import describe_file
 from nqf.theory.data_matrices.checks import (
     MAX_ABS_ENTRY,
     check_sample_arrays,
     checked_samples,
-    describe_file,
     read_npz,
 )
 from nqf.theory.data_matrices.population import PopulationDataMatrices, population_data_matrices

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures.architecture import Architecture
+from nqf.core.arguments import real_array
 from nqf.core.errors import NqfError
 from nqf.theory.data_matrices.samples import check_loss
 
@@ -46,93 +47,19 @@ def check_finite(name: str, array: np.ndarray) -> None:
         )
 
 
-def describe_file(path) -> str:
-    """What a file that is not an .npz archive looks like, in a few words."""
-    import os
-
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(512)
-    except OSError as err:
-        return f"unreadable ({err.strerror})"
-    if not head:
-        return "an empty file"
-    if head.startswith(b"\x93NUMPY"):
-        return "a single NumPy array (.npy), not an .npz archive; save with numpy.savez(path, X=..., Y=...)"
-    if head.startswith(b"PK"):
-        return "a zip archive that NumPy cannot read as .npz"
-    if head[:1] == b"\x80":
-        return "a Python pickle, which nqf does not load"
-    if head.startswith(b"\x89HDF"):
-        return "an HDF5 file, not an .npz archive"
-    try:
-        head.decode("utf-8")
-        text = True
-    except UnicodeDecodeError as err:
-        text = err.start > 500  # a character cut at the end of the sample
-    if text and b"\x00" not in head:
-        return "a text file, not an .npz archive (save arrays with numpy.savez(path, X=..., Y=...))"
-    size = os.path.getsize(path)
-    return f"binary data ({size} bytes, starting with {head[:8]!r})"
-
-
 def read_npz(path, names: tuple[str, ...], owner: str = "") -> dict[str, np.ndarray]:
     """Arrays ``names`` from the .npz file ``path``, each real, finite and bounded (MAX_ABS_ENTRY).
 
-    NqfError with one line for every way the file can be bad: missing, a folder, empty,
-    not an .npz archive (says what it is: .npy, text, pickle, ...), missing arrays,
-    object/string/complex/structured arrays, non-finite or too large entries. Shapes are
-    the caller's to check. ``owner`` prefixes the messages (e.g. "task npz: ").
+    Read by ``nqf.core.input_files.read_npz`` (headers checked against the file's size and the
+    memory before anything is loaded, nothing unpickled), then checked for non-finite or too
+    large entries. NqfError with one line for every way the file can be bad. Shapes are the
+    caller's to check. ``owner`` prefixes the messages (e.g. "task npz: ").
     """
-    import os
-    import zipfile
+    from nqf.core.input_files import read_npz as read_arrays
 
-    where = f"{owner}{path}"
-    if not os.path.exists(path):
-        raise NqfError(f"{where}: no such file (not found)")
-    if os.path.isdir(path):
-        raise NqfError(f"{where} is a folder, not an .npz file")
-    if not os.path.isfile(path):
-        raise NqfError(f"{where} is not a regular file")
-    if not os.access(path, os.R_OK):
-        raise NqfError(f"{where}: permission denied")
-    if not zipfile.is_zipfile(path):
-        raise NqfError(f"{where}: cannot read it as .npz: it is {describe_file(path)}")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            if not hasattr(archive, "files"):  # defensive: np.load gave a single array
-                raise NqfError(f"{where}: cannot read it as .npz: it is {describe_file(path)}")
-            missing = [n for n in names if n not in archive.files]
-            if missing:
-                raise NqfError(
-                    f"{where}: no array {' or '.join(missing)} (found: {', '.join(archive.files) or 'none'})"
-                )
-            arrays = {}
-            for n in names:
-                try:
-                    arrays[n] = np.asarray(archive[n])
-                except ValueError as err:
-                    if "allow_pickle" in str(err) or "Object arrays" in str(err):
-                        raise NqfError(f"{where}: array {n} holds Python objects (pickled), not numbers") from None
-                    raise
-    except NqfError:
-        raise
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, NotImplementedError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise NqfError(f"{where}: cannot read it as .npz ({reason})") from None
+    arrays = read_arrays(path, names, owner)
     for n, a in arrays.items():
-        if a.dtype.kind not in "biuf":
-            kind = {
-                "c": "complex",
-                "O": "Python objects",
-                "U": "strings",
-                "S": "bytes",
-                "V": "records",
-                "M": "dates",
-                "m": "time spans",
-            }.get(a.dtype.kind, "not real numbers")
-            raise NqfError(f"{where}: array {n} must hold real numbers, got {kind} (dtype {a.dtype})")
-        check_finite(f"{where}: array {n}", a)
+        check_finite(f"{owner}{path}: array {n}", a)
     return arrays
 
 
@@ -185,7 +112,8 @@ def checked_samples(
 ) -> tuple[np.ndarray, np.ndarray, jnp.dtype]:
     """(X, targets (N, K), dtype) after every check of :func:`data_matrices`; X is not copied."""
     check_loss(loss)
-    X = np.asarray(X)
+    # ragged lists and complex numbers refused here: a cast to float would drop an imaginary part silently
+    X, Y = real_array("inputs X", X), real_array("targets Y", Y)
     if dtype is None:
         dtype = X.dtype if np.issubdtype(X.dtype, np.floating) else jnp.result_type(float)
     dtype = jnp.dtype(dtype)

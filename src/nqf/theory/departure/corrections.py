@@ -58,6 +58,57 @@ def _crossing(steps, values, level, start) -> float:
     return float(switch_steps(steps, v[:, None], np.array([level]))[0])
 
 
+def _side_changes(steps: np.ndarray, values: np.ndarray, level: float) -> list[tuple[float, bool]]:
+    """(step, upward) of each time ``values`` (R,) change side of ``level`` (at or above: one side),
+    at the first record on the new side (interpolated linearly between records more than a step apart)."""
+    above = values >= level
+    out = []
+    for i in np.flatnonzero(above[1:] != above[:-1]) + 1:
+        v0, v1 = values[i - 1], values[i]
+        step = float(steps[i])
+        if steps[i] - steps[i - 1] > 1 and np.isfinite(v0) and np.isfinite(v1) and v1 != v0:
+            step = float(steps[i - 1] + (level - v0) / (v1 - v0) * (steps[i] - steps[i - 1]))
+        out.append((step, bool(above[i])))
+    return out
+
+
+def _matching_crossing(steps, values, reference, level: float, start: int, t_ref: float) -> float:
+    """The step at which ``values`` (R,) cross ``level`` the way ``reference`` (R,) does at ``t_ref``.
+
+    The level of a mode is the quadratic map's (``reference``) ln occupation at the M-flow's
+    switch step t_ref; the corrected step is where the network's map reaches it. An unlearned
+    mode's occupation need not rise monotonically on a plateau (it can fall while a
+    neighbouring mode finishes switching on, and rise again), so "the first record at or above
+    the level" can be a record where the occupation is still above it from before: the old
+    rule, which on an exactly quadratic unit put a mode 44 steps early. Instead, within the
+    segment (records from ``start`` on), the reference's crossing at t_ref is its j-th change of
+    side of the level, in some direction; the corrected step is the network's j-th change of
+    side when it starts on the same side and crosses the same way (so equal maps give t_ref
+    exactly), else its first crossing in that direction. A network already past the event
+    when the segment starts (above a level the reference rises to, below one it falls
+    through) switches at ``start``. A level counts as reached within _LEVEL_ROUNDING, on the
+    side the crossing comes from. NaN: no such crossing within the records.
+    """
+    keep = steps >= start
+    s, v, r = steps[keep], values[keep], reference[keep]
+    if s.size == 0:
+        return math.nan
+    ref_changes = [c for c in _side_changes(s, r, level) if c[0] <= t_ref + 1]
+    if not (np.isfinite(t_ref) and t_ref >= s[0]) or not ref_changes:
+        # the level's step lies before this segment: the mode is due once the network is at its level
+        return _crossing(steps, values, level - _LEVEL_ROUNDING, start)
+    j, upward = len(ref_changes), ref_changes[-1][1]
+    reach = level - _LEVEL_ROUNDING if upward else level + _LEVEL_ROUNDING
+    net_above, ref_above = bool(v[0] >= reach), bool(r[0] >= level)
+    if net_above != ref_above and net_above == upward:
+        return float(s[0])  # already past the event: above a level the reference rises to, below one it falls through
+    net_changes = _side_changes(s, v, reach)
+    if net_above == ref_above and len(net_changes) >= j and net_changes[j - 1][1] == upward:
+        return net_changes[j - 1][0]
+    same_way = [t for t, up in net_changes if up == upward]
+    return same_way[0] if same_way else math.nan
+
+
 @dataclass(frozen=True, eq=False)
 class _Setting:
     """What every segment of :func:`corrected_switch_steps` shares, fixed by the prediction.
@@ -140,7 +191,7 @@ def _run_segment(s: _Setting, construction: str, learned, newest: int, B: dict, 
     Each model's plateau state starts from its previous B (``B[model]``, replaced by the new
     B*) with mode ``newest`` at sqrt(m_newest*); its unlearned rows start from ``rows[model]``
     (Q^T W, Q^T V). Returns ({model: (R, d) occupations of the unlearned rows over the records
-    after seg_start}, {model: (map, D0, V0)}, {model: (plateau loss, lowest curvature)}).
+    after seg_start}, {model: (map, D0, V0)}, {model: (plateau loss, the map)}).
     """
     QL, QU = jnp.asarray(s.full * learned, dtype=s.dtype), jnp.asarray(s.full * ~learned, dtype=s.dtype)
     free = np.outer(learned, learned)
@@ -155,16 +206,17 @@ def _run_segment(s: _Setting, construction: str, learned, newest: int, B: dict, 
         o, _, _ = linear.run(D0, V0, _segment_gaps(s.rec, seg_start))
         occ[model] = np.asarray(o, dtype=np.float64)
         states[model] = (linear, D0, V0)
-        found[model] = (value, linear.lowest)
+        found[model] = (value, linear)  # its lowest curvature is read only where it is reported
     return occ, states, found
 
 
 def _next_switch(s: _Setting, learned, log_n: np.ndarray, history_q: np.ndarray, seg_start: int):
     """(mode, corrected step) of the next growing mode to switch on in the network, or None.
 
-    Mode k switches when ln of its network occupation (log_n (R, d)) first reaches, from
-    seg_start on, the quadratic map's level at the M-flow's own switch step (history_q (R, d):
-    the quadratic map's log occupations stitched from T_1 on); the earliest mode wins.
+    Mode k switches when ln of its network occupation (log_n (R, d)) reaches, from seg_start on,
+    the quadratic map's level at the M-flow's own switch step, crossing it as the quadratic map
+    does there (:func:`_matching_crossing`; history_q (R, d): the quadratic map's log
+    occupations stitched from T_1 on); the earliest mode wins.
     """
     candidates = {}
     for k in np.flatnonzero(~learned[: s.g]):
@@ -172,8 +224,11 @@ def _next_switch(s: _Setting, learned, log_n: np.ndarray, history_q: np.ndarray,
             continue
         # the quadratic map's level at the M-flow's own switch step (history stitched from T_1 on)
         level = float(np.interp(s.mflow[k], s.rec, history_q[:, k]))
-        reach = level - _LEVEL_ROUNDING
-        candidates[int(k)] = _crossing(s.rec, log_n[:, k], reach, seg_start) if np.isfinite(level) else math.nan
+        candidates[int(k)] = (
+            _matching_crossing(s.rec, log_n[:, k], history_q[:, k], level, seg_start, s.mflow[k])
+            if np.isfinite(level)
+            else math.nan
+        )
     live = {k: t for k, t in candidates.items() if np.isfinite(t)}
     if not live:
         return None
@@ -213,9 +268,9 @@ def _corrected_switches(
         occ, states, found = _run_segment(s, construction, learned, newest, B, rows, seg_start)
         on_segment()
         if plateau is not None and curvature is not None and newest < s.g:
-            for model, (value, lowest) in found.items():
+            for model, (value, linear) in found.items():
                 plateau[model][newest] = value
-                curvature[model][newest] = lowest
+                curvature[model][newest] = linear.lowest
         with np.errstate(divide="ignore"):
             log_q, log_n = np.log(occ["quadratic"]), np.log(occ["network"])
         after = s.rec >= seg_start

@@ -32,16 +32,14 @@ def network_outputs(arch: Architecture, W, X) -> jax.Array:
     return network_batch(arch, W, X)
 
 
-def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:
-    """f_quad(x_n; W) = sum_i w_i^T A(x_n) w_i, (N, K), A = (1/2) Hessian of g0 phi at 0.
-
-    Per unit, w^T A w is half the second derivative of s -> g0 phi(s w, x) at s = 0 (two
-    nested forward-mode derivatives), so A(x) is never built.
-    """
-    zero = jnp.zeros((), dtype=W.dtype)
-    one = jnp.ones((), dtype=W.dtype)
+def quadratic_unit(arch: Architecture):
+    """One unit's quadratic form, (w (d,), x) -> w^T A(x) w (K,): half the second derivative of
+    s -> g0 phi(s w, x) at s = 0 (two nested forward-mode derivatives; A(x) is never built)."""
 
     def unit_form(w, x):
+        zero = jnp.zeros((), dtype=w.dtype)
+        one = jnp.ones((), dtype=w.dtype)
+
         def along(s):
             return arch.effective_unit(s * w, x)
 
@@ -49,6 +47,31 @@ def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:
             return jax.jvp(along, (s,), (one,))[1]
 
         return 0.5 * jax.jvp(slope, (zero,), (one,))[1]
+
+    return unit_form
+
+
+def network_unit(arch: Architecture):
+    """One unit's output, (w (d,), x) -> phi(w, x) (K,), for an architecture without a router
+    (then the layer is the plain sum of its units)."""
+    return lambda w, x: jnp.reshape(arch.unit(arch.unravel(w), x), (arch.outputs,))
+
+
+def unit_outputs(arch: Architecture, model: str):
+    """The per-unit function whose sum over units is ``model``'s layer, or None (the network of an
+    architecture with a router: the gate couples the units)."""
+    if model == "quadratic":
+        return quadratic_unit(arch)
+    return network_unit(arch) if arch.router is None else None
+
+
+def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:
+    """f_quad(x_n; W) = sum_i w_i^T A(x_n) w_i, (N, K), A = (1/2) Hessian of g0 phi at 0.
+
+    Per unit, w^T A w is half the second derivative of s -> g0 phi(s w, x) at s = 0 (two
+    nested forward-mode derivatives), so A(x) is never built.
+    """
+    unit_form = quadratic_unit(arch)
 
     def per_sample(x):
         return jnp.sum(jax.vmap(unit_form, in_axes=(1, None))(W, x), axis=0)

@@ -3,8 +3,14 @@ plateau state W(B*) = Q_L B* Rhat_L (:func:`plateau_state`) and the linear(ised)
 unlearned rows about it (:class:`UnlearnedMap`, constructions ``linearised`` and
 ``near_zero``). ``nqf.theory.departure.corrections`` runs them to the corrected switch-on steps.
 
-Memory. Up to _DENSE_LIMIT weights (d n) the map is a (d n, d n) matrix J, one row per basis
-direction of D pushed through the linearised gradient. Each direction holds per-sample,
+Paths. Up to _DENSE_LIMIT weights (d n) the map is a (d n, d n) matrix J. Where the layer is a
+sum over units (the quadratic model; the network without a router) J is built from the units'
+own Jacobians and Hessians (``factored``, :func:`_factored_force`: about n / K times less work
+than the Hessian-vector route, the same matrix to rounding; docs/departure.md has the
+derivation). Otherwise (a mixture of experts' network) J is built one row per basis
+direction of D pushed through the linearised gradient, as follows.
+
+Memory of the Hessian-vector route. Each direction holds per-sample,
 per-unit numbers while it is pushed (:func:`map_numbers`: for the quadratic model's
 ``linearised`` map about 14 K + 3 per sample and unit, K outputs, measured from XLA's buffer
 sizes on ``mlp``), so all d n directions at once (``dense``, one ``vmap``) hold ~ 8 d n N n
@@ -21,16 +27,18 @@ weights ``matrix_free`` applies the map each step (one direction at a time, J ne
 
 from __future__ import annotations
 
+import functools
 import math
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg
 
 from nqf.core.optimizers import optimizer_record
-from nqf.theory.data_matrices.samples import per_sample_loss
-from nqf.theory.departure.path import model_outputs, quadratic_outputs
+from nqf.theory.data_matrices.samples import loss_derivative, per_sample_loss
+from nqf.theory.departure.path import model_outputs, quadratic_outputs, quadratic_unit, unit_outputs
 
 # Up to this many weights (d n) the linearised map is built as a dense matrix once.
 _DENSE_LIMIT = 4096
@@ -46,7 +54,7 @@ MAP_BYTES = 2**25
 # more than _SLACK (the formula is calibrated on mlp units; other units can hold more a direction).
 _SHRINKS = 3
 _SLACK = 1.5
-PATHS = ("dense", "chunked", "matrix_free")
+PATHS = ("factored", "dense", "chunked", "matrix_free")
 _BYTES = 8  # float64
 
 
@@ -94,14 +102,30 @@ def choose_path(
     model: str | None = None,
     construction: str | None = None,
 ) -> tuple[str, int]:
-    """(path, directions a chunk) of the unlearned rows' map of ``model`` and ``construction``
-    (the most demanding of them when not given; module docstring): ``dense`` when all d n
-    directions fit ``budget`` (default :func:`map_budget`), else ``chunked`` with as many as
-    fit (:func:`held_directions`; one at least), ``matrix_free`` beyond _DENSE_LIMIT weights."""
+    """(path, chunk) of the unlearned rows' map of ``model`` and ``construction`` (the most
+    demanding of them when not given; module docstring): ``matrix_free`` beyond _DENSE_LIMIT
+    weights; else ``factored`` (chunk: samples at once) when ``model`` is given and its layer is
+    a sum over units (:func:`factorable`); else the Hessian-vector routes of :func:`hvp_path`."""
+    if arch.dim * width > _DENSE_LIMIT:
+        return "matrix_free", 1
+    if model is not None and factorable(arch, model):
+        return "factored", factored_chunk(arch, width, budget)
+    return hvp_path(arch, samples, width, budget, model, construction)
+
+
+def hvp_path(
+    arch,
+    samples: int,
+    width: int,
+    budget: float | None = None,
+    model: str | None = None,
+    construction: str | None = None,
+) -> tuple[str, int]:
+    """(path, directions a chunk) of the map built by Hessian-vector products: ``dense`` when all
+    d n directions fit ``budget`` (default :func:`map_budget`), else ``chunked`` with as many as
+    fit (:func:`held_directions`; one at least)."""
     size = arch.dim * width
     budget = map_budget() if budget is None else budget
-    if size > _DENSE_LIMIT:
-        return "matrix_free", 1
     models = ("network", "quadratic") if model is None else (model,)
     constructions = ("linearised", "near_zero") if construction is None else (construction,)
     held, each = max(map_numbers(arch, m, c) for m in models for c in constructions)
@@ -191,6 +215,101 @@ def _chunked_force(arch, model, loss_type, construction, Wstar, QU, X, Y, D0, ch
     return g, jax.lax.map(row, jnp.arange(size), batch_size=chunk)
 
 
+def factorable(arch, model: str) -> bool:
+    """Whether ``model``'s layer is a plain sum over units (:func:`_factored_force` applies): the
+    quadratic model always, the network when no router couples the units through a gate."""
+    return unit_outputs(arch, model) is not None
+
+
+def factored_chunk(arch, width: int, budget: float | None = None) -> int:
+    """Samples a chunk of :func:`_factored_force` takes at once: its per-sample Jacobians
+    (n K d numbers) and their transforms, about 4 n K d + n d numbers a sample, within ``budget``."""
+    budget = map_budget() if budget is None else budget
+    d, K = arch.dim, arch.outputs
+    return max(1, int(budget // (_BYTES * width * (4.0 * K * d + d))))
+
+
+@partial(jax.jit, static_argnames=("arch", "model", "loss_type", "construction", "chunk"))
+def _factored_force(arch, model, loss_type, construction, Wstar, QU, X, Y, D0, chunk):
+    """:func:`_dense_force`'s (g, J), built from the units' own derivatives instead of d n
+    Hessian-vector products of the whole layer.
+
+    The layer is f(x) = sum_i u(w_i, x) (:func:`factorable`), so the loss's Hessian in W is
+
+        H = (1/N) sum_x [ J(x)^T H_l(x) J(x) + blockdiag_i sum_c l'_c(x) Hess_w u_c(w_i, x) ],
+
+    J(x) = [du/dw(w_1, x) ... du/dw(w_n, x)] (K, d n), H_l the loss's (K, K) Hessian in f
+    (identity for the squared loss, diag(p) - p p^T for cross-entropy), l' its gradient. In the
+    unlearned rows' coordinates D = Q_U^T W the map is Q_U^T H Q_U. Work: N n Jacobians of one
+    unit (d forward passes each) and N K (d n)^2 for the Gauss-Newton sum, where the
+    Hessian-vector route costs d n passes of the whole layer over N samples (N n d per pass
+    and unit, nested for the quadratic model): about n times more. ``near_zero``: the force
+    2 Q_U^T G Q_U D, G = E[l' A], is the same d x d matrix for every unit (kron with I_n).
+    Samples go ``chunk`` at a time (padding weighted 0), so memory stays ~ chunk n K d.
+    """
+    unit = unit_outputs(arch, model)
+    d, n = D0.shape
+    N = X.shape[0]
+    F = model_outputs(arch, model)(Wstar, X)
+    dl = loss_derivative(loss_type, F, Y)  # (N, K)
+    if loss_type == "squared":
+        Hl = jnp.broadcast_to(jnp.eye(F.shape[1], dtype=F.dtype), (N, F.shape[1], F.shape[1]))
+    else:
+        p = jax.nn.softmax(F, axis=1)
+        Hl = jax.vmap(jnp.diag)(p) - p[:, :, None] * p[:, None, :]
+    pad = (-N) % chunk
+    weights = jnp.concatenate([jnp.ones(N, dtype=F.dtype), jnp.zeros(pad, dtype=F.dtype)])
+
+    def padded(a):
+        return jnp.concatenate([a, jnp.zeros((pad, *a.shape[1:]), dtype=a.dtype)]).reshape(-1, chunk, *a.shape[1:])
+
+    Xc, dlc, Hlc, wc = padded(X), padded(dl), padded(Hl), weights.reshape(-1, chunk)
+    zero_w = jnp.zeros((d,), dtype=D0.dtype)
+    quadratic = quadratic_unit(arch)
+
+    def unit_hessians(Xb, rb, wb, units):
+        """(n, d, d): Hess_w of sum_b w_b r_b . unit(w, x_b) at each unit's weights."""
+
+        def weighted(w):
+            return jnp.sum(wb[:, None] * rb * jax.vmap(lambda x: unit(w, x))(Xb))
+
+        return jax.vmap(jax.hessian(weighted), in_axes=1)(units)
+
+    if construction == "near_zero":
+        # the force is the unit-independent 2 G (the quadratic form's Hessian, any w): one d x d
+        def accumulate_g(total, batch):
+            Xb, rb, wb = batch
+            weighted = lambda w: jnp.sum(wb[:, None] * rb * jax.vmap(lambda x: quadratic(w, x))(Xb))  # noqa: E731
+            return total + jax.hessian(weighted)(zero_w), None
+
+        two_g, _ = jax.lax.scan(accumulate_g, jnp.zeros((d, d), dtype=D0.dtype), (Xc, dlc, wc))
+        S = QU.T @ (two_g / N) @ QU
+        J = jnp.einsum("kl,ij->ljki", S, jnp.eye(n, dtype=D0.dtype)).reshape(d * n, d * n)
+        return jnp.zeros_like(D0), J
+
+    jacobian = jax.vmap(jax.vmap(jax.jacfwd(unit), in_axes=(1, None)), in_axes=(None, 0))  # (B, n, K, d)
+
+    # the quadratic model's units have one Hessian, 2 A(x), whatever their weights: one d x d
+    hessian_units = Wstar[:, :1] if model == "quadratic" else Wstar
+
+    def accumulate(carry, batch):
+        gauss_newton, blocks = carry
+        Xb, rb, Hb, wb = batch
+        Z = jnp.einsum("bikp,pq->bkqi", jacobian(Wstar, Xb), QU).reshape(Xb.shape[0], -1, d * n)  # (B, K, d n)
+        weighted = jnp.einsum("b,bkl,blm->bkm", wb, Hb, Z)
+        gauss_newton = gauss_newton + jnp.einsum("bkm,bkq->mq", Z, weighted)
+        return (gauss_newton, blocks + unit_hessians(Xb, rb, wb, hessian_units)), None
+
+    start = (jnp.zeros((d * n, d * n), dtype=D0.dtype), jnp.zeros((hessian_units.shape[1], d, d), dtype=D0.dtype))
+    (gauss_newton, blocks), _ = jax.lax.scan(accumulate, start, (Xc, dlc, Hlc, wc))
+    blocks_u = jnp.broadcast_to(jnp.einsum("pk,ipq,ql->ikl", QU, blocks, QU), (n, d, d))  # mode coordinates
+    diagonal = jnp.einsum("ikl,ij->kilj", blocks_u, jnp.eye(n, dtype=D0.dtype)).reshape(d * n, d * n)
+    J = (gauss_newton + diagonal) / N
+    loss = _loss_fn(arch, model, loss_type)
+    g = QU.T @ jax.grad(loss)(Wstar, X, Y)
+    return g, J
+
+
 # compiled ``_chunked_force`` programs (ahead of time, so their buffer sizes can be read first)
 _COMPILED: dict = {}
 _COMPILED_KEEP = 32
@@ -259,14 +378,16 @@ def _matrix_free_steps(arch, model, loss_type, construction, optimizer, Wstar, Q
 class UnlearnedMap:
     """The unlearned rows' linear(ised) dynamics about W* for one plateau and model.
 
-    D (d, n): the weights' mode coordinates Q^T W, only the unlearned rows used (QU: the full
-    basis with the learned columns zeroed). ``linearised``: D+ = D - lr (g + H D) with
-    g + H D the unlearned rows' gradient linearised about W* (GD; heavy-ball momentum runs
-    the same force through its velocity); ``near_zero``: the force 2 Q_U^T G Q_U D with
-    G = E[r(x) A(x)] at W*. Up to _DENSE_LIMIT weights the map is built once as a matrix
-    (all directions at once, or in chunks that fit MAP_BYTES: module docstring). ``path``
-    (one of PATHS) and ``chunk`` force a path (tests); by default :func:`choose_path` picks.
-    ``run(D0, V0, gaps)`` returns (squared row norms (S, d) after each gap, D, V).
+        D (d, n): the weights' mode coordinates Q^T W, only the unlearned rows used (QU: the full
+        basis with the learned columns zeroed). ``linearised``: D+ = D - lr (g + H D) with
+        g + H D the unlearned rows' gradient linearised about W* (GD; heavy-ball momentum runs
+        the same force through its velocity); ``near_zero``: the force 2 Q_U^T G Q_U D with
+        G = E[r(x) A(x)] at W*. Up to _DENSE_LIMIT weights the map is built once as a matrix
+        (from the units' derivatives, or by directions, all at once or in chunks that fit
+        MAP_BYTES: module docstring). ``path``
+        (one of PATHS) and ``chunk`` force a path (tests; ``chunk`` counts samples on the factored
+    path, directions on the chunked one); by default :func:`choose_path` picks.
+        ``run(D0, V0, gaps)`` returns (squared row norms (S, d) after each gap, D, V).
     """
 
     def __init__(
@@ -289,26 +410,39 @@ class UnlearnedMap:
     ):
         self.optimizer, self.lr, self.beta = optimizer, lr, beta
         budget = map_budget() if budget is None else budget
-        chosen, fits = choose_path(arch, X.shape[0], D0.shape[1], budget, model, construction)
+        chosen, _ = choose_path(arch, X.shape[0], D0.shape[1], budget, model, construction)
         self.path = chosen if path is None else path
         if self.path not in PATHS:
             raise ValueError(f"unknown path {self.path!r}; one of {', '.join(PATHS)}")
-        self.chunk = D0.size if self.path == "dense" else min(chunk or fits, D0.size)
+        if self.path == "factored":
+            if not factorable(arch, model):
+                raise ValueError(f"the {model} layer of {arch.name} is not a sum over units: no factored path")
+            self.chunk = min(chunk or factored_chunk(arch, D0.shape[1], budget), X.shape[0])
+        else:
+            _, fits = hvp_path(arch, X.shape[0], D0.shape[1], budget, model, construction)
+            self.chunk = D0.size if self.path == "dense" else min(chunk or fits, D0.size)
         self.dense = self.path != "matrix_free"  # the map is a matrix J
-        self.lowest = math.nan  # the most negative eigenvalue of the (symmetrised) linear map
-        if self.path == "chunked":
+        if self.path == "factored":
+            self.g, self.J = _factored_force(arch, model, loss_type, construction, Wstar, QU, X, Y, D0, self.chunk)
+        elif self.path == "chunked":
             static = (arch, model, loss_type, construction)
             args = (Wstar, QU, X, Y, D0)
             compiled, self.chunk = _compiled_chunked(static, args, self.chunk, budget)
             self.g, self.J = compiled(*args)
         elif self.path == "dense":
             self.g, self.J = _dense_force(arch, model, loss_type, construction, Wstar, QU, X, Y, D0)
-        if self.dense:
-            if D0.size <= EIGEN_LIMIT:
-                J = np.asarray(self.J, dtype=np.float64)
-                self.lowest = float(np.linalg.eigvalsh(0.5 * (J + J.T))[0])
-        else:
+        if not self.dense:
             self.args = (arch, model, loss_type, construction, optimizer, Wstar, QU, X, Y)
+
+    @functools.cached_property
+    def lowest(self) -> float:
+        """The most negative eigenvalue of the (symmetrised) linear map; NaN without a matrix or
+        beyond EIGEN_LIMIT weights. Computed when first read (an eigendecomposition of d n x d n
+        costs more than building the map; only the reported construction's plateaus read it)."""
+        if not self.dense or self.J.shape[0] > EIGEN_LIMIT:
+            return math.nan
+        J = np.asarray(self.J, dtype=np.float64)
+        return float(scipy.linalg.eigvalsh(0.5 * (J + J.T), subset_by_index=(0, 0))[0])
 
     def run(self, D0, V0, gaps):
         gaps = jnp.asarray(gaps, dtype=jnp.int32)

@@ -56,6 +56,7 @@ from nqf.architectures.expansion import ExpansionReport
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.measure import measured_plateau_losses
+from nqf.core.memory import FLOPS_PER_SECOND, check_time
 from nqf.core.optimizers import OPTIMIZER_RECORDS, optimizer_record
 from nqf.core.programs import bucket_length, to_device
 from nqf.theory.data_matrices.moments import MomentDataMatrices
@@ -68,6 +69,7 @@ from nqf.theory.lotka_volterra.system import logistic_switch_time
 from nqf.theory.predict import stages as stage
 from nqf.theory.predict.init import check_init_scale, initial_weights, log_occupations
 from nqf.theory.predict.result import PredictConfig, Prediction
+from nqf.theory.predict.sizes import check_predict_memory, flow_cost, sample_count
 from nqf.theory.predict.stages import MFLOW_RESOLUTION, record_steps
 from nqf.theory.scaling import PowerLawFit, fit_power_law
 from nqf.theory.singular_limit import singular_limit
@@ -85,6 +87,13 @@ CHUNK_BYTES = 256 * 2**20
 # The whole result (both loss curves of every point, float64) must fit in this share of
 # the machine's memory; above it predict_grid refuses before computing anything.
 MEMORY_SHARE = 0.5
+# The grid steps every point through every step (no adaptive jumps, ``predict``'s way to a long
+# horizon); a grid estimated to take longer than this is refused before any work
+MAX_GRID_SECONDS = 3600.0
+# A step of the grid's program costs this on top of its points' flops (the loop, the LV map, the
+# crossings): measured 1.6e-5 s a step for one staircase point (10^6 steps in 16 s) and 4.3e-5
+# for 16 points on the 2-core machine under load, where the points' flops account for 1e-6 each
+GRID_SECONDS_PER_STEP = 1e-5
 
 
 def grid_point(
@@ -438,6 +447,21 @@ def _physical_memory() -> int:
         return 8 * 2**30
 
 
+def _check_grid_size(arch: Architecture, X, data, config: PredictConfig, points: int) -> None:
+    """Before anything is built: one prediction's memory (``nqf.theory.predict.sizes``: the data,
+    the moments and a d x width W0 per seed), and the time of stepping every point through every
+    step, which above ``MAX_GRID_SECONDS`` is refused in favour of ``nqf.predict``."""
+    check_predict_memory(arch, sample_count(X, data), config.width, config.loss, config.route, False)
+    _, flops = flow_cost(arch, 0, config.loss, "moments")
+    seconds = config.steps * (points * flops / FLOPS_PER_SECOND + GRID_SECONDS_PER_STEP)
+    check_time(
+        f"predict_grid: {points} point(s) x {config.steps} steps, each stepped (~{flops:.2g} flops a step)",
+        seconds,
+        MAX_GRID_SECONDS,
+        "nqf.predict per point jumps the linear stretches (stepping='adaptive'), or use fewer steps",
+    )
+
+
 def predict_grid(
     arch: Architecture | str,
     X: Float[ArrayLike, " N *input"] | None,
@@ -457,7 +481,8 @@ def predict_grid(
 
     Raises NqfError, before any heavy work, for a bad axis, a case the grid does not run
     (module docstring), an lr at or above the stability bound (naming the largest stable
-    one), an init that underflows, a result that would not fit in memory, and for an M-flow
+    one), an init that underflows, a result or a width that would not fit in memory, a grid
+    estimated to step for longer than ``MAX_GRID_SECONDS`` (one hour), and for an M-flow
     that diverges (naming the points).
     """
     if isinstance(arch, str):  # a built-in's name, as in predict: inputs and outputs from the data
@@ -480,6 +505,7 @@ def predict_grid(
             f"predict_grid: {L} x {S} x {R} points x {T} recorded steps need {result_bytes / 2**30:.3g} GiB for the "
             f"two loss curves, above {MEMORY_SHARE:.0%} of this machine's memory: fewer points or a shorter horizon"
         )
+    _check_grid_size(arch, X, data, config, L * S * R)
 
     config = replace(config, lr=float(lr_axis[0]), sigma0=float(sigma0_axis[0]), seed=int(seed_axis[0]))
     expansion = stage.gate(arch, config)

@@ -51,12 +51,14 @@ from jaxtyping import ArrayLike, Float, Real
 from nqf.architectures.architecture import Architecture
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError, PrecisionWarning
+from nqf.core.optimizers import optimizer_record
 from nqf.theory.data_matrices.moments import MomentDataMatrices, RouteChoice
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
 from nqf.theory.lotka_volterra.maps import momentum_occupations
 from nqf.theory.predict import stages as stage
 from nqf.theory.predict.init import check_init_scale, initial_weights, log_occupations
 from nqf.theory.predict.result import PREDICT_OPTIMIZERS, STEPPINGS, PredictConfig, Prediction
+from nqf.theory.predict.sizes import check_predict_memory, sample_count
 from nqf.theory.predict.stages import (
     LV_DEFECT_TOLERANCE,
     MFLOW_RESOLUTION,
@@ -101,9 +103,11 @@ def predict(
     and Y are not used), with ``route_choice`` from ``nqf.theory.data_matrices.build.flow_data`` to report it.
 
     Raises NqfError for bad inputs (shapes, non-finite values, width != experts for a
-    mixture of experts), for a learning rate above the linear-stability bound, for an
-    init that underflows the working dtype, and (TheoryDoesNotApply) for a unit the
-    expansion check rejects unless ``config.allow_inapplicable`` (module docstring).
+    mixture of experts), for a width or data too large for the memory available (the
+    estimate of ``nqf.theory.predict.sizes``, before anything is built), for a learning
+    rate above the linear-stability bound, for an init that underflows the working dtype,
+    and (TheoryDoesNotApply) for a unit the expansion check rejects unless
+    ``config.allow_inapplicable`` (module docstring).
 
     Precision: predict computes in JAX's default float, float32 unless ``jax_enable_x64`` is
     on; in float32 it warns once per process (``nqf.core.errors.PrecisionWarning``): its
@@ -118,6 +122,15 @@ def predict(
         from nqf.architectures import architecture_for_data
 
         arch = architecture_for_data(arch, X, Y)
+    # before the gate compiles anything: W0 alone is d x width numbers
+    check_predict_memory(
+        arch,
+        sample_count(X, data),
+        config.width,
+        config.loss,
+        config.route,
+        optimizer_record(config.optimizer).minibatches,
+    )
     ensure_default_cache()
     expansion = stage.gate(arch, config)
     dtype = jnp.result_type(float)

@@ -14,13 +14,14 @@ import jax
 import numpy as np
 
 from nqf.architectures.expansion import ExpansionReport, report_json
+from nqf.core.arguments import check_count, check_seed
 from nqf.core.errors import NqfError
 from nqf.core.names import ENGINES as ENGINES
 from nqf.core.names import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
 from nqf.core.names import ROUTES as ROUTES
 from nqf.core.names import STEPPINGS as STEPPINGS
 from nqf.core.optimizers import optimizer_record
-from nqf.core.pytrees import register_fields
+from nqf.core.pytrees import json_value, register_fields
 from nqf.theory.flow.base import FlowResult
 from nqf.theory.lotka_volterra.modes import ModeBasis
 from nqf.theory.lotka_volterra.system import LotkaVolterra
@@ -88,24 +89,32 @@ class PredictConfig:
             raise NqfError(
                 f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {self.optimizer!r}"
             )
-        if isinstance(self.width, bool) or int(self.width) != self.width or self.width < 1:
-            raise NqfError(f"width must be a positive integer, got {self.width!r}")
-        if isinstance(self.steps, bool) or int(self.steps) != self.steps or self.steps < 1:
-            raise NqfError(f"steps must be a positive integer, got {self.steps!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
+        check_count("width", self.width)
+        check_count("steps", self.steps)
+        if not _traced(self.seed):  # a pytree leaf, as lr below
+            check_seed("seed", self.seed)
+        # lr, sigma0 and beta are pytree leaves: under jax.jit or vmap they are tracers, whose
+        # values cannot be checked (a config rebuilt by dataclasses.replace inside a traced function)
+        if not _traced(self.lr) and not (math.isfinite(self.lr) and self.lr > 0):
             raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
-        if not (math.isfinite(self.sigma0) and self.sigma0 > 0):
+        if not _traced(self.sigma0) and not (math.isfinite(self.sigma0) and self.sigma0 > 0):
             raise NqfError(f"sigma0 must be a positive finite number, got {self.sigma0!r}")
         if optimizer_record(self.optimizer).minibatches and self.batch_size is None:
             raise NqfError("optimizer sgd needs a batch size (--batch)")
+        if self.batch_size is not None:
+            check_count("batch_size", self.batch_size)
         if self.route not in ROUTES:
             raise NqfError(f"unknown data route {self.route!r}; choose one of {', '.join(ROUTES)}")
         if self.stepping not in STEPPINGS:
             raise NqfError(f"unknown stepping {self.stepping!r}; choose one of {', '.join(STEPPINGS)}")
         if self.engine not in ENGINES:
             raise NqfError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
-        if optimizer_record(self.optimizer).flow_takes_beta and not 0 <= self.beta < 1:
+        if optimizer_record(self.optimizer).flow_takes_beta and not _traced(self.beta) and not 0 <= self.beta < 1:
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
+
+
+def _traced(value: object) -> bool:
+    return isinstance(value, jax.core.Tracer)
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,14 +225,16 @@ class Prediction:
     def to_json(self) -> dict:
         """The stable JSON form printed by ``nqf predict --json``."""
         g = self.num_growing
-        order = [int(k) for k in self.singular.activation_order]
+        # numpy leaves whatever arrays jax.tree.map made of them: SingularLimit's methods return numpy
+        singular = jax.tree.map(np.asarray, self.singular)
+        order = [int(k) for k in singular.activation_order]
         m0 = self.lv.m0 if self.initial_occupations is None else self.initial_occupations
         resolution = None if self.mflow_resolution is None else _floats(self.mflow_resolution)
         return {
             "config": {
-                **_jsonable(asdict(self.config)),  # plain numbers also after jax.tree.map
+                **json_value(asdict(self.config)),  # its numbers are leaves: arrays after jax.tree.map
                 "arch": self.arch_name,
-                "arch_options": _jsonable(dict(self.arch_options)),
+                "arch_options": json_value(dict(self.arch_options)),
             },
             "expansion": report_json(self.expansion),
             "mflow": {
@@ -249,12 +260,12 @@ class Prediction:
                 "plateau_losses": _floats(self.lv_plateau_losses),
             },
             "singular_limit": {
-                "eps": _floats([self.singular.eps])[0] if np.any(m0[:g] > 0) else None,  # no mode there: no eps
-                "step_times": _floats(self.singular.steps()),
-                "rescaled_times": _floats(self.singular.step_times),
+                "eps": _floats([singular.eps])[0] if np.any(m0[:g] > 0) else None,  # no mode there: no eps
+                "step_times": _floats(singular.steps()),
+                "rescaled_times": _floats(singular.step_times),
                 "order": order,
-                "plateau_losses": _floats(self.singular.plateau_losses),
-                "suppressed": [int(k) for k in self.singular.suppressed],
+                "plateau_losses": _floats(singular.plateau_losses),
+                "suppressed": [int(k) for k in singular.suppressed],
                 "switch_steps": _floats(self.singular_switch_steps),
             },
             "power_law": None
@@ -283,25 +294,6 @@ def _floats(a) -> list:
     for v in np.asarray(a, dtype=np.float64).ravel():
         out.append(float(v) if math.isfinite(v) else None)
     return out
-
-
-def _jsonable(obj):
-    """Options as JSON: tuples become lists, numpy scalars plain numbers, non-finite floats None."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray) and obj.ndim == 0:
-        return _jsonable(obj.item())
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, (str, int)) or obj is None:
-        return obj
-    return repr(obj)
 
 
 def _int_tree(tree):
@@ -342,15 +334,17 @@ def _register_departure() -> None:
 
 
 def _register_singular_limit() -> None:
-    """SingularLimit: its events (s, mode, "on" | "off") are split, the times leaves and the
-    (mode, kind) pairs metadata, so that two limits with the same order of events share a
-    structure."""
+    """SingularLimit: its events (s, mode, "on" | "off") are split, each time a leaf of its own
+    and the (mode, kind) pairs metadata, so that two limits with the same order of events share a
+    structure. The times are passed through as they are, never gathered into one array: a gather
+    would fail on tracers (jit), and its axis would swap with a stack's when the stacked times are
+    split again (an identity ``jax.tree.map`` would transpose them)."""
     arrays: tuple[str, ...] = ("eps", "step_times", "activation_order", "plateau_losses", "activation_times")
     arrays += ("switch_times", "fixed_point", "final_speeds", "initial_loss")
 
     def flatten_with_keys(limit):
-        times = np.asarray([event[0] for event in limit.events], dtype=np.float64)
         children = tuple((jax.tree_util.GetAttrKey(name), getattr(limit, name)) for name in arrays)
+        times = tuple(event[0] for event in limit.events)
         kinds = tuple((event[1], event[2]) for event in limit.events)
         return (*children, (jax.tree_util.GetAttrKey("event_times"), times)), (kinds, limit.suppressed)
 
@@ -363,9 +357,7 @@ def _register_singular_limit() -> None:
         limit = object.__new__(SingularLimit)
         for name, value in zip(arrays, children[:-1], strict=True):
             object.__setattr__(limit, name, value)
-        times = children[-1]
-        # times[..., i]: the i-th event's time, also in a stack of limits
-        events = tuple((times[..., i], mode, kind) for i, (mode, kind) in enumerate(kinds))
+        events = tuple((time, mode, kind) for time, (mode, kind) in zip(children[-1], kinds, strict=True))
         object.__setattr__(limit, "events", events)
         object.__setattr__(limit, "suppressed", suppressed)
         return limit
