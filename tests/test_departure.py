@@ -8,6 +8,7 @@ import pytest
 from nqf import PredictConfig, get_task, predict
 from nqf.architectures import mlp, mlp_fixed
 from nqf.architectures.architecture import init_weights
+from nqf.core.errors import NqfError
 from nqf.theory.data_matrices.build import data_matrices
 from nqf.theory.departure.estimate import departure, path_weights, propagators
 from nqf.theory.flow import gd_map, momentum_map, square_factor
@@ -206,3 +207,23 @@ def test_the_corrected_step_is_the_crossing_that_matches_the_quadratic_maps():
     assert _matching_crossing(steps, rising, rising, -2.0, 10, 5.0) == float(steps[np.argmax(rising >= -2.0)])
     # never crossed within the records
     assert np.isnan(_matching_crossing(steps, rising - 100.0, dip, level, 10, 40.0))
+
+
+def test_a_departure_of_other_inputs_is_refused():
+    """The architecture, the data and W0 must be the prediction's (one line each), else the
+    departure would describe nothing; the prediction's own inputs pass."""
+    p = predict(TANH, X, Y, PredictConfig(width=8, lr=0.05, steps=150, sigma0=1e-6))
+    Xn, Yn = np.asarray(X), np.asarray(Y)
+    cases = [
+        (lambda: departure(mlp(activation="gelu"), X, Y, p, corrections=False), "not of the architecture given"),
+        (lambda: departure(TANH, Xn[:10], Yn[:10], p, corrections=False), "the data are not the prediction's"),
+        (lambda: departure(TANH, X, Y, p, W0=np.ones((12, 8)), corrections=False), "not the prediction's initial"),
+        (lambda: departure(TANH, X, Y, p, W0=np.zeros((3, 3)), corrections=False), r"W0 must have shape \(d=12"),
+        (lambda: departure(TANH, X, Y, "nope", corrections=False), "takes the Prediction"),
+    ]
+    for call, message in cases:
+        with pytest.raises(NqfError, match=message):
+            call()
+    W0 = init_weights(TANH, training_keys(0)[0], 8, 1e-6)
+    same = departure(TANH, X, Y, p, W0=np.asarray(W0), corrections=False)
+    assert_allclose(same.relative_gap, departure(TANH, X, Y, p, corrections=False).relative_gap, rtol=1e-12)

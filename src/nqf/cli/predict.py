@@ -332,6 +332,7 @@ def load_problem(args: PredictArgs):
         args.route,
         minibatches=args.optimizer in MINIBATCH_OPTIMIZERS,
         adaptive=args.stepping == "adaptive" and args.optimizer not in MINIBATCH_OPTIMIZERS,
+        momentum=args.optimizer == "momentum",
     )
     if args.departure:  # its memory and time on top of the prediction's
         check_departure(architecture, X.shape[0], args.width, args.steps, args.loss, args.route, args.optimizer)

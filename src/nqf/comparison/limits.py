@@ -62,7 +62,8 @@ min(K, d / 2) of them) the maps' matrices: from the units' own derivatives where
 sum over units (``factored``: N n Jacobians of one unit and the Gauss-Newton sum N K (d n)^2,
 a matrix product, at 1.5e10 flops a second), else d n directions each, about N n (90 K + 10)
 flops a direction over a model's two maps; their steps ((d n)^2 a step, eight runs over the
-horizon, matrix-vector products), and ~10 s of compiling.
+horizon, matrix-vector products), and ~5 s of compiling; `benchmarks/bench_departure.py`
+compares the estimate with the first call's wall time.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ from nqf.core.arguments import MAX_SEED as MAX_SEED
 from nqf.core.arguments import MAX_STEPS as MAX_STEPS
 from nqf.core.arguments import check_seed as check_seed
 from nqf.core.errors import NqfError
-from nqf.core.memory import BYTES, FLOPS_PER_SECOND, SECONDS_PER_STEP, duration_text
+from nqf.core.memory import BYTES, FLOPS_PER_SECOND, SECONDS_PER_STEP, can_jump, duration_text
 from nqf.core.memory import check_memory as _check_memory
 from nqf.core.optimizers import optimizer_record
 from nqf.theory.predict.sizes import flow_cost as flow_cost
@@ -95,8 +96,9 @@ ANNOUNCE_AFTER_S = 10.0
 # departure's programs add (their compiling and code: 0.2-0.24 GiB more on both, its arrays ~0.05)
 RUNTIME_BYTES = 0.3 * 2**30
 DEPARTURE_RUNTIME_BYTES = 0.2 * 2**30
-# Compiling the departure's programs (the path, the curve, the plateau states and four maps)
-DEPARTURE_COMPILE_S = 10.0
+# Compiling the departure's programs (the path, the curve, the plateau states and four maps):
+# 4-8 s measured with the factored maps (benchmarks/bench_departure.py's first calls)
+DEPARTURE_COMPILE_S = 5.0
 
 
 def check_output_path(option: str, path: Path) -> Path:
@@ -245,9 +247,19 @@ def check_structure(arch) -> None:
 
 
 def check_predict(
-    arch, samples: int, width: int, steps: int, loss: str, route: str, minibatches: bool, adaptive: bool = False
+    arch,
+    samples: int,
+    width: int,
+    steps: int,
+    loss: str,
+    route: str,
+    minibatches: bool,
+    adaptive: bool = False,
+    momentum: bool = False,
 ) -> None:
-    """Refuse a prediction that cannot fit; announce a long one."""
+    """Refuse a prediction that cannot fit; announce a long one. ``adaptive``: the stepping may
+    jump linear stretches, which it can only where the jump's state is small enough
+    (``nqf.core.memory.can_jump``; ``momentum`` doubles it); elsewhere every step is counted."""
     _, flops = flow_cost(arch, samples, loss, route, minibatches)
     nbytes = predict_bytes(arch, samples, width, loss, route, minibatches)
     check_memory(
@@ -256,9 +268,12 @@ def check_predict(
         "use a smaller --width, fewer samples or a smaller architecture",
     )
     what = f"M-flow of {steps} steps at ~{flops:.2g} flops a step"
-    if adaptive:
+    jumps = adaptive and can_jump(arch.dim, momentum)
+    if jumps:
         what += " (adaptive stepping usually jumps most of them)"
-    announce(what, steps * (flops / FLOPS_PER_SECOND + SECONDS_PER_STEP), bound=adaptive)
+    elif adaptive:
+        what += f" (every one of them: no jump at d = {arch.dim})"
+    announce(what, steps * (flops / FLOPS_PER_SECOND + SECONDS_PER_STEP), bound=jumps)
 
 
 def task_samples(task) -> int:

@@ -18,6 +18,16 @@ BYTES = 8  # float64
 # the cost model of the time estimates (measured for small problems on a 2-core machine)
 FLOPS_PER_SECOND = 2e9
 SECONDS_PER_STEP = 1e-6
+# The M-flow's jumps need powers of an s x s matrix, s = D (D + 1) / 2 (D = d, or 2 d for
+# momentum's rows): not beyond this size (``nqf.theory.flow.jumps``), so above d = 39 (27 with
+# momentum) adaptive stepping steps every step, and a time estimate must say so.
+MAX_JUMP_STATE = 800
+
+
+def can_jump(d: int, momentum: bool) -> bool:
+    """Whether the M-flow of d parameters a unit can jump linear stretches at all."""
+    D = 2 * d if momentum else d
+    return D * (D + 1) // 2 <= MAX_JUMP_STATE
 
 
 def available_bytes() -> int:

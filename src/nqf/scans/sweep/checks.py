@@ -150,6 +150,7 @@ def _check_memory(spec: Spec, task, arch, s: dict, problems: dict[str, str]) -> 
                 s["route"],
                 minibatches=s["optimizer"] in MINIBATCH_OPTIMIZERS,
                 adaptive=s["stepping"] == "adaptive" and s["optimizer"] not in MINIBATCH_OPTIMIZERS,
+                momentum=s["optimizer"] == "momentum",
             )
     except NqfError as err:
         _note(problems, blame(str(err), spec, "settings"), err)

@@ -23,7 +23,7 @@ from nqf.core.measure import switch_steps
 from nqf.core.optimizers import optimizer_record
 from nqf.core.progress import report
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
-from nqf.theory.departure.path import DEFAULT_SAMPLES, departure_inputs, path_weights
+from nqf.theory.departure.path import DEFAULT_SAMPLES, check_prediction, departure_inputs, path_weights
 from nqf.theory.departure.plateaus import UnlearnedMap, plateau_state
 
 CONSTRUCTIONS = ("linearised", "near_zero")
@@ -328,6 +328,7 @@ def corrected_switch_steps(
     the per-mode entries belong to the plateau after mode k switched on. Steps are NaN where
     the M-flow has none.
     """
+    check_prediction(arch, prediction)
     config = prediction.config
     if not optimizer_record(config.optimizer).deterministic_flow:
         raise NqfError(f"corrected switch steps are computed for gd and momentum, not {config.optimizer}")

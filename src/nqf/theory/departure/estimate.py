@@ -199,8 +199,8 @@ def departure(
     samples (a fixed random subset beyond); ``points``: at most about this many evaluated
     steps of the curve. ``corrections``: also compute (b) (gd and momentum only).
     """
-    config = prediction.config
     Xs, Ys, W0, data, subsampled = departure_inputs(arch, X, Y, prediction, W0, data, samples)
+    config = prediction.config
     if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
         raise NqfError(f"departure points must be an integer >= 2, got {points!r}")
     notes: list[str] = []

@@ -8,6 +8,7 @@ M-flow); :func:`path_weights` carries the factor F_t = P(t) F0 instead of P (see
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import jax
@@ -208,11 +209,60 @@ def gap_curve(arch, loss_type, Ws, X, Y):
     return jax.lax.map(one, Ws, batch_size=8)
 
 
+def check_prediction(arch: Architecture, prediction) -> None:
+    """NqfError unless ``prediction`` is a Prediction of ``arch`` (its name, options and d)."""
+    config = getattr(prediction, "config", None)
+    modes = getattr(prediction, "modes", None)
+    if config is None or modes is None or not hasattr(prediction, "mflow_switch_steps"):
+        raise NqfError(f"departure takes the Prediction nqf.predict returned, got {type(prediction).__name__}")
+    name, options = getattr(prediction, "arch_name", ""), tuple(getattr(prediction, "arch_options", ()))
+    if name and (name != arch.name or options != tuple(arch.options)):
+        raise NqfError(
+            f"the prediction is of {name} {dict(options)}, not of the architecture given, {arch.name} "
+            f"{dict(arch.options)}: pass the architecture the prediction was made for"
+        )
+    d = np.shape(modes.full_basis)[0]
+    if d != arch.dim:
+        raise NqfError(f"the prediction has d = {d} parameters a unit, the architecture {arch.name} {arch.dim}")
+
+
+def _check_start(prediction, W0, data: AbstractDataMatrices, given: bool) -> None:
+    """NqfError unless W0 and the data are the prediction's: W0 of shape (d, width) whose mode
+    occupations are the prediction's m_k(0), and the data's loss at M0 = W0 W0^T its L(0)."""
+    config = prediction.config
+    d = np.shape(prediction.modes.full_basis)[0]
+    if tuple(W0.shape) != (d, int(config.width)):
+        raise NqfError(f"W0 must have shape (d={d}, width={config.width}) as the prediction's, got {tuple(W0.shape)}")
+    W = np.asarray(W0, dtype=np.float64)
+    # the prediction's numbers were computed in the data's precision, in another order
+    tolerance = 1e-6 if np.dtype(data.dtype) == np.float64 else 1e-3
+    if given and prediction.initial_occupations is not None:
+        m0 = prediction.modes.occupations(W @ W.T)
+        expected = np.asarray(prediction.initial_occupations, dtype=np.float64)[: m0.size]
+        if not np.allclose(m0, expected, rtol=tolerance, atol=1e-300):
+            raise NqfError(
+                "W0 is not the prediction's initial weights (its mode occupations differ from the prediction's "
+                "m_k(0)): pass the W0 the prediction was made from, or none for its own draw"
+            )
+    loss0 = float(np.asarray(prediction.flow.loss)[0])
+    here = float(data.loss(jnp.asarray(W @ W.T, dtype=data.dtype)))
+    if not math.isclose(here, loss0, rel_tol=tolerance, abs_tol=1e-12 * max(1.0, abs(loss0))):
+        raise NqfError(
+            f"the data are not the prediction's: the loss at the initial weights is {here:.6g} here and "
+            f"{loss0:.6g} in the prediction; pass the X and Y it was made from"
+        )
+
+
 def departure_inputs(arch, X, Y, prediction, W0, data: AbstractDataMatrices | None, samples):
-    """(X subset, targets subset, W0, data matrices, subsampled) for a prediction (both parts' inputs)."""
+    """(X subset, targets subset, W0, data matrices, subsampled) for a prediction (both parts' inputs).
+
+    NqfError when the architecture, W0 or the data are not the prediction's (:func:`check_prediction`,
+    :func:`_check_start`): a departure of other inputs would be a number about nothing."""
+    check_prediction(arch, prediction)
     config = prediction.config
     dtype = jnp.result_type(float)
     Xc, targets, dtype = checked_samples(arch, X, Y, config.loss, dtype)
+    given = W0 is not None
     if W0 is None:
         W0 = init_weights(arch, training_keys(config.seed)[0], config.width, config.sigma0, dtype)
     W0 = jnp.asarray(W0, dtype=dtype)
@@ -226,6 +276,7 @@ def departure_inputs(arch, X, Y, prediction, W0, data: AbstractDataMatrices | No
             minibatches=optimizer_record(config.optimizer).minibatches,
             dtype=dtype,
         )
+    _check_start(prediction, W0, data, given)
     N = Xc.shape[0]
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise NqfError(f"departure samples must be a positive integer, got {samples!r}")

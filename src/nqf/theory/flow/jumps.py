@@ -29,13 +29,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nqf.core.memory import MAX_JUMP_STATE
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
 
 # The accepted mismatch between the true and the affine one-step increment at a landing point.
 JUMP_RTOL = 1e-9
 JUMP_ATOL = 1e-15
-# Jumps need powers of J (s x s, s = D(D+1)/2): not beyond this size.
-MAX_JUMP_STATE = 800
+# Jumps need powers of J (s x s, s = D(D+1)/2): not beyond MAX_JUMP_STATE (nqf.core.memory, where the
+# command line's time estimates read it without importing JAX).
 FIRST_JUMP = 64
 MIN_JUMP = 16
 

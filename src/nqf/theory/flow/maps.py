@@ -16,6 +16,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float, Int
 
 from nqf.core.errors import NqfError
+from nqf.core.memory import can_jump
 from nqf.core.names import STEPPINGS as STEPPINGS
 from nqf.core.programs import bucket_length, to_device
 from nqf.core.sampling import minibatch_indices
@@ -219,13 +220,10 @@ def _run_map(
 
 def _jumpable(kind: str, d: int) -> bool:
     """Whether a jump can be tried at all: the packed Gram state (d(d+1)/2 entries for GD, twice
-    the rows for momentum) within ``nqf.theory.flow.jumps.MAX_JUMP_STATE``. Its linearisation takes s
+    the rows for momentum) within ``nqf.core.memory.MAX_JUMP_STATE``. Its linearisation takes s
     products of one step each and its powers O(s^3 log j); beyond, every try is refused (the
     adaptive loop would only split the stepping into more compiled calls), so the map steps."""
-    from nqf.theory.flow.jumps import MAX_JUMP_STATE
-
-    D = 2 * d if kind == "momentum" else d
-    return D * (D + 1) // 2 <= MAX_JUMP_STATE
+    return can_jump(d, momentum=kind == "momentum")
 
 
 @partial(jax.jit, static_argnames=("record_M",))
