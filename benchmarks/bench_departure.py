@@ -110,6 +110,37 @@ def departure_maps(quick: bool, repeats: int) -> Outcome:
     )
 
 
+_FRESH = """
+import sys, time, numpy as np, jax
+jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, {here!r})
+import nqf
+from bench_departure import _cases
+name, arch, X, Y, width = [c for c in _cases({quick!r}) if c[0] == {case!r}][0]
+p = nqf.predict(arch, X, Y, nqf.PredictConfig(width=width, lr=0.05, steps={steps}, sigma0=1e-6))
+start = time.perf_counter()
+nqf.departure(arch, X, Y, p)
+print(time.perf_counter() - start)
+"""
+
+
+def _fresh_first_call(case: str, quick: bool, steps: int) -> float:
+    """Seconds of the first ``nqf.departure`` in a fresh process with an empty compilation cache
+    (what a new user's first call costs; in the same process the cache of earlier calls helps)."""
+    import os
+    import subprocess
+    import tempfile
+
+    here = str(Path(__file__).resolve().parent)
+    with tempfile.TemporaryDirectory() as cache:
+        script = _FRESH.format(here=here, quick=quick, case=case, steps=steps)
+        env = dict(os.environ, NQF_CACHE_DIR=cache, JAX_PLATFORMS="cpu")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return float(out.stdout.split()[-1])
+
+
 def departure_vs_training(quick: bool, repeats: int) -> Outcome:
     """A whole warm ``nqf.departure`` (the curve and both constructions' corrections) against a warm
     ``nqf.train`` of the same network (GD, same steps), and ``predict`` itself."""
@@ -136,7 +167,8 @@ def departure_vs_training(quick: bool, repeats: int) -> Outcome:
                 "corrected": " ".join(f"{t:.0f}" for t in d.corrected_switch_steps["linearised"]),
                 "path": path,
                 "estimate_s": estimate,
-                "estimate / first": estimate / departure.first,
+                "fresh first_s": (fresh := _fresh_first_call(name, quick, steps)),
+                "estimate / fresh first": estimate / fresh,
             }
         )
     return Outcome(
@@ -144,8 +176,8 @@ def departure_vs_training(quick: bool, repeats: int) -> Outcome:
         rows=rows,
         summary={"worst_departure_over_train": max(row["departure / train"] for row in rows)},
         targets={
-            "the time estimate (nqf.comparison.limits.departure_cost) within 2x of the first call": all(
-                0.5 <= row["estimate / first"] <= 2.0 for row in rows
+            "the time estimate (nqf.comparison.limits.departure_cost) within 2x of a fresh first call": all(
+                0.5 <= row["estimate / fresh first"] <= 2.0 for row in rows
             )
         },
         notes=["the issue's target (departure warm <= 3x the plain prediction) is not met: see the rows"],
@@ -179,6 +211,7 @@ COLUMNS = {
         "corrected",
         "path",
         "estimate_s",
-        "estimate / first",
+        "fresh first_s",
+        "estimate / fresh first",
     ],
 }
