@@ -46,19 +46,53 @@ def _factory(name: str) -> Callable[..., Architecture]:
         raise NqfError(f"unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)}") from None
 
 
-def architecture_for_data(name: str, X: Any = None, Y: Any = None) -> Architecture:
-    """The built-in architecture ``name`` for samples X (N, D) and targets Y (N, K): its default
-    options, with ``inputs = D`` and ``outputs = K`` where it has those options (X two-dimensional,
-    Y two-dimensional; anything else keeps the defaults, and the caller's shape checks say what
-    does not fit). What ``nqf.predict`` does with an architecture's name."""
+def outputs_for_targets(Y: Any, loss: str = "squared") -> int:
+    """The number of outputs K that targets Y ask for: Y (N, K) gives K; integer (or boolean)
+    labels (N,) the largest label + 1 (one-hot classes; at least 2 for cross-entropy); other
+    Y (N,) one output. The one rule of ``nqf.predict``, ``nqf.train`` and the CLI."""
+    import numpy as np
+
+    if np.ndim(Y) >= 2:
+        return int(np.shape(Y)[1])
+    Y = np.asarray(Y)
+    if (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.bool_)) and Y.size:
+        return max(int(Y.max()) + 1, 2 if loss == "cross_entropy" else 1)
+    return 1
+
+
+def architecture_for_data(name: str, X: Any = None, Y: Any = None, loss: str = "squared") -> Architecture:
+    """The built-in architecture ``name`` for samples X (N, D) and targets Y: its default options,
+    with ``inputs = D`` where it has that option and X is two-dimensional, and ``outputs`` from Y
+    (:func:`outputs_for_targets`: Y (N, K) gives K, integer labels (N,) the largest label + 1)
+    where it has that option and Y is (N, K) or a non-empty (N,). Lists are read as the arrays
+    they become; anything else keeps the defaults, and the caller's checks say what does not
+    fit. What ``nqf.predict`` and ``nqf.train`` do with an architecture's name."""
     known = architecture_options(name)  # raises for an unknown name
     options: dict[str, Any] = {}
-    x_shape, y_shape = (None if a is None else tuple(getattr(a, "shape", ())) for a in (X, Y))
-    if "inputs" in known and x_shape is not None and len(x_shape) == 2:
-        options["inputs"] = int(x_shape[1])
-    if "outputs" in known and y_shape is not None and len(y_shape) == 2:
-        options["outputs"] = int(y_shape[1])
+    X, Y = _as_array(X), _as_array(Y)
+    if "inputs" in known and X is not None and X.ndim == 2:
+        options["inputs"] = int(X.shape[1])
+    if "outputs" in known and Y is not None and (Y.ndim == 2 or (Y.ndim == 1 and Y.size)):
+        options["outputs"] = outputs_for_targets(Y, loss)
     return get_architecture(name, **options)
+
+
+def _as_array(value: Any) -> Any:
+    """An array as it is (a JAX array is not copied), a list or a number as the NumPy array it
+    becomes, and None for None or for what is no array (a ragged nesting, which the data
+    checks then refuse in one line)."""
+    if value is None or (hasattr(value, "shape") and hasattr(value, "ndim")):
+        return value
+    import warnings
+
+    import numpy as np
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy's warning for ragged input, before its error
+            return np.asarray(value)
+    except (ValueError, TypeError):
+        return None
 
 
 def get_architecture(name: str, **options: Any) -> Architecture:

@@ -363,8 +363,9 @@ def structure(
     """Structure matrices of the samples X: (N, *input_shape), in structured form.
 
     method: ``closed`` (block factors from the closed form), ``autodiff`` (dense
-    Hessians, built in batches of ``batch_size``), or ``auto`` (closed when known).
+    Hessians, built in batches of ``batch_size``, a positive integer), or ``auto`` (closed when known).
     """
+    batch_size = check_count("batch_size", batch_size)
     X = jnp.asarray(X)
     if X.shape[1:] != tuple(arch.input_shape):
         raise NqfError(

@@ -361,14 +361,9 @@ def data_shapes(X, Y, loss: str = "squared") -> tuple[tuple[int, ...], int]:
     largest label + 1 outputs (one-hot classes), other Y (N,) one output."""
     import numpy as np
 
-    Y = np.asarray(Y)
-    if Y.ndim >= 2:
-        outputs = int(Y.shape[1])
-    elif (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.bool_)) and Y.size:
-        outputs = max(int(Y.max()) + 1, 2 if loss == "cross_entropy" else 1)
-    else:
-        outputs = 1
-    return tuple(int(s) for s in np.shape(X)[1:]), outputs
+    from nqf.architectures import outputs_for_targets
+
+    return tuple(int(s) for s in np.shape(X)[1:]), outputs_for_targets(Y, loss)
 
 
 def check_task_file(task_name: str, options: dict[str, Any]) -> None:

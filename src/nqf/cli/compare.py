@@ -337,7 +337,8 @@ def print_comparison(result: dict, console: Console) -> None:
     console.print(
         "  M-flow: the optimizer's own M-flow"
         + (" (* the GD M-flow as a reference: this optimizer has no M-flow)" if result["reference_only"] else "")
-        + "; vs M-flow: (network - M-flow) / M-flow per seed; own thr.: at half the run's own final occupation",
+        + "; vs M-flow: (network - M-flow) / M-flow per seed; own thr.: at half the run's own final occupation "
+        "(- where the run diverged or the mode never switched on)",
         highlight=False,
     )
     if result["closure_defect"]:

@@ -19,7 +19,9 @@ largest first; occupations m_k = q_k^T M q_k = ||W^T q_k||^2):
 - switch-on step: the first step with m_k >= thresholds_k = m_k*/2, half the theory's
   (LV) fixed point, one threshold for every source; and, side by side, the step at half
   of each run's own final occupation (``own``), which differs when a model converges to
-  a different occupation (the tanh network's m_1 ends near 10.4, the theory's at 6).
+  a different occupation (the tanh network's m_1 ends near 10.4, the theory's at 6); NaN /
+  null for a run that diverged and for a mode that never reached m_k*/2 (never switched on:
+  half of a still-small final occupation would time a bogus early step).
   A mode with m_k* = 0 (suppressed by the others) has no switch-on: NaN / null;
 - relative error of a switch step: (t - t_mflow) / t_mflow per seed against the M-flow of
   the same seed and optimizer (the GD M-flow for Adam and Muon: a reference, not a

@@ -98,7 +98,8 @@ class Measured:
 
     Attributes:
         sweep: the runs; switch: (S, g) switch steps at the common thresholds;
-        own: (S, g) switch steps at half each run's own final occupation;
+        own: (S, g) switch steps at half each run's own final occupation (NaN for a run that
+            diverged and for a mode that never reached its common threshold);
         plateau: (S, g) plateau losses after each switch.
     """
 
@@ -232,7 +233,10 @@ def reference_notes(config: CompareConfig) -> tuple[tuple[str, ...], list[str]]:
 def measure(sweep: SweepResult, modes: Modes, horizon: float) -> Measured:
     """Stage 4, per source: switch steps (common and own thresholds) and plateau losses of every seed of ``sweep``."""
     switch = switch_steps(sweep.steps, sweep.occupations[0], modes.measure_at)
-    own = switch_steps_own(sweep.steps, sweep.occupations[0])
+    # NaN where the run diverged or the mode never switched on (never reached the common threshold)
+    own = switch_steps_own(
+        sweep.steps, sweep.occupations[0], thresholds=modes.measure_at, diverged=sweep.diverged_at[0] >= 0
+    )
     plateau = np.stack(
         [measured_plateau_losses(sweep.steps, sweep.loss[0, j], switch[j], horizon) for j in range(switch.shape[0])]
     )

@@ -3,7 +3,8 @@ r"""Measurements on recorded trajectories: switch-on steps, loss crossings, slop
 A mode's switch-on step is the first step at which its occupation m_k = q_k^T M q_k
 reaches a threshold: by convention half of the theory's fixed-point occupation, one
 threshold for every model (docs/theory.md section 5); :func:`own_thresholds` gives half of a
-run's own final occupation instead, for comparison.
+run's own final occupation instead, for comparison (:func:`switch_steps_own`: NaN for a run that
+diverged and for a mode that never reached the common threshold, i.e. never switched on).
 
 Resolution: where consecutive records are one step apart the answer is exact, the
 first recorded step t with m(t) >= threshold (an integer). Where the crossing falls
@@ -85,9 +86,30 @@ def own_thresholds(occupations, fraction: float = 0.5) -> np.ndarray:
     return fraction * final
 
 
-def switch_steps_own(steps, occupations, fraction: float = 0.5) -> np.ndarray:
-    """Switch-on steps timed at ``fraction`` of each run's own final occupation."""
-    return switch_steps(steps, occupations, own_thresholds(occupations, fraction))
+def switch_steps_own(
+    steps: Real[ArrayLike, " R"],
+    occupations: Float[ArrayLike, "*batch R m"],
+    fraction: float = 0.5,
+    *,
+    thresholds: Float[ArrayLike, " m"] | Float[ArrayLike, "*batch m"] | None = None,
+    diverged: bool | ArrayLike | None = None,
+) -> Float[np.ndarray, "*batch m"]:
+    """Switch-on steps timed at ``fraction`` of each run's own final occupation.
+
+    A run's own final occupation only times a switch-on that happened: with ``thresholds``
+    (the common convention's, as :func:`switch_steps` takes them) a mode that never reaches
+    its common threshold gets NaN (half of a still-tiny final occupation would time a bogus
+    early step), and every mode of a run marked in ``diverged`` ((...) bools, or one bool)
+    gets NaN (its last finite record is where it blew up, not a final occupation).
+    Returns (..., m) floats.
+    """
+    own = switch_steps(steps, occupations, own_thresholds(occupations, fraction))
+    if thresholds is not None:
+        own = np.where(np.isfinite(switch_steps(steps, occupations, thresholds)), own, np.nan)
+    if diverged is not None:
+        bad = np.broadcast_to(np.asarray(diverged, dtype=bool), own.shape[:-1])
+        own = np.where(bad[..., None], np.nan, own)
+    return own
 
 
 def plateau_levels(plateau_losses) -> np.ndarray:

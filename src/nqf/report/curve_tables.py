@@ -11,7 +11,8 @@ Two long-format tables (one observation a row), CSV with a header row:
     one row per (source, optimizer, seed, mode, convention). Sources: as above, and
     ``lv_flow`` (the LV ODE), ``closed_form`` (the logistic closed form), ``singular_limit``.
     Convention of the switch-on step: ``occupation`` (m_k first reaches m_k*/2, the
-    theory's threshold), ``own_occupation`` (half of the run's own final occupation) or
+    theory's threshold), ``own_occupation`` (half of the run's own final occupation; empty where the run
+    diverged or the mode never reached m_k*/2) or
     ``loss`` (the loss falls to the midpoint between the predicted plateaus, ``nqf.comparison.curves``:
     the overlay and the M-flow it is compared with). plateau_loss: the loss on the plateau
     after the switch, the source's curve read at the log-midpoint to the next switch

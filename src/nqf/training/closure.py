@@ -32,6 +32,7 @@ import optax
 from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture, check_width, init_weights
+from nqf.core.arguments import check_seed
 from nqf.core.errors import NqfError
 from nqf.core.precision import resolve_dtype
 from nqf.core.pytrees import register_fields
@@ -78,9 +79,11 @@ def closure_diagnostic(
 ) -> ClosureResult:
     """Train from W0 and W0 O with ``config`` (model, optimizer, lr, steps, ...) and measure closure.
 
-    W0 defaults to the config's init (as in ``train``); O = random_orthogonal(PRNGKey(rotation_seed), n).
+    W0 defaults to the config's init (as in ``train``); O = random_orthogonal(PRNGKey(rotation_seed), n)
+    (``rotation_seed``: an integer in [0, 2^32 - 1]).
     ``until`` (default: all steps) bounds the maxima, e.g. the end of the last switch-on.
     """
+    rotation_seed = check_seed("rotation_seed", rotation_seed)
     dtype = resolve_dtype(config.dtype)
     n = config.width
     check_width(arch, n)

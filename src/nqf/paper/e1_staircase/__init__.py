@@ -209,7 +209,12 @@ def _seed_summary(records: dict[str, dict], data_seed: int) -> dict[str, Any]:
     }
     for model in MODELS:
         summary = model_summary(records[f"{model}-d{data_seed}"], out["thresholds"])
-        summary["switch_own"] = switch_steps_own(summary["steps"], summary["occupations"])
+        summary["switch_own"] = switch_steps_own(
+            summary["steps"],
+            summary["occupations"],
+            thresholds=out["thresholds"],
+            diverged=summary["diverged_at"] is not None,
+        )
         summary["plateaus"] = plateau_losses(summary["loss"], summary["switch"])
         out[model] = summary
     return out

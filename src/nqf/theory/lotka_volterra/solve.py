@@ -162,7 +162,7 @@ def solve_lv(
     Args:
         system: the LotkaVolterra.
         t_final: horizon > 0.
-        ts: (T,) output times in [0, t_final]; default ``default_times(t_final)``.
+        ts: (T,) output times in [0, t_final], strictly increasing; default ``default_times(t_final)``.
         method: "auto" (closed form for diagonal K, else "kvaerno5"), "logistic" (diagonal K
             only), "kvaerno5" (L-stable implicit, full Newton; for stiff systems up to a few
             hundred modes) or "tsit5" (explicit; step count grows with plateau length when
@@ -197,15 +197,20 @@ def solve_lv(
 
 def _check_times(t_final, ts) -> tuple[float, np.ndarray]:
     """(t_final as a float, the output times (T,)): t_final positive and finite, ts (default
-    ``default_times(t_final)``) a non-empty vector within [0, t_final]."""
+    ``default_times(t_final)``) a non-empty, finite, strictly increasing vector within [0, t_final]."""
     t_final = float(t_final)
     if not (math.isfinite(t_final) and t_final > 0):
         raise NqfError(f"solve_lv: t_final must be positive and finite, got {t_final}")
     ts = default_times(t_final) if ts is None else np.asarray(ts, dtype=np.float64)
     if ts.ndim != 1 or ts.size == 0:
         raise NqfError("solve_lv: ts must be a non-empty vector of times")
+    if not np.all(np.isfinite(ts)):
+        raise NqfError("solve_lv: output times ts must be finite")
     if ts.min() < 0 or ts.max() > t_final * (1 + 1e-12):
         raise NqfError("solve_lv: output times must lie in [0, t_final]")
+    if ts.size > 1 and not np.all(np.diff(ts) > 0):
+        k = int(np.argmin(np.diff(ts) > 0))
+        raise NqfError(f"solve_lv: output times ts must be strictly increasing, got {ts[k]:g} then {ts[k + 1]:g}")
     return t_final, ts
 
 

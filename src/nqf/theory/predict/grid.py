@@ -488,7 +488,7 @@ def predict_grid(
     if isinstance(arch, str):  # a built-in's name, as in predict: inputs and outputs from the data
         from nqf.architectures import architecture_for_data
 
-        arch = architecture_for_data(arch, X, Y)
+        arch = architecture_for_data(arch, X, Y, config.loss)
     ensure_default_cache()
     lr_axis = _axis("lrs", [config.lr] if lrs is None else lrs, float)
     sigma0_axis = _axis("sigma0s", [config.sigma0] if sigma0s is None else sigma0s, float)

@@ -121,7 +121,7 @@ def predict(
     if isinstance(arch, str):
         from nqf.architectures import architecture_for_data
 
-        arch = architecture_for_data(arch, X, Y)
+        arch = architecture_for_data(arch, X, Y, config.loss)
     # before the gate compiles anything: W0 alone is d x width numbers
     check_predict_memory(
         arch,

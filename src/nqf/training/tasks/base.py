@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures.architecture import Architecture
+from nqf.core.arguments import check_seed
 from nqf.core.errors import NqfError
 from nqf.core.precision import resolve_dtype
 
@@ -23,19 +24,22 @@ from nqf.core.precision import resolve_dtype
 
 
 def _rng(key) -> np.random.Generator:
-    """A NumPy generator from an int seed or a JAX PRNG key (typed or raw uint32)."""
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        if key < 0:
-            raise NqfError(f"seed must be >= 0, got {key}")
-        return np.random.default_rng(int(key))
+    """A NumPy generator from an int seed (``check_seed``: an integer in [0, 2^32 - 1]) or a JAX
+    PRNG key (typed, or raw non-negative integer words); a float, a bool or a negative number is
+    no seed."""
+    if np.ndim(key) == 0:  # a scalar: a seed, checked, never truncated (1.5 is no seed 1)
+        if not isinstance(key, jax.Array) or not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+            return np.random.default_rng(check_seed("seed", key))
     try:
         arr = jnp.asarray(key)
         if jnp.issubdtype(arr.dtype, jax.dtypes.prng_key):
             arr = jax.random.key_data(arr)
-        words = np.asarray(arr).astype(np.uint64).ravel().tolist()
+        words = np.asarray(arr)
     except (TypeError, ValueError):
-        raise NqfError(f"key must be an int seed or a JAX PRNG key, got {type(key).__name__}") from None
-    return np.random.default_rng(words)
+        words = None
+    if words is None or words.dtype.kind not in "iu" or (words.size and words.min() < 0):
+        raise NqfError(f"key must be an int seed or a JAX PRNG key, got {type(key).__name__}")
+    return np.random.default_rng(words.astype(np.uint64).ravel().tolist())
 
 
 def _orthogonal(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -73,6 +77,14 @@ def _positive_int(task: str, option: str, value) -> int:
     return int(value)
 
 
+def _check_bool(task: str, option: str, value) -> bool:
+    """``value`` as a Python bool when it is True or False (or a NumPy bool); anything else
+    (the string "false", 0, None) is refused, not read by its truth."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise NqfError(f"task {task}: option {option} must be true or false, got {value!r}")
+    return bool(value)
+
+
 def _positive_values(task: str, option: str, values) -> tuple[float, ...]:
     try:
         out = tuple(float(v) for v in values)
@@ -102,6 +114,16 @@ class Task:
     """Base class: a frozen task configuration (subclasses add the options as fields)."""
 
     name: ClassVar[str] = ""
+
+    def __post_init__(self):
+        """The checks every task shares (its boolean options), then the task's own (:meth:`_check_options`)."""
+        for f in dataclasses.fields(self):
+            if isinstance(f.default, bool):  # a boolean option: True or False, nothing else counts
+                object.__setattr__(self, f.name, _check_bool(self.name, f.name, getattr(self, f.name)))
+        self._check_options()
+
+    def _check_options(self) -> None:
+        """The task's own option checks (one NqfError line each); subclasses override it."""
 
     def _draw(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError

@@ -28,7 +28,7 @@ class Digits(Task):
     standardize: bool = True
     center_targets: bool = True
 
-    def __post_init__(self):
+    def _check_options(self):
         if self.samples is not None:
             _positive_int(self.name, "samples", self.samples)
             if self.samples > 1797:

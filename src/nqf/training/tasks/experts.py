@@ -32,7 +32,7 @@ class Experts(_LinearTeacher):
     correlation: float = 0.0
     activation: str = "tanh"
 
-    def __post_init__(self):
+    def _check_options(self):
         object.__setattr__(
             self, "singular_values", _positive_values(self.name, "singular_values", self.singular_values)
         )

@@ -33,7 +33,7 @@ class Fourier(Task):
     exact: bool = True
     activation: str = "tanh"
 
-    def __post_init__(self):
+    def _check_options(self):
         _positive_int(self.name, "length", self.length)
         _positive_int(self.name, "samples", self.samples)
         _check_float(self.name, "alpha", self.alpha, 0.0, math.inf)

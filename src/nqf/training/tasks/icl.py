@@ -38,7 +38,7 @@ class ICL(Task):
     task_variances: tuple[float, ...] = (0.4, 0.3, 0.2, 0.1)
     noise: float = 0.0
 
-    def __post_init__(self):
+    def _check_options(self):
         object.__setattr__(self, "task_variances", _positive_values(self.name, "task_variances", self.task_variances))
         _positive_int(self.name, "dim", self.dim)
         _positive_int(self.name, "context", self.context)

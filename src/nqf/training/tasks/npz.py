@@ -24,7 +24,7 @@ class Npz(Task):
     name: ClassVar[str] = "npz"
     path: str = ""
 
-    def __post_init__(self):
+    def _check_options(self):
         if not isinstance(self.path, (str, os.PathLike)) or not str(self.path):
             raise NqfError("task npz: option path (the .npz file with arrays X and Y) is required")
 

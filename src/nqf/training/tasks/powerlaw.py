@@ -32,7 +32,7 @@ class PowerLaw(_LinearTeacher):
     correlation: float = 0.0
     activation: str = "tanh"
 
-    def __post_init__(self):
+    def _check_options(self):
         _positive_int(self.name, "modes", self.modes)
         _check_float(self.name, "alpha", self.alpha, 0.0, math.inf, open_=True)
         _check_float(self.name, "scale", self.scale, 0.0, math.inf, open_=True)

@@ -29,7 +29,7 @@ class Quadratic(Task):
     eigenvalues: tuple[float, ...] = (3.0, 2.0, 1.0, 0.5)
     samples: int = 2048
 
-    def __post_init__(self):
+    def _check_options(self):
         object.__setattr__(self, "eigenvalues", _positive_values(self.name, "eigenvalues", self.eigenvalues))
         _positive_int(self.name, "inputs", self.inputs)
         _positive_int(self.name, "samples", self.samples)

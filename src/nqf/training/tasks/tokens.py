@@ -38,7 +38,7 @@ class Tokens(Task):
     key_dim: int = 4
     value_dim: int = 4
 
-    def __post_init__(self):
+    def _check_options(self):
         object.__setattr__(
             self, "singular_values", _positive_values(self.name, "singular_values", self.singular_values)
         )
