@@ -24,8 +24,8 @@ MAX_SEED = 2**32 - 1
 # Step counts and checkpoints are int32 inside the compiled loops
 MAX_STEPS = 2**31 - 1
 
-# what numpy's dtype kinds are, for a refusal that says what was given
-_KINDS = {
+# what numpy's dtype kinds are, for a refusal that says what was given (or what a file holds)
+DTYPE_KINDS = {
     "c": "complex numbers",
     "O": "Python objects",
     "U": "strings",
@@ -83,6 +83,6 @@ def real_array(name: str, value: Any) -> np.ndarray:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise NqfError(f"{name} is not a rectangular array of numbers (a ragged nested list?): {reason}") from None
     if array.dtype.kind not in "biuf":
-        kind = _KINDS.get(array.dtype.kind, "not real numbers")
+        kind = DTYPE_KINDS.get(array.dtype.kind, "not real numbers")
         raise NqfError(f"{name} must hold real numbers, got {kind} (dtype {array.dtype})")
     return array

@@ -37,6 +37,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from nqf.core.arguments import DTYPE_KINDS
 from nqf.core.errors import NqfError
 from nqf.core.memory import available_bytes, size_text
 
@@ -49,16 +50,6 @@ DEFLATE_MAX_RATIO = 1032
 _READ_CHUNK = 1 << 24  # bytes read at a time
 # numpy writes an array member with nothing after its data; a little slack for other writers
 MAX_TRAILING_BYTES = 1 << 16
-# what numpy's dtype kinds are, for a refusal that says what a file holds
-_KINDS = {
-    "c": "complex numbers",
-    "O": "Python objects",
-    "U": "strings",
-    "S": "bytes",
-    "V": "records",
-    "M": "dates",
-    "m": "time spans",
-}
 # what reading a damaged archive raises (zlib.error: a corrupt deflate stream; RuntimeError: an
 # encrypted member)
 _ZIP_ERRORS = (
@@ -164,7 +155,7 @@ def _check_header(header: ArrayHeader, where: str) -> None:
     if dtype.hasobject:
         raise NqfError(f"{where} holds Python objects (pickled), not numbers")
     if dtype.kind not in "biuf":
-        kind = _KINDS.get(dtype.kind, "something else")
+        kind = DTYPE_KINDS.get(dtype.kind, "something else")
         raise NqfError(f"{where} holds {kind} (dtype {dtype}), not real numbers")
     if header.nbytes > header.held:
         raise NqfError(
