@@ -267,20 +267,18 @@ def _factored_force(arch, model, loss_type, construction, Wstar, QU, X, Y, D0, c
     zero_w = jnp.zeros((d,), dtype=D0.dtype)
     quadratic = quadratic_unit(arch)
 
-    def unit_hessians(Xb, rb, wb, units):
-        """(n, d, d): Hess_w of sum_b w_b r_b . unit(w, x_b) at each unit's weights."""
+    def unit_hessians(per_unit, Xb, rb, wb, units):
+        """(n, d, d): Hess_w of sum_b w_b r_b . per_unit(w, x_b) at each column of ``units``."""
 
         def weighted(w):
-            return jnp.sum(wb[:, None] * rb * jax.vmap(lambda x: unit(w, x))(Xb))
+            return jnp.sum(wb[:, None] * rb * jax.vmap(lambda x: per_unit(w, x))(Xb))
 
         return jax.vmap(jax.hessian(weighted), in_axes=1)(units)
 
     if construction == "near_zero":
         # the force is the unit-independent 2 G (the quadratic form's Hessian, any w): one d x d
         def accumulate_g(total, batch):
-            Xb, rb, wb = batch
-            weighted = lambda w: jnp.sum(wb[:, None] * rb * jax.vmap(lambda x: quadratic(w, x))(Xb))  # noqa: E731
-            return total + jax.hessian(weighted)(zero_w), None
+            return total + unit_hessians(quadratic, *batch, zero_w[:, None])[0], None
 
         two_g, _ = jax.lax.scan(accumulate_g, jnp.zeros((d, d), dtype=D0.dtype), (Xc, dlc, wc))
         S = QU.T @ (two_g / N) @ QU
@@ -298,7 +296,7 @@ def _factored_force(arch, model, loss_type, construction, Wstar, QU, X, Y, D0, c
         Z = jnp.einsum("bikp,pq->bkqi", jacobian(Wstar, Xb), QU).reshape(Xb.shape[0], -1, d * n)  # (B, K, d n)
         weighted = jnp.einsum("b,bkl,blm->bkm", wb, Hb, Z)
         gauss_newton = gauss_newton + jnp.einsum("bkm,bkq->mq", Z, weighted)
-        return (gauss_newton, blocks + unit_hessians(Xb, rb, wb, hessian_units)), None
+        return (gauss_newton, blocks + unit_hessians(unit, Xb, rb, wb, hessian_units)), None
 
     start = (jnp.zeros((d * n, d * n), dtype=D0.dtype), jnp.zeros((hessian_units.shape[1], d, d), dtype=D0.dtype))
     (gauss_newton, blocks), _ = jax.lax.scan(accumulate, start, (Xc, dlc, Hlc, wc))
