@@ -226,3 +226,41 @@ def test_reproduce_refuses_options_that_do_not_fit_the_executor(tmp_path):
         done = _reproduce(args, tmp_path / "out")
         assert done.returncode == 2 and done.stderr.startswith(expected) and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "out").exists()
+
+
+INTERRUPTED_CLOSE = """
+import os, sys, weakref
+from nqf.executors import Task, make_executor
+from tests.test_executors import square
+
+def interrupt_the_close(executor):
+    manager = weakref.ref(executor._pool._executor_manager_thread)  # the test keeps no queue alive
+
+    def interrupted_join(timeout=None):  # the signal lands while close() waits for the pool's shutdown
+        del manager().join  # once: the next wait is the thread's own
+        raise KeyboardInterrupt
+
+    manager().join = interrupted_join
+    executor.close()
+
+executor = make_executor("local", jobs=2)
+assert sorted(o.value for o in executor.run([Task(square, (i,), tag=str(i)) for i in range(3)])) == [0, 1, 4]
+try:
+    interrupt_the_close(executor)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.stderr.flush()
+    os._exit(130)  # as the console script leaves after Ctrl-C: no interpreter shutdown
+"""
+
+
+def test_a_signal_during_the_pools_shutdown_still_finishes_it():
+    """A SIGTERM that lands while ``close`` waits for the pool (every run already stored) once
+    left the pool's queues alive: the resource tracker then printed "5 leaked semaphore objects"
+    after nqf's ``interrupted:`` line (CI of 2026-12-06). The stop is finished before re-raising."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_CLOSE], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
+    )
+    assert done.returncode == 130 and done.stdout == "interrupted\n", done.stderr[-2000:]
+    assert "leaked" not in done.stderr, done.stderr[-2000:]

@@ -87,6 +87,26 @@ def _stop_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _shut_down(pool: concurrent.futures.ProcessPoolExecutor, cancel_futures: bool = False) -> None:
+    """``pool.shutdown(wait=True, cancel_futures=...)``, finished even when a signal (Ctrl-C, SIGTERM as an interrupt)
+    lands inside the wait; the interrupt is raised afterwards, without the frames it came through.
+
+    Why: an unfinished shutdown keeps the pool's queues, and so does the interrupted
+    ``Thread.join`` frame in the exception's traceback (its ``self`` is the pool's manager
+    thread). The CLI leaves with ``os._exit`` while it holds that exception, so the queues'
+    semaphores were never released and the resource tracker printed "5 leaked semaphore
+    objects" after nqf's ``interrupted:`` line.
+    """
+    interrupt: BaseException | None = None
+    try:
+        pool.shutdown(wait=True, cancel_futures=cancel_futures)
+    except BaseException as err:
+        _stop_pool(pool)
+        interrupt = err.with_traceback(None)
+    if interrupt is not None:
+        raise interrupt
+
+
 def _pool_call(marks: str, token: int, fn: Callable[..., Any], args: tuple) -> tuple[bool, Any]:
     """In a worker: note this process's pid under ``marks/token``, then run the task."""
     try:
@@ -215,7 +235,7 @@ class LocalExecutor(Executor):
                 del running[future]
                 self._unmark(token)
                 finished.append((index, self._answer(future)))
-        pool.shutdown(wait=True, cancel_futures=True)
+        _shut_down(pool, cancel_futures=True)
         self._pool = None
         dead = set()
         for pid, process in processes.items():
@@ -253,7 +273,7 @@ class LocalExecutor(Executor):
             if self._busy:  # closed while a run was in flight (its iterator not closed)
                 self._stop()
             else:
-                self._pool.shutdown(wait=True)
+                _shut_down(self._pool)
                 self._pool = None
         self._busy = False
         if self._marks is not None:
