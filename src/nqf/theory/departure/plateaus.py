@@ -278,7 +278,8 @@ def _factored_force(arch, model, loss_type, construction, Wstar, QU, X, Y, D0, c
     if construction == "near_zero":
         # the force is the unit-independent 2 G (the quadratic form's Hessian, any w): one d x d
         def accumulate_g(total, batch):
-            return total + unit_hessians(quadratic, *batch, zero_w[:, None])[0], None
+            Xb, rb, wb = batch
+            return total + unit_hessians(quadratic, Xb, rb, wb, zero_w[:, None])[0], None
 
         two_g, _ = jax.lax.scan(accumulate_g, jnp.zeros((d, d), dtype=D0.dtype), (Xc, dlc, wc))
         S = QU.T @ (two_g / N) @ QU
