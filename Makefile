@@ -56,7 +56,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q $(TEST_ARGS)
 
 # The developer's loop: everything but the tests that start processes, run the tutorial or are
-# the heaviest equivalences (the `slow` marker, tests/conftest.py), one pytest-xdist worker per
+# the heaviest equivalences (the `slow` marker, where each test is defined), one pytest-xdist worker per
 # core (FAST_WORKERS=1 for one process). `make test` stays the full contract CI runs.
 FAST_WORKERS ?= auto
 test-fast: $(STAMP)

@@ -52,15 +52,8 @@ if SHAPE_CHECKS:
     assert not _early, f"imported before jaxtyping's import hook, so not checked: {_early}"
     jaxtyping.install_import_hook(SHAPE_CHECKED_MODULES, SHAPE_CHECKER)
 # Tests of the library's own refusal of ill-typed or ill-shaped arguments (the NqfError a user
-# without the checks gets): jaxtyping would refuse those calls first, so they run with the checks
-# off (the `no_shape_checks` marker; a test may also carry it itself).
-UNCHECKED_CASES = {
-    "test_data.py::test_data_input_errors",  # Y with fewer rows than X, a non-square covariance
-    "test_data_protocol.py::test_what_is_not_data_matrices_is_refused_in_one_line",  # a dict as data
-    "test_flow.py::test_map_input_errors",  # steps=2.5
-    "test_flow.py::test_maps_accept_population_data_matrices",  # ends with sgd_map on population data
-    "test_predict_grid.py::test_bad_grids_are_one_line_errors",  # seeds=[1.5] (every case of it)
-}
+# without the checks gets): jaxtyping would refuse those calls first, so they carry the
+# `no_shape_checks` marker where they are defined and run with the checks off.
 
 
 @pytest.fixture(autouse=True)
@@ -93,77 +86,11 @@ jax.config.update("jax_enable_x64", True)
 
 
 # -- test tiers: `make test-fast` runs `-m "not slow"`, `make test` (CI) runs everything ---------------
-# Slow: whole modules whose tests start processes (the console script, reproduce, Ray, Slurm's
-# local executor, a headless browser), run the experiments or execute the tutorial, and in the
-# other modules the tests that go through the real command (their names say cli / console /
-# real_command) or a second Python process (subprocess / stored_artifact); and the heaviest numerical
-# equivalences (digits-sized data, the chunked route), marked `slow` where they are defined or
-# named in SLOW_CASES.
-SLOW_MODULES = {
-    "test_architecture_comparisons",
-    "test_bad_inputs",
-    "test_cache",
-    "test_cli_properties",
-    "test_cli_structure",
-    "test_cli_unit",
-    "test_curves",
-    "test_executors",
-    "test_experiment_e6",
-    "test_experiment_e7",
-    "test_experiments_e1_e2",
-    "test_experiments_e3_e4",
-    "test_install",
-    "test_packaging",
-    "test_report",
-    "test_reproduce",
-    "test_reproduce_kill",
-    "test_store_code",
-    "test_store_tamper",
-    "test_sweep",
-    "test_tutorial",
-}
-SLOW_NAMES = re.compile(r"cli|console|real_command|subprocess|stored_artifact")
-# The heaviest single cases of the other modules (2.8-5.7 s each, `pytest -m "not slow" --durations`
-# on the 2-core machine, 2026-12-05), each with a lighter sibling left in the fast tier: the full
-# suite runs them, the developer's loop keeps under 3 minutes.
-SLOW_CASES = {
-    "test_predict_grid.py::test_many_modes_power_law_and_its_failure_are_predicts[1000]",
-    "test_lotka_volterra.py::test_single_modes_match_the_logistic_closed_form",
-    "test_progress.py::test_the_departure_reports_its_plateau_segments",
-    "test_lv_kvaerno.py::test_batch_equals_the_scalar_solver_row_by_row",
-    "test_fast_predict.py::test_adaptive_stepping_equals_the_step_by_step_map[staircase-momentum]",
-    "test_predict.py::test_lv_equals_mflow_when_data_commute_and_init_is_diagonal",
-    "test_flow.py::test_stable_lr_bound_whitened_two_layer_network",
-    "test_fast_predict.py::test_adaptive_stepping_equals_the_step_by_step_map[icl-gd]",
-    "test_registries.py::test_optimizer_m_flow_equals_training_or_predict_refuses[sgd]",
-    "test_departure_memory.py::test_memory_formula_against_the_compiled_buffers[staircase]",
-    "test_data_protocol.py::test_every_implementation_meets_the_protocol[chunked-squared]",
-    "test_departure_memory.py::test_every_path_gives_the_dense_numbers[quadratic-linearised-gd]",
-    "test_predict.py::test_single_mode_is_the_logistic_curve",
-    # the next heaviest (3.4-5.9 s each in `make test-fast --durations`, 2026-12-05 18:02)
-    "test_fast_predict.py::test_adaptive_stepping_equals_the_step_by_step_map[correlated-momentum]",
-    "test_factored_moments.py::test_staircase_adaptive_equals_every",
-    "test_data_protocol.py::test_every_implementation_meets_the_protocol[chunked-cross_entropy]",
-    "test_lotka_volterra.py::test_log_space_handles_tiny_init_and_step_count_does_not_grow_with_plateau",
-    "test_prediction_pytree.py::test_comparison_is_a_pytree_of_what_it_measured",
-    "test_data.py::test_data_matrices_equal_dense_einsums[attention]",
-    "test_data.py::test_data_matrices_equal_dense_einsums[conv2d]",
-    "test_fast_predict.py::test_adaptive_stepping_equals_the_step_by_step_map[icl-momentum]",
-    "test_validity.py::test_float32_underflow_is_refused_with_the_enable_float64_remedy",
-    "test_flow.py::test_gd_map_equals_gd_on_quadratic_model[attention-3]",
-    "test_departure_memory.py::test_memory_formula_against_the_compiled_buffers[iris]",
-    "test_departure_memory.py::test_every_path_gives_the_dense_numbers[quadratic-linearised-momentum]",
-}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
-        case = f"{module}.py::{item.name}"
-        if module in SLOW_MODULES or SLOW_NAMES.search(item.name) or case in SLOW_CASES:
-            item.add_marker(pytest.mark.slow)
-        if case in UNCHECKED_CASES or f"{module}.py::{getattr(item, 'originalname', item.name)}" in UNCHECKED_CASES:
-            item.add_marker(pytest.mark.no_shape_checks)
+# A test is slow where it is defined: `pytestmark = pytest.mark.slow` for a module whose tests start
+# processes (the console script, reproduce, Ray, Slurm's local executor, a headless browser), run the
+# experiments or execute the tutorial; `@pytest.mark.slow` on a test that goes through the real command
+# or a second Python process, or on the heaviest numerical cases (`pytest.param(..., marks=pytest.mark.slow)`
+# for one case of a parametrized test), each with a lighter sibling in the fast tier.
 
 
 def assert_allclose(actual, desired, rtol, atol=0.0, err_msg=""):

@@ -15,7 +15,6 @@ are checked to be explained in the text, not asserted to hold.
 """
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -25,12 +24,12 @@ from nqf.paper.e5_architectures import (
     ArchitecturesConfig,
     case_run,
     case_specs,
-    group_switch_steps,
     icl_plateau_ratio,
-    mode_groups,
     summarise,
 )
 from nqf.store.results import to_jsonable
+
+pytestmark = pytest.mark.slow  # every architecture end to end (E5's cases)
 
 TINY = ArchitecturesConfig(
     sigma0=1e-6,
@@ -176,15 +175,6 @@ def test_unconfirmed_claims_are_explained(result):
     failed = [c for c in summary.claims if c.verdict.status == "not confirmed"]
     for claim in failed:
         assert f"Not confirmed: {claim.claim}" in summary.text
-
-
-def test_mode_groups_and_group_switch_steps():
-    assert mode_groups([1.5, 1.5, 1.5 * (1 + 1e-9), 1.0, 0.5, 0.5]) == [[0, 1, 2], [3], [4, 5]]
-    steps = np.arange(5)
-    occupations = np.array([[0.1, 0.1, 0.0], [0.3, 0.2, 0.0], [0.5, 0.6, 0.1], [0.5, 0.6, 0.2], [0.5, 0.6, 0.3]])
-    thresholds = np.array([0.5, 0.5, 0.0])  # group {0, 1} reaches 1.0 at step 2; mode 2 has no threshold
-    out = group_switch_steps(steps, occupations, thresholds, [[0, 1], [2]])
-    assert out[0] == 2 and math.isnan(out[1])
 
 
 def test_figures(result, tmp_path):

@@ -455,3 +455,18 @@ def test_unknown_option_and_architecture_raise():
         get_architecture("conv1d", height=3)
     with pytest.raises(NqfError, match="unknown architecture"):
         get_architecture("transformer")
+
+
+@pytest.mark.parametrize("name", ["mlp", "attention", "conv2d", "moe"])
+def test_network_takes_one_input_or_a_batch(name):
+    """``nqf.network`` on a batch (N, *input_shape) is every sample's output, (N, K) (it was a raw
+    JAX shape error); any other shape is one NqfError naming both shapes it takes."""
+    arch = get_architecture(name)
+    n = 4 if name == "moe" else 3
+    W = np.random.default_rng(0).normal(size=(arch.dim, n))
+    X = np.random.default_rng(1).normal(size=(5, *arch.input_shape))
+    batch = np.asarray(network(arch, W, X))
+    assert batch.shape == (5, arch.outputs)
+    assert_allclose(batch, np.stack([np.asarray(network(arch, W, x)) for x in X]), rtol=1e-12, atol=1e-12)
+    with pytest.raises(NqfError, match=r"network takes one input of shape .* or a batch \(N, "):
+        network(arch, W, X[..., :1])

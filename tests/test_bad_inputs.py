@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # every command through the real console script
+
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 # -- input files ---------------------------------------------------------------------------

@@ -23,17 +23,8 @@ NQF = str(Path(sys.executable).with_name("nqf"))
 
 # -- 1. tables: whole headers when piped, the width of COLUMNS when it is set -----------------------
 
-MODES_HEADERS = (
-    "mode",
-    "c_k",
-    "m_k*",
-    "M-flow",
-    "LV (map)",
-    "LV (flow)",
-    "closed form",
-    "vanishing init",
-    "plateau loss",
-)
+PREDICTION_HEADERS = ("mode", "c_k", "m_k*", "switch-on step", "plateau loss")  # the prediction: the M-flow
+MODES_HEADERS = ("mode", "LV (map)", "LV (flow)", "closed form", "vanishing init", "limit plateau")  # the analysis
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -70,24 +61,35 @@ def _fake_prediction(modes: int = 4) -> dict:
             "plateau_losses",
         )
     }
-    return {"lv": lv, "mflow": {"switch_steps": numbers}, "singular_limit": {"switch_steps": numbers}}
+    rows = [
+        {"modes": [k + 1], "growth": v, "fixed_point": v, "switch_step": v, "plateau_loss": v}
+        for k, v in enumerate(numbers)
+    ]
+    return {
+        "prediction": {"modes": rows},
+        "lv": lv,
+        "mflow": {"switch_steps": numbers},
+        "singular_limit": {"switch_steps": numbers},
+    }
 
 
 def test_piped_table_keeps_every_header_whole(monkeypatch, capsys):
     from nqf.cli._outputs import print_table, stdout_console
-    from nqf.cli.predict import modes_table
+    from nqf.cli.predict import modes_table, prediction_table
 
     monkeypatch.delenv("COLUMNS", raising=False)
     console = stdout_console()
     long_line = "a line longer than eighty columns, " * 4
     console.print(long_line.strip())
+    print_table(console, prediction_table(_fake_prediction()))
     print_table(console, modes_table(_fake_prediction()))
     text = capsys.readouterr().out
     assert "…" not in text
     assert long_line.strip() in text.splitlines()  # piped prose is not wrapped either
-    header = next(line for line in text.splitlines() if "vanishing init" in line)
-    for name in MODES_HEADERS:
-        assert name in header, (name, header)
+    for headers, marker in ((PREDICTION_HEADERS, "switch-on step"), (MODES_HEADERS, "vanishing init")):
+        header = next(line for line in text.splitlines() if marker in line and "┃" in line)
+        for name in headers:
+            assert name in header, (name, header)
     assert "1.235e-05" in text
 
 
@@ -115,9 +117,10 @@ def test_predict_piped_through_the_cli_cuts_no_header(tmp_path):
     )  # fmt: skip
     out = proc.stdout
     assert "…" not in out
-    header = next(line for line in out.splitlines() if "vanishing init" in line)
-    for name in MODES_HEADERS:
-        assert name in header, (name, header)
+    for headers, marker in ((PREDICTION_HEADERS, "switch-on step"), (MODES_HEADERS, "vanishing init")):
+        header = next(line for line in out.splitlines() if marker in line and "┃" in line)
+        for name in headers:
+            assert name in header, (name, header)
     assert any(line.startswith("M-flow: ") and line.endswith("jumps)") for line in out.splitlines()), out
 
 

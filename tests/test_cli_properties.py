@@ -17,8 +17,11 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+
+pytestmark = pytest.mark.slow  # property tests through the real command
 
 SPECIAL = [0.0, 1.0, -1.0, 0.5, 3.0, 1e-300, 1e29, -1e31, 1e300, np.nan, np.inf, -np.inf]
 DTYPES = ["float64", "float32", "int64", "int8", "uint8", "bool", "complex128", "str"]

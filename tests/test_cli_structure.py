@@ -11,6 +11,8 @@ import pytest
 
 from nqf import ARCHITECTURES, architecture_options, get_architecture
 
+pytestmark = pytest.mark.slow  # through the installed console script
+
 NQF = Path(sys.executable).parent / "nqf"
 
 

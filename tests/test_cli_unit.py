@@ -17,6 +17,8 @@ import pytest
 import nqf
 from tests.conftest import assert_allclose
 
+pytestmark = pytest.mark.slow  # through the installed console script
+
 NQF = Path(sys.executable).parent / "nqf"
 
 UNIT_FILE = textwrap.dedent(

@@ -193,6 +193,7 @@ def run_nqf(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(NQF), *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # through the real command
 def test_cli(staircase, tmp_path):
     """The console script: a 150-step horizon sees modes 1-2 switch (93, 136) and reports null for 3-4."""
     figure = tmp_path / "compare.png"

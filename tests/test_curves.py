@@ -19,6 +19,8 @@ from nqf.comparison.curves import loss_switch_steps, midpoint_levels, read_loss_
 from nqf.core.errors import NqfError
 from tests.conftest import assert_allclose
 
+pytestmark = pytest.mark.slow  # --plot, --csv and --overlay through the console script
+
 NQF = Path(sys.executable).parent / "nqf"
 STEPS = np.array([0.0, 10.0, 20.0, 35.0])
 LOSS = np.array([2.5, 2.0, 0.75, 0.125])

@@ -32,7 +32,13 @@ def case(name, N=10):
     return arch, X, Y, M, Q, structure(arch, X, method="autodiff").dense()
 
 
-@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.slow) if name in {"attention", "conv2d"} else name
+        for name in sorted(ARCHITECTURES)
+    ],
+)  # attention, conv2d: the heaviest (3.4-5.9 s each)
 def test_data_matrices_equal_dense_einsums(name):
     arch, X, Y, M, Q, A = case(name)
     data = data_matrices(arch, X, Y)
@@ -174,6 +180,7 @@ def test_population_slope_and_interface():
     np.testing.assert_allclose(pop.loss(np.zeros((K + D, K + D))), 0.5 * np.sum(T**2), **EXACT)
 
 
+@pytest.mark.no_shape_checks  # Y with fewer rows than X, a non-square covariance
 def test_data_input_errors():
     arch, X, Y, _, _, _ = case("mlp")
     X, Y = np.asarray(X), np.asarray(Y)

@@ -116,8 +116,16 @@ def _rel(a, b):
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
 
-# moments, the population and the dense example are squared-loss data matrices
-CASES = [(kind, "squared") for kind in KINDS] + [("samples", "cross_entropy"), ("chunked", "cross_entropy")]
+# moments, the population and the dense example are squared-loss data matrices; the chunked ones are
+# the heaviest (3.4-5.9 s each): slow
+CASES = [
+    pytest.param(kind, loss, marks=pytest.mark.slow) if kind == "chunked" else (kind, loss)
+    for kind, loss in [
+        *((kind, "squared") for kind in KINDS),
+        ("samples", "cross_entropy"),
+        ("chunked", "cross_entropy"),
+    ]
+]
 
 
 @pytest.mark.parametrize(("kind", "loss"), CASES)
@@ -186,6 +194,7 @@ def test_a_users_implementation_runs_through_the_theory():
     assert _rel(flow_own.loss, flow_ref.loss) <= 1e-12
 
 
+@pytest.mark.no_shape_checks  # a dict as data
 def test_what_is_not_data_matrices_is_refused_in_one_line():
     with pytest.raises(nqf.NqfError, match="expected data matrices .* got dict"):
         nqf.theory.flow.gd_map({"C": 1}, np.eye(2), 0.1, 3)

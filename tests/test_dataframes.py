@@ -120,6 +120,7 @@ def test_unknown_table_and_missing_pandas_are_one_line_errors(prediction, compar
         assert str(error.value) == message
 
 
+@pytest.mark.slow  # through the real command
 def test_prediction_frames_equal_the_predict_cli_csv(prediction, tmp_path):
     """The real command on the same data writes the same tables, and no PrecisionWarning (x64)."""
     X, Y = nqf.get_task("staircase").generate(0)
@@ -161,6 +162,7 @@ def test_comparison_frames_are_the_compare_csv_tables(comparison, tmp_path):
     np.testing.assert_array_equal(net["loss"].to_numpy(), comparison.network["gd"].loss[0, 1])
 
 
+@pytest.mark.slow  # through the real command
 def test_comparison_frames_equal_the_compare_cli_csv(comparison, tmp_path):
     args = [f"--{k}={v}" for k, v in COMPARE.items()]
     out = tmp_path / "tables"
@@ -251,6 +253,7 @@ _PRECISION_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second Python process
 @pytest.mark.parametrize("mode", ["float32", "x64"])
 def test_float32_precision_warning_subprocess(mode):
     env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}

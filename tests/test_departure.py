@@ -131,6 +131,7 @@ def _strict(text: str) -> dict:
     return json.loads(text, parse_constant=refuse)
 
 
+@pytest.mark.slow  # through the real command
 def test_cli_departure_through_the_real_command(tmp_path):
     """``nqf predict --departure`` and ``nqf compare --departure``: strict JSON, the same numbers as the library."""
     import subprocess

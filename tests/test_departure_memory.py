@@ -37,7 +37,10 @@ def _plateau(arch, N, width, seed=0):
 
 
 @pytest.mark.parametrize("optimizer", ["gd", "momentum"])
-@pytest.mark.parametrize(("model", "construction"), VARIANTS)
+@pytest.mark.parametrize(
+    ("model", "construction"),
+    [pytest.param(*v, marks=pytest.mark.slow) if v == ("quadratic", "linearised") else v for v in VARIANTS],
+)  # the quadratic model linearised: the heaviest (2.8-5.9 s per optimizer)
 def test_every_path_gives_the_dense_numbers(model, construction, optimizer):
     """Forced on the same small map (d n = 96): the matrix in chunks of 5 directions (the last
     chunk short) and the matrix-free steps give the dense path's occupations, rows, velocities
@@ -110,6 +113,7 @@ def _xla_temp(arch, model, construction, args, chunk):
     return dp._temp_bytes(lowered.compile())
 
 
+@pytest.mark.slow  # 2.8-5.9 s each
 @pytest.mark.parametrize(
     ("inputs", "outputs", "samples", "width"),
     [(4, 3, 150, 64), (8, 4, 256, 32)],  # iris and the staircase, as nqf predict runs them
@@ -190,6 +194,7 @@ def test_check_departure_refuses_before_compute_and_announces(monkeypatch, capsy
     assert path == "none" and nbytes < 2**26
 
 
+@pytest.mark.slow  # through the real command
 def test_cli_refuses_an_impossible_departure_with_one_line(tmp_path):
     """``nqf predict --departure`` whose departure cannot fit (below ~0.7 TB available): one ``error:``
     line before any compute, exit 2, no traceback."""

@@ -24,7 +24,7 @@ from nqf.core.errors import NqfError
 from nqf.executors import WORKER_DIED, SlurmOptions, Task, make_executor
 from nqf.store.results import ResultsStore
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # Ray and Slurm's local executor start processes
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}

@@ -17,6 +17,8 @@ from nqf.paper.reproduce import reproduce
 from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE
 from tests.conftest import assert_allclose
 
+pytestmark = pytest.mark.slow  # runs the experiment
+
 TINY = [
     "E6.sigma0s=1e-2,1e-6,1e-10",
     "E6.closure_sigma0=1e-6",

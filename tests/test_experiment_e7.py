@@ -21,6 +21,8 @@ from nqf.report._style import check_saved
 from nqf.store.results import to_jsonable
 from tests.conftest import assert_allclose
 
+pytestmark = pytest.mark.slow  # runs the experiment
+
 TINY = dataclasses.replace(DigitsConfig.quick(), samples=200, steps=300, width=16)
 
 

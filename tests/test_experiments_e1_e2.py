@@ -23,6 +23,8 @@ from nqf.report._style import check_saved
 from nqf.store.results import to_jsonable
 from tests.conftest import assert_allclose
 
+pytestmark = pytest.mark.slow  # runs the experiments
+
 STEPS = 400
 E1_TINY = dataclasses.replace(StaircaseConfig.quick(), sigma0=1e-3, steps=STEPS)
 E2_TINY = dataclasses.replace(InitSweepConfig.quick(), sigma0s=(1e-2, 1e-3, 1e-4), steps=STEPS)

@@ -17,6 +17,8 @@ from nqf.paper.e4_power_law import E4
 from nqf.store.results import to_jsonable
 from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
 
+pytestmark = pytest.mark.slow  # runs the experiments
+
 STATUSES = {CONFIRMED, NOT_CONFIRMED, NOT_APPLICABLE}
 
 

@@ -125,6 +125,7 @@ def test_adaptive_steps_where_the_state_is_too_large_to_jump():
     np.testing.assert_array_equal(np.asarray(adaptive.loss), np.asarray(every.loss))
 
 
+@pytest.mark.slow  # 3.4-5.9 s
 def test_staircase_adaptive_equals_every():
     """The stepping decision leaves the staircase's jumps as they were: same switch-ons, losses 1e-10."""
     arch, X, Y = _staircase()

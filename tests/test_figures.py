@@ -281,7 +281,7 @@ def _prediction(modes: int):
     plateaus = np.array([0.5 * float(np.sum(s[k + 1 :] ** 2)) for k in range(modes)])
     switch = 250.0 * np.arange(1, modes + 1) ** 1.2  # mode 30 at 15000 steps
     loss = _staircase(np.maximum(t, 1.0), switch, plateaus, start, width=0.08) + 1e-30
-    singular = SimpleNamespace(steps=lambda: 0.95 * switch, plateau_losses=plateaus, initial_loss=start)
+    singular = SimpleNamespace(steps=lambda: 0.95 * switch, plateau_losses=plateaus, initial_loss=start, eps=13.8)
     return SimpleNamespace(
         config=SimpleNamespace(width=32, optimizer="gd", lr=0.05, steps=horizon, seed=0),
         arch_name="mlp",
@@ -295,6 +295,7 @@ def _prediction(modes: int):
         lv_switch_steps=switch * 1.01,
         singular_switch_steps=0.95 * switch,
         departure=None,
+        degenerate=False,  # distinct c_k: per-mode steps (Prediction.group_readings otherwise)
     )
 
 

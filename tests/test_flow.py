@@ -97,8 +97,14 @@ def gd_on_w(W, A, Y, lr, steps, loss="squared", record_every=1):
     return np.stack(Ms)
 
 
-@pytest.mark.parametrize("n", [3, 17])
-@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+@pytest.mark.parametrize(
+    ("name", "n"),
+    [
+        pytest.param(name, n, marks=pytest.mark.slow) if (name, n) == ("attention", 3) else (name, n)
+        for n in (3, 17)
+        for name in sorted(ARCHITECTURES)
+    ],
+)  # attention with n = 3: the heaviest (3.4-5.9 s)
 def test_gd_map_equals_gd_on_quadratic_model(name, n):
     arch, X, Y, A = case(name, n if "experts" in architecture_options(name) else 3)
     data = data_matrices(arch, X, Y)
@@ -234,6 +240,7 @@ def test_occupations_in_a_basis():
     np.testing.assert_allclose(projected.final, full.final, rtol=1e-12)
 
 
+@pytest.mark.slow  # 2.8-5.7 s
 def test_stable_lr_bound_whitened_two_layer_network():
     """Linear teacher, whitened inputs, tanh (s = 1): C has eigenvalues +-s_k/2.
 
@@ -272,6 +279,7 @@ def test_stable_lr_bound_whitened_two_layer_network():
 
 
 @pytest.mark.slow  # heavy for the dev loop (make test-fast); CI runs it
+@pytest.mark.no_shape_checks  # ends with sgd_map on population data
 def test_maps_accept_population_data_matrices():
     """The population closed form drives the same maps; samples whose empirical covariance
     equals Sigma exactly have the same data matrices, hence the same trajectories."""
@@ -297,6 +305,7 @@ def test_maps_accept_population_data_matrices():
         sgd_map(population, M0, lr, 5, 2, jax.random.PRNGKey(0))
 
 
+@pytest.mark.no_shape_checks  # steps=2.5
 def test_map_input_errors():
     arch = small_arch("mlp")
     X, Y = problem(arch)

@@ -10,7 +10,7 @@ outside the clone (so ``import nqf`` finds the installed package, not ``src/``):
 "Five lines of Python" (read from README.md, run as written) print the switch steps the
 README gives, and ``nqf predict`` on a small .npz file prints its table.
 
-Slow (tests/conftest.py's SLOW_MODULES): the install fetches jax, jaxlib, scipy and the rest
+Slow (the module's ``pytestmark``): the install fetches jax, jaxlib, scipy and the rest
 (an 824 MB venv), from pip's cache where it holds them. Measured on the 2-core development
 machine, shared with other work (load 4-5), whose pip config adds local file:// mirrors of PyPI
 (so the wheels came from disk and pip's cache stayed empty): the wheel built in 4-8 s, the
@@ -38,7 +38,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # pytest-timeout counts the module fixture's install in the first test's time.
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # builds and installs the package
 
 # What pip prints when it cannot reach an index (its retry warnings, then the error).
 NETWORK_TROUBLE = re.compile(

@@ -175,44 +175,57 @@ def test_no_private_name_is_imported_from_another_module():
     assert found == [], "\n".join(found)
 
 
-THEORY_PACKAGES = ("data_matrices", "flow", "lotka_volterra", "predict", "departure")
+LAZY_PACKAGES = ("nqf", "nqf.paper", "nqf.theory.lotka_volterra", "nqf.theory.predict")
+EAGER_PACKAGES = ("nqf.theory.data_matrices", "nqf.theory.flow", "nqf.theory.departure")
 
 
-@pytest.mark.parametrize("package", THEORY_PACKAGES)
-def test_every_name_a_theory_package_exports_resolves(package):
-    """The packages' lazy namespaces (nqf.core.lazy) name real objects of their submodules."""
+@pytest.mark.parametrize("package", LAZY_PACKAGES + EAGER_PACKAGES)
+def test_every_name_a_package_exports_resolves(package):
+    """The lazy namespaces (nqf.core.lazy) name real objects of their submodules; a name nobody
+    exports is an AttributeError."""
     import importlib
 
-    module = importlib.import_module(f"nqf.theory.{package}")
-    assert module.__all__, package
-    for name in module.__all__:
-        assert getattr(module, name) is not None, f"nqf.theory.{package}.{name}"
+    module = importlib.import_module(package)
+    if package in LAZY_PACKAGES:
+        assert module.__all__, package
+        for name in module.__all__:
+            assert getattr(module, name) is not None, f"{package}.{name}"
     with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
         module.nothing_here  # noqa: B018
 
 
-def test_the_flat_layouts_module_paths_still_import_with_a_deprecation_warning():
-    """nqf.theory.<old> (before the concept packages) is the module that replaced it, and says so."""
-    import subprocess
+def test_a_lazy_namespace_is_its_type_checking_block(tmp_path, monkeypatch):
+    """A planted package: the names its `if TYPE_CHECKING:` block imports as themselves (relative or
+    absolute) are its exports, loaded on first use; other imports there are not; none is an error."""
+    import importlib
     import sys
 
-    from nqf.theory import MOVED
-
-    code = (
-        "import importlib, warnings, sys\n"
-        "from nqf.theory import MOVED\n"
-        "for old, new in MOVED.items():\n"
-        "    with warnings.catch_warnings(record=True) as caught:\n"
-        "        warnings.simplefilter('always')\n"
-        "        module = importlib.import_module(f'nqf.theory.{old}')\n"
-        "    assert module is importlib.import_module(f'nqf.theory.{new}'), old\n"
-        "    messages = [str(w.message) for w in caught if w.category is DeprecationWarning]\n"
-        "    assert messages == [f'nqf.theory.{old} moved to nqf.theory.{new}; the old path goes in the next nqf "
-        "release'], (old, messages)\n"
-        "print(len(MOVED))\n"
+    package = tmp_path / "planted_lazy"
+    package.mkdir()
+    (package / "things.py").write_text("LOADED = True\ndef thing():\n    return 1\nclass Other: ...\n")
+    (package / "__init__.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from nqf.core.lazy import lazy_exports\n"
+        "__getattr__, __dir__, __all__ = lazy_exports(__name__)\n"
+        "if TYPE_CHECKING:\n"
+        "    from .things import thing as thing\n"
+        "    from planted_lazy.things import Other as Other\n"
+        "    from planted_lazy.things import LOADED\n"  # not a re-export (no `as LOADED`)
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == str(len(MOVED)) == "25"
-    for old in MOVED:  # the old files are gone from the package: only the finder answers
-        assert not (PACKAGE / "theory" / f"{old}.py").exists()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        module = importlib.import_module("planted_lazy")
+        assert module.__all__ == ["Other", "thing"] and "planted_lazy.things" not in sys.modules
+        assert module.thing() == 1 and module.Other.__module__ == "planted_lazy.things"
+        assert [name for name in dir(module) if not name.startswith("__")] == ["Other", "thing"]
+        with pytest.raises(AttributeError, match="has no attribute 'LOADED'"):
+            module.LOADED  # noqa: B018
+        (package / "__init__.py").write_text(
+            "from nqf.core.lazy import lazy_exports\n__getattr__, __dir__, __all__ = lazy_exports(__name__)\n"
+        )
+        sys.modules.pop("planted_lazy")
+        with pytest.raises(ImportError, match="re-exports nothing"):
+            importlib.import_module("planted_lazy")
+    finally:
+        for name in [name for name in sys.modules if name.split(".")[0] == "planted_lazy"]:
+            del sys.modules[name]

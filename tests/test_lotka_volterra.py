@@ -72,6 +72,7 @@ def test_logistic_closed_form_solves_the_ode():
     assert_allclose(logistic_occupation(1.5, 0.25, 1e-60, LR, 1e5), 6.0, rtol=1e-14)
 
 
+@pytest.mark.slow  # 2.8-5.7 s
 def test_single_modes_match_the_logistic_closed_form():
     """Uncoupled modes integrated by the log-space ODE solver equal the exact logistic."""
     c = np.array([1.5, 1.0, 0.5, -0.5])
@@ -109,6 +110,7 @@ def test_staircase_formula_of_theory_section_3():
     assert_allclose(approx, np.log(2 * S / m0) / (2 * LR * S), rtol=1e-15)
 
 
+@pytest.mark.slow  # 3.4-5.9 s
 def test_log_space_handles_tiny_init_and_step_count_does_not_grow_with_plateau():
     """m0 = sigma0^2 down to 1e-120; plateaus 10x longer cost < 2x solver steps.
 

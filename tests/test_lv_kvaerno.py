@@ -125,6 +125,7 @@ def _assert_rows_equal_scalar(c, K, lr, u0, t_final, thresholds, **kw):
     return times, stats
 
 
+@pytest.mark.slow  # 2.8-5.7 s
 def test_batch_equals_the_scalar_solver_row_by_row():
     """50 coupled staircase systems (4 modes, dense K), lr in [0.01, 0.1], m0 from 1e-3 to 1e-60:
     the same times to the last bit and the same step counts (rows take 70 to 264 steps)."""

@@ -20,6 +20,8 @@ import pytest
 
 import nqf
 
+pytestmark = pytest.mark.slow  # starts the console script
+
 ROOT = Path(__file__).resolve().parents[1]
 NQF = Path(sys.executable).parent / "nqf"
 ARXIV = "2608.13335"

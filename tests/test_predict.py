@@ -35,6 +35,7 @@ def diagonal_init(basis, m0):
     return basis * np.sqrt(m0)
 
 
+@pytest.mark.slow  # 2.8-5.7 s
 def test_lv_equals_mflow_when_data_commute_and_init_is_diagonal(staircase):
     arch, X, Y = staircase
     data = data_matrices(arch, X, Y)
@@ -75,6 +76,7 @@ def test_lv_equals_mflow_when_data_commute_and_init_is_diagonal(staircase):
     assert_allclose(np.asarray(flow.occupations), sol.occupations, rtol=1e-7, atol=1e-13)
 
 
+@pytest.mark.slow  # 2.8-5.7 s
 def test_single_mode_is_the_logistic_curve():
     """One output, one input: c = s/2, K = 1/4 (+ the decaying partner, which stays at 0)."""
     arch = nqf.get_architecture("mlp", inputs=1, outputs=1, activation="tanh")
@@ -170,6 +172,7 @@ def _run(*args):
     return subprocess.run([NQF, *args], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow  # through the real command
 def test_cli_predict_json_and_errors(tmp_path, staircase):
     arch, X, Y = staircase
     data = tmp_path / "data.npz"

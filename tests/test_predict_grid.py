@@ -132,6 +132,7 @@ def test_the_grid_is_a_pytree_and_its_tables_are_predicts():
         grid.to_dataframe("points")
 
 
+@pytest.mark.no_shape_checks  # seeds=[1.5]
 @pytest.mark.parametrize(
     "kwargs, change, message",
     [
@@ -204,7 +205,8 @@ def test_a_point_of_the_grid_is_predicts_prediction(optimizer):
         grid.prediction(2, 0, 0)
 
 
-@pytest.mark.parametrize("steps", [1000, pytest.param(12000, marks=pytest.mark.slow)])  # 12000: 21 s
+@pytest.mark.slow  # 1000: 2.8-5.7 s
+@pytest.mark.parametrize("steps", [1000, 12000])  # 12000: 21 s
 def test_many_modes_power_law_and_its_failure_are_predicts(steps):
     """With 32 modes (the powerlaw task) every point carries predict's power-law fit, or, at a
     horizon too short for one, predict's note saying why (measured: no fit at 1000 steps)."""

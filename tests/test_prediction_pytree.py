@@ -77,6 +77,7 @@ def test_departure_is_part_of_the_tree(staircase):
     assert doubled.departure.samples == 256  # metadata, not a leaf
 
 
+@pytest.mark.slow  # 3.4-5.9 s
 def test_comparison_is_a_pytree_of_what_it_measured():
     """A Comparison's leaves reach its predictions, trained runs and closure checks; rebuilt from
     them it gives the same JSON."""

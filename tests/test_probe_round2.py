@@ -204,6 +204,7 @@ def test_predict_by_name_takes_the_outputs_from_integer_labels(classes):
     np.testing.assert_array_equal(by_name.flow.loss, by_arch.flow.loss)
 
 
+@pytest.mark.slow  # loads the command line's modules
 def test_architecture_for_data_maps_labels_as_the_cli_does():
     from nqf.architectures import architecture_for_data
     from nqf.cli._unit import data_shapes

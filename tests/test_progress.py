@@ -1,6 +1,8 @@
 """The library's progress reports (``nqf.core.progress``): silent by default, and the departure's
 corrections report every plateau segment to an installed callback, ending at done == total."""
 
+import pytest
+
 import nqf
 from nqf.core.progress import progress_to, report
 
@@ -14,6 +16,7 @@ def test_reports_go_nowhere_without_a_callback_and_stop_with_the_block():
     assert seen == [("stage", 1, 2)]
 
 
+@pytest.mark.slow  # 2.8-5.7 s
 def test_the_departure_reports_its_plateau_segments():
     X, Y = nqf.get_task("staircase").generate(0)
     config = nqf.PredictConfig(width=16, lr=0.05, steps=600, sigma0=1e-4, departure=True)

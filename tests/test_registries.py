@@ -370,7 +370,9 @@ def test_predict_optimizers_are_optimizers():
     assert set(PREDICT_OPTIMIZERS) <= set(OPTIMIZERS)
 
 
-@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@pytest.mark.parametrize(
+    "optimizer", [pytest.param(name, marks=pytest.mark.slow) if name == "sgd" else name for name in OPTIMIZERS]
+)  # sgd: the heaviest (2.8-5.7 s)
 def test_optimizer_m_flow_equals_training_or_predict_refuses(optimizer):
     arch, X, Y = _staircase()
     settings = REQUIRED_SETTINGS.get(optimizer, {})

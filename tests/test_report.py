@@ -23,6 +23,8 @@ from nqf.report import SavedFigure, axis_label, curve, new_figure, save_figure, 
 from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim, Tolerance, judge
 from tests._toy_experiments import ToyConfig, make_registry
 
+pytestmark = pytest.mark.slow  # a headless browser
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -18,6 +18,8 @@ from nqf.paper.reproduce import rebuild_report, reproduce
 from nqf.store.results import ResultsStore
 from tests._toy_experiments import make_registry
 
+pytestmark = pytest.mark.slow  # nqf reproduce, subprocesses
+
 ROOT = Path(__file__).resolve().parents[1]
 ALL_RUNS = {f"{e}/r{i}" for e in ("T1", "T2") for i in range(3)}
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # kills the real console script
 
 NQF = Path(sys.executable).with_name("nqf")
 ARGS = ["reproduce", "--quick", "--only", "E1,E6", "--set", "E6.optimizers=gd,momentum"]

@@ -160,6 +160,7 @@ def _options(command: str) -> dict:
     return {p.name: p for p in typer.main.get_command(app).commands[command].params}  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # loads the command line (typer)
 def test_cli_defaults_and_help_come_from_the_schema():
     compare, predict = _options("compare"), _options("predict")
     for options, model in ((compare, CompareSettings), (predict, PredictSettings)):

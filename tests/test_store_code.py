@@ -13,9 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import nqf
 from nqf.store.code import code_hash, code_identity, source_files
 from nqf.store.results import ResultsStore
+
+pytestmark = pytest.mark.slow  # reruns the real command
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(nqf.__file__).resolve().parent

@@ -18,6 +18,8 @@ import pytest
 
 from nqf.store.results import FORMAT_VERSION, ResultsStore
 
+pytestmark = pytest.mark.slow  # through the real command
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = {"sigma0": 1e-6, "steps": 300, "seed": 0}
 RECORD = {"fixed_point": [1.5, 0.25], "loss": [1.0, 0.5, float("nan")], "steps": 300}

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # nqf sweep on every executor
+
 NQF = str(Path(sys.executable).with_name("nqf"))
 
 SPEC = """

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # executes the tutorial
+
 ROOT = Path(__file__).resolve().parents[1]
 MARKDOWN = ROOT / "docs" / "tutorial.md"
 NOTEBOOK = ROOT / "docs" / "tutorial.ipynb"

@@ -248,6 +248,7 @@ _FLOAT32_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # 3.4-5.9 s
 def test_float32_underflow_is_refused_with_the_enable_float64_remedy():
     # conftest enables float64 in this process: the float32 library runs in a subprocess
     env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}

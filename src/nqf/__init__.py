@@ -5,209 +5,27 @@ Tr[W W^T A(x)]; nqf computes the structure matrix A(x), predicts training from t
 flow of M = W W^T and its Lotka-Volterra reduction, and compares with real training.
 
 Importing nqf is cheap: the public names below are loaded from their modules (and JAX
-with them) on first use (PEP 562), so ``nqf --help`` starts without JAX. Importing nqf
-changes no global JAX setting; the first computation switches JAX's persistent
+with them) on first use (PEP 562, ``nqf.core.lazy``), so ``nqf --help`` starts without JAX.
+Importing nqf changes no global JAX setting; the first computation switches JAX's persistent
 compilation cache on (``nqf.core.cache.ensure_default_cache``; ``NQF_CACHE_DIR=""`` keeps
 it off) and :func:`enable_compilation_cache` puts it elsewhere.
 
 The top level holds what a researcher reaches for (architectures and A(x), tasks, ``train``,
 ``predict`` and ``compare``, the theory objects one composes, the errors); the rest lives in
 the packages, by concept: ``nqf.theory.flow`` (the exact maps on M), ``nqf.theory.lotka_volterra``,
-``nqf.core.measure`` (switch steps read off a curve), ``nqf.store``, ... Names that were at the
-top level before (:data:`MOVED`) still work there, with a ``DeprecationWarning`` naming their home.
+``nqf.core.measure`` (switch steps read off a curve), ``nqf.store``, ...
 """
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from nqf.core.lazy import lazy_submodules
+from nqf.core.lazy import lazy_exports
 from nqf.core.version import __version__ as __version__
 
-# public name -> the module that defines it (relative to this package)
-_MODULES: dict[str, tuple[str, ...]] = {
-    ".architectures.architecture": (
-        "Architecture",
-        "closed_form_structure",
-        "init_weights",
-        "network",
-        "order_parameter",
-        "quadratic_model",
-        "structure",
-        "structure_matrix",
-    ),
-    ".architectures": (
-        "ARCHITECTURES",
-        "architecture_options",
-        "get_architecture",
-    ),
-    ".architectures.expansion": (
-        "ExpansionReport",
-        "expansion_check",
-    ),
-    ".architectures.modules": (
-        "from_equinox",
-        "from_flax",
-    ),
-    ".training.tasks": (
-        "TASKS",
-        "Task",
-        "get_task",
-        "task_options",
-    ),
-    ".training.config": (
-        "OPTIMIZERS",
-        "TrainConfig",
-    ),
-    ".training.runs": (
-        "TrainResult",
-        "train",
-    ),
-    ".training.sweep": (
-        "SweepResult",
-        "train_sweep",
-    ),
-    ".training.closure": (
-        "ClosureResult",
-        "closure_diagnostic",
-    ),
-    ".theory.data_matrices": (
-        "AbstractDataMatrices",
-        "DataMatrices",
-        "data_matrices",
-        "population_data_matrices",
-    ),
-    ".theory.lotka_volterra": (
-        "LotkaVolterra",
-        "ModeBasis",
-        "mode_basis",
-        "solve_lv",
-    ),
-    ".theory.singular_limit": (
-        "SingularLimit",
-        "singular_limit",
-    ),
-    ".theory.scaling": (
-        "PowerLawFit",
-        "fit_power_law",
-    ),
-    ".theory.predict": (
-        "PredictConfig",
-        "Prediction",
-        "PredictionGrid",
-        "predict",
-        "predict_grid",
-    ),
-    ".theory.departure": (
-        "Departure",
-        "corrected_switch_steps",
-        "departure",
-    ),
-    ".comparison.compare": (
-        "CompareConfig",
-        "Comparison",
-        "compare",
-    ),
-    ".core.errors": (
-        "NqfError",
-        "PrecisionWarning",
-        "TheoryDoesNotApply",
-    ),
-    ".core.cache": ("enable_compilation_cache",),
-}
-# names nqf exported at the top level before its API was cut to the above -> where they live now
-MOVED: dict[str, str] = {
-    "Block": "nqf.architectures.architecture",
-    "ClosedTerm": "nqf.architectures.architecture",
-    "Router": "nqf.architectures.architecture",
-    "describe_blocks": "nqf.architectures.architecture",
-    "BlockFactors": "nqf.architectures.structure",
-    "BlockTerm": "nqf.architectures.structure",
-    "DenseStructure": "nqf.architectures.structure",
-    "ACTIVATIONS": "nqf.architectures.activations",
-    "attention": "nqf.architectures",
-    "conv1d": "nqf.architectures",
-    "conv2d": "nqf.architectures",
-    "linear_attention": "nqf.architectures",
-    "mlp": "nqf.architectures",
-    "mlp_fixed": "nqf.architectures",
-    "moe": "nqf.architectures",
-    "require_expansion": "nqf.architectures.expansion",
-    "checkpoint_steps": "nqf.training.config",
-    "make_optimizer": "nqf.training.config",
-    "SlopeFit": "nqf.core.measure",
-    "fit_switch_slope": "nqf.core.measure",
-    "loss_crossings": "nqf.core.measure",
-    "switch_steps": "nqf.core.measure",
-    "switch_steps_own": "nqf.core.measure",
-    "minibatch_indices": "nqf.core.sampling",
-    "PopulationDataMatrices": "nqf.theory.data_matrices",
-    "AbstractSampleDataMatrices": "nqf.theory.data_matrices",
-    "FlowResult": "nqf.theory.flow",
-    "LearningRateBound": "nqf.theory.flow",
-    "continuous_flow": "nqf.theory.flow",
-    "gd_map": "nqf.theory.flow",
-    "momentum_map": "nqf.theory.flow",
-    "sgd_map": "nqf.theory.flow",
-    "stable_lr_bound": "nqf.theory.flow",
-    "equilibrium": "nqf.theory.lotka_volterra",
-    "fixed_point": "nqf.theory.lotka_volterra",
-    "gd_occupations": "nqf.theory.lotka_volterra",
-    "logistic_occupation": "nqf.theory.lotka_volterra",
-    "logistic_switch_time": "nqf.theory.lotka_volterra",
-    "switch_slope_continuous": "nqf.theory.lotka_volterra",
-    "switch_slope_gd": "nqf.theory.lotka_volterra",
-    "switch_slope_momentum": "nqf.theory.lotka_volterra",
-    "LVSolution": "nqf.theory.lotka_volterra",
-    "switch_times": "nqf.theory.lotka_volterra",
-    "plateau_losses": "nqf.theory.singular_limit",
-    "finite_init_exponent": "nqf.theory.scaling",
-    "local_exponent": "nqf.theory.scaling",
-    "predicted_exponent": "nqf.theory.scaling",
-    "momentum_occupations": "nqf.theory.predict",
-    "ResultsStore": "nqf.store.results",
-    "reproduce": "nqf.paper.reproduce",
-    "rebuild_report": "nqf.paper.reproduce",
-    "Claim": "nqf.store.verdict",
-    "Tolerance": "nqf.store.verdict",
-    "Verdict": "nqf.store.verdict",
-    "judge": "nqf.store.verdict",
-}
-_ORIGIN: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names}
+__getattr__, __dir__, __all__ = lazy_exports(__name__)
 
-__all__ = [name for names in _MODULES.values() for name in names]
-
-
-def __getattr__(name: str) -> Any:
-    """Load a public name (or a submodule such as ``nqf.architectures``) on first use."""
-    module = _ORIGIN.get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(module, __name__), name)
-    elif name in MOVED:  # not cached: each new use warns
-        warnings.warn(
-            f"nqf.{name} moved to {MOVED[name]}.{name}; the top-level name goes in the next nqf release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(MOVED[name]), name)
-    else:
-        value = _submodule(name)  # nqf.theory, nqf.paper, ...; AttributeError for anything else
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-_submodule = lazy_submodules(__name__)
-
-
-def __dir__() -> list[str]:
-    """The public API and the package's dunders (``__version__``, ...): not the names this module
-    imports for itself (``importlib``, ``Any``, ``TYPE_CHECKING``, ``annotations``)."""
-    return sorted(set(__all__) | {name for name in globals() if name.startswith("__") and name.endswith("__")})
-
-
-if TYPE_CHECKING:  # the eager form, for type checkers and editors (tests/test_docs.py: the same names as _MODULES)
+if TYPE_CHECKING:  # the public API, one name a line: imported on first use (nqf.core.lazy reads this block)
     from nqf.architectures import ARCHITECTURES as ARCHITECTURES
     from nqf.architectures import architecture_options as architecture_options
     from nqf.architectures import get_architecture as get_architecture

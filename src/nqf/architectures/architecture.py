@@ -259,11 +259,18 @@ def check_width(arch: Architecture, n: int) -> None:
 
 def network(
     arch: Architecture, W: Float[Array | np.ndarray, "d n"], x: Float[ArrayLike, "*input"]
-) -> Float[Array, " K"]:
-    """The full layer f(x; W) = sum_i g_i phi(w_i, x). W: (d, n), x: input_shape; returns (K,)."""
+) -> Float[Array, " K"] | Float[Array, "N K"]:
+    """The full layer f(x; W) = sum_i g_i phi(w_i, x). W: (d, n); x: one input (input_shape),
+    giving (K,), or a batch (N, *input_shape), giving (N, K) (:func:`network_batch`)."""
     if W.ndim != 2 or W.shape[0] != arch.dim:
         raise NqfError(f"{arch.name}: W must have shape (d={arch.dim}, n), got {tuple(W.shape)}")
     check_width(arch, W.shape[1])
+    shape, expected = tuple(jnp.shape(x)), tuple(arch.input_shape)
+    if shape != expected:
+        if shape[1:] == expected and len(shape) == len(expected) + 1:
+            return network_batch(arch, W, jnp.asarray(x))
+        batch = ", ".join(("N", *map(str, expected)))
+        raise NqfError(f"{arch.name}: network takes one input of shape {expected} or a batch ({batch}); got {shape}")
     # mypy reads jax.vmap(f) as f itself; the mapped function is handed JAX arrays (W and x may be numpy)
     params = jax.vmap(arch.unravel, in_axes=1)(W)  # type: ignore[arg-type]
     values = jax.vmap(arch.unit, in_axes=(0, None))(params, x).reshape(W.shape[1], arch.outputs)  # type: ignore[arg-type]

@@ -164,6 +164,15 @@ def print_overlay(console, overlay: dict) -> None:
             "-" if error is None else f"{100 * error:+.1f}%",
         )
     print_table(console, table)
+    for key, curve in (("below_at_start", "measured loss"), ("predicted_below_at_start", "M-flow's loss")):
+        below = [str(k + 1) for k, flag in enumerate(overlay.get(key, ())) if flag]
+        if below:
+            first = overlay["steps"][0] if key == "below_at_start" else 0
+            console.print(
+                f"  note: the {curve} is already below the level of mode(s) {', '.join(below)} at its first record "
+                f"(step {first}): not a switch-on, so no step there (-)",
+                highlight=False,
+            )
     beyond = overlay.get("records_beyond_horizon", 0)
     if beyond:
         console.print(
@@ -179,14 +188,18 @@ def print_overlay(console, overlay: dict) -> None:
     )
 
 
-def finish_prediction(prediction, result: dict, plot: Path | None, csv_dir: Path | None, measured) -> None:
-    """``nqf predict``'s outputs: the overlay block in ``result``, then the figure and the tables."""
+def finish_prediction(
+    prediction, result: dict, plot: Path | None, csv_dir: Path | None, measured, init: Path | None = None
+) -> None:
+    """``nqf predict``'s outputs: the overlay block in ``result``, then the figure and the tables.
+    ``init``: the ``--init`` file W0 came from (the overlay's header names it; else the seed)."""
     matched = None
     if measured is not None:
         from nqf.comparison.curves import compare_overlay
 
         cfg = prediction.config
-        matched = compare_overlay(measured, prediction, f"M-flow ({cfg.optimizer}), seed {cfg.seed}")
+        w0 = f"W0 from {init.name}" if init is not None else f"seed {cfg.seed}"
+        matched = compare_overlay(measured, prediction, f"M-flow ({cfg.optimizer}), {w0}")
         result["overlay"] = matched.to_json()
     if plot is not None:
         from ..report.predict_plot import plot_prediction

@@ -23,3 +23,10 @@ def setting(model: type[BaseModel], name: str, default: Any = _FROM_SCHEMA, flag
         default = ... if field.is_required() else field.default
         default = ",".join(default) if isinstance(default, tuple) else default
     return typer.Option(default, flag or "--" + name.replace("_", "-"), help=field.description)
+
+
+def is_default(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` (its parameter's name) took its default: not given on the command line
+    (a setting with a default of its own, e.g. predict's ``--beta``, is then told apart from one given)."""
+    source = ctx.get_parameter_source(name)
+    return source is None or source.name == "DEFAULT"

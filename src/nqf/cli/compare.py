@@ -1,6 +1,6 @@
 """``nqf compare``: train the real network side by side with the theory's predictions.
 
-    nqf compare --task TASK [task options] [--arch ARCH [arch options] | --unit FILE.py:FUNCTION]
+    nqf compare (--task TASK [task options] | --data FILE.npz) [--arch ARCH [arch options] | --unit FILE.py:FUNCTION]
                 --width N --sigma0 S --lr ETA --steps T
                 [--optimizers gd,sgd,momentum,adam,muon] [--lr-adam ETA] [--lr-muon ETA] ...
                 [--seeds K] [--seed S] [--data-seed D] [--batch B] [--beta B]
@@ -9,7 +9,8 @@
 The architecture defaults to the task's natural one with the task's options for it
 (``--arch`` with another name starts from that architecture's own defaults);
 ``--unit FILE.py:FUNCTION`` takes your own unit instead (``nqf.cli._unit``), its input
-shape and outputs by default the task's (for ``--task npz`` its file's X and Y). Every
+shape and outputs by default the task's (for ``--task npz`` its file's X and Y; ``--data FILE``
+is ``--task npz --path FILE``, as ``predict --data FILE`` takes it). Every
 other ``--name value`` is an option of the task or the architecture (``nqf structure
 --list``); an option both accept (e.g. ``--inputs``) goes to both. One ``--lr`` serves
 every optimizer unless ``--lr-OPT`` overrides it for one. ``--beta`` is the heavy-ball
@@ -47,7 +48,7 @@ from nqf.cli.app import app, start_jax
 from nqf.comparison.limits import MAX_STEPS, check_compare, check_departure, check_seed, task_samples
 from nqf.comparison.settings import BETA, CompareSettings
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import OPTIMIZERS, RATE_OPTIMIZERS
+from nqf.core.optimizers import OPTIMIZER_SETTINGS, OPTIMIZERS, RATE_OPTIMIZERS, unused_setting
 
 from ._options import parse_factory_options
 from ._settings import setting
@@ -166,7 +167,13 @@ def rate_options(command):
 @rate_options
 def compare_command(
     ctx: typer.Context,
-    task: Annotated[str, typer.Option("--task", help="Task name (staircase, powerlaw, quadratic, ...).")],
+    task: Annotated[
+        str | None, typer.Option("--task", help="Task name (staircase, powerlaw, quadratic, ...), or --data.")
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="FILE.npz with arrays X (samples first) and Y, as predict takes it (--task npz)."),
+    ] = None,
     # the run settings: default and help from the schema (nqf.comparison.settings)
     width: int = setting(CompareSettings, "width"),
     sigma0: float = setting(CompareSettings, "sigma0"),
@@ -201,7 +208,15 @@ def compare_command(
     allow_inapplicable: bool = setting(CompareSettings, "allow_inapplicable"),
     **rates: float | None,  # --lr-OPT, one per optimizer with a rate of its own (rate_options)
 ) -> None:
-    """Train the network (each optimizer), the quadratic model and the theory side by side."""
+    """Train the network (each optimizer), the quadratic model and the theory side by side.
+
+    The task's and the architecture's own options follow as --name value (nqf structure --list
+    lists them): e.g. --path FILE.npz (task npz; or --data FILE.npz), --samples N, --inputs D,
+    --outputs K, --activation tanh. With --unit, --inputs D[,D2..] and --outputs K set its shapes
+    (default: the task's).
+    """
+    extra = list(ctx.args)
+    task = task_of(task, data, extra)
     args = CompareArgs(
         task=task,
         width=width,
@@ -223,9 +238,24 @@ def compare_command(
         overlay=overlay,
         departure=departure,
         allow_inapplicable=allow_inapplicable,
-        extra=tuple(ctx.args),
+        extra=tuple(extra),
     )
     run_compare_command(args)
+
+
+def task_of(task: str | None, data: Path | None, extra: list[str]) -> str:
+    """The task name from ``--task`` or ``--data FILE`` (the task ``npz`` with ``--path FILE``, added to
+    ``extra``): one of them, as ``predict --data`` takes a file."""
+    if data is None:
+        if task is None:
+            raise NqfError("compare needs --task TASK (a built-in task) or --data FILE.npz (your data)")
+        return task
+    if task is not None:
+        raise NqfError(f"give --task {task} or --data {data}, not both (--data FILE is --task npz --path FILE)")
+    if any(token == "--path" or token.startswith("--path=") for token in extra):
+        raise NqfError("give --data FILE or --path FILE, not both (--data FILE is --task npz --path FILE)")
+    extra += ["--path", str(data)]
+    return "npz"
 
 
 def run_compare_command(args: CompareArgs) -> None:
@@ -236,6 +266,12 @@ def run_compare_command(args: CompareArgs) -> None:
     # the figure's path, the table folder and the measured curve, before any compute
     measured = check_outputs(args.plot, args.csv_dir, args.overlay)
     chosen = parse_optimizers(args.optimizers)
+    known = all(name in OPTIMIZERS for name in chosen)  # else CompareConfig names the unknown one
+    for name, value in (("batch", args.batch), ("beta", args.beta)):  # refused, not ignored
+        unused = None if value is None or not known else unused_setting(name, chosen, f"--{name}")
+        if unused:
+            users = " or ".join(OPTIMIZER_SETTINGS[name][1])
+            raise NqfError(f"{unused}; add {users} to --optimizers or drop it")
     if args.unit is not None:
         if args.arch is not None:
             raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION, not both")
@@ -362,9 +398,11 @@ def print_header(result: dict, console: Console) -> None:
         + f"; data defect {result['defect']:.2e} ({'LV applies' if result['lv_applies'] else 'LV approximate'})",
         highlight=False,
     )
+    grouped = any(len(row.get("modes", ())) > 1 for row in result["modes"])
     console.print(
-        "switch-on step: m_k first reaches m_k*/2 (the theory's threshold, every source); "
-        f"L: plateau loss, at the log-midpoint to the next switch{'; means over seeds' if len(seeds) > 1 else ''}",
+        "switch-on step: m_k first reaches m_k*/2 (the theory's threshold, every source)"
+        + ("; a group of modes with equal c_k (1-2, ...): its total occupation, half its total" if grouped else "")
+        + f"; L: plateau loss, at the log-midpoint to the next switch{'; means over seeds' if len(seeds) > 1 else ''}",
         highlight=False,
     )
 
@@ -377,7 +415,7 @@ def theory_table(result: dict) -> Table:
     for row in result["modes"]:
         pred, plateau = row["predicted"], row["plateau_loss"]
         theory.add_row(
-            str(row["mode"]),
+            str(row.get("label", row["mode"])),
             _fmt(row["growth"]),
             _fmt(pred["singular_limit"]),
             _fmt(pred["lv"]),
@@ -401,7 +439,7 @@ def network_table(result: dict, opts: list[str]) -> Table:
             flow = row["predicted_by_optimizer"][opt]
             mark = "*" if flow["reference"] else ""
             network.add_row(
-                str(row["mode"]) if i == 0 else "",
+                str(row.get("label", row["mode"])) if i == 0 else "",
                 opt,
                 _fmt(flow["mflow"]) + mark,
                 _fmt(row["measured"]["network"][opt]),

@@ -43,10 +43,10 @@ from nqf.cli.app import app, start_jax
 from nqf.comparison.limits import MAX_STEPS, check_departure, check_predict, check_seed
 from nqf.comparison.settings import PredictSettings
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS
+from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS, unused_setting
 
 from ._options import parse_factory_options
-from ._settings import setting
+from ._settings import is_default, setting
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_computing, unit_for_data
 
 if TYPE_CHECKING:
@@ -66,9 +66,10 @@ def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str, batch, beta: float) -> None:
+def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str, batch, beta: float | None) -> None:
     """The argument checks of ``PredictConfig`` (same messages), without loading the library (and
-    JAX), so that a bad argument costs no startup."""
+    JAX), so that a bad argument costs no startup; and ``--batch`` or ``--beta`` (None: not given)
+    given to an optimizer that does not use it (``nqf.core.optimizers.unused_setting``)."""
     if optimizer not in PREDICT_OPTIMIZERS:
         raise NqfError(
             f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {optimizer!r}"
@@ -88,7 +89,11 @@ def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str,
         raise NqfError(f"sigma0 must be a positive finite number, got {sigma0!r}")
     if record.minibatches and batch is None:
         raise NqfError(f"optimizer {optimizer} needs a batch size (--batch)")
-    if record.flow_takes_beta and not 0 <= beta < 1:
+    for name, value in (("batch", batch), ("beta", beta)):
+        unused = None if value is None else unused_setting(name, (optimizer,), f"--{name}")
+        if unused:
+            raise NqfError(f"{unused}; drop it")
+    if record.flow_takes_beta and beta is not None and not 0 <= beta < 1:
         raise NqfError(f"{optimizer} beta must lie in [0, 1), got {beta!r}")
 
 
@@ -117,7 +122,7 @@ class PredictArgs:
     init: Path | None
     optimizer: str
     batch: int | None
-    beta: float
+    beta: float | None  # None: not given (the momentum record's default)
     seed: int
     loss: str
     route: str
@@ -139,7 +144,10 @@ def predict(
     width: int = setting(PredictSettings, "width"),
     lr: float = setting(PredictSettings, "lr"),
     steps: int = setting(PredictSettings, "steps"),
-    arch: Annotated[str | None, typer.Option("--arch", help="Architecture name (nqf structure --list).")] = None,
+    arch: Annotated[
+        str | None,
+        typer.Option("--arch", help="Architecture name (nqf structure --list); --inputs and --outputs from the data."),
+    ] = None,
     unit: Annotated[str | None, typer.Option("--unit", help=UNIT_HELP)] = None,
     sigma0: float | None = setting(PredictSettings, "sigma0", default=None),  # or --init
     init: Annotated[Path | None, typer.Option("--init", help="W0.npz with array W (d x n).")] = None,
@@ -170,7 +178,12 @@ def predict(
         typer.Option("--overlay", help="A measured loss curve (CSV step,loss; NPY (T, 2); JSON) to compare and draw."),
     ] = None,
 ) -> None:
-    """Predict training (M-flow, Lotka-Volterra, vanishing-init steps) from data, without training."""
+    """Predict training (M-flow, Lotka-Volterra, vanishing-init steps) from data, without training.
+
+    The architecture's own options follow as --name value (nqf structure --list lists them):
+    e.g. --activation tanh, --inputs D and --outputs K (default: X's and Y's). With --unit,
+    --inputs D[,D2..] and --outputs K set its shapes (default: the data's).
+    """
     args = PredictArgs(
         data=data,
         width=width,
@@ -182,7 +195,8 @@ def predict(
         init=init,
         optimizer=optimizer,
         batch=batch,
-        beta=beta,
+        # not given: None, so that a --beta the optimizer does not use is refused (its default shows in --help)
+        beta=None if is_default(ctx, "beta") else beta,
         seed=seed,
         loss=loss,
         route=route,
@@ -209,7 +223,8 @@ def run_predict_command(args: PredictArgs) -> None:
     with unit_computing(args.unit):  # a unit's prints (it is traced again) never reach stdout
         prediction, architecture, label = run_prediction(args)
         result = prediction.to_json()
-        finish_prediction(prediction, result, args.plot, args.csv_dir, measured)  # the overlay block; figure, tables
+        # the overlay block; figure, tables
+        finish_prediction(prediction, result, args.plot, args.csv_dir, measured, init=args.init)
     if args.as_json:
         print(json.dumps(result))
         return
@@ -303,23 +318,35 @@ def load_problem(args: PredictArgs):
 
     from nqf.theory.data_matrices.build import check_sample_arrays, checked_samples
 
-    from ..architectures import architecture_options, get_architecture
+    from ..architectures import architecture_options, get_architecture, outputs_for_targets
 
     arch, data = args.arch, args.data
     if arch is not None:  # exactly one of --arch and --unit (checked by run_prediction)
-        options = parse_factory_options(list(args.extra), {arch: architecture_options(arch)})[arch]
-        architecture = get_architecture(arch, **options)
+        known = architecture_options(arch)
+        options = parse_factory_options(list(args.extra), {arch: known})[arch]
     else:
-        unit_options = parse_unit_options(list(args.extra))
+        known, unit_options = {}, parse_unit_options(list(args.extra))
     arrays = load_npz(data, ("X", "Y"))
     X, Y = arrays["X"], arrays["Y"]
     check_sample_arrays(str(data), X, Y)
-    if args.unit is not None:  # shapes from the data unless --inputs / --outputs say otherwise
+    if arch is not None:  # --inputs and --outputs from the data unless given, as nqf.predict does with a name
+        if "inputs" in known and "inputs" not in options and X.ndim == 2:
+            options["inputs"] = int(X.shape[1])
+        if "outputs" in known and "outputs" not in options and (Y.ndim == 2 or (Y.ndim == 1 and Y.size)):
+            options["outputs"] = outputs_for_targets(Y, args.loss)
+        architecture = get_architecture(arch, **options)
+    else:  # --unit: shapes from the data unless --inputs / --outputs say otherwise
+        assert args.unit is not None  # exactly one of --arch and --unit
         architecture = unit_for_data(args.unit, unit_options, X, Y, args.loss, str(data))
         arch = architecture.name
     if X.shape[1:] != tuple(architecture.input_shape):
         shape = ", ".join(map(str, architecture.input_shape))
-        raise NqfError(f"{data}: X has shape {X.shape}, but {arch} with these options takes inputs (N, {shape})")
+        hint = (
+            f"; leave out --inputs (taken from the data) or give --inputs {X.shape[1]}"
+            if args.arch is not None and "inputs" in known and X.ndim == 2
+            else ""
+        )
+        raise NqfError(f"{data}: X has shape {X.shape}, but {arch} with these options takes inputs (N, {shape}){hint}")
     if args.batch is not None and args.batch > X.shape[0]:
         raise NqfError(f"--batch {args.batch} is larger than the {X.shape[0]} samples in {data}")
     X, Y_checked, _ = checked_samples(architecture, X, Y, loss=args.loss, dtype=np.float64)
@@ -363,7 +390,7 @@ def predict_config(args: PredictArgs):
         steps=args.steps,
         sigma0=args.sigma0 if args.sigma0 is not None else 1.0,
         optimizer=args.optimizer,
-        beta=args.beta,
+        beta=PredictSettings.model_fields["beta"].default if args.beta is None else args.beta,  # the schema's
         batch_size=args.batch,
         seed=args.seed,
         loss=args.loss,
@@ -383,6 +410,7 @@ def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> No
         f"data defect {lv['defect']:.2e} ({'LV applies' if lv['applies'] else 'LV does not apply: M-flow only'}), "
         f"init defect {lv['init_defect']:.2e}, stable lr < {result['stable_lr']:.4g}"
     )
+    print_table(console, prediction_table(result))
     print_table(console, modes_table(result))
     loss = result["mflow"]["loss"]
     console.print(f"loss: {loss[0]:.6g} at step 0, {loss[-1]:.6g} at step {steps}")
@@ -405,23 +433,74 @@ def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> No
     print_outputs(console, result, args.plot, args.csv_dir)
 
 
+def prediction_table(result: dict) -> Table:
+    """The prediction (``Prediction.to_json()["prediction"]``): per mode, or per degenerate group,
+    c_k, the fixed point, the M-flow's switch-on step and plateau loss."""
+    block = result["prediction"]
+    grouped = any(len(row["modes"]) > 1 for row in block["modes"])
+    table = Table(
+        title="prediction (the M-flow): switch-on step = first step m_k"
+        + (" (a group's total, for modes with equal c_k)" if grouped else "")
+        + " reaches half its fixed point m*; plateau loss at the log-midpoint to the next switch-on"
+    )
+    corrected = any("network_corrected_switch_step" in row for row in block["modes"])  # with --departure
+    columns = ["modes" if grouped else "mode", "c_k", "m*" if grouped else "m_k*", "switch-on step", "plateau loss"]
+    for column in columns + (["network-corrected step"] if corrected else []):
+        table.add_column(column, justify="right", overflow="fold")
+    for row in block["modes"]:
+        first, last = row["modes"][0], row["modes"][-1]
+        cells = [
+            str(first) if first == last else f"{first}-{last}",
+            _fmt(row["growth"]),
+            _fmt(row["fixed_point"]),
+            _fmt(row["switch_step"]),
+            _fmt(row["plateau_loss"]),
+        ]
+        table.add_row(*cells, *([_fmt(row.get("network_corrected_switch_step"))] if corrected else []))
+    return table
+
+
 def modes_table(result: dict) -> Table:
-    """Per mode: growth, fixed point and the switch-on step of every source, and the plateau loss."""
+    """The analysis: per mode, every other reading's switch-on step (LV map and ODE, closed form,
+    vanishing-init limit) and the limit's plateau loss; per degenerate group where modes share
+    c_k (:func:`groups_table`)."""
+    if any(len(group["modes"]) > 1 for group in result.get("groups") or ()):
+        return groups_table(result)
     lv = result["lv"]
-    table = Table(title="modes (largest growth first); switch-on step = m_k reaches m_k*/2")
-    columns = ("mode", "c_k", "m_k*", "M-flow", "LV (map)", "LV (flow)", "closed form", "vanishing init")
-    for column in (*columns, "plateau loss"):
+    table = Table(title="analysis: the other readings of the same modes (docs/theory.md 3-4)")
+    columns = ("mode", "LV (map)", "LV (flow)", "closed form", "vanishing init", "limit plateau")
+    for column in columns:
         table.add_column(column, justify="right", overflow="fold")
     for k in range(len(lv["growth"])):
         table.add_row(
             str(k + 1),
-            _fmt(lv["growth"][k]),
-            _fmt(lv["fixed_point"][k]),
-            _fmt(result["mflow"]["switch_steps"][k]),
             _fmt(lv["switch_steps"][k]),
             _fmt(lv["continuous_switch_steps"][k]),
             _fmt(lv["closed_form_switch_steps"][k]),
             _fmt(result["singular_limit"]["switch_steps"][k]),
             _fmt(lv["plateau_losses"][k]),
+        )
+    return table
+
+
+def groups_table(result: dict) -> Table:
+    """Per degenerate group (``Prediction.group_readings``): its modes, c_k, total fixed point,
+    every source's switch-on step and the plateau loss; no per-mode step inside a group."""
+    table = Table(
+        title="analysis, per group of modes with equal c_k: the other readings (a group's step: its first mode's)"
+    )
+    columns = ("modes", "LV (map)", "LV (flow)", "closed form", "vanishing init", "limit plateau")
+    for column in columns:
+        table.add_column(column, justify="right", overflow="fold")
+    for group in result["groups"]:
+        first, last = group["modes"][0], group["modes"][-1]
+        steps = group["switch_steps"]
+        table.add_row(
+            str(first) if first == last else f"{first}-{last}",
+            _fmt(steps["lv"]),
+            _fmt(steps["lv_flow"]),
+            _fmt(steps["closed_form"]),
+            _fmt(steps["singular_limit"]),
+            _fmt(group["plateau_losses"]["singular_limit"]),
         )
     return table

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from nqf.cli.app import app, check_jobs, start_cache
+from nqf.cli.app import app, check_executor_options, check_jobs, start_cache
 
 if TYPE_CHECKING:  # the library is imported inside the commands, after parsing
     from nqf.paper.reproduce import ProgressEvent, ReproduceOutcome
@@ -150,23 +150,13 @@ def _engine_options(
 
     if executor not in EXECUTORS:
         raise NqfError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if address is not None and executor != "ray":
-        raise NqfError(f"--address applies to --executor ray, not {executor}")
-    if address is not None and not address.strip():
-        raise NqfError("--address is empty; give host:port of the Ray cluster")
     given = {
         "--slurm-partition": partition,
         "--slurm-time": time_min,
         "--slurm-array-size": array_size,
         "--slurm-cluster": cluster,
     }
-    for option, value in given.items():
-        if value is not None and executor != "slurm":
-            raise NqfError(f"{option} applies to --executor slurm, not {executor}")
-    if jobs is not None and executor == "slurm":
-        raise NqfError("--jobs does not apply to --executor slurm; --slurm-array-size limits the runs at once")
-    if jobs is not None and executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):
-        raise NqfError("--jobs does not apply to a Ray cluster given by address: its CPUs decide")
+    check_executor_options(executor, jobs, address, given)  # shared with nqf sweep
     if jobs is not None:
         check_jobs(jobs)  # worker processes (or a local Ray's CPUs) on this machine: a few per core at most
     if executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):

@@ -13,7 +13,8 @@ the results store (DIR/store unless ``--store``) as soon as it is done, and DIR/
 same command recomputes nothing that is stored and retries the points that failed.
 Exit status: 0 when every point has a record, 1 when some failed (the outputs are written
 all the same), 2 for bad input (``--jobs`` above 4 per core for workers on this machine, an
-executor whose engine is missing: before ``--out`` is made). Ctrl-C: one line saying how many
+option that does not fit ``--executor``, as ``nqf reproduce`` refuses it, an executor whose
+engine is missing: before ``--out`` is made). Ctrl-C: one line saying how many
 points are stored and where (they are kept; a rerun resumes), exit 130.
 """
 
@@ -28,7 +29,7 @@ from typing import Annotated, Any
 
 import typer
 
-from nqf.cli.app import app, check_jobs, on_interrupt_keeps, start_jax
+from nqf.cli.app import app, check_executor_options, check_jobs, on_interrupt_keeps, start_jax
 from nqf.core.errors import NqfError
 
 
@@ -59,7 +60,7 @@ class SweepArgs:
     out: Path
     store: Path | None
     executor: str
-    jobs: int
+    jobs: int | None  # None: not given (one worker, in this process)
     address: str | None
     slurm_partition: str | None
     slurm_time: str | None
@@ -80,7 +81,10 @@ def sweep_command(
         Path | None, typer.Option("--store", help="Results store to use (default DIR/store); share one between sweeps.")
     ] = None,
     executor: Annotated[str, typer.Option("--executor", help="local, ray or slurm.")] = "local",
-    jobs: Annotated[int, typer.Option("--jobs", help="Workers (local processes, Ray CPUs); 1: in this process.")] = 1,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", help="Workers (local processes, a local Ray's CPUs; default 1: in this process)."),
+    ] = None,
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address HOST:PORT (ray).")] = None,
     slurm_partition: Annotated[str | None, typer.Option("--slurm-partition", help="Slurm partition (slurm).")] = None,
     slurm_time: Annotated[
@@ -137,7 +141,7 @@ def run_sweep_command(args: SweepArgs) -> None:
         plan,
         args.out,
         executor=args.executor,
-        jobs=args.jobs,
+        jobs=args.jobs or 1,
         address=args.address,
         slurm=slurm,
         retries=args.retries,
@@ -152,27 +156,19 @@ def check_arguments(args: SweepArgs):
     for ``--executor slurm``, else None."""
     if args.executor not in ("local", "ray", "slurm"):
         raise NqfError(f"unknown executor {args.executor!r}; choose from local, ray, slurm")
-    workers_here = args.executor == "local" or (args.executor == "ray" and not ray_address(args))
-    if args.jobs < 1 or workers_here:
+    given_slurm = {
+        "--slurm-partition": args.slurm_partition,
+        "--slurm-time": args.slurm_time,
+        "--slurm-array-size": args.slurm_array_size,
+        "--slurm-cluster": args.slurm_cluster,
+    }
+    check_executor_options(args.executor, args.jobs, args.address, given_slurm)  # as nqf reproduce
+    if args.jobs is not None:
         check_jobs(args.jobs)  # positive; on this machine, at most a few workers per core
     if args.retries < 0:
         raise NqfError(f"--retries must be at least 0, got {args.retries}")
     if args.batch_size is not None and args.batch_size < 1:
         raise NqfError(f"--batch-size must be a positive integer, got {args.batch_size}")
-    given_slurm = [
-        n
-        for n, v in (
-            ("--slurm-partition", args.slurm_partition),
-            ("--slurm-time", args.slurm_time),
-            ("--slurm-array-size", args.slurm_array_size),
-            ("--slurm-cluster", args.slurm_cluster),
-        )
-        if v is not None
-    ]
-    if given_slurm and args.executor != "slurm":
-        raise NqfError(f"{given_slurm[0]} applies to --executor slurm, not {args.executor}")
-    if args.address is not None and args.executor != "ray":
-        raise NqfError(f"--address applies to --executor ray, not {args.executor}")
     from nqf.comparison.limits import check_output_folder_path  # JAX-free: before the spec and JAX
 
     slurm = slurm_options(args) if args.executor == "slurm" else None
@@ -221,7 +217,7 @@ def plan_or_exit(args: SweepArgs):
             args.out,
             store=args.store,
             batch_size=args.batch_size,
-            jobs=args.jobs,
+            jobs=args.jobs or 1,
             force=args.force,
             check_data=not args.dry_run,
         )

@@ -7,14 +7,13 @@ flow as a reference) and the record spacing of the training runs. The comparison
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from nqf.core.arguments import check_count, check_seed
+from nqf.core.arguments import check_count, check_seed, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
 from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, REFERENCE_FLOW, optimizer_record
 from nqf.training.config import OPTIMIZERS, TrainConfig
@@ -34,8 +33,7 @@ def _is_int(value) -> bool:
 
 
 def _positive_finite(value) -> bool:
-    number = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
-    return number and math.isfinite(value) and value > 0
+    return is_positive_finite(value)  # 10**400 too: no float, refused (math.isfinite raised OverflowError)
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,10 @@ class CompareConfig:
             raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
         if not isinstance(self.departure, (bool, np.bool_)):
             raise NqfError(f"departure must be True or False, got {self.departure!r}")
-        opts = (self.optimizers,) if isinstance(self.optimizers, str) else tuple(self.optimizers)
+        try:
+            opts = (self.optimizers,) if isinstance(self.optimizers, str) else tuple(self.optimizers)
+        except TypeError:  # None, a number: no names
+            raise NqfError(f"optimizers must be a name or names of optimizers, got {self.optimizers!r}") from None
         object.__setattr__(self, "optimizers", opts)
         if not opts:
             raise NqfError("give at least one optimizer")
@@ -102,9 +103,12 @@ class CompareConfig:
         if len(set(opts)) != len(opts):
             raise NqfError(f"optimizer listed twice in {', '.join(opts)}")
         rates = self.learning_rates
-        pairs: tuple[tuple[Any, ...], ...] = (
-            tuple(sorted(rates.items())) if isinstance(rates, Mapping) else tuple(tuple(p) for p in rates)
-        )
+        try:
+            pairs: tuple[tuple[Any, ...], ...] = (
+                tuple(sorted(rates.items())) if isinstance(rates, Mapping) else tuple(tuple(p) for p in rates)
+            )
+        except TypeError:  # None, a number, a list of numbers: no pairs
+            raise NqfError(f"learning_rates must be (optimizer, lr) pairs or a mapping, got {rates!r}") from None
         for pair in pairs:
             if len(pair) != 2:
                 raise NqfError(f"learning_rates must be (optimizer, lr) pairs, got {pair!r}")
@@ -127,8 +131,10 @@ class CompareConfig:
         check_count("seeds", self.seeds)
         check_seed("seed", self.seed, count=self.seeds)  # seed .. seed + seeds - 1 are all seeds
         check_seed("data_seed", self.data_seed)
-        if self.beta is not None and not (isinstance(self.beta, (int, float)) and 0 <= self.beta < 1):
+        if self.beta is not None and not (is_real_number(self.beta) and 0 <= self.beta < 1):
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
+        if self.beta is not None and not isinstance(self.beta, (int, float)):  # a NumPy scalar: its float
+            object.__setattr__(self, "beta", float(self.beta))
         batched = [opt for opt in opts if optimizer_record(opt).minibatches]
         if batched and self.batch_size is None:
             raise NqfError(f"optimizer {batched[0]} needs a batch size (--batch)")

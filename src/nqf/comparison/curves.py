@@ -29,7 +29,9 @@ level (the plateau before the group to the one after it); a mode the limit never
 activates has no level (NaN). With records one step apart the answer is the first
 recorded step at or below the level; between records further apart it is linearly
 interpolated in the loss (``nqf.core.measure.loss_crossings``). A noisy curve (SGD) is read
-the same way: its first crossing counts.
+the same way: its first crossing counts. A level the curve is already at or below at its first
+record is no switch-on (the fall came before the curve begins): NaN, as for a mode that never
+switches on (``nqf.core.measure``), and said (``below_at_start``).
 
 Relative error per mode: (t_measured - t_predicted) / t_predicted, both by the loss
 convention, as ``nqf compare`` reports switch steps.
@@ -289,10 +291,23 @@ def midpoint_levels(initial_loss: float, step_times, activation_order, plateau_l
 
 
 def loss_switch_steps(steps, loss, levels) -> np.ndarray:
-    """First step at which ``loss`` (R,) falls to or below each level (g,): (g,), NaN where never
-    (or where the level is NaN). Interpolated between records more than one step apart."""
+    """First step at which ``loss`` (R,) falls to or below each level (g,): (g,), NaN where never,
+    where the level is NaN, and where the loss is at or below the level at its first record
+    already (:func:`below_at_start`: the fall happened before the curve begins, so no switch-on
+    is seen; NaN as for a mode that never switches on). Interpolated between records more than
+    one step apart."""
     levels = np.asarray(levels, dtype=np.float64)
-    return loss_crossings(steps, np.asarray(loss, dtype=np.float64), levels)
+    loss = np.asarray(loss, dtype=np.float64)
+    return np.where(below_at_start(loss, levels), np.nan, loss_crossings(steps, loss, levels))
+
+
+def below_at_start(loss, levels) -> np.ndarray:
+    """(g,) bools: whether ``loss`` (R,) is at or below each level (g,) at its first record already."""
+    loss = np.asarray(loss, dtype=np.float64)
+    levels = np.asarray(levels, dtype=np.float64)
+    if loss.size == 0:
+        return np.zeros(levels.shape, dtype=bool)
+    return np.isfinite(levels) & np.isfinite(loss[0]) & (loss[0] <= levels)
 
 
 def prediction_levels(prediction: Prediction) -> np.ndarray:
@@ -316,6 +331,9 @@ class OverlayComparison:
         relative_error: (g,) (measured - predicted) / predicted.
         horizon: the prediction's last step; measured records past it have no prediction to
             meet (``records_beyond_horizon``), so a mode that switches on after it has no error.
+        below_at_start, predicted_below_at_start: (g,) bools, the measured curve's and the
+            M-flow's loss at or below the mode's level at their first record already: no
+            switch-on is seen, the step is NaN (:func:`loss_switch_steps`); None: not recorded.
     """
 
     curve: LossCurve
@@ -325,6 +343,8 @@ class OverlayComparison:
     predicted_switch_steps: np.ndarray
     relative_error: np.ndarray
     horizon: float = math.inf  # the prediction's last step: the measured curve is compared up to it
+    below_at_start: np.ndarray | None = None
+    predicted_below_at_start: np.ndarray | None = None
 
     @property
     def records_beyond_horizon(self) -> int:
@@ -346,20 +366,38 @@ class OverlayComparison:
             "switch_steps": _numbers(self.switch_steps, integral=True),
             "predicted_switch_steps_by_loss": _numbers(self.predicted_switch_steps, integral=True),
             "relative_error": _numbers(self.relative_error),
+            "below_at_start": _flags(self.below_at_start, self.levels),
+            "predicted_below_at_start": _flags(self.predicted_below_at_start, self.levels),
         }
 
 
 def compare_overlay(curve: LossCurve, prediction: Prediction, against: str = "M-flow") -> OverlayComparison:
     """Switch-on steps of ``curve`` and of ``prediction``'s M-flow loss curve by the loss convention."""
     levels = prediction_levels(prediction)
+    flow_loss = np.asarray(prediction.flow.loss)
     measured = loss_switch_steps(curve.steps, curve.loss, levels)
-    predicted = loss_switch_steps(np.asarray(prediction.flow.steps), np.asarray(prediction.flow.loss), levels)
+    predicted = loss_switch_steps(np.asarray(prediction.flow.steps), flow_loss, levels)
     with np.errstate(divide="ignore", invalid="ignore"):
         error = (measured - predicted) / predicted
     horizon = float(np.asarray(prediction.flow.steps)[-1]) if np.asarray(prediction.flow.steps).size else 0.0
     return OverlayComparison(
-        curve, against, levels, measured, predicted, np.where(np.isfinite(error), error, np.nan), horizon
+        curve,
+        against,
+        levels,
+        measured,
+        predicted,
+        np.where(np.isfinite(error), error, np.nan),
+        horizon,
+        below_at_start(curve.loss, levels),
+        below_at_start(flow_loss, levels),
     )
+
+
+def _flags(values, like) -> list[bool]:
+    """Per-mode bools for JSON (all False when not recorded)."""
+    if values is None:
+        return [False] * int(np.asarray(like).size)
+    return [bool(v) for v in np.asarray(values).ravel()]
 
 
 def _numbers(values, integral: bool = False) -> list:

@@ -13,6 +13,7 @@ from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import ExpansionReport, report_json
 from nqf.comparison.config import FLOW_OF, CompareConfig
 from nqf.comparison.measures import relative
+from nqf.core.measure import group_label
 from nqf.core.pytrees import json_value, register_fields
 from nqf.theory.predict.pipeline import Prediction
 from nqf.training.closure import ClosureResult
@@ -26,7 +27,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, eq=False)
 class Comparison:
     """Everything :func:`compare` measured. Per-mode arrays have the modes last, in the
-    order of ``growth`` (largest first); per-seed arrays have the seeds first.
+    order of ``growth`` (largest first); per-seed arrays have the seeds first. Where modes
+    share c_k (a degenerate group: W0 decides how its occupation splits among its modes) a
+    row of the per-mode arrays is the group, timed on its total occupation (``groups``).
 
     Attributes:
         task_name, task_options, arch: the task and the architecture.
@@ -45,6 +48,7 @@ class Comparison:
         reference_only: optimizers without an M-flow of their own.
         notes: what a reader needs to know.
         expansion: the expansion check's verdict on the unit.
+        groups: the modes of each row (``nqf.core.measure.mode_groups``); see ``mode_groups``.
     """
 
     task_name: str
@@ -71,6 +75,13 @@ class Comparison:
     reference_only: tuple[str, ...]
     notes: tuple[str, ...] = ()
     expansion: ExpansionReport | None = None
+    groups: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def mode_groups(self) -> tuple[tuple[int, ...], ...]:
+        """The modes (indices into the prediction's growing modes) of each row of the per-mode
+        arrays: one per degenerate group (``groups``), else one mode per row."""
+        return self.groups or tuple((k,) for k in range(self.num_modes))
 
     @property
     def diverged(self) -> dict[str, list[int]]:
@@ -237,8 +248,11 @@ def _seed_mean(a) -> np.ndarray:
 def _mode_json(c: Comparison, k: int, errors: dict[str, Any]) -> dict:
     """The JSON row of mode k: growth, threshold, predicted and measured switch steps,
     relative errors and plateau losses (means over seeds; null: never / not available)."""
+    members = c.mode_groups[k]
     return {
-        "mode": k + 1,
+        "mode": members[0] + 1,
+        "modes": [int(m) + 1 for m in members],  # a degenerate group's modes, timed as one
+        "label": group_label(members),
         "growth": float(c.growth[k]),
         "threshold": float(c.thresholds[k]),
         **_mode_predicted_json(c, k),
@@ -369,5 +383,5 @@ register_fields(
     ("seeds", "growth", "thresholds", "predictions", "predicted", "flow_switch", "quadratic", "quadratic_switch")
     + ("quadratic_switch_own", "network", "network_switch", "network_switch_own", "plateau_predicted")
     + ("plateau_quadratic", "plateau_network", "closure", "closure_until"),
-    ("task_name", "task_options", "arch", "config", "reference_only", "notes", "expansion"),
+    ("task_name", "task_options", "arch", "config", "reference_only", "notes", "expansion", "groups"),
 )

@@ -23,10 +23,17 @@ from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, theory_gate
 from nqf.comparison.config import DEFAULT_MOMENTUM, FLOW_OF, CompareConfig
 from nqf.comparison.limits import check_compare_memory
-from nqf.comparison.measures import closure_until, measured_plateau_losses
+from nqf.comparison.measures import closure_until
 from nqf.comparison.result import Comparison
 from nqf.core.errors import NqfError
-from nqf.core.measure import switch_steps, switch_steps_own
+from nqf.core.measure import (
+    ModeGroups,
+    group_members,
+    group_thresholds,
+    measured_plateau_losses,
+    switch_steps,
+    switch_steps_own,
+)
 from nqf.core.optimizers import optimizer_record
 from nqf.core.precision import resolve_dtype
 from nqf.theory.data_matrices.build import DataMatrices, data_matrices, flow_data
@@ -69,12 +76,25 @@ class Modes:
         growth: (g,) c_k, largest first; thresholds: (g,) m_k*/2.
         measure_at: (g,) the thresholds, inf where m_k* = 0 (such a mode never switches on).
         basis: (d, g) the eigenvectors q_k the occupations are read along.
+        groups: the degenerate groups of the modes (equal c_k); every source is timed per
+            group, on the group's total occupation (groups of one: per mode).
     """
 
     growth: np.ndarray
     thresholds: np.ndarray
     measure_at: np.ndarray
     basis: np.ndarray
+    groups: ModeGroups = ()
+
+    @property
+    def group_growth(self) -> np.ndarray:
+        """(G,) c_k of each degenerate group (``nqf.core.measure.mode_groups``)."""
+        return np.array([self.growth[group[0]] for group in self.groups])
+
+    @property
+    def group_thresholds(self) -> np.ndarray:
+        """(G,) half each group's total fixed-point occupation (inf: none)."""
+        return group_thresholds(self.thresholds, self.groups)
 
 
 @dataclass(frozen=True)
@@ -181,34 +201,30 @@ def reference_modes(predictions: Predictions) -> Modes:
         # a mode with m_k* = 0 (suppressed by the others) has no switch-on: never counted as reached
         measure_at=np.where(thresholds > 0, thresholds, np.inf),
         basis=np.asarray(reference.modes.basis[:, :g]),
+        groups=reference.groups,
     )
 
 
 def predicted(predictions: Predictions, config: CompareConfig) -> Predicted:
-    """Stage 3b: the predicted switch steps and plateau losses, read off the predictions (:class:`Predicted`)."""
-    gd = predictions["gd"]
+    """Stage 3b: the predicted switch steps and plateau losses per degenerate group (per mode
+    where no two modes share c_k), read off the predictions (:class:`Predicted`,
+    ``Prediction.group_readings``)."""
+    gd = [p.group_readings() for p in predictions["gd"]]
     horizon = float(config.steps)
     return Predicted(
-        switch={
-            "lv": np.stack([p.lv_switch_steps for p in gd]),
-            "mflow": np.stack([p.mflow_switch_steps for p in gd]),
-            "singular_limit": np.stack([p.singular_switch_steps for p in gd]),
-            "closed_form": np.stack([p.closed_form_switch_steps for p in gd]),
-        },
+        switch={name: np.stack([r[name] for r in gd]) for name in ("lv", "mflow", "singular_limit", "closed_form")},
         flow_switch={
-            opt: np.stack([p.mflow_switch_steps for p in predictions[FLOW_OF[opt]]]) for opt in config.optimizers
+            opt: np.stack([p.group_readings()["mflow"] for p in predictions[FLOW_OF[opt]]]) for opt in config.optimizers
         },
         plateau={
-            "singular_limit": np.stack([p.lv_plateau_losses for p in gd]),
-            "lv": np.stack([measured_plateau_losses(p.lv_steps, p.lv_loss, p.lv_switch_steps, horizon) for p in gd]),
-            "mflow": np.stack(
+            "singular_limit": np.stack([r["plateau_singular_limit"] for r in gd]),
+            "lv": np.stack(
                 [
-                    measured_plateau_losses(
-                        np.asarray(p.flow.steps), np.asarray(p.flow.loss), p.mflow_switch_steps, horizon
-                    )
-                    for p in gd
+                    measured_plateau_losses(p.lv_steps, p.lv_loss, r["lv"], horizon)
+                    for p, r in zip(predictions["gd"], gd, strict=True)
                 ]
             ),
+            "mflow": np.stack([r["plateau_mflow"] for r in gd]),
         },
     )
 
@@ -232,10 +248,12 @@ def reference_notes(config: CompareConfig) -> tuple[tuple[str, ...], list[str]]:
 
 def measure(sweep: SweepResult, modes: Modes, horizon: float) -> Measured:
     """Stage 4, per source: switch steps (common and own thresholds) and plateau losses of every seed of ``sweep``."""
-    switch = switch_steps(sweep.steps, sweep.occupations[0], modes.measure_at)
+    # per degenerate group: its total occupation (a group of one is its mode)
+    occupations = np.asarray(sweep.occupations[0], dtype=np.float64) @ group_members(modes.groups, modes.growth.size)
+    switch = switch_steps(sweep.steps, occupations, modes.group_thresholds)
     # NaN where the run diverged or the mode never switched on (never reached the common threshold)
     own = switch_steps_own(
-        sweep.steps, sweep.occupations[0], thresholds=modes.measure_at, diverged=sweep.diverged_at[0] >= 0
+        sweep.steps, occupations, thresholds=modes.group_thresholds, diverged=sweep.diverged_at[0] >= 0
     )
     plateau = np.stack(
         [measured_plateau_losses(sweep.steps, sweep.loss[0, j], switch[j], horizon) for j in range(switch.shape[0])]
@@ -325,8 +343,9 @@ def assemble(
         arch=prep.arch,
         config=config,
         seeds=np.asarray(config.seed_list),
-        growth=modes.growth,
-        thresholds=modes.thresholds,
+        growth=modes.group_growth,
+        thresholds=modes.group_thresholds,
+        groups=modes.groups,
         predictions=predictions,
         predicted=numbers.switch,
         flow_switch=numbers.flow_switch,

@@ -25,6 +25,7 @@ def comparison_tables(comparison, overlay=None, overlay_flow: str = "gd", overla
             curves += curve_rows(entry["source"], entry["optimizer"], int(seed), entry["steps"], loss)
     modes: list[tuple] = []
     seeds = [int(s) for s in comparison.seeds]
+    groups = comparison.mode_groups
     for opt in comparison.network:
         for j, seed in enumerate(seeds):
             modes += mode_rows(
@@ -34,14 +35,24 @@ def comparison_tables(comparison, overlay=None, overlay_flow: str = "gd", overla
                 "occupation",
                 comparison.network_switch[opt][j],
                 comparison.plateau_network[opt][j],
+                groups,
             )
-            modes += mode_rows("network", opt, seed, "own_occupation", comparison.network_switch_own[opt][j])
+            modes += mode_rows(
+                "network", opt, seed, "own_occupation", comparison.network_switch_own[opt][j], None, groups
+            )
     if comparison.quadratic_switch is not None:
         for j, seed in enumerate(seeds):
             modes += mode_rows(
-                "quadratic", "gd", seed, "occupation", comparison.quadratic_switch[j], comparison.plateau_quadratic[j]
+                "quadratic",
+                "gd",
+                seed,
+                "occupation",
+                comparison.quadratic_switch[j],
+                comparison.plateau_quadratic[j],
+                groups,
             )
-            modes += mode_rows("quadratic", "gd", seed, "own_occupation", comparison.quadratic_switch_own[j])
+            own = comparison.quadratic_switch_own[j]
+            modes += mode_rows("quadratic", "gd", seed, "own_occupation", own, None, groups)
     for flow, preds in comparison.predictions.items():
         for seed, p in zip(seeds, preds, strict=True):
             modes += prediction_mode_rows(p, flow, seed)

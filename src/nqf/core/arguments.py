@@ -8,6 +8,7 @@ before anything heavy is imported.
 
 from __future__ import annotations
 
+import math
 import numbers
 import sys
 import warnings
@@ -48,6 +49,30 @@ def is_integer(value: Any) -> bool:
     return numpy is not None and shape == () and dtype is not None and numpy.issubdtype(dtype, numpy.integer)
 
 
+def is_real_number(value: Any) -> bool:
+    """Whether ``value`` is one real number: a Python or NumPy int or float, or a 0-d array of
+    one (a concrete JAX scalar too); never a bool, a string, a complex number or several numbers."""
+    numpy = sys.modules.get("numpy")
+    if isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_)):
+        return False
+    if isinstance(value, numbers.Real):  # NumPy registers its ints and floats here
+        return True
+    dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
+    return numpy is not None and shape == () and dtype is not None and numpy.dtype(dtype).kind in "iuf"
+
+
+def is_positive_finite(value: Any) -> bool:
+    """Whether ``value`` is a real number (:func:`is_real_number`), finite and > 0 (an int
+    beyond float's range, 10**400, is not: it has no float)."""
+    if not is_real_number(value):
+        return False
+    try:
+        number = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(number) and number > 0
+
+
 def check_count(name: str, value: Any, low: int = 1) -> int:
     """``value`` as an int when it is an integer >= ``low`` (1: "a positive integer"); else one NqfError line."""
     if not is_integer(value) or int(value) < low:
@@ -64,6 +89,34 @@ def check_seed(name: str, value: Any, count: int = 1) -> int:
     return int(value)
 
 
+def is_tracer(value: Any) -> bool:
+    """Whether ``value`` is a JAX tracer (an argument inside ``jax.jit``, ``vmap`` or ``grad``),
+    told without importing JAX."""
+    return any(c.__name__ == "Tracer" and c.__module__.startswith("jax") for c in type(value).__mro__)
+
+
+def traced_message(name: str) -> str:
+    """The refusal of a traced ``name``: nqf's entry points run on concrete values."""
+    return (
+        f"{name} is a traced JAX value (inside jax.jit, vmap or grad): nqf.predict, nqf.train and nqf.compare "
+        "read concrete values on the host and cannot be transformed; call them outside the transformation"
+    )
+
+
+def check_entry_arguments(entry: str, arch: Any, config: Any, arch_type: type, config_type: type) -> None:
+    """One NqfError line unless ``arch`` is an ``arch_type`` or a name and ``config`` a
+    ``config_type`` with concrete numbers (``nqf.predict``, ``nqf.train``: a dict, a config of
+    the other entry or a traced learning rate would fail later with an AttributeError or JAX's
+    TracerArrayConversionError)."""
+    if not isinstance(arch, (arch_type, str)):
+        raise NqfError(f"{entry} needs an architecture (nqf.get_architecture) or its name, got {type(arch).__name__}")
+    if not isinstance(config, config_type):
+        raise NqfError(f"{entry} needs a {config_type.__name__} as its config, got {type(config).__name__}")
+    for name in ("lr", "sigma0", "beta"):
+        if is_tracer(getattr(config, name, None)):
+            raise NqfError(traced_message(f"config.{name}"))
+
+
 def real_array(name: str, value: Any) -> np.ndarray:
     """``value`` as a NumPy array of real numbers (bool, integer or float), not copied when it is one.
 
@@ -75,11 +128,18 @@ def real_array(name: str, value: Any) -> np.ndarray:
 
     if value is None:
         raise NqfError(f"{name} is missing (None)")
+    if is_tracer(value):
+        raise NqfError(traced_message(name))
+    if isinstance(value, np.ma.MaskedArray) and np.ma.is_masked(value):  # np.asarray would use what is masked
+        count = int(np.ma.count_masked(value))
+        raise NqfError(f"{name} is a masked array with {count} masked value(s); fill or drop them first")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numpy's VisibleDeprecationWarning for ragged input, before its error
             array = np.asarray(value)
     except (ValueError, TypeError) as err:
+        if "Tracer" in type(err).__name__:  # a traced value nested in a list
+            raise NqfError(traced_message(name)) from None
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise NqfError(f"{name} is not a rectangular array of numbers (a ragged nested list?): {reason}") from None
     if array.dtype.kind not in "biuf":

@@ -28,11 +28,11 @@ from __future__ import annotations
 import io
 import math
 import os
+import stat
 import zipfile
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
@@ -64,6 +64,8 @@ _ZIP_ERRORS = (
 )
 # tables and arrays inside each other: real specs and configs need 3
 MAX_NESTING = 32
+# the largest TOML file read (real specs and configs are a few KiB)
+MAX_TOML_BYTES = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -343,11 +345,25 @@ def nesting_depth(value: Any, limit: int = MAX_NESTING) -> int:
 def read_toml(path: str | os.PathLike, what: str) -> dict[str, Any]:
     """The TOML file ``path`` as a dict; NqfError (one line naming ``what``, e.g. "config file
     'a.toml'") when it is missing, a folder, unreadable, not UTF-8, not TOML, or nested deeper
-    than ``MAX_NESTING`` tables and arrays inside each other."""
+    than ``MAX_NESTING`` tables and arrays inside each other; also when it is not a regular
+    file (a FIFO would block the read forever) or larger than ``MAX_TOML_BYTES``."""
     import tomllib
 
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        # O_NONBLOCK: opening a FIFO does not wait for a writer; it is then refused by its mode
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if stat.S_ISDIR(info.st_mode):
+                raise IsADirectoryError
+            if not stat.S_ISREG(info.st_mode):
+                raise NqfError(f"{what} is not a regular file (a FIFO, socket or device), not a TOML file")
+            if info.st_size > MAX_TOML_BYTES:
+                raise NqfError(
+                    f"{what} holds {size_text(info.st_size)}, more than the {size_text(MAX_TOML_BYTES)} a TOML "
+                    "spec or config may take"
+                )
+            text = handle.read(MAX_TOML_BYTES + 1).decode("utf-8")
     except FileNotFoundError:
         raise NqfError(f"{what} does not exist") from None
     except IsADirectoryError:

@@ -1,44 +1,85 @@
-"""Package namespaces that import on first use (PEP 562): a package's ``__init__`` names what it
-re-exports and from which submodule, and importing one submodule of the package does not
-import its siblings (no import circles through the package, no import cost for names unused).
+"""Package namespaces that import on first use (PEP 562), for the packages whose names cannot all
+be imported when the package is: ``nqf`` itself (``nqf --help`` starts without JAX), those with
+modules the command line reads before JAX starts (``nqf.paper``, ``nqf.theory.predict``), and
+``nqf.theory.lotka_volterra`` (``nqf.theory.singular_limit`` imports its system, its solvers
+import ``singular_limit``). Importing one submodule of such a package does not import its
+siblings; the other packages import what they re-export.
 
-A package without re-exports gets only the lazy submodules (:func:`lazy_submodules`).
+The package lists each name it re-exports once, as PEP 484's explicit re-export in its
+``if TYPE_CHECKING:`` block, the form type checkers and editors read::
 
-Usage in a package ``__init__``::
+    from typing import TYPE_CHECKING
 
-    __getattr__, __dir__, __all__ = lazy_exports(__name__, {"build": ("data_matrices", "flow_data")})
+    from nqf.core.lazy import lazy_exports
 
-with the eager imports repeated under ``if TYPE_CHECKING:`` for type checkers and editors.
+    __getattr__, __dir__, __all__ = lazy_exports(__name__)
+
+    if TYPE_CHECKING:
+        from nqf.paper.registry import EXPERIMENTS as EXPERIMENTS
+
+:func:`lazy_exports` reads that block (its ``from MODULE import NAME as NAME`` lines) and imports
+each name from its module on first use. A package without re-exports gets only the lazy
+submodules (:func:`lazy_submodules`).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 
 def lazy_exports(
-    package: str, exports: Mapping[str, Sequence[str]]
+    package: str, exports: Mapping[str, Sequence[str]] | None = None
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
-    """(``__getattr__``, ``__dir__``, ``__all__``) of ``package`` re-exporting, from each of its
-    submodules (keys, relative names), the names listed."""
-    origin = {name: submodule for submodule, names in exports.items() for name in names}
+    """(``__getattr__``, ``__dir__``, ``__all__``) of ``package``, re-exporting the names its
+    ``if TYPE_CHECKING:`` block imports as themselves (or, given ``exports``, the names listed
+    for each of its submodules, relative names as keys: ``nqf.theory.predict``'s older form)."""
+    if exports is None:
+        origin = type_checking_exports(package)
+    else:
+        origin = {name: f"{package}.{submodule}" for submodule, names in exports.items() for name in names}
     public = sorted(origin)
-
     submodules = lazy_submodules(package)
 
     def __getattr__(name: str) -> Any:
-        submodule = origin.get(name)
-        if submodule is None:
-            return submodules(name)
-        return getattr(importlib.import_module(f"{package}.{submodule}"), name)
+        module = origin.get(name)
+        if module is None:
+            return submodules(name)  # nqf.theory, ...; AttributeError for anything else
+        # not cached in the package: a name may also be a submodule's (nqf.paper.reproduce), which
+        # the import system puts there
+        return getattr(importlib.import_module(module), name)
 
     def __dir__() -> list[str]:
-        return sorted(set(public) | set(exports))
+        """The public names and the package's dunders (``__version__``, ...), not the names its
+        ``__init__`` imports for itself (``TYPE_CHECKING``, ``lazy_exports``, ...)."""
+        dunders = {name for name in vars(sys.modules[package]) if name.startswith("__") and name.endswith("__")}
+        return sorted(set(public) | dunders)
 
     return __getattr__, __dir__, public
+
+
+def type_checking_exports(package: str) -> dict[str, str]:
+    """name -> absolute module of each ``from MODULE import NAME as NAME`` in the ``if TYPE_CHECKING:``
+    block of ``package``'s ``__init__`` (read from its source, while or after it executes)."""
+    spec = sys.modules[package].__spec__ if package in sys.modules else importlib.util.find_spec(package)
+    get_data = getattr(spec.loader, "get_data", None) if spec is not None else None
+    if spec is None or spec.origin is None or get_data is None:
+        raise ImportError(f"{package}: no source to read its re-exports from")
+    source = get_data(spec.origin)  # bytes: the loader's get_source would import tokenize (1 ms of `import nqf`)
+    origin = {}
+    for block in ast.parse(source, spec.origin).body:
+        if isinstance(block, ast.If) and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING":
+            for node in block.body:
+                if isinstance(node, ast.ImportFrom):
+                    module = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                    origin.update({alias.name: module for alias in node.names if alias.asname == alias.name})
+    if not origin:
+        raise ImportError(f"{package}: its `if TYPE_CHECKING:` block re-exports nothing (`from M import X as X`)")
+    return origin
 
 
 def lazy_submodules(package: str) -> Callable[[str], Any]:

@@ -20,6 +20,7 @@ steps as the last-but-one (occupations) or last (loss) axis.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -211,4 +212,99 @@ def measured_plateau_losses(steps, loss, switch, horizon: float) -> np.ndarray:
         t_next = float(later.min()) if later.size else float(horizon)
         at = math.sqrt(max(t, 1.0) * max(t_next, 1.0))
         out[k] = np.interp(at, steps, loss)
+    return out
+
+
+# Modes whose growth rates c_k agree to this relative gap (of max |c|) form one degenerate group.
+DEGENERATE_RTOL = 1e-6
+
+ModeGroups = tuple[tuple[int, ...], ...]
+GroupsLike = Sequence[Sequence[int]]  # what the functions below take: ModeGroups, or lists of indices
+
+
+def mode_groups(growth, rtol: float = DEGENERATE_RTOL) -> ModeGroups:
+    """Degenerate groups of modes sorted by growth rate (largest first): consecutive modes whose
+    c_k differ from the group's first by at most ``rtol * max|c|`` form a group.
+
+    Why groups: inside a degenerate eigenspace of C the basis q_k is any rotation, so the
+    fixed point fixes only the group's total occupation; how it splits among the q_k (one
+    m_k* may be 0) and each member's own switch step depend on the draw of W0
+    (docs/theory.md 5.1). A group's total occupation does not. Returns index tuples, (G,).
+    """
+    growth = np.asarray(growth, dtype=np.float64).ravel()
+    if growth.size == 0:
+        return ()
+    scale = float(np.abs(growth).max())
+    groups: list[list[int]] = [[0]]
+    for k in range(1, growth.size):
+        if abs(growth[k] - growth[groups[-1][0]]) <= rtol * scale:
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    return tuple(tuple(g) for g in groups)
+
+
+def group_label(group) -> str:
+    """A group's modes, numbered from 1: ``"3"``, ``"1-2"``, ``"4-7"`` (consecutive by construction)."""
+    first, last = int(group[0]) + 1, int(group[-1]) + 1
+    return str(first) if first == last else f"{first}-{last}"
+
+
+def group_members(groups: GroupsLike, num_modes: int) -> np.ndarray:
+    """(m, G) 0/1 matrix: column j sums the members of group j (occupations @ it = group totals)."""
+    members = np.zeros((num_modes, len(groups)))
+    for j, group in enumerate(groups):
+        members[list(group), j] = 1.0
+    return members
+
+
+def group_thresholds(thresholds, groups: GroupsLike) -> np.ndarray:
+    """A group's threshold: the sum of its members' (m_k*/2 summed = half the group's fixed-point
+    total), members with no threshold (inf or NaN: m_k* = 0) counting 0; inf where the sum is 0. (G,)."""
+    thr = np.asarray(thresholds, dtype=np.float64)
+    finite = np.where(np.isfinite(thr) & (thr > 0), thr, 0.0)
+    total = finite @ group_members(groups, thr.shape[-1])
+    return np.where(total > 0, total, np.inf)
+
+
+def group_switch_steps(
+    steps: Real[ArrayLike, " R"],
+    occupations: Float[ArrayLike, "*batch R m"],
+    thresholds: Float[ArrayLike, " m"],
+    groups: GroupsLike,
+) -> Float[np.ndarray, "*batch G"]:
+    """First step at which each group's total occupation reaches its total threshold
+    (:func:`group_thresholds`), (..., G); NaN: never. A group of one is :func:`switch_steps`."""
+    occ = np.asarray(occupations, dtype=np.float64)
+    if occ.ndim < 2:
+        raise NqfError(f"occupations must be (..., R, m), got shape {occ.shape}")
+    total = occ @ group_members(groups, occ.shape[-1])
+    return switch_steps(steps, total, group_thresholds(thresholds, groups))
+
+
+def group_first(values, groups: GroupsLike) -> np.ndarray:
+    """Per group, the earliest of its members' steps ((..., m) -> (..., G)); NaN if none has one.
+    A group switches on when its first member does: used for the readings that time each mode
+    from its own m_k(0) (LV map and flow, closed form, vanishing-init limit)."""
+    values = np.asarray(values, dtype=np.float64)
+    out = np.full((*values.shape[:-1], len(groups)), np.nan)
+    for j, group in enumerate(groups):
+        part = values[..., list(group)]
+        seen = np.isfinite(part).any(axis=-1)
+        out[..., j] = np.where(seen, np.min(np.where(np.isfinite(part), part, np.inf), axis=-1), np.nan)
+    return out
+
+
+def group_last_value(values, steps, groups: GroupsLike) -> np.ndarray:
+    """Per group, ``values`` (..., m) of the member with the latest finite step in ``steps``
+    (..., m): the plateau reached once the whole group is on. NaN where no member has a step."""
+    values = np.asarray(values, dtype=np.float64)
+    steps = np.asarray(steps, dtype=np.float64)
+    out = np.full((*values.shape[:-1], len(groups)), np.nan)
+    for j, group in enumerate(groups):
+        idx = list(group)
+        when = np.where(np.isfinite(steps[..., idx]), steps[..., idx], -np.inf)
+        last = np.argmax(when, axis=-1)
+        picked = np.take_along_axis(values[..., idx], last[..., None], axis=-1)[..., 0]
+        out[..., j] = np.where(np.isfinite(steps[..., idx]).any(axis=-1), picked, np.nan)
     return out

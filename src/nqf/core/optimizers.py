@@ -17,7 +17,7 @@ exact map on M in ``nqf.theory``); CONTRIBUTING.md has the recipe, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -160,6 +160,28 @@ PREDICT_OPTIMIZERS = tuple(name for name, record in OPTIMIZER_RECORDS.items() if
 MINIBATCH_OPTIMIZERS = tuple(name for name, record in OPTIMIZER_RECORDS.items() if record.minibatches)
 # the optimizers with a learning rate of their own beside --lr (nqf compare's --lr-OPT, a sweep's lr_OPT)
 RATE_OPTIMIZERS = tuple(name for name in OPTIMIZERS if name != REFERENCE_FLOW)
+# the settings of predict and compare (and a sweep's) that only some optimizers use: what each is,
+# and who uses it (the minibatch of the minibatch optimizers, the heavy-ball momentum of the M-flows
+# that carry one; Adam's b1 and Muon's beta keep their defaults there)
+OPTIMIZER_SETTINGS: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "batch": ("the minibatch size", MINIBATCH_OPTIMIZERS),
+    "beta": ("the heavy-ball momentum", tuple(n for n, r in OPTIMIZER_RECORDS.items() if r.flow_takes_beta)),
+}
+
+
+def unused_setting(setting: str, optimizers: Sequence[str], label: str | None = None) -> str | None:
+    """Why none of ``optimizers`` uses ``setting`` (a key of :data:`OPTIMIZER_SETTINGS`), as one
+    line naming it as ``label`` (default the setting) and the optimizers; None when one of them
+    uses it. ``unused_setting("batch", ["gd"], "--batch")`` -> ``"--batch is not used by optimizer
+    gd (full batch): it is the minibatch size of sgd only"``. Predict, compare and the sweep spec
+    refuse such a setting instead of ignoring it."""
+    what, users = OPTIMIZER_SETTINGS[setting]
+    if any(name in users for name in optimizers):
+        return None
+    names = ", ".join(optimizers)
+    which = f"optimizer {names}" if len(optimizers) == 1 else f"optimizers {names}"
+    full = " (full batch)" if setting == "batch" else ""
+    return f"{label or setting} is not used by {which}{full}: it is {what} of {' and '.join(users)} only"
 
 
 def optimizer_record(name: str) -> Optimizer:

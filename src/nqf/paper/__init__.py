@@ -16,30 +16,9 @@ from typing import TYPE_CHECKING
 
 from nqf.core.lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "registry": (
-            "EXPERIMENTS",
-            "Claim",
-            "Tolerance",
-            "Verdict",
-            "judge",
-            "Experiment",
-            "ExperimentResult",
-            "Record",
-            "RunSpec",
-            "build_config",
-            "config_from_dict",
-            "config_to_dict",
-            "load_config_file",
-            "parse_overrides",
-        ),
-        "reproduce": ("reproduce", "rebuild_report"),
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)  # nqf reproduce's --help starts without JAX
 
-if TYPE_CHECKING:  # the eager form, for type checkers and editors
+if TYPE_CHECKING:  # the names it re-exports, each imported on first use (nqf.core.lazy reads this block)
     from nqf.paper.registry import EXPERIMENTS as EXPERIMENTS
     from nqf.paper.registry import Claim as Claim
     from nqf.paper.registry import Experiment as Experiment

@@ -13,7 +13,7 @@ from typing import Any
 from nqf.core.errors import NqfError
 from nqf.paper._base import Experiment, RunSpec
 from nqf.paper._config import build_config, config_to_dict, load_config_file, parse_overrides
-from nqf.store.results import ResultsStore
+from nqf.store.results import FileTooLarge, NotRegularFile, ResultsStore, read_regular
 
 MANIFEST_NAME = "manifest.json"
 REPORT_NAME = "report.html"  # written by nqf.paper.report_page
@@ -172,9 +172,14 @@ def read_manifest(out_dir: str | os.PathLike) -> dict:
     """``out_dir/manifest.json`` checked; NqfError when missing or not a manifest."""
     path = Path(out_dir) / MANIFEST_NAME
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        # a FIFO is refused, not waited on (read_regular opens it without blocking)
+        manifest = json.loads(read_regular(path).decode("utf-8"))
     except FileNotFoundError:
         raise NqfError(f"{path} does not exist; run `nqf reproduce --out {out_dir}` first") from None
+    except NotRegularFile as err:
+        raise NqfError(f"{path} is {err.strerror}; nqf does not read it") from None
+    except FileTooLarge as err:
+        raise NqfError(f"{path} holds {err.strerror}; it is not an nqf manifest") from None
     except (OSError, ValueError, RecursionError) as err:  # RecursionError: JSON nested too deeply
         raise NqfError(f"{path} is unreadable: {error_line(err)}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:

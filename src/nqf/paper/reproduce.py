@@ -86,6 +86,8 @@ def reproduce(
     registry = registry_or_default(experiments)
     selected = select_experiments(registry, only)
     configs = configs_for(registry, selected, mode, config_file, overrides)
+    for exp in selected:  # the runs of each config (their own checks) before anything is made
+        exp.run_specs(configs[exp.name])
     out = Path(out_dir)
     check_output_folder(out, create=True)
     store = ResultsStore(out, recompute=True)

@@ -166,17 +166,19 @@ def headroom_top(bottom: float, highest: float, reserved: float) -> float:
     return float(10.0 ** (low + (high - low) / (1.0 - reserved - 0.03)))
 
 
-def mode_numbers(ax, steps, colour: str, fontsize: float = 8.0) -> list[int]:
+def mode_numbers(ax, steps, colour: str, fontsize: float = 8.0, labels=None) -> list[int]:
     """Mode k's number just above the axes at its step (log x axis, limits already set), thinned so
     that neighbours keep apart: the first and the last always, others only with room; returns the
-    modes (1-based) numbered."""
+    modes (1-based) numbered. ``labels`` (one text per step, e.g. a degenerate group's "1-2")
+    replaces the numbers."""
+    names = [str(k + 1) for k in range(np.asarray(steps).size)] if labels is None else [str(v) for v in labels]
     ax.figure.draw_without_rendering()  # lay the figure out, so that the axes has its final width
     low, high = ax.get_xlim()
     steps = np.asarray(steps, dtype=np.float64)
     order = [int(k) for k in np.argsort(steps) if np.isfinite(steps[k]) and low <= steps[k] <= high]
     points = 72.0 / ax.figure.dpi
     at = {k: float(ax.transData.transform((steps[k], 1.0))[0]) * points for k in order}
-    room = {k: 0.65 * fontsize * (len(str(k + 1)) + 0.8) for k in order}  # a label's width in points
+    room = {k: 0.65 * fontsize * (len(names[k]) + 0.8) for k in order}  # a label's width in points
     kept: list[int] = []
     for k in order:
         if not kept or at[k] - at[kept[-1]] >= (room[k] + room[kept[-1]]) / 2:
@@ -190,7 +192,7 @@ def mode_numbers(ax, steps, colour: str, fontsize: float = 8.0) -> list[int]:
         ax.text(
             steps[k],
             1.0,
-            str(k + 1),
+            names[k],
             transform=ax.get_xaxis_transform(),
             va="bottom",
             ha="center",

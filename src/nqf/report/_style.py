@@ -100,6 +100,13 @@ def axis_label(quantity: str, unit: str) -> str:
     return quantity if unit == "1" else f"{quantity} [{unit}]"
 
 
+def plain_text(text: str) -> str:
+    """``text`` (a user's file, unit or task name in a title or legend) drawn as typed: matplotlib
+    reads a pair of ``$`` as mathtext, which draws something else or fails to parse (a ValueError
+    when the figure is saved); every ``$`` escaped, none is. nqf's own labels use no mathtext."""
+    return str(text).replace("$", r"\$")
+
+
 def series_colours(count: int) -> list[str]:
     """``count`` distinct colours: the palette's first ones up to :data:`DISTINCT_COLOURS`, else evenly spaced
     along :data:`SEQUENTIAL_MAP` (an order, e.g. mode 1..count; pair it with :func:`series_colour_bar`)."""

@@ -17,10 +17,11 @@ import numpy as np
 
 from nqf.comparison.compare import Comparison
 from nqf.core.errors import NqfError
+from nqf.core.measure import group_label
 from nqf.core.optimizers import REFERENCE_FLOW, optimizer_record
 
 from ._panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
-from ._style import PALETTE, axis_label, curve, new_figure, setup_axes, write_figure
+from ._style import PALETTE, axis_label, curve, new_figure, plain_text, setup_axes, write_figure
 
 
 def _colour(optimizer: str) -> int:
@@ -61,7 +62,8 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     reserved, ticks = _draw_switch_steps(ax, comparison)
     cfg = comparison.config
     title = (
-        f"{comparison.task_name} / {comparison.arch.name}: n = {cfg.width}, sigma0 = {cfg.sigma0:g}, "
+        f"{plain_text(comparison.task_name)} / {plain_text(comparison.arch.name)}: n = {cfg.width}, "
+        f"sigma0 = {cfg.sigma0:g}, "
         f"lr = {cfg.lr:g}, seed {cfg.seed}"
     )
     setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
@@ -73,7 +75,8 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     fig.legend(handles, labels, loc="outside right upper", fontsize=8, framealpha=0.9)
     gd = comparison.predictions.get(REFERENCE_FLOW)
     if gd:
-        mode_numbers(ax, gd[0].mflow_switch_steps, PALETTE[_colour(REFERENCE_FLOW)])
+        labels = [group_label(group) for group in gd[0].groups]  # per degenerate group where c_k coincide
+        mode_numbers(ax, gd[0].group_readings()["mflow"], PALETTE[_colour(REFERENCE_FLOW)], labels=labels)
     return write_figure(fig, path)
 
 
@@ -117,12 +120,12 @@ def _draw_switch_steps(ax, comparison: Comparison) -> tuple[float, list]:
     entries."""
     rows = []
     for flow in sorted(comparison.predictions, key=lambda f: f != REFERENCE_FLOW):
-        switch = np.asarray(comparison.predictions[flow][0].mflow_switch_steps, dtype=np.float64)
+        switch = np.asarray(comparison.predictions[flow][0].group_readings()["mflow"], dtype=np.float64)
         switch = switch[np.isfinite(switch) & (switch > 0)]
         if switch.size:
             label = f"predicted switch-on steps (M-flow, {_label(flow)})"
             rows.append((switch, PALETTE[_colour(flow)], label, f"M-flow, {_label(flow)}"))
-    modes = max((np.asarray(p[0].mflow_switch_steps).size for p in comparison.predictions.values()), default=0)
+    modes = max((len(p[0].groups) for p in comparison.predictions.values()), default=0)
     return switch_rugs(ax, rows, lined=modes <= LINED_MODES)
 
 

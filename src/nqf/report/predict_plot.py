@@ -20,10 +20,11 @@ import numpy as np
 
 from nqf.comparison.curves import OverlayComparison
 from nqf.core.errors import NqfError
+from nqf.core.measure import group_label
 from nqf.theory.predict.pipeline import Prediction
 
 from ._panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
-from ._style import PALETTE, SOURCES, axis_label, curve, new_figure, setup_axes, write_figure
+from ._style import PALETTE, SOURCES, axis_label, curve, new_figure, plain_text, setup_axes, write_figure
 
 _MFLOW, _LV, _LIMIT, _MEASURED = 0, 1, 2, 6  # PALETTE indices: blue, orange, green, black
 
@@ -60,7 +61,7 @@ def draw_overlay(ax, overlay: OverlayComparison) -> float:
         color=PALETTE[_MEASURED],
         linestyle=SOURCES["data"][0],
         linewidth=1.4,
-        label=f"measured ({Path(overlay.curve.path).name})",
+        label=f"measured ({plain_text(Path(overlay.curve.path).name)})",
         zorder=4,
     )
     levels = np.asarray(overlay.levels, dtype=np.float64)
@@ -104,7 +105,8 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
         highest = max(highest, float(np.max(overlay.curve.loss, initial=0.0)))
 
     title = (
-        f"{prediction.arch_name}: n = {cfg.width}, {cfg.optimizer}, lr = {cfg.lr:g}, {cfg.steps} steps, seed {cfg.seed}"
+        f"{plain_text(prediction.arch_name)}: n = {cfg.width}, {cfg.optimizer}, lr = {cfg.lr:g}, {cfg.steps} steps, "
+        f"seed {cfg.seed}"
     )
     setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
     ax.set_title(title, fontsize=9, pad=14)
@@ -115,7 +117,8 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
         handles, labels = _draw_departure(ax, prediction, handles, labels, reserved)
     # outside the axes, at the right (constrained layout makes room), clear of the right-hand axis's labels
     fig.legend(handles, labels, loc="outside right upper", fontsize=8, framealpha=0.9)
-    mode_numbers(ax, prediction.mflow_switch_steps, PALETTE[_MFLOW])
+    shown = _shown_steps(prediction)
+    mode_numbers(ax, shown["mflow"], PALETTE[_MFLOW], labels=shown["labels"])
     return write_figure(fig, path)
 
 
@@ -136,8 +139,9 @@ def _draw_loss_curves(ax, prediction: Prediction, horizon: float) -> tuple[float
         ax.plot(x, y, **style)
         if y.size:
             highest, lowest = max(highest, float(y.max())), min(lowest, float(y.min()))
-    x, y = _limit_staircase(prediction, horizon)
-    ax.plot(x, y, drawstyle="steps-post", **curve("limit", _LIMIT, "vanishing init"))
+    if np.isfinite(float(prediction.singular.eps)):  # NaN: an init that is not small has no limit (its note)
+        x, y = _limit_staircase(prediction, horizon)
+        ax.plot(x, y, drawstyle="steps-post", **curve("limit", _LIMIT, "vanishing init"))
     return highest, lowest
 
 
@@ -161,14 +165,30 @@ def _draw_plateaus(ax, prediction: Prediction) -> np.ndarray:
     return plateaus
 
 
+def _shown_steps(prediction: Prediction) -> dict:
+    """The switch-on steps drawn, per mode, or per degenerate group where modes share c_k
+    (``Prediction.group_readings``: a member's own step depends on the draw of W0), with the
+    labels that name them ("3", "1-2")."""
+    if prediction.degenerate:
+        readings = prediction.group_readings()
+        return {**readings, "labels": [group_label(group) for group in prediction.groups]}
+    return {
+        "mflow": prediction.mflow_switch_steps,
+        "lv": prediction.lv_switch_steps,
+        "singular_limit": prediction.singular_switch_steps,
+        "labels": None,
+    }
+
+
 def _draw_switch_steps(ax, prediction: Prediction, horizon: float) -> tuple[float, list]:
     """Switch-on steps (the occupation convention: m_k reaches m_k*/2) as ticks along the top edge, a
     row per source (M-flow, LV map, singular limit); up to a few modes the M-flow's also as thin lines.
     Returns the fraction of the axes' height the ticks take and their legend entries."""
+    shown = _shown_steps(prediction)
     sources = [
-        (PALETTE[_MFLOW], "M-flow", "M-flow", prediction.mflow_switch_steps),
-        (PALETTE[_LV], "LV map", "LV", prediction.lv_switch_steps),
-        (PALETTE[_LIMIT], "vanishing-init limit", "limit", prediction.singular_switch_steps),
+        (PALETTE[_MFLOW], "M-flow", "M-flow", shown["mflow"]),
+        (PALETTE[_LV], "LV map", "LV", shown["lv"]),
+        (PALETTE[_LIMIT], "vanishing-init limit", "limit", shown["singular_limit"]),
     ]
     corrected = None if prediction.departure is None else prediction.departure.corrected_switch_steps
     if corrected and corrected.get("linearised") is not None:
@@ -179,7 +199,7 @@ def _draw_switch_steps(ax, prediction: Prediction, horizon: float) -> tuple[floa
         t = t[np.isfinite(t) & (t > 0) & (t <= horizon)]
         if t.size:
             rows.append((t, colour, f"switch-on steps ({name})", short))
-    modes = np.asarray(prediction.mflow_switch_steps).size
+    modes = np.asarray(shown["mflow"]).size
     return switch_rugs(ax, rows, lined=modes <= LINED_MODES and bool(rows) and rows[0][3] == "M-flow")
 
 

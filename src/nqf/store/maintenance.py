@@ -35,7 +35,9 @@ from nqf.store.results import (
     FORMAT,
     FORMAT_VERSION,
     MARKER,
+    NOT_A_RECORD,
     PROBE_PREFIX,
+    FileTooLarge,
     ResultsStore,
     file_kind,
     foreign_entries,
@@ -169,7 +171,9 @@ def _foreign(mode: int) -> str:
 
 
 def _judge(store: ResultsStore, name: str, folder_fd: int, path: Path, experiment: str, action: str) -> tuple[str, str]:
-    """``(state, code)`` of one record file: state is current, stale, damaged (reported) or gone."""
+    """``(state, code)`` of one record file: state is current, stale, damaged (reported), gone, or
+    foreign (JSON that is no nqf record: named as nqf names records, yet not nqf's; the caller
+    reports it, as it reports foreign files, and ``gc`` leaves it alone)."""
 
     def damaged(message: str) -> tuple[str, str]:
         store._problem(path, message, action)
@@ -179,6 +183,8 @@ def _judge(store: ResultsStore, name: str, folder_fd: int, path: Path, experimen
         text = read_regular(name, dir_fd=folder_fd).decode("utf-8")
     except FileNotFoundError:
         return "gone", ""
+    except FileTooLarge as err:
+        return damaged(f"{err.strerror} (not read)")
     except (OSError, UnicodeDecodeError) as err:
         return damaged(f"unreadable ({type(err).__name__})")
     try:
@@ -191,6 +197,8 @@ def _judge(store: ResultsStore, name: str, folder_fd: int, path: Path, experimen
             code = document.get("nqf_code") or document.get("nqf_version")
             return "stale", f"{code if isinstance(code, str) else 'unknown'} (record format {version!r})"
     message = store._header_problem(document, path, experiment)
+    if message == NOT_A_RECORD:
+        return "foreign", ""
     if message:
         return damaged(message)
     return ("current" if document["nqf_code"] == store.code else "stale"), document["nqf_code"]
@@ -226,6 +234,9 @@ def summarise(path: str | os.PathLike) -> StoreSummary:
                 leftovers += 1
                 continue
             state, code = _judge(store, name, folder_fd, entry, experiment, "skipped")
+            if state == "foreign":  # not nqf's: said once, counted nowhere (gc leaves it alone)
+                problem(entry, NOT_A_RECORD)
+                continue
             if state == "gone":
                 continue
             tally[state] += 1
@@ -333,6 +344,9 @@ def collect_garbage(
             kind, key = known
             if kind == "record":
                 state, code = _judge(store, name, folder_fd, entry, experiment, "a damaged record")
+                if state == "foreign":  # JSON, but not nqf's: left alone, as every foreign file
+                    problem(entry, NOT_A_RECORD)
+                    continue
                 if state in ("current", "gone"):
                     continue
                 if state == "stale" and not other_code:

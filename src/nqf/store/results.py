@@ -60,6 +60,9 @@ from nqf.store.code import code_identity
 
 FORMAT = "nqf-run"
 FORMAT_VERSION = 3
+# a file named as a record whose contents are no nqf record (JSON without nqf's "format"): not
+# nqf's, so ``nqf store gc`` leaves it alone (``nqf.store.maintenance``)
+NOT_A_RECORD = "not an nqf run record (foreign file)"
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 _CHECKSUM_PREFIX = "sha256:"
 
@@ -110,26 +113,51 @@ class NotRegularFile(OSError):
         self.kind = kind
 
 
-def read_regular(path: str | os.PathLike, dir_fd: int | None = None) -> bytes:
+# the largest file read_regular reads (a record of a full run is a few MiB; JSON takes several
+# times its size in memory once parsed)
+MAX_READ_BYTES = 1 << 28
+
+
+class FileTooLarge(OSError):
+    """Raised by :func:`read_regular` for a file larger than its limit: never read into memory."""
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(errno.EFBIG, f"{_mib(size)}, more than the {_mib(limit)} nqf reads")
+        self.size = size
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+def read_regular(path: str | os.PathLike, dir_fd: int | None = None, limit: int = MAX_READ_BYTES) -> bytes:
     """The bytes of the regular file ``path`` (relative to ``dir_fd`` if given).
 
     Opened with ``O_NOFOLLOW`` (a symbolic link raises ``OSError`` ELOOP) and ``O_NONBLOCK``
     (opening a FIFO does not wait for a writer); anything but a regular file raises
-    :class:`NotRegularFile` (``IsADirectoryError`` for a folder) before a byte is read.
+    :class:`NotRegularFile` (``IsADirectoryError`` for a folder), and a file of more than
+    ``limit`` bytes :class:`FileTooLarge`, before a byte is read (reading stops at the limit
+    should the file grow meanwhile).
     """
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
     fd = os.open(path, flags, dir_fd=dir_fd)
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(file_kind(mode))
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(file_kind(info.st_mode))
+        if info.st_size > limit:
+            raise FileTooLarge(info.st_size, limit)
         chunks: list[bytes] = []
+        done = 0
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 return b"".join(chunks)
+            done += len(chunk)
+            if done > limit:
+                raise FileTooLarge(done, limit)
             chunks.append(chunk)
     finally:
         os.close(fd)
@@ -140,11 +168,13 @@ def read_marker(root: str | os.PathLike) -> tuple[dict | None, str]:
     when there is none, else ``(None, why it is not a marker)``."""
     path = Path(root) / MARKER
     try:
-        data = read_regular(path)
+        data = read_regular(path, limit=1 << 20)  # a marker is under 100 bytes
     except FileNotFoundError:
         return None, "missing"
     except NotRegularFile as err:
         return None, f"{MARKER} is a {err.kind}, not a file"
+    except FileTooLarge as err:
+        return None, f"{MARKER} holds {err.strerror}"
     except IsADirectoryError:
         return None, f"{MARKER} is a folder, not a file"
     except OSError as err:
@@ -525,6 +555,9 @@ class ResultsStore:
         except NotRegularFile as err:
             self._problem(path, f"a {err.kind} stands where the record should be (not read)", action)
             return None
+        except FileTooLarge as err:
+            self._problem(path, f"{err.strerror} (not read)", action)
+            return None
         except (OSError, UnicodeDecodeError) as err:
             if isinstance(err, OSError) and err.errno == errno.ELOOP:
                 self._problem(path, "a symbolic link stands where the record should be (not followed)", action)
@@ -549,7 +582,7 @@ class ResultsStore:
     @staticmethod
     def _header_problem(document: Any, path: Path, experiment: str) -> str:
         if not isinstance(document, dict) or document.get("format") != FORMAT:
-            return "not an nqf run record (foreign file)"
+            return NOT_A_RECORD
         if document.get("format_version") != FORMAT_VERSION:
             return f"record format version {document.get('format_version')!r} (stale), this nqf reads {FORMAT_VERSION}"
         fields = {

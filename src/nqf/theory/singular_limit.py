@@ -18,6 +18,7 @@ LV switch times satisfy t_k / eps = s_k + O(1/eps).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -100,16 +101,45 @@ def singular_limit(
     never = np.zeros(system.num_modes, dtype=bool) if never is None else np.asarray(never, dtype=bool)
     if never.shape != (system.num_modes,):
         raise NqfError(f"singular_limit: never must have shape ({system.num_modes},), got {never.shape}")
-    if eps is None:
-        live = ~never
-        eps = float(-np.mean(np.log(system.m0[live]))) if live.any() else system.eps
-    eps = float(eps)
+    eps = limit_eps(system, never) if eps is None else float(eps)
     if not (np.isfinite(eps) and eps > 0):
-        raise NqfError(f"singular_limit: eps must be positive (m0 < 1), got {eps}")
+        raise NqfError(
+            f"singular_limit: the vanishing-init limit needs a small init, eps = -mean ln m_k(0) > 0 (the modes "
+            f"starting below 1 on average); got eps = {eps:.4g}"
+        )
     if system.is_diagonal:
         return _diagonal_limit(system, eps, never)
     check_symmetric_psd(system.K, "singular_limit")
     return _event_limit(system, eps, never)
+
+
+def limit_eps(system: LotkaVolterra, never: Bool[ArrayLike, " m"] | None = None) -> float:
+    """The default eps of :func:`singular_limit`: -mean(ln m0) over the modes not in ``never``
+    (``system.eps`` when every mode is). The limit exists only for eps > 0: m0 below 1 on average."""
+    live = np.ones(system.num_modes, dtype=bool) if never is None else ~np.asarray(never, dtype=bool)
+    return float(-np.mean(np.log(system.m0[live]))) if live.any() else system.eps
+
+
+def no_limit(system: LotkaVolterra) -> SingularLimit:
+    """What stands for the limit of a system whose init is not small (``limit_eps`` <= 0, where
+    :func:`singular_limit` refuses): eps NaN, no events, NaN times and fixed point; its
+    initial loss is the system's. ``nqf.predict`` gives it, with a note, and the rest of its
+    prediction (M-flow, LV), which does not rest on a small init."""
+    nan = np.full(system.num_modes, np.nan)
+    empty = np.zeros(0)
+    return SingularLimit(
+        eps=math.nan,
+        step_times=_readonly(empty),
+        activation_order=_readonly(empty, dtype=int),
+        plateau_losses=_readonly(empty),
+        events=(),
+        activation_times=_readonly(nan),
+        switch_times=_readonly(nan),
+        fixed_point=_readonly(nan),
+        suppressed=(),
+        final_speeds=_readonly(nan),
+        initial_loss=system.loss0,
+    )
 
 
 def _diagonal_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> SingularLimit:

@@ -24,14 +24,13 @@ All of this is read off the optimizers' records (``nqf.core.optimizers``), one p
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import jax
 import numpy as np
 import optax
 
-from nqf.core.arguments import check_count, check_seed, is_integer
+from nqf.core.arguments import check_count, check_seed, is_integer, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
 from nqf.core.names import MODELS as MODELS
 from nqf.core.optimizers import OPTIMIZERS as OPTIMIZERS
@@ -78,11 +77,11 @@ class TrainConfig:
         record = optimizer_record(self.optimizer)  # NqfError for an unknown name
         if self.model not in MODELS:
             raise NqfError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+        if not is_positive_finite(self.lr):
             raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
         check_count("steps", self.steps)
         check_count("width", self.width)
-        if not (isinstance(self.sigma0, (int, float)) and math.isfinite(self.sigma0) and self.sigma0 >= 0):
+        if not (is_real_number(self.sigma0) and (self.sigma0 == 0 or is_positive_finite(self.sigma0))):
             raise NqfError(f"sigma0 must be a finite number >= 0, got {self.sigma0!r}")
         check_seed("seed", self.seed)
         if record.batch == "required" and self.batch_size is None:
@@ -94,13 +93,17 @@ class TrainConfig:
         if self.beta is not None:
             if not record.takes_beta:
                 raise NqfError(f"beta is not used by optimizer {self.optimizer}")
-            if not 0 <= self.beta < 1:
+            if not (is_real_number(self.beta) and 0 <= self.beta < 1):
                 raise NqfError(f"beta must lie in [0, 1), got {self.beta!r}")
         if self.eps is not None:
             if not record.takes_eps:
                 raise NqfError(f"eps is not used by optimizer {self.optimizer}")
-            if not self.eps >= 0:
+            if not (is_real_number(self.eps) and self.eps >= 0):
                 raise NqfError(f"eps must be >= 0, got {self.eps!r}")
+        for name in ("lr", "sigma0", "beta", "eps"):  # a NumPy or JAX scalar: kept as the float it is
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, (int, float)):
+                object.__setattr__(self, name, float(value))
         if self.checkpoints is not None and (not is_integer(self.checkpoints) or self.checkpoints < 2):
             raise NqfError(f"checkpoints must be an integer >= 2 (or None for every step), got {self.checkpoints!r}")
         resolve_dtype(self.dtype)

@@ -60,6 +60,7 @@ from nqf.architectures.architecture import (
     network_batch,
     structure,
 )
+from nqf.core.arguments import check_entry_arguments
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.memory import BYTES, check_memory
@@ -385,6 +386,7 @@ def train(
     architecture's name, as in ``nqf.predict`` (``nqf.architectures.architecture_for_data``).
     See the module docstring.
     """
+    check_entry_arguments("train", arch, config, Architecture, TrainConfig)
     if isinstance(arch, str):  # a built-in's name, as in predict: inputs and outputs from the data
         from nqf.architectures import architecture_for_data
 

@@ -10,6 +10,10 @@ import math
 import jax
 import numpy as np
 
+from nqf.core.measure import DEGENERATE_RTOL as DEGENERATE_RTOL  # the library's groups (nqf.core.measure)
+from nqf.core.measure import group_switch_steps as group_switch_steps
+from nqf.core.measure import mode_groups as mode_groups
+
 CASES = ("perceptron", "fixed-readout", "attention", "linear-attention", "moe", "conv")
 LABELS = {
     "perceptron": "perceptron (tanh, trainable readout)",
@@ -33,36 +37,6 @@ ONE_DROP_SHARE = 0.95  # share of the run's loss decrease inside [t_1/2, 2 t_1]
 GROWTH_SCALING_TOLERANCE = 1e-9  # c_1(E0)/c_1(E) = E/E0, relative
 RATIO_TOLERANCE = 0.10  # switch-step ratio across E, network vs M-flow, relative
 FOURIER_PURITY = 1e-6  # 1 - power fraction of a mode's kernel at its dominant |f|
-DEGENERATE_RTOL = 1e-6  # c_k within this relative gap form one group
-
-
-def mode_groups(growth, rtol: float = DEGENERATE_RTOL) -> list[list[int]]:
-    """Consecutive modes (sorted by c_k, largest first) whose c_k differ by at most rtol max|c| form a group."""
-    growth = np.asarray(growth, dtype=np.float64)
-    if growth.size == 0:
-        return []
-    scale = float(np.abs(growth).max())
-    groups = [[0]]
-    for k in range(1, growth.size):
-        if abs(growth[k] - growth[groups[-1][0]]) <= rtol * scale:
-            groups[-1].append(k)
-        else:
-            groups.append([k])
-    return groups
-
-
-def group_switch_steps(steps, occupations, thresholds, groups) -> np.ndarray:
-    """First step at which a group's total occupation reaches its total threshold, (G,); NaN: never or no threshold.
-
-    occupations: (R, g) per mode at ``steps`` (R,); thresholds: (g,) m_k*/2.
-    """
-    from nqf.core.measure import switch_steps
-
-    occ = np.asarray(occupations, dtype=np.float64)
-    thr = np.asarray(thresholds, dtype=np.float64)
-    total = np.stack([occ[:, idx].sum(axis=1) for idx in groups], axis=1)
-    limit = np.array([thr[idx].sum() for idx in groups])
-    return switch_steps(steps, total, np.where(limit > 0, limit, np.inf))
 
 
 def _autodiff_structure(arch, x) -> np.ndarray:

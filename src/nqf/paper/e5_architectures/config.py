@@ -7,9 +7,31 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from nqf.core.arguments import check_count, check_seed
 from nqf.core.errors import NqfError
 
 from .common import CASES
+
+# the sizes of the cases' data and units (each a positive integer)
+_COUNTS = (
+    "perceptron_width",
+    "fixed_inputs",
+    "fixed_samples",
+    "fixed_width",
+    "attention_tokens",
+    "attention_dim",
+    "attention_key_dim",
+    "attention_value_dim",
+    "attention_samples",
+    "attention_width",
+    "icl_dim",
+    "icl_context",
+    "icl_prompts",
+    "icl_width",
+    "conv_length",
+    "conv_samples",
+    "conv_width",
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +90,18 @@ class ArchitecturesConfig:
                 raise NqfError(f"E5: {name}_steps must be a positive integer")
             if not getattr(self, f"{name}_lr") > 0:
                 raise NqfError(f"E5: {name}_lr must be positive")
+        # what the cases' tasks and architectures take, checked here: a --set is refused before
+        # any run computes (the sizes of the data and the units, the activation's name)
+        for name in _COUNTS:
+            check_count(f"E5: {name}", getattr(self, name))
+        for name in ("seed", "data_seed"):
+            check_seed(f"E5: {name}", getattr(self, name))
+        from nqf.architectures.activations import ACTIVATIONS  # JAX: loaded with the experiments anyway
+
+        if self.fixed_activation not in ACTIVATIONS:
+            raise NqfError(
+                f"E5: fixed_activation must be one of {', '.join(ACTIVATIONS)}, got {self.fixed_activation!r}"
+            )
 
     @classmethod
     def quick(cls) -> ArchitecturesConfig:

@@ -45,7 +45,7 @@ def _frequency_groups(arch, basis: np.ndarray, length: int) -> tuple[np.ndarray,
 
 def frequency_extras(arch, comparison, task, groups: list[list[int]]) -> dict[str, Any]:
     """Each mode's dominant frequency and its share of the kernel power there, per mode and per group."""
-    g = comparison.num_modes
+    g = comparison.prediction.num_growing
     basis = np.asarray(comparison.prediction.modes.basis[:, :g])
     dominant, purity = _frequency_groups(arch, basis, int(task.length))
     power = task.power_spectrum()

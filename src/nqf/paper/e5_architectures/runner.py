@@ -14,7 +14,7 @@ import numpy as np
 from .._base import RunSpec
 from .attention import attention_specs
 from .attention import structure_extras as attention_extras
-from .common import CASES, _autodiff_structure, group_switch_steps, mode_groups
+from .common import CASES, _autodiff_structure, group_switch_steps
 from .config import ArchitecturesConfig
 from .conv import conv_specs, frequency_extras
 from .linear_attention import icl_specs
@@ -43,7 +43,25 @@ def case_specs(c: ArchitecturesConfig) -> dict[str, dict[str, Any]]:
 
 
 def runs(c: ArchitecturesConfig) -> list[RunSpec]:
-    return [RunSpec(name, spec, case_run) for name, spec in case_specs(c).items()]
+    specs = case_specs(c)
+    for name, spec in specs.items():
+        _check_case(name, spec)
+    return [RunSpec(name, spec, case_run) for name, spec in specs.items()]
+
+
+def _check_case(name: str, spec: dict[str, Any]) -> None:
+    """The run's task and architecture built once (their factories' checks, milliseconds), so that
+    a config they refuse (a ``--set`` of an option that does not fit) fails before any run computes."""
+    from nqf.architectures import get_architecture
+    from nqf.core.errors import NqfError
+    from nqf.training.tasks import get_task
+
+    try:
+        get_task(spec["task"][0], **spec["task"][1])
+        if spec["arch"] is not None:
+            get_architecture(spec["arch"][0], **spec["arch"][1])
+    except NqfError as err:
+        raise NqfError(f"E5 run {name}: {err}") from None
 
 
 def case_run(run: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +69,7 @@ def case_run(run: dict[str, Any]) -> dict[str, Any]:
     with jax.enable_x64(True):
         task, comparison, sample = _compare(run)
         A = _autodiff_structure(comparison.arch, sample)
-        groups = mode_groups(comparison.growth)
+        groups = [list(group) for group in comparison.prediction.groups]
         curves = _grouped_curves(comparison, groups, float(run["compare"]["steps"]))
         record = _case_record(run, comparison, A, sample, groups, curves)
         if run["case"] == "conv":
@@ -94,8 +112,8 @@ def _grouped_curves(comparison, groups: list[list[int]], horizon: float) -> dict
     """
     from nqf.comparison.compare import measured_plateau_losses
 
-    g = comparison.num_modes
-    thresholds = comparison.thresholds
+    g = comparison.prediction.num_growing  # per mode: the comparison's own rows are the groups
+    thresholds = comparison.prediction.thresholds
     net = comparison.network["gd"]
     quad = comparison.quadratic
     flow = comparison.prediction.flow
@@ -116,7 +134,8 @@ def _case_record(run: dict[str, Any], comparison, A: np.ndarray, sample, groups,
     """The case's record: architecture, A(x) of the sample, modes and groups, curves, the comparison."""
     arch = comparison.arch
     net = comparison.network["gd"]
-    thresholds = comparison.thresholds
+    thresholds = comparison.prediction.thresholds
+    growth = comparison.prediction.modes.growth[: comparison.prediction.num_growing]
     return {
         "case": run["case"],
         "task": run["task"][0],
@@ -126,9 +145,9 @@ def _case_record(run: dict[str, Any], comparison, A: np.ndarray, sample, groups,
         "blocks": [[b.name, b.start, b.stop] for b in arch.blocks],
         "structure_abs": np.abs(A[0]),
         "outputs": int(arch.outputs),
-        "growth": comparison.growth,
+        "growth": growth,
         "groups": groups,
-        "group_growth": np.array([comparison.growth[idx[0]] for idx in groups]),
+        "group_growth": np.array([growth[idx[0]] for idx in groups]),
         "group_threshold": np.array([thresholds[idx].sum() for idx in groups]),
         "switch": curves["switch"],
         "plateau": curves["plateau"],

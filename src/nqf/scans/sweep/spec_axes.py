@@ -8,7 +8,7 @@ format is in :mod:`nqf.scans.sweep.spec`.
 
 from __future__ import annotations
 
-from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, RATE_OPTIMIZERS
+from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_SETTINGS, RATE_OPTIMIZERS, unused_setting
 
 from .spec_sections import Owner, Problems
 from .spec_values import MAX_POINTS, REQUIRED, SETTING_AXES, SETTINGS, expand_axis, option_model, validate
@@ -160,7 +160,7 @@ def check_size(total: int, problems: Problems) -> None:
 
 def check_optimizers(mode: str, settings: dict, axes: dict[str, list], problems: Problems) -> None:
     """Learning rates and the minibatch against the optimizers (only for an otherwise good spec):
-    ``lr_OPT`` only for a listed optimizer, ``batch`` exactly when sgd runs."""
+    ``lr_OPT`` only for a listed optimizer, ``batch`` exactly when sgd runs, ``beta`` only when momentum does."""
     if problems:
         return
     batched = "batch" in settings or "batch" in axes
@@ -178,7 +178,26 @@ def check_optimizers(mode: str, settings: dict, axes: dict[str, list], problems:
             where = "settings.batch" if "batch" in settings else "axes.batch"
             names = " or ".join(MINIBATCH_OPTIMIZERS)
             problems.bad(where, f"batch is used by {names} only; add {names} to the optimizers or drop it")
+        _unused(("beta",), settings, axes, tuple(opts), "add {users} to the optimizers or drop it", problems)
     if mode == "predict":
         optimizer = settings.get("optimizer", "gd")
         if optimizer in MINIBATCH_OPTIMIZERS and not batched:
             problems.bad("settings.batch", f"optimizer {optimizer} needs a minibatch size (batch = B)")
+        # every point's optimizer: the setting, or the values of its axis
+        optimizers = tuple(axes.get("optimizer", [optimizer]))
+        _unused(("batch", "beta"), settings, axes, optimizers, 'drop it or set optimizer = "{users}"', problems, mode)
+
+
+def _unused(names: tuple[str, ...], settings: dict, axes: dict[str, list], optimizers: tuple[str, ...], remedy: str,
+            problems: Problems, mode: str = "compare") -> None:  # fmt: skip
+    """A problem for each of the settings ``names`` given (as a setting or an axis) that none of the
+    sweep's ``optimizers`` uses (``nqf.core.optimizers.unused_setting``): refused, not ignored. A
+    setting given as its default (predict's ``beta = 0.9``) is the spec without it: taken."""
+    for name in names:
+        if name not in axes and (name not in settings or settings[name] == SETTINGS[mode][name][1]):
+            continue
+        unused = unused_setting(name, optimizers)
+        if unused:
+            users = " or ".join(OPTIMIZER_SETTINGS[name][1])
+            where = f"settings.{name}" if name in settings else f"axes.{name}"
+            problems.bad(where, f"{unused}; {remedy.format(users=users)}")

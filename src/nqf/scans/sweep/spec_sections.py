@@ -51,8 +51,29 @@ class Owner:
 
 def read_tables(raw: dict, problems: Problems) -> dict[str, dict]:
     """The spec's tables by name (an absent or bad one empty); unknown top-level keys are problems."""
-    tables = validate(Tables, raw, "", problems, lambda key: f"unknown key; a spec has {', '.join(TOP_KEYS)}")
+    tables = validate(Tables, raw, "", problems, lambda key: _misplaced(key, raw[key]))
     return {key: tables.get(key, {}) for key in TOP_KEYS}
+
+
+def _misplaced(key: str, value: Any) -> str:
+    """The problem of a key at the top level that is no table: when it is a key of a table (TOML
+    puts ``mode = "train"`` above the first ``[sweep]`` line at the top), which one, and the
+    problem of its value there, the one a spec with the key in its table gets."""
+    homes = ["sweep"] if key in SWEEP_KEYS else []
+    homes += ["task", "arch"] if key == "name" else []
+    homes += ["settings"] if any(key in known for known in SETTINGS.values()) else []
+    homes += ["figures"] if key in FIGURE_KEYS else []
+    if not homes:
+        return f"unknown key; a spec has {', '.join(TOP_KEYS)}"
+    if len(homes) > 1:
+        return f"unknown key at the top level; {key} is a key of {' or '.join(f'[{h}]' for h in homes)}"
+    (home,) = homes
+    problem = f"unknown key at the top level; {key} is a key of [{home}]: put it below a [{home}] line"
+    mode = next(m for m in MODES if home != "settings" or key in SETTINGS[m])
+    model = Sweep if home == "sweep" else Figures if home == "figures" else GIVEN_SETTINGS[mode]
+    there = Problems()
+    validate(model, {key: value}, home, there, lambda _: "")
+    return f"{problem}, where it {there[0].split(': ', 1)[1]}" if there else problem
 
 
 def read_sweep(sweep: dict, path: Path, problems: Problems) -> dict[str, Any]:

@@ -14,44 +14,20 @@ r"""Data matrices: everything the flow of M = W W^T needs from a data set (docs/
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from nqf.core.lazy import lazy_submodules
+from nqf.theory.data_matrices.build import LOSSES as LOSSES
+from nqf.theory.data_matrices.build import MAX_ABS_ENTRY as MAX_ABS_ENTRY
+from nqf.theory.data_matrices.build import AbstractDataMatrices as AbstractDataMatrices
+from nqf.theory.data_matrices.build import AbstractSampleDataMatrices as AbstractSampleDataMatrices
+from nqf.theory.data_matrices.build import AnyDataMatrices as AnyDataMatrices
+from nqf.theory.data_matrices.build import DataMatrices as DataMatrices
+from nqf.theory.data_matrices.build import PopulationDataMatrices as PopulationDataMatrices
+from nqf.theory.data_matrices.build import check_sample_arrays as check_sample_arrays
+from nqf.theory.data_matrices.build import checked_samples as checked_samples
+from nqf.theory.data_matrices.build import data_matrices as data_matrices
+from nqf.theory.data_matrices.build import describe_file as describe_file
+from nqf.theory.data_matrices.build import flow_data as flow_data
+from nqf.theory.data_matrices.build import population_data_matrices as population_data_matrices
+from nqf.theory.data_matrices.build import read_npz as read_npz
 
-from nqf.core.lazy import lazy_exports
-
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "build": (
-            "LOSSES",
-            "MAX_ABS_ENTRY",
-            "AbstractDataMatrices",
-            "AbstractSampleDataMatrices",
-            "AnyDataMatrices",
-            "DataMatrices",
-            "PopulationDataMatrices",
-            "check_sample_arrays",
-            "checked_samples",
-            "data_matrices",
-            "describe_file",
-            "flow_data",
-            "population_data_matrices",
-            "read_npz",
-        ),
-    },
-)
-
-if TYPE_CHECKING:  # the eager form, for type checkers and editors
-    from nqf.theory.data_matrices.build import LOSSES as LOSSES
-    from nqf.theory.data_matrices.build import MAX_ABS_ENTRY as MAX_ABS_ENTRY
-    from nqf.theory.data_matrices.build import AbstractDataMatrices as AbstractDataMatrices
-    from nqf.theory.data_matrices.build import AbstractSampleDataMatrices as AbstractSampleDataMatrices
-    from nqf.theory.data_matrices.build import AnyDataMatrices as AnyDataMatrices
-    from nqf.theory.data_matrices.build import DataMatrices as DataMatrices
-    from nqf.theory.data_matrices.build import PopulationDataMatrices as PopulationDataMatrices
-    from nqf.theory.data_matrices.build import check_sample_arrays as check_sample_arrays
-    from nqf.theory.data_matrices.build import checked_samples as checked_samples
-    from nqf.theory.data_matrices.build import data_matrices as data_matrices
-    from nqf.theory.data_matrices.build import describe_file as describe_file
-    from nqf.theory.data_matrices.build import flow_data as flow_data
-    from nqf.theory.data_matrices.build import population_data_matrices as population_data_matrices
-    from nqf.theory.data_matrices.build import read_npz as read_npz
+__getattr__ = lazy_submodules(__name__)  # chunked and moments on first use

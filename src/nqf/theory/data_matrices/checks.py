@@ -35,6 +35,8 @@ def check_finite(name: str, array: np.ndarray) -> None:
         if part.dtype.kind == "f":
             finite = np.isfinite(part)
             nonfinite += int(part.size - np.count_nonzero(finite))
+            if float(np.finfo(part.dtype).max) <= MAX_ABS_ENTRY:  # float16: no finite entry is too large, and
+                continue  # comparing with MAX_ABS_ENTRY would cast it to inf (an overflow warning)
             large += int(np.count_nonzero(np.abs(np.where(finite, part, 0)) > MAX_ABS_ENTRY))
         else:  # integers: compare without converting (|int64| > 1e30 never happens, but uint64 is checked the same)
             large += int(np.count_nonzero(np.abs(part.astype(np.float64)) > MAX_ABS_ENTRY))
@@ -74,6 +76,23 @@ def check_sample_arrays(where: str, X: np.ndarray, Y: np.ndarray) -> None:
         raise NqfError(f"{where}: X has {X.shape[0]} samples but Y has {Y.shape[0]}")
 
 
+def _one_float_per_sample(Y: np.ndarray, num_samples: int, outputs: int, loss: str) -> str:
+    """The refusal of float targets of shape (N,) for ``outputs`` > 1 outputs (or cross-entropy):
+    the shapes that are taken, and how to get each from Y."""
+    got = f"targets Y of shape {Y.shape} (dtype {Y.dtype}) hold one float per sample"
+    labels = f"integer class labels in [0, {outputs}) (Y.astype(int))"
+    if loss == "cross_entropy":
+        return (
+            f"{got}, but cross-entropy over the architecture's {outputs} outputs needs {labels} or rows of "
+            f"probabilities, shape (N={num_samples}, K={outputs})"
+        )
+    return (
+        f"{got}, but the architecture has {outputs} outputs: for one output give it outputs=1 (--outputs 1), "
+        f"which takes Y as (N,) or Y[:, None] of shape (N, 1); for {outputs} outputs Y must have shape "
+        f"(N={num_samples}, K={outputs}); for classes give {labels}"
+    )
+
+
 def _targets(Y, num_samples: int, outputs: int, loss: str, dtype) -> np.ndarray:
     """Targets as (N, K) floats; integer labels (N,) become one-hot rows."""
     Y = np.asarray(Y)
@@ -87,10 +106,7 @@ def _targets(Y, num_samples: int, outputs: int, loss: str, dtype) -> np.ndarray:
     if Y.ndim == 1 and outputs == 1:
         Y = Y[:, None]
     if Y.ndim == 1 and Y.dtype.kind == "f":
-        raise NqfError(
-            f"targets Y of shape {Y.shape} would be class labels, but they are floats (dtype {Y.dtype}); "
-            f"give integer labels in [0, {outputs}) or targets of shape (N={num_samples}, K={outputs})"
-        )
+        raise NqfError(_one_float_per_sample(Y, num_samples, outputs, loss))
     if Y.ndim != 2 or Y.shape[1] != outputs:
         raise NqfError(
             f"targets Y must have shape (N={num_samples}, K={outputs})"

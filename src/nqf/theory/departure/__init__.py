@@ -9,38 +9,14 @@ r"""Where the network leaves its quadratic model, without training (docs/theory.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from nqf.core.lazy import lazy_exports
-
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "estimate": (
-            "CONSTRUCTIONS",
-            "DEFAULT_POINTS",
-            "DEFAULT_SAMPLES",
-            "Departure",
-            "corrected_switch_steps",
-            "departure",
-            "network_outputs",
-            "path_weights",
-            "plateau_state",
-            "propagators",
-            "quadratic_outputs",
-        ),
-    },
-)
-
-if TYPE_CHECKING:  # the eager form, for type checkers and editors
-    from nqf.theory.departure.estimate import CONSTRUCTIONS as CONSTRUCTIONS
-    from nqf.theory.departure.estimate import DEFAULT_POINTS as DEFAULT_POINTS
-    from nqf.theory.departure.estimate import DEFAULT_SAMPLES as DEFAULT_SAMPLES
-    from nqf.theory.departure.estimate import Departure as Departure
-    from nqf.theory.departure.estimate import corrected_switch_steps as corrected_switch_steps
-    from nqf.theory.departure.estimate import departure as departure
-    from nqf.theory.departure.estimate import network_outputs as network_outputs
-    from nqf.theory.departure.estimate import path_weights as path_weights
-    from nqf.theory.departure.estimate import plateau_state as plateau_state
-    from nqf.theory.departure.estimate import propagators as propagators
-    from nqf.theory.departure.estimate import quadratic_outputs as quadratic_outputs
+from nqf.theory.departure.estimate import CONSTRUCTIONS as CONSTRUCTIONS
+from nqf.theory.departure.estimate import DEFAULT_POINTS as DEFAULT_POINTS
+from nqf.theory.departure.estimate import DEFAULT_SAMPLES as DEFAULT_SAMPLES
+from nqf.theory.departure.estimate import Departure as Departure
+from nqf.theory.departure.estimate import corrected_switch_steps as corrected_switch_steps
+from nqf.theory.departure.estimate import departure as departure
+from nqf.theory.departure.estimate import network_outputs as network_outputs
+from nqf.theory.departure.estimate import path_weights as path_weights
+from nqf.theory.departure.estimate import plateau_state as plateau_state
+from nqf.theory.departure.estimate import propagators as propagators
+from nqf.theory.departure.estimate import quadratic_outputs as quadratic_outputs

@@ -43,38 +43,16 @@ reduction H has the eigenvalue 4 K_kk m_k* = 4 c_k, i.e. lr < 1 / (2 c_k).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from nqf.core.lazy import lazy_submodules
+from nqf.theory.flow.base import FlowResult as FlowResult
+from nqf.theory.flow.continuous import continuous_flow as continuous_flow
+from nqf.theory.flow.maps import STEPPINGS as STEPPINGS
+from nqf.theory.flow.maps import gd_map as gd_map
+from nqf.theory.flow.maps import momentum_map as momentum_map
+from nqf.theory.flow.maps import sgd_map as sgd_map
+from nqf.theory.flow.maps import square_factor as square_factor
+from nqf.theory.flow.stability import LearningRateBound as LearningRateBound
+from nqf.theory.flow.stability import hessian_of_w as hessian_of_w
+from nqf.theory.flow.stability import stable_lr_bound as stable_lr_bound
 
-from nqf.core.lazy import lazy_exports
-
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "base": ("FlowResult",),
-        "continuous": ("continuous_flow",),
-        "maps": (
-            "STEPPINGS",
-            "gd_map",
-            "momentum_map",
-            "sgd_map",
-            "square_factor",
-        ),
-        "stability": (
-            "LearningRateBound",
-            "stable_lr_bound",
-            "hessian_of_w",
-        ),
-    },
-)
-
-if TYPE_CHECKING:  # the eager form, for type checkers and editors
-    from nqf.theory.flow.base import FlowResult as FlowResult
-    from nqf.theory.flow.continuous import continuous_flow as continuous_flow
-    from nqf.theory.flow.maps import STEPPINGS as STEPPINGS
-    from nqf.theory.flow.maps import gd_map as gd_map
-    from nqf.theory.flow.maps import momentum_map as momentum_map
-    from nqf.theory.flow.maps import sgd_map as sgd_map
-    from nqf.theory.flow.maps import square_factor as square_factor
-    from nqf.theory.flow.stability import LearningRateBound as LearningRateBound
-    from nqf.theory.flow.stability import hessian_of_w as hessian_of_w
-    from nqf.theory.flow.stability import stable_lr_bound as stable_lr_bound
+__getattr__ = lazy_submodules(__name__)  # jumps on first use (nqf.theory.flow.jumps)

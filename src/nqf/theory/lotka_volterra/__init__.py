@@ -15,35 +15,10 @@ from typing import TYPE_CHECKING
 
 from nqf.core.lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "modes": (
-            "ModeBasis",
-            "mode_basis",
-        ),
-        "solve": (
-            "LVSolution",
-            "solve_lv",
-            "switch_times",
-        ),
-        "system": (
-            "LotkaVolterra",
-            "equilibrium",
-            "excess_loss",
-            "fixed_point",
-            "gd_occupations",
-            "logistic_occupation",
-            "logistic_switch_time",
-            "staircase_switch_time",
-            "switch_slope_continuous",
-            "switch_slope_gd",
-            "switch_slope_momentum",
-        ),
-    },
-)
+# lazy: nqf.theory.singular_limit imports the system alone (the solvers import it back)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)
 
-if TYPE_CHECKING:  # the eager form, for type checkers and editors
+if TYPE_CHECKING:  # the names it re-exports, each imported on first use (nqf.core.lazy reads this block)
     from nqf.theory.lotka_volterra.modes import ModeBasis as ModeBasis
     from nqf.theory.lotka_volterra.modes import mode_basis as mode_basis
     from nqf.theory.lotka_volterra.solve import LVSolution as LVSolution

@@ -72,7 +72,6 @@ from nqf.theory.predict.result import PredictConfig, Prediction
 from nqf.theory.predict.sizes import check_predict_memory, flow_cost, sample_count
 from nqf.theory.predict.stages import MFLOW_RESOLUTION, record_steps
 from nqf.theory.scaling import PowerLawFit, fit_power_law
-from nqf.theory.singular_limit import singular_limit
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -297,6 +296,8 @@ class PredictionGrid:
         unresolved = np.flatnonzero(resolution < MFLOW_RESOLUTION)
         if unresolved.size:
             notes.append(stage.unresolved_note(unresolved, ctx.crossed[i, j, k], resolution, ctx.dtype))
+        never = np.zeros(lv.num_modes, dtype=bool)
+        limit = stage.vanishing_init(lv, never, self.num_growing, notes, float(config.sigma0))[0]
         fit = ctx.power_laws[(i * S + j) * R + k]
         if isinstance(fit, str):  # the fit's failure, as predict notes it
             notes.append(fit)
@@ -319,7 +320,7 @@ class PredictionGrid:
             lv_continuous_switch_steps=self.lv_continuous_switch_steps[i, j, k],
             closed_form_switch_steps=self.closed_form_switch_steps[i, j, k],
             lv_plateau_losses=self.lv_plateau_losses[i, j, k],
-            singular=singular_limit(lv, never=np.zeros(lv.num_modes, dtype=bool)),
+            singular=limit,
             singular_switch_steps=self.singular_switch_steps[i, j, k],
             stable_lr=self.stable_lr,
             power_law=fit if isinstance(fit, PowerLawFit) else None,

@@ -10,7 +10,8 @@ r"""Predict training without training: one call from (architecture, data, init, 
    interactions and initial occupations (``nqf.theory.lotka_volterra.modes``), solved as the optimizer's
    own discrete map restricted to diagonal M (exact when the defects vanish) and as the
    gradient-flow ODE in log variables (``nqf.theory.lotka_volterra.system``);
-4. the vanishing-init limit: step times, order, plateau losses (``nqf.theory.singular_limit``);
+4. the vanishing-init limit: step times, order, plateau losses (``nqf.theory.singular_limit``); an
+   init that is not small (mean ln m_k(0) >= 0) has none: NaN there and a note, the rest stands;
 5. with many modes, a power-law fit of the predicted loss curve (``nqf.theory.scaling``).
 
 Switch-on step of mode k (one convention everywhere): the first step at which
@@ -49,6 +50,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture
+from nqf.core.arguments import check_entry_arguments
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError, PrecisionWarning
 from nqf.core.optimizers import optimizer_record
@@ -118,6 +120,7 @@ def predict(
     map and flow; the M-flow's switch steps; the closed form; the singular limit; the power
     law; then the Prediction, and the departure when ``config.departure``.
     """
+    check_entry_arguments("predict", arch, config, Architecture, PredictConfig)
     if isinstance(arch, str):
         from nqf.architectures import architecture_for_data
 
@@ -155,8 +158,10 @@ def predict(
         flow, system.thresholds, record, lv_occ, lv_switch, never, dtype, notes
     )
     closed = stage.closed_form(modes, system.lv, config, never)
-    limit, singular_switch, plateau = stage.vanishing_init(system.lv, never, g)
+    sigma0 = None if given_W0 else float(config.sigma0)
+    limit, singular_switch, plateau = stage.vanishing_init(system.lv, never, g, notes, sigma0)
     fit = stage.power_law(flow, system, g, notes)
+    stage.degenerate_note(modes, notes)
     prediction = Prediction(
         config=config,
         modes=modes,

@@ -14,8 +14,17 @@ import jax
 import numpy as np
 
 from nqf.architectures.expansion import ExpansionReport, report_json
-from nqf.core.arguments import check_count, check_seed
+from nqf.core.arguments import check_count, check_seed, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
+from nqf.core.measure import (
+    ModeGroups,
+    group_first,
+    group_last_value,
+    group_switch_steps,
+    group_thresholds,
+    measured_plateau_losses,
+    mode_groups,
+)
 from nqf.core.names import ENGINES as ENGINES
 from nqf.core.names import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
 from nqf.core.names import ROUTES as ROUTES
@@ -85,6 +94,8 @@ class PredictConfig:
             raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
         if not isinstance(self.departure, (bool, np.bool_)):
             raise NqfError(f"departure must be True or False, got {self.departure!r}")
+        if not isinstance(self.check_lr, (bool, np.bool_)):
+            raise NqfError(f"check_lr must be True or False, got {self.check_lr!r}")
         if self.optimizer not in PREDICT_OPTIMIZERS:
             raise NqfError(
                 f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {self.optimizer!r}"
@@ -95,9 +106,9 @@ class PredictConfig:
             check_seed("seed", self.seed)
         # lr, sigma0 and beta are pytree leaves: under jax.jit or vmap they are tracers, whose
         # values cannot be checked (a config rebuilt by dataclasses.replace inside a traced function)
-        if not _traced(self.lr) and not (math.isfinite(self.lr) and self.lr > 0):
+        if not _traced(self.lr) and not is_positive_finite(self.lr):
             raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
-        if not _traced(self.sigma0) and not (math.isfinite(self.sigma0) and self.sigma0 > 0):
+        if not _traced(self.sigma0) and not is_positive_finite(self.sigma0):
             raise NqfError(f"sigma0 must be a positive finite number, got {self.sigma0!r}")
         if optimizer_record(self.optimizer).minibatches and self.batch_size is None:
             raise NqfError("optimizer sgd needs a batch size (--batch)")
@@ -109,12 +120,18 @@ class PredictConfig:
             raise NqfError(f"unknown stepping {self.stepping!r}; choose one of {', '.join(STEPPINGS)}")
         if self.engine not in ENGINES:
             raise NqfError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
-        if optimizer_record(self.optimizer).flow_takes_beta and not _traced(self.beta) and not 0 <= self.beta < 1:
+        beta = self.beta
+        if optimizer_record(self.optimizer).flow_takes_beta and not _traced(beta) and not _unit_interval(beta):
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
 
 
 def _traced(value: object) -> bool:
     return isinstance(value, jax.core.Tracer)
+
+
+def _unit_interval(value: object) -> bool:
+    """A real number in [0, 1)."""
+    return is_real_number(value) and 0 <= float(value) < 1  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,7 +153,8 @@ class Prediction:
         lv: the LotkaVolterra system; lv_steps, lv_loss: its discrete-map loss curve.
         lv_plateau_losses: (g,) the loss on the plateau reached when mode k switches on (NaN
             for modes that never activate).
-        singular: the vanishing-init limit.
+        singular: the vanishing-init limit; for an init that is not small (mean ln m_k(0) >= 0)
+            there is none: ``nqf.theory.singular_limit.no_limit`` (eps NaN, no events; a note says so).
         power_law: fit of the M-flow loss curve when there are many modes, else None.
         notes: what the numbers rest on, for a reader.
         route, route_reason: the data route of the M-flow (``moments`` or ``samples``) and why.
@@ -190,6 +208,52 @@ class Prediction:
         return self.modes.num_growing
 
     @property
+    def groups(self) -> ModeGroups:
+        """The degenerate groups of the growing modes (``nqf.core.measure.mode_groups``): index
+        tuples, e.g. ``((0, 1), (2,))``; all of size one when no two c_k coincide."""
+        return mode_groups(self.modes.growth[: self.num_growing])
+
+    @property
+    def degenerate(self) -> bool:
+        """Whether some growing modes share their c_k (a group of two or more)."""
+        return any(len(group) > 1 for group in self.groups)
+
+    def group_readings(self) -> dict[str, np.ndarray]:
+        """The switch-on steps and plateau losses per degenerate group, (G,) each.
+
+        Inside a group W0 decides how the occupation splits among the modes (one m_k* can
+        be 0), so a member's own step is not a prediction; the group's is. ``fixed_point``:
+        the group's total m*. ``mflow``: the first step at which the group's total M-flow
+        occupation reaches half of it (docs/theory.md 5.1; a mode of its own: its
+        ``mflow_switch_steps``). ``lv``, ``lv_flow``,
+        ``closed_form``, ``singular_limit``: the earliest member's step (each member is timed
+        from its own m_k(0); the group is on when the first is). ``plateau_singular_limit``:
+        the limit's plateau once the group's last member is on; ``plateau_mflow``: the
+        M-flow's loss at the log-midpoint to the next group's step. Groups of one give the
+        per-mode numbers.
+        """
+        groups = self.groups
+        # a mode of its own keeps its step (NaN where the M-flow cannot resolve it: pipeline's docstring)
+        mflow = group_first(self.mflow_switch_steps, groups)
+        occupations = self.flow.occupations
+        if occupations is not None and any(len(group) > 1 for group in groups):  # a grid point keeps none
+            totals = group_switch_steps(self.flow.steps, occupations, self.thresholds, groups)
+            mflow = np.where([len(group) > 1 for group in groups], totals, mflow)
+        return {
+            "growth": np.array([float(self.modes.growth[g[0]]) for g in groups]),
+            "fixed_point": 2.0 * np.where(np.isfinite(t := group_thresholds(self.thresholds, groups)), t, 0.0),
+            "mflow": mflow,
+            "lv": group_first(self.lv_switch_steps, groups),
+            "lv_flow": group_first(self.lv_continuous_switch_steps, groups),
+            "closed_form": group_first(self.closed_form_switch_steps, groups),
+            "singular_limit": group_first(self.singular_switch_steps, groups),
+            "plateau_singular_limit": group_last_value(self.lv_plateau_losses, self.singular_switch_steps, groups),
+            "plateau_mflow": measured_plateau_losses(
+                np.asarray(self.flow.steps), np.asarray(self.flow.loss), mflow, float(self.config.steps)
+            ),
+        }
+
+    @property
     def growth_rates(self) -> np.ndarray:
         """r_k = 4 lr c_k of the growing modes."""
         return 4.0 * self.config.lr * self.modes.growth[: self.num_growing]
@@ -230,7 +294,11 @@ class Prediction:
         order = [int(k) for k in singular.activation_order]
         m0 = self.lv.m0 if self.initial_occupations is None else self.initial_occupations
         resolution = None if self.mflow_resolution is None else _floats(self.mflow_resolution)
+        readings = self.group_readings()
         return {
+            # the prediction first: the M-flow's switch-on steps and plateau losses, per mode or degenerate
+            # group; the blocks after it are the run and the analysis (LV, closed form, singular limit)
+            "prediction": _prediction_json(self.groups, readings, self.departure),
             "config": {
                 **json_value(asdict(self.config)),  # its numbers are leaves: arrays after jax.tree.map
                 "arch": self.arch_name,
@@ -285,7 +353,70 @@ class Prediction:
             "flow_stats": _int_tree(self.flow_stats),
             "notes": list(self.notes),
             "departure": None if self.departure is None else self.departure.to_json(),
+            "groups": _groups_json(self.groups, readings),
         }
+
+
+SWITCH_CONVENTION = (
+    "switch-on step: the first step at which the occupation m_k = q_k^T M q_k (a degenerate group's total) "
+    "reaches half its LV fixed point m_k* (docs/theory.md 5.1)"
+)
+PLATEAU_CONVENTION = "plateau loss: the M-flow's loss at the log-midpoint between this switch-on and the next"
+
+
+def _prediction_json(groups, readings: dict[str, np.ndarray], departure=None) -> dict:
+    """The ``prediction`` block: the M-flow's switch-on step and plateau loss per mode (per degenerate
+    group where modes share c_k), with the conventions; null: not within the horizon. With the
+    departure (``config.departure``) each mode also has the network-corrected switch-on step
+    (docs/departure.md; null inside a degenerate group, where it is not defined per group)."""
+    corrected = None
+    if departure is not None and departure.corrected_switch_steps is not None:
+        corrected = np.asarray(departure.corrected_switch_steps["linearised"], dtype=np.float64)
+    rows = [
+        {
+            "modes": [int(k) + 1 for k in group],
+            "growth": float(readings["growth"][j]),
+            "fixed_point": float(readings["fixed_point"][j]),
+            "switch_step": _floats([readings["mflow"][j]])[0],
+            "plateau_loss": _floats([readings["plateau_mflow"][j]])[0],
+            **(
+                {}
+                if corrected is None
+                else {"network_corrected_switch_step": _floats([corrected[group[0]]])[0] if len(group) == 1 else None}
+            ),
+        }
+        for j, group in enumerate(groups)
+    ]
+    return {
+        "source": "mflow",
+        "switch_convention": SWITCH_CONVENTION,
+        "plateau_convention": PLATEAU_CONVENTION,
+        "modes": rows,
+        "analysis": "lv (the Lotka-Volterra map and ODE in C's eigenbasis, the logistic closed form) and "
+        "singular_limit (sigma0 -> 0) read the same modes; groups: every reading per degenerate group",
+    }
+
+
+def _groups_json(groups, readings: dict[str, np.ndarray]) -> list[dict]:
+    """One entry per degenerate group of :meth:`Prediction.group_readings` (null: never)."""
+    out = []
+    for j, group in enumerate(groups):
+        out.append(
+            {
+                "modes": [int(k) + 1 for k in group],
+                "growth": float(readings["growth"][j]),
+                "fixed_point": float(readings["fixed_point"][j]),
+                "switch_steps": {
+                    name: _floats([readings[name][j]])[0]
+                    for name in ("mflow", "lv", "lv_flow", "closed_form", "singular_limit")
+                },
+                "plateau_losses": {
+                    "mflow": _floats([readings["plateau_mflow"][j]])[0],
+                    "singular_limit": _floats([readings["plateau_singular_limit"][j]])[0],
+                },
+            }
+        )
+    return out
 
 
 def _floats(a) -> list:

@@ -4,6 +4,7 @@ reader needs to know to ``notes`` (the prediction's notes, in order)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import jax
@@ -13,6 +14,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, label, theory_gate
 from nqf.core.errors import NqfError
+from nqf.core.measure import group_label, mode_groups
 from nqf.core.optimizers import optimizer_record
 from nqf.core.programs import to_device
 from nqf.core.sampling import training_keys
@@ -30,7 +32,7 @@ from nqf.theory.lotka_volterra.system import LotkaVolterra, fixed_point, logisti
 from nqf.theory.predict.init import check_init_scale, log_occupations
 from nqf.theory.predict.result import PredictConfig
 from nqf.theory.scaling import PowerLawFit, fit_power_law
-from nqf.theory.singular_limit import SingularLimit, singular_limit
+from nqf.theory.singular_limit import SingularLimit, limit_eps, no_limit, singular_limit
 
 # Defects below this count as "the data matrices share an eigenbasis" (float64 rounding is ~1e-15).
 LV_DEFECT_TOLERANCE = 1e-6
@@ -427,9 +429,20 @@ def closed_form(modes: ModeBasis, lv: LotkaVolterra, config: PredictConfig, neve
     return closed
 
 
-def vanishing_init(lv: LotkaVolterra, never, g: int) -> tuple[SingularLimit, np.ndarray, np.ndarray]:
+def vanishing_init(
+    lv: LotkaVolterra, never, g: int, notes: list[str] | None = None, sigma0: float | None = None
+) -> tuple[SingularLimit, np.ndarray, np.ndarray]:
     """(the singular limit, its switch steps (g,), the plateau loss reached as each growing mode
-    first activates (g,), NaN for modes that never do)."""
+    first activates (g,), NaN for modes that never do).
+
+    An init that is not small (eps = -mean ln m_k(0) <= 0) has no vanishing-init limit: then
+    ``no_limit`` (NaN steps and plateau losses) and a note in ``notes`` saying why and, for an
+    init drawn at scale ``sigma0``, below which sigma0 the limit exists (m_k(0) ~ sigma0^2)."""
+    eps = limit_eps(lv, never)
+    if not eps > 0:  # NaN too
+        if notes is not None:
+            notes.append(no_limit_note(eps, sigma0))
+        return no_limit(lv), np.full(g, np.nan), np.full(g, np.nan)
     limit = singular_limit(lv, never=never)
     singular_switch = limit.switch_steps()[:g]
     plateau = np.full(g, np.nan)
@@ -437,6 +450,22 @@ def vanishing_init(lv: LotkaVolterra, never, g: int) -> tuple[SingularLimit, np.
         if mode < g and np.isnan(plateau[mode]):
             plateau[mode] = limit.plateau_losses[step_index]
     return limit, singular_switch, plateau
+
+
+def no_limit_note(eps: float, sigma0: float | None) -> str:
+    """Why a prediction has no vanishing-init limit (eps = -mean ln m_k(0) <= 0) and the init
+    that has one: m_k(0) scales with sigma0^2 (or with W0's scale squared), so eps > 0 below
+    sigma0 exp(eps / 2) (W0 scaled down by more than exp(-eps / 2))."""
+    start = f"{math.exp(-eps):.3g}" if math.isfinite(eps) else "?"
+    if sigma0 is None:
+        remedy = f"scale W0 down by more than {math.exp(-eps / 2):.3g}" if math.isfinite(eps) else "scale W0 down"
+    else:
+        remedy = f"take sigma0 below {sigma0 * math.exp(eps / 2):.3g} (this draw)" if math.isfinite(eps) else ""
+    return (
+        f"no vanishing-init limit: it describes small inits (eps = -mean ln m_k(0) > 0), and here the modes start "
+        f"at m_k(0) ~ {start} (geometric mean; eps = {eps:.3g}); its switch-on steps and plateau losses are left "
+        f"empty, the M-flow and the LV stand{'; for the limit, ' + remedy if remedy else ''}"
+    )
 
 
 def power_law(flow: FlowResult, system: LVStage, g: int, notes: list[str]) -> PowerLawFit | None:
@@ -450,3 +479,17 @@ def power_law(flow: FlowResult, system: LVStage, g: int, notes: list[str]) -> Po
     except NqfError as err:
         notes.append(f"power-law fit not possible: {err}")
         return None
+
+
+def degenerate_note(modes: ModeBasis, notes: list[str]) -> None:
+    """The note naming the degenerate groups of the growing modes (equal c_k), if any: W0 decides
+    how a group's occupation splits among its modes, so the groups are what is timed."""
+    groups = [group for group in mode_groups(modes.growth[: modes.num_growing]) if len(group) > 1]
+    if groups:
+        listed = ", ".join(group_label(group) for group in groups)
+        notes.append(
+            f"modes {listed} are degenerate (equal c_k): W0 decides how each group's occupation splits among its "
+            "modes, so each group is timed as one: it switches on when its total occupation reaches half its "
+            'total fixed point (docs/theory.md 5.1; the JSON\'s "groups"); per-mode steps inside a group '
+            "depend on the draw"
+        )

@@ -44,20 +44,43 @@ def curve_rows(source: str, optimizer: str, seed, steps, loss) -> list[tuple]:
     return [(*head, _cell(t), _loss_cell(v)) for t, v in zip(steps, loss, strict=True)]
 
 
-def mode_rows(source, optimizer, seed, convention, switch, plateau=None) -> list[tuple]:
-    """Rows of one source's switch-on steps (g,) and plateau losses (g,) (None: not available)."""
+def mode_rows(source, optimizer, seed, convention, switch, plateau=None, groups=None) -> list[tuple]:
+    """Rows of one source's switch-on steps (g,) and plateau losses (g,) (None: not available).
+
+    With ``groups`` (index tuples, one per entry of ``switch``) an entry is a degenerate group:
+    its row names the group's first mode, and a group of two or more modes has the convention
+    ``group_`` + ``convention`` (timed on the group's total occupation)."""
     switch = np.asarray(switch, dtype=np.float64)
     plateau = np.full(switch.shape, np.nan) if plateau is None else np.asarray(plateau, dtype=np.float64)
+    groups = groups or tuple((k,) for k in range(switch.size))
     return [
-        (source, optimizer, _cell(seed), str(k + 1), convention, _cell(switch[k]), _loss_cell(plateau[k]))
+        (
+            source,
+            optimizer,
+            _cell(seed),
+            str(groups[k][0] + 1),
+            convention if len(groups[k]) == 1 else f"group_{convention}",
+            _cell(switch[k]),
+            _loss_cell(plateau[k]),
+        )
         for k in range(switch.size)
     ]
 
 
 def prediction_mode_rows(prediction, optimizer: str, seed) -> list[tuple]:
-    """The switch-on steps (occupation convention) and plateau losses of every source of a Prediction."""
+    """The switch-on steps (occupation convention) and plateau losses of every source of a Prediction;
+    per degenerate group where modes share c_k (``Prediction.group_readings``)."""
     p = prediction
     horizon = float(p.config.steps)
+    if p.degenerate:
+        groups, readings = p.groups, p.group_readings()
+        lv_plateau = measured_plateau_losses(p.lv_steps, np.asarray(p.lv_loss), readings["lv"], horizon)
+        rows = mode_rows("mflow", optimizer, seed, "occupation", readings["mflow"], readings["plateau_mflow"], groups)
+        rows += mode_rows("lv", optimizer, seed, "occupation", readings["lv"], lv_plateau, groups)
+        rows += mode_rows("lv_flow", optimizer, seed, "occupation", readings["lv_flow"], None, groups)
+        rows += mode_rows("closed_form", optimizer, seed, "occupation", readings["closed_form"], None, groups)
+        limit, plateau = readings["singular_limit"], readings["plateau_singular_limit"]
+        return rows + mode_rows("singular_limit", optimizer, seed, "occupation", limit, plateau, groups)
     steps, loss = np.asarray(p.flow.steps), np.asarray(p.flow.loss)
     rows = mode_rows(
         "mflow",

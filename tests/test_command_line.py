@@ -1,0 +1,120 @@
+"""One command line (issue 32, item 4), through the real command: an architecture named on the
+command line takes its input and output sizes from the data as ``nqf.predict`` does with a name;
+a size that does not fit says which option to change."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nqf
+from nqf.theory.predict.pipeline import PredictConfig
+
+pytestmark = pytest.mark.slow  # starts the console script
+
+NQF = Path(sys.executable).parent / "nqf"
+RUN = ["--width", "8", "--sigma0", "1e-6", "--lr", "0.5", "--steps", "150"]
+
+
+def _nqf(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    return subprocess.run([str(NQF), *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def wine(tmp_path_factory) -> tuple[Path, np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    Y = np.eye(3)[y] - np.eye(3)[y].mean(0)
+    path = tmp_path_factory.mktemp("data") / "wine.npz"
+    np.savez(path, X=X, Y=Y)
+    return path, X, Y
+
+
+def test_arch_takes_its_sizes_from_the_data(wine):
+    path, X, Y = wine
+    done = _nqf("predict", "--data", path, "--arch", "mlp", *RUN, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["config"]["arch_options"]["inputs"] == 13 and result["config"]["arch_options"]["outputs"] == 3
+    api = nqf.predict("mlp", X, Y, PredictConfig(width=8, lr=0.5, steps=150, sigma0=1e-6))
+    assert result["mflow"]["switch_steps"] == [None if np.isnan(v) else float(v) for v in api.mflow_switch_steps]
+
+
+def test_a_size_that_does_not_fit_names_the_option(wine):
+    path, _, _ = wine
+    done = _nqf("predict", "--data", path, "--arch", "mlp", "--inputs", "8", *RUN)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: ") and "give --inputs 13" in done.stderr
+
+
+def test_compare_takes_data_as_predict_does(wine):
+    """``compare --data FILE`` is ``compare --task npz --path FILE`` (``predict --data FILE`` reads the same)."""
+    path, _, _ = wine
+    by_data = _nqf("compare", "--data", path, *RUN, "--json")
+    by_task = _nqf("compare", "--task", "npz", "--path", path, *RUN, "--json")
+    assert by_data.returncode == 0 and by_task.returncode == 0, by_data.stderr + by_task.stderr
+    first, second = json.loads(by_data.stdout), json.loads(by_task.stdout)
+    assert first["task"] == "npz" and first["task_options"]["path"] == str(path)
+    assert first["modes"] == second["modes"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ((), "compare needs --task TASK (a built-in task) or --data FILE.npz"),
+        (("--task", "staircase", "--data", "{path}"), "give --task staircase or --data"),
+        (("--data", "{path}", "--path", "{path}"), "give --data FILE or --path FILE, not both"),
+    ],
+)
+def test_compare_takes_a_task_or_data_not_both(wine, args, fragment):
+    path, _, _ = wine
+    done = _nqf("compare", *(a.format(path=path) for a in args), *RUN)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and fragment in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("command", "names"), [("predict", ("--inputs", "--outputs")), ("compare", ("--path",))])
+def test_help_names_the_options_that_follow_as_name_value(command, names):
+    done = _nqf(command, "--help")
+    assert done.returncode == 0
+    for name in names:
+        assert name in done.stdout, (name, done.stdout)
+
+
+def test_the_overlay_names_the_w0_it_was_compared_with(wine, tmp_path):
+    """With --init the overlay's header names the file W0 came from (it said "seed 0")."""
+    path, _, _ = wine
+    W0 = 1e-6 * np.random.default_rng(5).normal(size=(16, 8))  # mlp on wine: d = 13 + 3
+    np.savez(tmp_path / "w0.npz", W=W0)
+    steps = np.arange(0, 151, 5)
+    np.savetxt(tmp_path / "curve.csv", np.c_[steps, 0.33 * np.exp(-steps / 80.0)], delimiter=",", header="step,loss")
+    args = ["predict", "--data", path, "--arch", "mlp", "--width", "8", "--lr", "0.5", "--steps", "150"]
+    given = _nqf(*args, "--init", tmp_path / "w0.npz", "--overlay", tmp_path / "curve.csv", "--json")
+    drawn = _nqf(*args, "--sigma0", "1e-6", "--seed", "3", "--overlay", tmp_path / "curve.csv", "--json")
+    assert given.returncode == 0 and drawn.returncode == 0, given.stderr + drawn.stderr
+    assert json.loads(given.stdout)["overlay"]["against"] == "M-flow (gd), W0 from w0.npz"
+    assert json.loads(drawn.stdout)["overlay"]["against"] == "M-flow (gd), seed 3"
+
+
+def test_the_prediction_block_leads_and_carries_the_corrected_steps():
+    """``to_json()`` leads with ``prediction`` (the M-flow's steps and plateaus, the conventions
+    stated); with the departure each mode also has its network-corrected step (issue 31's
+    correction, where it applies)."""
+    X, Y = nqf.get_task("staircase").generate(0)
+    config = PredictConfig(width=32, lr=0.05, steps=800, sigma0=1e-6, departure=True)
+    prediction = nqf.predict(nqf.get_architecture("mlp", activation="tanh"), X, Y, config)
+    result = prediction.to_json()
+    assert next(iter(result)) == "prediction"
+    block = result["prediction"]
+    assert "half its LV fixed point" in block["switch_convention"] and "log-midpoint" in block["plateau_convention"]
+    assert [row["switch_step"] for row in block["modes"]] == result["mflow"]["switch_steps"]
+    corrected = [row["network_corrected_switch_step"] for row in block["modes"]]
+    assert corrected == result["departure"]["corrected_switch_steps"] and all(v is not None for v in corrected)
