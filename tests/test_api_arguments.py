@@ -280,3 +280,14 @@ def test_compare_of_a_million_seeds_is_refused_before_the_gate(staircase, sixtee
         r"1000000 seed\(s\) needs about .* GiB",
     )
     assert "16 GiB available" in line and "fewer seeds" in line
+
+
+def test_negative_integer_labels_are_refused_with_an_architecture_by_name():
+    """Integer targets (N,) are class labels 0 .. K-1: a negative one was read as one regression
+    output of value -1 (the CLI, which now takes --outputs from the data too, refused it)."""
+    from nqf.architectures import outputs_for_targets
+
+    X = np.random.default_rng(0).normal(size=(20, 8))
+    with pytest.raises(nqf.NqfError, match="hold integer class labels, but the smallest is -1"):
+        nqf.predict("mlp", X, np.full(20, -1), nqf.PredictConfig(width=4, lr=0.1, steps=10))
+    assert outputs_for_targets(np.array([0, 4, 2])) == 5 and outputs_for_targets(np.array([0.5, -1.0])) == 1

@@ -179,4 +179,4 @@ def test_nqf_predict_on_an_npz_file(venv):
     out = result.stdout
     assert "switch-on step" in out and "plateau" in out, out
     rows = [line for line in out.splitlines() if re.match(r"^│\s+[1-4] │", line)]
-    assert len(rows) == 4, out  # one row a mode
+    assert len(rows) == 8, out  # one row a mode in the prediction, one in the analysis

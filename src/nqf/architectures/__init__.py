@@ -48,14 +48,19 @@ def _factory(name: str) -> Callable[..., Architecture]:
 
 def outputs_for_targets(Y: Any, loss: str = "squared") -> int:
     """The number of outputs K that targets Y ask for: Y (N, K) gives K; integer (or boolean)
-    labels (N,) the largest label + 1 (one-hot classes; at least 2 for cross-entropy); other
-    Y (N,) one output. The one rule of ``nqf.predict``, ``nqf.train`` and the CLI."""
+    labels (N,) the largest label + 1 (one-hot classes; at least 2 for cross-entropy; NqfError for a
+    negative label); other Y (N,) one output. The one rule of ``nqf.predict``, ``nqf.train`` and the CLI."""
     import numpy as np
 
     if np.ndim(Y) >= 2:
         return int(np.shape(Y)[1])
     Y = np.asarray(Y)
     if (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.bool_)) and Y.size:
+        if int(Y.min()) < 0:  # labels are 0 .. K-1: a negative one is no class (nor read as a number)
+            raise NqfError(
+                f"targets Y of shape {Y.shape} hold integer class labels, but the smallest is {int(Y.min())}: "
+                "labels are 0, 1, ..., K-1 (for one real-valued output give float targets)"
+            )
         return max(int(Y.max()) + 1, 2 if loss == "cross_entropy" else 1)
     return 1
 
