@@ -401,3 +401,25 @@ def test_numpy_scalars_are_taken_as_their_floats():
     compare = nqf.CompareConfig(optimizers=("momentum",), beta=np.float32(0.5))
     assert type(compare.beta) is float and json.dumps(compare.beta) == "0.5"
     assert predict_config(lr=np.float32(0.05), optimizer="momentum", beta=np.float64(0.5)).lr == np.float32(0.05)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: nqf.PredictConfig(width=4, lr=0.1, steps=10, optimizer=np.array(["gd", "gd"])), "optimizer must be"),
+        (lambda: nqf.PredictConfig(width=4, lr=0.1, steps=10, route=np.array(["a", "b"])), "route must be a name"),
+        (lambda: nqf.TrainConfig(model=np.array(["network", "x"])), "model must be a name"),
+        (lambda: nqf.TrainConfig(optimizer=np.array(["gd", "x"])), "unknown optimizer"),
+    ],
+)
+def test_a_name_given_as_an_array_is_one_line(make, message):
+    """A name field given as a NumPy array raised NumPy's "truth value is ambiguous" ValueError."""
+    with pytest.raises(NqfError, match=message):
+        make()
+
+
+def test_closure_fraction_true_is_not_taken_as_one():
+    from nqf.comparison.config import CompareConfig
+
+    with pytest.raises(NqfError, match="closure_fraction must lie in"):
+        CompareConfig(width=4, sigma0=1e-3, lr=0.1, steps=10, closure_fraction=True)

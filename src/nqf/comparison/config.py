@@ -147,7 +147,8 @@ class CompareConfig:
                 )
             if not _is_int(self.batch_size) or self.batch_size < 1:
                 raise NqfError(f"batch size must be a positive integer, got {self.batch_size!r}")
-        if not (isinstance(self.closure_fraction, (int, float)) and 0 < self.closure_fraction <= 1):
+        fraction = self.closure_fraction
+        if isinstance(fraction, bool) or not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
             raise NqfError(f"closure_fraction must lie in (0, 1], got {self.closure_fraction!r}")
 
     def lr_for(self, optimizer: str) -> float:

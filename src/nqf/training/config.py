@@ -75,6 +75,8 @@ class TrainConfig:
 
     def __post_init__(self):
         record = optimizer_record(self.optimizer)  # NqfError for an unknown name
+        if not isinstance(self.model, str):  # before `in` (an array breaks it)
+            raise NqfError(f"model must be a name (a str), got {type(self.model).__name__}")
         if self.model not in MODELS:
             raise NqfError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
         if not is_positive_finite(self.lr):

@@ -96,6 +96,9 @@ class PredictConfig:
             raise NqfError(f"departure must be True or False, got {self.departure!r}")
         if not isinstance(self.check_lr, (bool, np.bool_)):
             raise NqfError(f"check_lr must be True or False, got {self.check_lr!r}")
+        for name in ("optimizer", "loss", "route", "stepping", "engine"):  # before `in` (an array breaks it)
+            if not isinstance(getattr(self, name), str):
+                raise NqfError(f"{name} must be a name (a str), got {type(getattr(self, name)).__name__}")
         if self.optimizer not in PREDICT_OPTIMIZERS:
             raise NqfError(
                 f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {self.optimizer!r}"
