@@ -118,3 +118,52 @@ def test_the_prediction_block_leads_and_carries_the_corrected_steps():
     assert [row["switch_step"] for row in block["modes"]] == result["mflow"]["switch_steps"]
     corrected = [row["network_corrected_switch_step"] for row in block["modes"]]
     assert corrected == result["departure"]["corrected_switch_steps"] and all(v is not None for v in corrected)
+
+
+SWALLOWING_UNIT = """
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+
+class Perceptron(eqx.Module):
+    a: jax.Array
+    v: jax.Array
+
+    def __call__(self, x):
+        return self.a * jnp.tanh(jnp.dot(self.v, x))
+
+
+def swallows(input_shape, outputs):
+    print("started", flush=True)
+    end = time.monotonic() + 120
+    while time.monotonic() < end:  # a unit whose code swallows Ctrl-C and goes on for minutes
+        try:
+            time.sleep(0.1)
+        except KeyboardInterrupt:
+            pass
+    return Perceptron(jnp.zeros(outputs), jnp.zeros(input_shape[0]))
+"""
+
+
+def test_ctrl_c_swallowed_on_its_way_still_ends_the_command(tmp_path):
+    """Ctrl-C whose KeyboardInterrupt is swallowed (here by a unit's own code; once seen under load
+    in `compare`, which then ran on for minutes): the command still prints ``interrupted: ...`` and
+    exits 130, SWALLOWED_GRACE_S (20 s) after the signal."""
+    import signal
+    import time
+
+    (tmp_path / "units.py").write_text(SWALLOWING_UNIT)
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    args = [str(NQF), "structure", "--unit", f"{tmp_path / 'units.py'}:swallows", "--inputs", "4", "--outputs", "2"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(5)  # start-up and loading the unit: its loop is running by then
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    out, err = proc.communicate(timeout=90)
+    waited = time.monotonic() - sent
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err.strip().splitlines()[-1].startswith("interrupted:") and "Traceback" not in err, err
+    assert 15 < waited < 60, waited  # the handler ran, the unit swallowed it: the watcher's grace

@@ -139,7 +139,9 @@ def _watch_interrupt(interrupted: list[bool], stuck_exit: bool = False):
     thread hears the signal through :func:`signal.set_wakeup_fd`; when this module's handler is
     still the one installed and has not run within ``STUCK_GRACE_S``, it prints the interrupt
     line and leaves at once (exit 130): outputs are written at the end, atomically, so nothing
-    is half-written. Commands with handlers of their own (``reproduce``) are left to them."""
+    is half-written; when the handler ran but the command is still running ``SWALLOWED_GRACE_S``
+    later (the KeyboardInterrupt was swallowed on its way up), it leaves the same way. Commands
+    with handlers of their own (``reproduce``) are left to them."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -159,6 +161,7 @@ def _watch_interrupt(interrupted: list[bool], stuck_exit: bool = False):
 
 
 STUCK_GRACE_S = 1.5
+SWALLOWED_GRACE_S = 20.0  # after the handler ran, how long the command may take to leave
 
 
 def _watch_stuck_main_thread(interrupted: list[bool], handler) -> None:
@@ -186,12 +189,17 @@ def _watch_stuck_main_thread(interrupted: list[bool], handler) -> None:
             deadline = time.monotonic() + STUCK_GRACE_S
             while time.monotonic() < deadline and not interrupted:
                 time.sleep(0.05)
-            if not interrupted:  # the main thread is inside compiled code and cannot hear it
-                try:
-                    sys.stderr.write(interrupted_line() + "\n")
-                    sys.stderr.flush()
-                finally:
-                    _exit_now(130)
+            if interrupted:
+                # the handler ran: main prints the line and leaves within moments (a command's own
+                # clean-up, e.g. stopping a pool, takes seconds). Still here much later, the
+                # KeyboardInterrupt was swallowed on the way (raised inside a finalizer or a
+                # library's handler): seen once under load, a compare running on for minutes
+                time.sleep(SWALLOWED_GRACE_S)
+            try:  # the main thread is inside compiled code, or lost the interrupt
+                sys.stderr.write(interrupted_line() + "\n")
+                sys.stderr.flush()
+            finally:
+                _exit_now(130)
 
     threading.Thread(target=watch, name="nqf-interrupt-watch", daemon=True).start()
 
