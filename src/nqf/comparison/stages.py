@@ -209,13 +209,12 @@ def predicted(predictions: Predictions, config: CompareConfig) -> Predicted:
     """Stage 3b: the predicted switch steps and plateau losses per degenerate group (per mode
     where no two modes share c_k), read off the predictions (:class:`Predicted`,
     ``Prediction.group_readings``)."""
-    gd = [p.group_readings() for p in predictions["gd"]]
+    readings = {flow: [p.group_readings() for p in preds] for flow, preds in predictions.items()}  # once per flow
+    gd = readings["gd"]
     horizon = float(config.steps)
     return Predicted(
         switch={name: np.stack([r[name] for r in gd]) for name in ("lv", "mflow", "singular_limit", "closed_form")},
-        flow_switch={
-            opt: np.stack([p.group_readings()["mflow"] for p in predictions[FLOW_OF[opt]]]) for opt in config.optimizers
-        },
+        flow_switch={opt: np.stack([r["mflow"] for r in readings[FLOW_OF[opt]]]) for opt in config.optimizers},
         plateau={
             "singular_limit": np.stack([r["plateau_singular_limit"] for r in gd]),
             "lv": np.stack(

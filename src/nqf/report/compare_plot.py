@@ -75,8 +75,9 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     fig.legend(handles, labels, loc="outside right upper", fontsize=8, framealpha=0.9)
     gd = comparison.predictions.get(REFERENCE_FLOW)
     if gd:
-        labels = [group_label(group) for group in gd[0].groups]  # per degenerate group where c_k coincide
-        mode_numbers(ax, gd[0].group_readings()["mflow"], PALETTE[_colour(REFERENCE_FLOW)], labels=labels)
+        labels = [group_label(group) for group in comparison.mode_groups]  # per degenerate group where c_k coincide
+        # the GD M-flow's steps of the first seed, per group: what the comparison read off gd[0]
+        mode_numbers(ax, comparison.predicted["mflow"][0], PALETTE[_colour(REFERENCE_FLOW)], labels=labels)
     return write_figure(fig, path)
 
 
