@@ -167,3 +167,31 @@ def test_ctrl_c_swallowed_on_its_way_still_ends_the_command(tmp_path):
     assert proc.returncode == 130, (proc.returncode, err)
     assert err.strip().splitlines()[-1].startswith("interrupted:") and "Traceback" not in err, err
     assert 15 < waited < 60, waited  # the handler ran, the unit swallowed it: the watcher's grace
+
+
+def test_ctrl_c_raised_inside_a_finalizer_is_delivered_again(capsys):
+    """A SIGINT whose handler runs inside a finalizer (JAX's garbage-collection callback, in a CI
+    run) raises KeyboardInterrupt where Python swallows it with an "Exception ignored" traceback;
+    the CLI's unraisable hook stays silent and delivers SIGINT again from outside."""
+    import signal
+    import time
+
+    from nqf.cli import _watch_interrupt
+
+    class InterruptedWhileFinalized:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)  # the handler runs here, inside the finalizer
+
+    interrupted: list[bool] = []
+    restore = _watch_interrupt(interrupted)
+    assert restore is not None
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            finalized = InterruptedWhileFinalized()
+            del finalized
+            time.sleep(5)  # the redelivered interrupt ends this within about 0.05 s
+    finally:
+        restore()
+    assert len(interrupted) == 2, interrupted
+    assert "Exception ignored" not in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     on_interrupt_keeps(None)  # a command that stores as it goes says so again (tests call main repeatedly)
     if argv is None and not isinstance(sys.stdout, _StdoutReaderMayLeave):  # the console script
         sys.stdout = _StdoutReaderMayLeave(sys.stdout)
-    previous = _watch_interrupt(interrupted, stuck_exit=argv is None)
+    restore = _watch_interrupt(interrupted, stuck_exit=argv is None)
     code: str | int | None  # SystemExit.code: an exit status or a message
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> None:
                 code = stop.code
             failed = code not in (0, None)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        if restore is not None:
+            restore()
     if interrupted and code == 130:
         print(interrupted_line(), file=sys.stderr)
         if argv is None:  # the console script: nothing is left to clean up
@@ -131,8 +131,13 @@ def _repeated_option(argv: list[str]) -> str | None:
 
 def _watch_interrupt(interrupted: list[bool], stuck_exit: bool = False):
     """Note Ctrl-C in ``interrupted`` (typer turns KeyboardInterrupt into a bare exit 130 when not
-    standalone); returns the previous handler, or None when the handler was left alone (another
-    thread, or a handler someone else installed).
+    standalone); returns what puts the previous handlers back, or None when the handler was left
+    alone (another thread, or a handler someone else installed).
+
+    Python runs a signal handler wherever the main thread is, also inside a garbage-collection
+    callback or a ``__del__`` (JAX has such callbacks), where the KeyboardInterrupt is swallowed
+    with an "Exception ignored" traceback. The ``sys.unraisablehook`` installed here catches that
+    case silently and delivers SIGINT again a moment later, from outside (as ``reproduce`` does).
 
     A Python signal handler runs only when the main thread runs Python, and a compiled training
     loop can keep it in XLA for minutes. With ``stuck_exit`` (the console script) a watcher
@@ -149,15 +154,30 @@ def _watch_interrupt(interrupted: list[bool], stuck_exit: bool = False):
     previous = signal.getsignal(signal.SIGINT)
     if previous is not signal.default_int_handler:
         return None
+    previous_hook = sys.unraisablehook
+    redelivered: list[bool] = []
 
     def on_interrupt(signum, frame):
         interrupted.append(True)
         raise KeyboardInterrupt
 
+    def redeliver(unraisable) -> None:
+        # bounded: a handler that keeps landing in finalizers is left to the watcher's deadline
+        if issubclass(unraisable.exc_type, KeyboardInterrupt) and len(redelivered) < 20:
+            redelivered.append(True)
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        previous_hook(unraisable)
+
+    def restore() -> None:
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGINT, previous)
+
     signal.signal(signal.SIGINT, on_interrupt)
+    sys.unraisablehook = redeliver
     if stuck_exit:
         _watch_stuck_main_thread(interrupted, on_interrupt)
-    return previous
+    return restore
 
 
 STUCK_GRACE_S = 1.5
