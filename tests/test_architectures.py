@@ -401,8 +401,13 @@ def test_user_unit_with_nested_template_goes_through_the_generic_route():
         for c in range(K):
             expected[n, c, c, K:] = expected[n, c, K:, c] = X[n] / 2
     auto = structure(arch, jnp.asarray(X), method="autodiff")
-    assert isinstance(structure(arch, jnp.asarray(X)), DenseStructure)
+    assert isinstance(auto, DenseStructure)
     assert_allclose(auto.dense(), expected, rtol=1e-14, atol=1e-15)
+    derived = structure(arch, jnp.asarray(X))  # the default: factors on the one coupled pair (dec, enc.v)
+    assert isinstance(derived, BlockFactors) and [(t.left_slice, t.right_slice) for t in derived.terms] == [
+        ((0, K), (K, K + D))
+    ]
+    assert_allclose(derived.dense(), expected, rtol=1e-14, atol=1e-15)
     assert_allclose(jax.jit(lambda x: structure_matrix(arch, x))(X[0]), expected[0], rtol=1e-14, atol=1e-15)
     W = rng.normal(size=(K + D, 4))
     net = np.sum([W[:K, i] * np.sin(W[K:, i] @ X[0]) for i in range(4)], axis=0)

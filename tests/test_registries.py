@@ -152,8 +152,10 @@ def test_closed_form_equals_autodiff(name):
     X = _inputs(arch, 3, seed=2)
     auto = np.asarray(jax.jit(jax.vmap(lambda x: nqf.structure_matrix(arch, x)))(X))
     assert auto.shape == (3, arch.outputs, arch.dim, arch.dim) and np.max(np.abs(auto)) > 0
-    if arch.closed_form is None:  # optional: then everything runs on autodiff
-        assert isinstance(nqf.structure(arch, X), nqf.architectures.structure.DenseStructure)
+    if arch.closed_form is None:  # optional: then the factors are derived by autodiff on the coupled blocks
+        derived = nqf.structure(arch, X)
+        assert isinstance(derived, nqf.architectures.structure.BlockFactors)
+        np.testing.assert_allclose(derived.dense(), auto, rtol=1e-12, atol=1e-13)
         with pytest.raises(NqfError, match="no closed form"):
             nqf.closed_form_structure(arch, X[0])
         return

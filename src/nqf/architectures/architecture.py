@@ -22,11 +22,15 @@ Near w = 0 the layer is the quadratic form (docs/theory.md section 1)
 
 with M = W W^T. ``structure_matrix`` computes A by autodiff (the generic route, any
 unit function); built-in architectures also carry a hand-derived closed form in
-low-rank block-factor form (``closed_form``) that downstream code uses.
+low-rank block-factor form (``closed_form``) that downstream code uses. A unit without
+one (Equinox, Flax, ``--unit``) gets its block factors by autodiff on the parameter block
+pairs that couple (``coupled_pairs``, ``structure(..., method="derived")``): the moments
+and maps then work on those blocks only, as they do for a closed form.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import math
 import re
@@ -43,6 +47,7 @@ from jaxtyping import Array, ArrayLike, Float
 from nqf.architectures.structure import BlockFactors, BlockTerm, DenseStructure, Structure
 from nqf.core.arguments import check_count, is_integer
 from nqf.core.errors import NqfError
+from nqf.core.host_eval import host_or_compiled
 from nqf.core.programs import to_device
 from nqf.core.sampling import standard_normal
 
@@ -364,13 +369,196 @@ def _closed_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
     return BlockFactors(tuple(terms), arch.dim)
 
 
+# The coupling pattern of a unit without a closed form: which parameter block pairs its A(x)
+# couples, from second derivatives at probe inputs. An entry that vanishes at all of them is taken
+# to vanish everywhere: a structural zero of the unit (a gate's weights enter A(x) at third order,
+# a hidden layer's weights only through the readout), not an accident of the input. The probes are
+# Gaussian draws and positive draws (a unit that branches on the sign of an input sees both).
+PATTERN_PROBES = 4  # inputs of each kind
+_PATTERNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _pair_block(arch: Architecture, i: int, j: int, x: jax.Array) -> jax.Array:
+    """(K, d_i, d_j): the second derivative of g0 phi at w = 0 in blocks i and j (A's block is half of it)."""
+    bi, bj = arch.blocks[i], arch.blocks[j]
+    zero = jnp.zeros((arch.dim,), dtype=jnp.result_type(x.dtype, float))
+    if i == j:
+        return jax.hessian(lambda v: arch.effective_unit(zero.at[bi.start : bi.stop].set(v), x))(
+            zero[bi.start : bi.stop]
+        )
+
+    def unit(u, v):
+        return arch.effective_unit(zero.at[bi.start : bi.stop].set(u).at[bj.start : bj.stop].set(v), x)
+
+    # forward mode over the smaller block (its width of JVPs), reverse over the other
+    if bj.stop - bj.start <= bi.stop - bi.start:
+        return jax.jacfwd(jax.jacrev(unit, 0), 1)(zero[bi.start : bi.stop], zero[bj.start : bj.stop])
+    return jnp.swapaxes(jax.jacfwd(jax.jacrev(unit, 1), 0)(zero[bi.start : bi.stop], zero[bj.start : bj.stop]), -1, -2)
+
+
+def _probe_inputs(arch: Architecture) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    shape = (PATTERN_PROBES, *arch.input_shape)
+    return np.concatenate([rng.standard_normal(shape), rng.uniform(0.1, 1.0, shape)])
+
+
+@dataclass(frozen=True)
+class DerivedTerm:
+    """One coupled block pair of a unit without a closed form (see :func:`derived_layout`).
+
+    ``left``, ``right``: block indices in ``Architecture.blocks`` (the left one carries the rows);
+    ``rows``: per output c, the rows of Z_c on the left block that are not zero (padded to the
+    longest with -1, a zero factor)."""
+
+    left: int
+    right: int
+    rows: tuple[tuple[int, ...], ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.rows[0])
+
+
+def _magnitudes(arch: Architecture) -> np.ndarray:
+    """|A_c(x)| summed over the probe inputs, (K, d, d), numpy."""
+    from nqf.core.memory import BYTES, check_memory
+
+    d, K = arch.dim, arch.outputs
+    check_memory(
+        f"{arch.name}: the coupling pattern of A(x) ({K} x {d} x {d} second derivatives)",
+        4.0 * K * d * d * BYTES,
+        "a unit this large needs a closed form (see CONTRIBUTING.md, adding an architecture)",
+    )
+
+    def magnitude(x):
+        return jnp.abs(structure_matrix(arch, x))
+
+    def magnitudes() -> np.ndarray:
+        # one small program, interpreted in numpy when that is quicker than compiling (milliseconds)
+        total = np.zeros((K, d, d))
+        compiled = jax.jit(magnitude)
+        for x in _probe_inputs(arch).astype(jnp.result_type(float)):
+            part, _ = host_or_compiled(magnitude, x, compiled=compiled, calls=2 * PATTERN_PROBES)
+            total += np.asarray(part)
+        return total
+
+    if isinstance(jnp.zeros(()), jax.core.Tracer):
+        # called under a trace (jit, eval_shape): the pattern is a constant of the unit, computed
+        # outside it, in a thread of its own (JAX's trace state is per thread)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(magnitudes).result()
+    return magnitudes()
+
+
+def derived_layout(arch: Architecture) -> tuple[DerivedTerm, ...]:
+    """The block factors' layout of a unit without a closed form: one term per coupled block pair.
+
+    Read from the second derivatives of g0 phi at w = 0 at 2 ``PATTERN_PROBES`` inputs (Gaussian
+    and positive draws, seed 0): an entry that vanishes at every probe is a structural zero.
+    A pair (i, j) with a non-zero entry is a term; its rows, per output, are those of Z_c (the
+    pair's block of A_c, doubled off the diagonal) that are not zero, on whichever block needs
+    fewer of them (the readout of a perceptron-like unit: one row per output, a rank-one term).
+    Computed once per Architecture object (milliseconds: one small program, interpreted in numpy
+    when that is quicker; memory K d^2 numbers, estimated first); also under a trace.
+    """
+    cached = _PATTERNS.get(arch)
+    if cached is not None:
+        return cached
+    total = _magnitudes(arch)
+    blocks = arch.blocks
+    terms = []
+    for i, bi in enumerate(blocks):
+        for j in range(i, len(blocks)):
+            bj = blocks[j]
+            part = total[:, bi.start : bi.stop, bj.start : bj.stop] > 0  # (K, d_i, d_j)
+            if not part.any():
+                continue
+            if i == j:
+                part = part | np.swapaxes(part, 1, 2)
+            row_sets = [tuple(np.flatnonzero(c.any(axis=1))) for c in part]
+            col_sets = [tuple(np.flatnonzero(c.any(axis=0))) for c in part]
+            by_rows, by_cols = max(map(len, row_sets)), max(map(len, col_sets))
+            if i != j and (by_cols, bj.stop - bj.start) < (by_rows, bi.stop - bi.start):
+                left, right, sets, rank = j, i, col_sets, by_cols
+            else:
+                left, right, sets, rank = i, j, row_sets, by_rows
+            rows = tuple(tuple(int(r) for r in chosen) + (-1,) * (rank - len(chosen)) for chosen in sets)
+            terms.append(DerivedTerm(left, right, rows))
+    layout = tuple(terms)
+    _PATTERNS[arch] = layout
+    return layout
+
+
+def coupled_pairs(arch: Architecture) -> tuple[tuple[int, int], ...]:
+    """The parameter block pairs (i, j), i <= j in ``arch.blocks`` order, on which A(x) is not zero
+    (:func:`derived_layout`)."""
+    return tuple(sorted((min(t.left, t.right), max(t.left, t.right)) for t in derived_layout(arch)))
+
+
+_DERIVED_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _selections(term: DerivedTerm, size: int, dtype) -> np.ndarray:
+    """(K, R, d_L): row r of output c picks entry rows[c][r] of the left block (zero for padding)."""
+    out = np.zeros((len(term.rows), term.rank, size), dtype=dtype)
+    for c, chosen in enumerate(term.rows):
+        for r, index in enumerate(chosen):
+            if index >= 0:
+                out[c, r, index] = 1.0
+    return out
+
+
+def _derived_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
+    """Block factors of a unit without a closed form, by autodiff on its coupled block pairs.
+
+    Term (L, R) carries Z_c(x) = A_c(x)[L, L] on a diagonal pair and 2 A_c(x)[L, R] off it, as
+    rows: l_cr = e_{rows[c][r]} (the same for every sample), r_cr = that row of Z_c(x), over the
+    rows :func:`derived_layout` found not zero. Costs per sample one JVP per entry of the smaller
+    block of each pair, against d for the dense Hessian; holds K R (d_L + d_R) numbers per term
+    and sample against K d^2 (R = 1 for a perceptron-like readout).
+    """
+    blocks = arch.blocks
+    layout = derived_layout(arch)
+    dtype = jnp.result_type(X.dtype, float)
+    if not layout:  # A(x) = 0 (the expansion check says the theory does not apply): one zero term
+        size = blocks[0].stop - blocks[0].start
+        zeros = jnp.zeros((X.shape[0], arch.outputs, 1, size), dtype=dtype)
+        return BlockFactors((BlockTerm(zeros, zeros, (0, size), (0, size)),), arch.dim)
+    selections = [
+        jnp.asarray(_selections(t, blocks[t.left].stop - blocks[t.left].start, np.dtype(dtype))) for t in layout
+    ]
+
+    def per_sample(x, selections):
+        out = []
+        for term, select in zip(layout, selections, strict=True):
+            i, j = sorted((term.left, term.right))
+            H = _pair_block(arch, i, j, x)
+            Z = 0.5 * H if i == j else H
+            Z = jnp.swapaxes(Z, -1, -2) if term.left != i else Z  # rows on the left block
+            out.append(jnp.einsum("krl,klj->krj", select, Z))
+        return tuple(out)
+
+    program = _DERIVED_PROGRAMS.get(arch)
+    if program is None:  # one program per unit (and input shape), not one per operation when called eagerly
+        program = _DERIVED_PROGRAMS[arch] = jax.jit(jax.vmap(per_sample, in_axes=(0, None)))
+    rights = program(X, selections)
+    terms = []
+    for term, select, right in zip(layout, selections, rights, strict=True):
+        lb, rb = blocks[term.left], blocks[term.right]
+        left = jnp.broadcast_to(select, (X.shape[0], *select.shape))
+        terms.append(BlockTerm(left, right, (lb.start, lb.stop), (rb.start, rb.stop)))
+    return BlockFactors(tuple(terms), arch.dim)
+
+
 def structure(
     arch: Architecture, X: Float[ArrayLike, " N *input"], method: str = "auto", batch_size: int = 256
 ) -> Structure:
     """Structure matrices of the samples X: (N, *input_shape), in structured form.
 
-    method: ``closed`` (block factors from the closed form), ``autodiff`` (dense
-    Hessians, built in batches of ``batch_size``, a positive integer), or ``auto`` (closed when known).
+    method: ``closed`` (block factors from the closed form), ``derived`` (block factors by
+    autodiff on the coupled block pairs, ``coupled_pairs``), ``autodiff`` (dense Hessians, the
+    reference, built in batches of ``batch_size``, a positive integer), or ``auto`` (closed when
+    known, else derived).
     """
     batch_size = check_count("batch_size", batch_size)
     X = jnp.asarray(X)
@@ -379,7 +567,9 @@ def structure(
             f"{arch.name}: inputs must have shape (N, {', '.join(map(str, arch.input_shape))}), got {tuple(X.shape)}"
         )
     if method == "auto":
-        method = "closed" if arch.closed_form is not None else "autodiff"
+        method = "closed" if arch.closed_form is not None else "derived"
+    if method == "derived":
+        return _derived_terms(arch, X)
     if method == "closed":
         if arch.closed_form is None:
             raise NqfError(f"{arch.name}: no closed form is known; use method='autodiff'")
@@ -387,7 +577,7 @@ def structure(
     if method == "autodiff":
         mats = jax.lax.map(lambda x: structure_matrix(arch, x), X, batch_size=min(batch_size, X.shape[0]))
         return DenseStructure(mats)
-    raise NqfError(f"unknown structure method {method!r}; choose auto, closed or autodiff")
+    raise NqfError(f"unknown structure method {method!r}; choose auto, closed, derived or autodiff")
 
 
 def quadratic_model(arch: Architecture, M: Float[Array, "d d"], x: Float[ArrayLike, "*input"]) -> Float[Array, " K"]:

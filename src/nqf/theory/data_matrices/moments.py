@@ -726,13 +726,12 @@ class RouteChoice:
     chunk: int | None = None
 
 
-def term_shapes(arch: Architecture, dtype) -> list[tuple[int, int, int, int]] | None:
-    """(K, R, d_L, d_R) per closed-form term, without evaluating on data; None for autodiff units."""
-    if arch.closed_form is None:
-        return None
-    x = jax.ShapeDtypeStruct(tuple(arch.input_shape), dtype)
-    terms = jax.eval_shape(arch.closed_form, x)
-    return [(t.left.shape[0], t.left.shape[1], t.left.shape[2], t.right.shape[2]) for t in terms]
+def term_shapes(arch: Architecture, dtype) -> list[tuple[int, int, int, int]]:
+    """(K, R, d_L, d_R) per term of ``arch``'s block factors (its closed form, else the ones derived
+    on its coupled block pairs), without evaluating on data."""
+    x = jax.ShapeDtypeStruct((1, *arch.input_shape), dtype)
+    shape = cast(BlockFactors, jax.eval_shape(lambda z: structure(arch, z), x))
+    return [(t.left.shape[1], t.left.shape[2], t.left.shape[3], t.right.shape[3]) for t in shape.terms]
 
 
 def choose_route(
@@ -748,18 +747,13 @@ def choose_route(
         raise NqfError(f"unknown data route {route!r}; choose one of {', '.join(ROUTES)}")
     dtype = dtype or jnp.result_type(float)
     shapes = term_shapes(arch, dtype)
-    if shapes is None:
-        d, K = arch.dim, arch.outputs
-        p, per_sample = d * d, 2.0 * num_samples * K * d * d
-        held = K * d * d  # numbers of structure per sample
-    else:
-        p = sum(dl * dr for _, _, dl, dr in shapes)
-        per_sample = 2.0 * num_samples * sum(K * R * (dl * dr + dr) for K, R, dl, dr in shapes)
-        held = sum(K * R * (dl + dr) for K, R, dl, dr in shapes)
+    p = sum(dl * dr for _, _, dl, dr in shapes)
+    per_sample = 2.0 * num_samples * sum(K * R * (dl * dr + dr) for K, R, dl, dr in shapes)
+    held = sum(K * R * (dl + dr) for K, R, dl, dr in shapes)  # numbers of structure per sample
     moments = 2.0 * p * p
     described = f"S ({p} x {p})"
     factored = None
-    if p * p > MAX_MOMENT_ENTRIES and shapes is not None:
+    if p * p > MAX_MOMENT_ENTRIES:
         factored = _factored_probe(arch, dtype)
     if factored is not None:  # S m costs 2 K d_R^2 + 4 K d_L d_R (FactoredSecond)
         K_, dl_, dr_ = factored

@@ -27,8 +27,6 @@ def _held_per_sample(arch) -> int:
     from nqf.theory.data_matrices.moments import term_shapes
 
     shapes = term_shapes(arch, "float64")
-    if shapes is None:
-        return arch.outputs * arch.dim**2
     return sum(K * R * (dl + dr) for K, R, dl, dr in shapes)
 
 
