@@ -159,7 +159,8 @@ def test_ctrl_c_swallowed_on_its_way_still_ends_the_command(tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     args = [str(NQF), "structure", "--unit", f"{tmp_path / 'units.py'}:swallows", "--inputs", "4", "--outputs", "2"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    time.sleep(5)  # start-up and loading the unit: its loop is running by then
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"  # the unit's loop runs
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     sent = time.monotonic()
     out, err = proc.communicate(timeout=90)
@@ -195,3 +196,87 @@ def test_ctrl_c_raised_inside_a_finalizer_is_delivered_again(capsys):
     assert len(interrupted) == 2, interrupted
     assert "Exception ignored" not in capsys.readouterr().err
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# predict takes the built-in tasks as compare does (--task NAME [task options] --data-seed D)
+TASK_RUN = ["--width", "8", "--sigma0", "1e-3", "--lr", "0.05", "--steps", "300"]
+
+
+def _in_process(capsys, *args: str) -> tuple[int, str, str]:
+    """``nqf.cli.main([...])`` in this process: (exit status, stdout, stderr)."""
+    from nqf.cli import main
+
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as done:
+        code = int(done.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _steps(values) -> list[float | None]:
+    return [None if v is None or np.isnan(v) else float(v) for v in values]
+
+
+def test_predict_takes_a_task_as_compare_does(capsys, tmp_path):
+    """``predict --task staircase`` predicts the switch-on steps of ``compare --task staircase``'s
+    M-flow column (same W0, data and flow), and of ``predict --data`` on the same data saved as
+    npz with the task's natural architecture; ``--task npz --path FILE`` reads that file alike."""
+    code, out, err = _in_process(capsys, "predict", "--task", "staircase", *TASK_RUN, "--json")
+    assert code == 0, err
+    by_task = json.loads(out)["mflow"]["switch_steps"]
+    assert by_task == [48.0, 72.0, 126.0, 255.0]  # measured; the four modes of the staircase
+    code, out, err = _in_process(capsys, "compare", "--task", "staircase", *TASK_RUN, "--json")
+    assert code == 0, err
+    compared = json.loads(out)
+    assert [row["predicted_by_optimizer"]["gd"]["mflow"] for row in compared["modes"]] == by_task
+    assert [row["predicted"]["mflow"] for row in compared["modes"]] == by_task
+
+    task = nqf.get_task("staircase")
+    X, Y = task.generate(0, "float64")
+    np.savez(tmp_path / "staircase.npz", X=np.asarray(X), Y=np.asarray(Y))
+    name, options = task.natural_architecture()
+    arch_args = [f"--{key}={value}" for key, value in options.items()]
+    code, out, err = _in_process(
+        capsys, "predict", "--data", tmp_path / "staircase.npz", "--arch", name, *arch_args, *TASK_RUN, "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["mflow"]["switch_steps"] == by_task
+    code, out, err = _in_process(
+        capsys, "predict", "--task", "npz", "--path", tmp_path / "staircase.npz", *TASK_RUN, "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["mflow"]["switch_steps"] == by_task
+
+
+def test_predict_takes_the_task_options_and_data_seed_as_compare_does(capsys):
+    """Task options, the natural architecture's options and --data-seed go where compare sends them."""
+    args = ("--task", "staircase", "--samples", "128", "--activation", "tanh", "--data-seed", "3", *TASK_RUN)
+    code, out, err = _in_process(capsys, "predict", *args, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    task = nqf.get_task("staircase", samples=128)
+    X, Y = task.generate(3, "float64")
+    api = nqf.predict(task.architecture(), X, Y, PredictConfig(width=8, lr=0.05, steps=300, sigma0=1e-3))
+    assert result["mflow"]["switch_steps"] == _steps(api.mflow_switch_steps)
+    assert result["config"]["arch_options"] == {"inputs": 8, "outputs": 4, "activation": "tanh"}
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("--arch", "mlp"), "predict needs --task TASK (a built-in task) or --data FILE.npz"),
+        (("--task", "staircase", "--data", "{path}"), "give --task staircase or --data"),
+        (("--data", "{path}", "--arch", "mlp", "--path", "{path}"), "give --data FILE or --path FILE, not both"),
+        (("--data", "{path}", "--arch", "mlp", "--data-seed", "1"), "--data-seed is the seed of a task's data"),
+        (("--task", "staircase", "--arch", "mlp", "--unit", "u.py:f"), "give --arch NAME or --unit"),
+        (("--task", "nope"), "unknown task 'nope'"),
+        (("--task", "staircase", "--colour", "red"), "no option --colour here"),
+    ],
+)
+def test_predict_takes_a_task_or_data_not_both(wine, args, fragment):
+    path, _, _ = wine
+    done = _nqf("predict", *(a.format(path=path) for a in args), *RUN)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and fragment in done.stderr, done.stderr

@@ -2,7 +2,8 @@
 command line options of ``nqf compare`` and ``nqf predict`` derive from the same pydantic models,
 and a bad spec reports every error at once, one ``spec KEY: ...`` line each with its key path.
 
-Nothing here computes: the spec reader and the command line's definition need no data and no JAX.
+Nothing here computes: the spec reader and the command line's definition need no data and no JAX
+(one test runs ``nqf sweep --dry-run`` through the console script, to see the line a user sees).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from nqf.comparison.settings import BETA, SETTINGS_MODELS, CompareSettings, Pred
 from nqf.core.names import LOSSES, PREDICT_OPTIMIZERS, ROUTES, STEPPINGS
 from nqf.core.optimizers import OPTIMIZERS, RATE_OPTIMIZERS
 from nqf.scans.sweep.spec import REQUIRED, SETTINGS, SpecError, parse_spec
+from tests.conftest import run_nqf
 
 BASE = {"width": 4, "steps": 50, "lr": 0.05, "sigma0": 1e-3}
 
@@ -149,6 +151,20 @@ def test_an_axis_of_a_million_bad_values_is_one_line_in_well_under_a_second(tmp_
     assert lines == ["spec axes.seed[0]: must be an integer in [0, 4294967295], got -900000"]
 
 
+def test_a_top_level_mode_gets_the_error_the_sweep_table_gets(tmp_path):
+    (tmp_path / "top.toml").write_text('mode = "train"\n')
+    (tmp_path / "table.toml").write_text('[sweep]\nmode = "train"\n')
+    top = run_nqf("sweep", "top.toml", "--out", "out", "--dry-run", cwd=tmp_path)
+    table = run_nqf("sweep", "table.toml", "--out", "out", "--dry-run", cwd=tmp_path)
+    assert top.returncode == table.returncode == 2
+    assert top.stderr.splitlines()[0] == (
+        "error: spec mode: unknown key at the top level; mode is a key of [sweep]: put it below a [sweep] line, "
+        "where it must be one of compare, predict, got 'train'"
+    )  # was: "error: spec mode: unknown key; a spec has sweep, task, arch, settings, axes, figures"
+    assert table.stderr.splitlines()[0] == "error: spec sweep.mode: must be one of compare, predict, got 'train'"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table.toml", "top.toml"]
+
+
 # -- the command line's defaults and help come from the schema ------------------------------------
 
 
@@ -165,7 +181,7 @@ def test_cli_defaults_and_help_come_from_the_schema():
     compare, predict = _options("compare"), _options("predict")
     for options, model in ((compare, CompareSettings), (predict, PredictSettings)):
         for name, field in model.model_fields.items():
-            if name not in options:  # spec-only: data_seed of predict (the data is a file), closure
+            if name not in options:  # spec-only: closure
                 continue
             option = options[name]
             assert option.help == field.description, name
@@ -180,7 +196,7 @@ def test_cli_defaults_and_help_come_from_the_schema():
     assert predict["beta"].default == BETA
     assert compare["lr_adam"].help == "Learning rate of adam (default --lr)."
     assert {n for n in CompareSettings.model_fields if n not in compare} == {"closure"}
-    assert {n for n in PredictSettings.model_fields if n not in predict} == {"data_seed"}
+    assert {n for n in PredictSettings.model_fields if n not in predict} == set()  # --data-seed: with --task
 
 
 def test_compare_without_beta_passes_the_momentum_records_default():

@@ -1,4 +1,5 @@
-"""Generic ``--name value`` options for factories (architectures, tasks).
+"""Generic ``--name value`` options for factories (architectures, tasks), and the task and
+architecture that ``compare`` and ``predict`` build from them (``--task NAME`` or ``--data FILE``).
 
 Options are read from the arguments typer leaves over (``allow_extra_args``), dashes
 mapped to underscores, values converted to the type of the factory default. An option
@@ -8,6 +9,7 @@ given to each of them, since it means the same thing for both.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from nqf.core.errors import NqfError
@@ -90,3 +92,68 @@ def parse_factory_options(args: list[str], owners: dict[str, dict[str, Any]]) ->
         for label in takers:
             parsed[label][option] = convert_value(label, option, raw, owners[label][option])
     return parsed
+
+
+def check_task_file(task_name: str, options: dict[str, Any]) -> None:
+    """The npz task's file checked before the task reads it (``nqf.core.input_files.check_npz``:
+    its arrays' headers against the file's size and the memory), so that a forged or huge file
+    is one line, not an allocation."""
+    path = options.get("path")
+    if task_name == "npz" and isinstance(path, str) and path:
+        from nqf.core.input_files import check_npz
+
+        check_npz(path, ("X", "Y"), owner="task npz: ")
+
+
+def resolve_task_and_arch(task_name: str, arch_name: str | None, args: list[str]):
+    """The Task and Architecture named on the command line, extra options split between them.
+
+    Without ``--arch`` (or with the task's natural architecture) the architecture starts from
+    the task's natural options; an option both accept goes to both.
+    """
+    from nqf.training.tasks import get_task, task_options
+
+    from ..architectures import architecture_options, get_architecture
+
+    task_label = f"task {task_name}"
+    owners = {task_label: task_options(task_name)}  # raises for an unknown task
+    arch_label = arch_name
+    if arch_label is None:
+        try:
+            arch_label = get_task(task_name).natural_architecture()[0]
+        except NqfError:  # npz: the architecture follows from the file; it takes no options here
+            arch_label = None
+    if arch_label is not None:
+        owners[arch_label] = architecture_options(arch_label)  # raises for an unknown architecture
+    parsed = parse_factory_options(args, owners)
+    check_task_file(task_name, parsed[task_label])
+    task = get_task(task_name, **parsed[task_label])
+    natural_name, natural_options = task.natural_architecture()
+    if arch_name is None or arch_name == natural_name:
+        extra = parsed[arch_label] if arch_label == natural_name else {}
+        return task, get_architecture(natural_name, **{**natural_options, **extra})
+    return task, get_architecture(arch_name, **parsed[arch_name])
+
+
+def check_task_or_data(command: str, task: str | None, data: Path | None, extra: list[str]) -> None:
+    """Exactly one of ``--task TASK`` and ``--data FILE`` (and no ``--path`` beside ``--data``), as
+    ``compare`` and ``predict`` both take them; one line otherwise."""
+    if data is None:
+        if task is None:
+            raise NqfError(f"{command} needs --task TASK (a built-in task) or --data FILE.npz (your data)")
+        return
+    if task is not None:
+        raise NqfError(f"give --task {task} or --data {data}, not both (--data FILE is --task npz --path FILE)")
+    if any(token == "--path" or token.startswith("--path=") for token in extra):
+        raise NqfError("give --data FILE or --path FILE, not both (--data FILE is --task npz --path FILE)")
+
+
+def task_of(task: str | None, data: Path | None, extra: list[str]) -> str:
+    """compare: the task name from ``--task`` or ``--data FILE`` (the task ``npz`` with ``--path FILE``,
+    added to ``extra``): one of them (:func:`check_task_or_data`)."""
+    check_task_or_data("compare", task, data, extra)
+    if data is None:
+        assert task is not None  # checked: one of them
+        return task
+    extra += ["--path", str(data)]
+    return "npz"

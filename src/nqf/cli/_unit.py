@@ -39,7 +39,7 @@ from typing import Any, NoReturn
 
 from nqf.core.errors import NqfError
 
-from ._options import parse_factory_options
+from ._options import check_task_file, parse_factory_options, resolve_task_and_arch
 
 UNIT_HELP = (
     "Your own unit instead of --arch: FILE.py:FUNCTION, where FUNCTION returns an nqf.Architecture, an Equinox or "
@@ -366,17 +366,6 @@ def data_shapes(X, Y, loss: str = "squared") -> tuple[tuple[int, ...], int]:
     return tuple(int(s) for s in np.shape(X)[1:]), outputs_for_targets(Y, loss)
 
 
-def check_task_file(task_name: str, options: dict[str, Any]) -> None:
-    """The npz task's file checked before the task reads it (``nqf.core.input_files.check_npz``:
-    its arrays' headers against the file's size and the memory), so that a forged or huge file
-    is one line, not an allocation."""
-    path = options.get("path")
-    if task_name == "npz" and isinstance(path, str) and path:
-        from nqf.core.input_files import check_npz
-
-        check_npz(path, ("X", "Y"), owner="task npz: ")
-
-
 def resolve_task_and_unit(task_name: str, spec: str, args: list[str]):
     """compare: the Task and the ``--unit`` Architecture, extra options split between them
     (``--inputs`` goes to both when the task has it too)."""
@@ -411,3 +400,12 @@ def unit_for_data(spec: str, options: dict[str, Any], X, Y, loss: str, source: s
     if labels and options.get("outputs") is not None:
         outputs = None
     return unit_architecture(spec, options, (input_shape, outputs), f"the data {source}")
+
+
+def resolve_task(task_name: str, arch: str | None, unit: str | None, args: list[str]):
+    """compare and predict with ``--task``: the Task and the Architecture, ``--unit spec``
+    (:func:`resolve_task_and_unit`) or ``--arch`` (default: the task's natural one;
+    ``nqf.cli._options.resolve_task_and_arch``), the extra options split between them."""
+    if unit is not None:
+        return resolve_task_and_unit(task_name, unit, args)
+    return resolve_task_and_arch(task_name, arch, args)

@@ -50,9 +50,9 @@ from nqf.comparison.settings import BETA, CompareSettings
 from nqf.core.errors import NqfError
 from nqf.core.optimizers import OPTIMIZER_SETTINGS, OPTIMIZERS, RATE_OPTIMIZERS, unused_setting
 
-from ._options import parse_factory_options
+from ._options import task_of
 from ._settings import setting
-from ._unit import UNIT_HELP, check_task_file, parse_unit_spec, resolve_task_and_unit, unit_computing
+from ._unit import UNIT_HELP, parse_unit_spec, resolve_task, unit_computing
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -78,36 +78,6 @@ def parse_optimizers(text: str) -> tuple[str, ...]:
     if not names:
         raise NqfError(f"--optimizers needs at least one name ({', '.join(OPTIMIZERS)})")
     return names
-
-
-def resolve_task_and_arch(task_name: str, arch_name: str | None, args: list[str]):
-    """The Task and Architecture named on the command line, extra options split between them.
-
-    Without ``--arch`` (or with the task's natural architecture) the architecture starts from
-    the task's natural options; an option both accept goes to both.
-    """
-    from nqf.training.tasks import get_task, task_options
-
-    from ..architectures import architecture_options, get_architecture
-
-    task_label = f"task {task_name}"
-    owners = {task_label: task_options(task_name)}  # raises for an unknown task
-    arch_label = arch_name
-    if arch_label is None:
-        try:
-            arch_label = get_task(task_name).natural_architecture()[0]
-        except NqfError:  # npz: the architecture follows from the file; it takes no options here
-            arch_label = None
-    if arch_label is not None:
-        owners[arch_label] = architecture_options(arch_label)  # raises for an unknown architecture
-    parsed = parse_factory_options(args, owners)
-    check_task_file(task_name, parsed[task_label])
-    task = get_task(task_name, **parsed[task_label])
-    natural_name, natural_options = task.natural_architecture()
-    if arch_name is None or arch_name == natural_name:
-        extra = parsed[arch_label] if arch_label == natural_name else {}
-        return task, get_architecture(natural_name, **{**natural_options, **extra})
-    return task, get_architecture(arch_name, **parsed[arch_name])
 
 
 @dataclass(frozen=True)
@@ -243,21 +213,6 @@ def compare_command(
     run_compare_command(args)
 
 
-def task_of(task: str | None, data: Path | None, extra: list[str]) -> str:
-    """The task name from ``--task`` or ``--data FILE`` (the task ``npz`` with ``--path FILE``, added to
-    ``extra``): one of them, as ``predict --data`` takes a file."""
-    if data is None:
-        if task is None:
-            raise NqfError("compare needs --task TASK (a built-in task) or --data FILE.npz (your data)")
-        return task
-    if task is not None:
-        raise NqfError(f"give --task {task} or --data {data}, not both (--data FILE is --task npz --path FILE)")
-    if any(token == "--path" or token.startswith("--path=") for token in extra):
-        raise NqfError("give --data FILE or --path FILE, not both (--data FILE is --task npz --path FILE)")
-    extra += ["--path", str(data)]
-    return "npz"
-
-
 def run_compare_command(args: CompareArgs) -> None:
     """Check the arguments, train and predict, write the files and print the result (JSON or text)."""
     check_counts(args)
@@ -281,10 +236,7 @@ def run_compare_command(args: CompareArgs) -> None:
 
     config = compare_config(args, chosen)
     with unit_computing(args.unit):  # a unit's prints (it is traced again) never reach stdout
-        if args.unit is not None:
-            the_task, architecture = resolve_task_and_unit(args.task, args.unit, list(args.extra))
-        else:
-            the_task, architecture = resolve_task_and_arch(args.task, args.arch, list(args.extra))
+        the_task, architecture = resolve_task(args.task, args.arch, args.unit, list(args.extra))
         if args.departure:  # one departure per M-flow and seed, after the training: its memory and time
             flows = tuple(config.flows)
             check_departure(
@@ -394,7 +346,7 @@ def print_header(result: dict, console: Console) -> None:
         f"[bold]{result['task']}[/bold] with [bold]{result['arch']}[/bold]: n = {cfg['width']}, sigma0 = "
         f"{cfg['sigma0']:g}, "
         f"{cfg['steps']} steps, seeds {seeds[0]}..{seeds[-1]}; lr "
-        + ", ".join(f"{o} {r:g}" for o, r in result["learning_rates"].items())
+        + ", ".join(f"{o} {'its own' if r is None else format(r, 'g')}" for o, r in result["learning_rates"].items())
         + f"; data defect {result['defect']:.2e} ({'LV applies' if result['lv_applies'] else 'LV approximate'})",
         highlight=False,
     )

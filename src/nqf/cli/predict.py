@@ -4,6 +4,15 @@
                 (--sigma0 S | --init W0.npz) --lr ETA --steps T
                 [--optimizer gd|sgd|momentum] [--batch B] [--beta B] [--seed S] [--json]
                 [--plot FILE.png|FILE.pdf] [--csv DIR] [--overlay CURVE]
+    nqf predict --task TASK [task options] [--data-seed D] [--arch ARCH [arch options] | --unit FILE.py:FUNCTION]
+                --width N (--sigma0 S | --init W0.npz) --lr ETA --steps T [...]
+
+``--task TASK`` takes a built-in task (staircase, powerlaw, ...; ``nqf structure --list``) as
+``nqf compare --task`` does, with the same names, options and defaults (``nqf.cli._options``):
+its data ``task.generate(--data-seed)``, the architecture by default the task's natural one
+with the task's options for it (``--arch`` with another name starts from that architecture's
+own defaults; ``--unit`` takes the task's shapes), an option both accept going to both.
+``--task`` and ``--data`` together, or neither, are one ``error:`` line.
 
 FILE.npz holds arrays X (N, *input_shape) and Y (N, K) (or (N,) for one output, or
 integer class labels (N,) in [0, K), one-hot encoded, e.g. with --loss cross_entropy);
@@ -45,9 +54,9 @@ from nqf.comparison.settings import PredictSettings
 from nqf.core.errors import NqfError
 from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS, unused_setting
 
-from ._options import parse_factory_options
+from ._options import check_task_or_data, parse_factory_options
 from ._settings import is_default, setting
-from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_computing, unit_for_data
+from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, resolve_task, unit_computing, unit_for_data
 
 if TYPE_CHECKING:
     import numpy as np
@@ -109,10 +118,14 @@ def _fmt(value) -> str:
 class PredictArgs:
     """The command line of ``nqf predict`` as typer read it.
 
-    ``extra``: the remaining ``--name value`` pairs, the options of the architecture or of the unit.
+    ``extra``: the remaining ``--name value`` pairs, the options of the architecture or of the unit
+    (and of the task with ``--task``). Exactly one of ``data`` and ``task``; ``data_seed``: None
+    when not given (it is the task's, refused with ``--data``).
     """
 
-    data: Path
+    data: Path | None
+    task: str | None
+    data_seed: int | None
     width: int
     lr: float
     steps: int
@@ -139,7 +152,15 @@ class PredictArgs:
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def predict(
     ctx: typer.Context,
-    data: Annotated[Path, typer.Option("--data", help="FILE.npz with arrays X (samples first) and Y.")],
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="Task name (staircase, powerlaw, quadratic, ...), as compare takes it; or --data."),
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="FILE.npz with arrays X (samples first) and Y (with --arch or --unit); or --task."),
+    ] = None,
+    data_seed: int = setting(PredictSettings, "data_seed"),
     # the run settings: default and help from the schema (nqf.comparison.settings)
     width: int = setting(PredictSettings, "width"),
     lr: float = setting(PredictSettings, "lr"),
@@ -180,12 +201,16 @@ def predict(
 ) -> None:
     """Predict training (M-flow, Lotka-Volterra, vanishing-init steps) from data, without training.
 
+    The data: --data FILE.npz, or --task TASK, a built-in task as compare takes it (its options
+    follow as --name value, e.g. --samples N; the architecture defaults to the task's natural one).
     The architecture's own options follow as --name value (nqf structure --list lists them):
     e.g. --activation tanh, --inputs D and --outputs K (default: X's and Y's). With --unit,
     --inputs D[,D2..] and --outputs K set its shapes (default: the data's).
     """
     args = PredictArgs(
         data=data,
+        task=task,
+        data_seed=None if is_default(ctx, "data_seed") else data_seed,
         width=width,
         lr=lr,
         steps=steps,
@@ -233,6 +258,9 @@ def run_predict_command(args: PredictArgs) -> None:
 
 def check_arguments(args: PredictArgs) -> None:
     """Every check of the plain arguments, before the library (and JAX) is loaded."""
+    check_task_or_data("predict", args.task, args.data, list(args.extra))
+    if args.data is not None and args.data_seed is not None:
+        raise NqfError("--data-seed is the seed of a task's data (--task); --data FILE has none, drop it")
     if args.route not in ("auto", "moments", "samples"):
         raise NqfError(f"unknown data route {args.route!r}; choose one of auto, moments, samples")
     if args.stepping not in ("adaptive", "every"):
@@ -249,10 +277,14 @@ def check_arguments(args: PredictArgs) -> None:
         beta=args.beta,
     )
     check_seed("--seed", args.seed)
+    if args.data_seed is not None:
+        check_seed("--data-seed", args.data_seed)
     if (args.sigma0 is None) == (args.init is None):
         raise NqfError("give exactly one of --sigma0 S or --init W0.npz")
-    if (args.arch is None) == (args.unit is None):
-        raise NqfError(f"give --arch NAME or --unit FILE.py:FUNCTION{'' if args.arch is None else ', not both'}")
+    if args.arch is not None and args.unit is not None:
+        raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION, not both")
+    if args.task is None and args.arch is None and args.unit is None:  # --task: the task's natural one
+        raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION")
     if args.unit is not None:
         parse_unit_spec(args.unit)  # a bad FILE.py:FUNCTION fails before JAX starts
 
@@ -320,25 +352,31 @@ def load_problem(args: PredictArgs):
 
     from ..architectures import architecture_options, get_architecture, outputs_for_targets
 
-    arch, data = args.arch, args.data
-    if arch is not None:  # exactly one of --arch and --unit (checked by run_prediction)
-        known = architecture_options(arch)
-        options = parse_factory_options(list(args.extra), {arch: known})[arch]
+    if args.task is not None:  # a built-in task, as compare takes it
+        architecture, X, Y = task_problem(args)
+        arch, where, known = architecture.name, f"task {args.task}", {}
     else:
-        known, unit_options = {}, parse_unit_options(list(args.extra))
-    arrays = load_npz(data, ("X", "Y"))
-    X, Y = arrays["X"], arrays["Y"]
-    check_sample_arrays(str(data), X, Y)
-    if arch is not None:  # --inputs and --outputs from the data unless given, as nqf.predict does with a name
-        if "inputs" in known and "inputs" not in options and X.ndim == 2:
-            options["inputs"] = int(X.shape[1])
-        if "outputs" in known and "outputs" not in options and (Y.ndim == 2 or (Y.ndim == 1 and Y.size)):
-            options["outputs"] = outputs_for_targets(Y, args.loss)
-        architecture = get_architecture(arch, **options)
-    else:  # --unit: shapes from the data unless --inputs / --outputs say otherwise
-        assert args.unit is not None  # exactly one of --arch and --unit
-        architecture = unit_for_data(args.unit, unit_options, X, Y, args.loss, str(data))
-        arch = architecture.name
+        arch, data = args.arch, args.data
+        assert data is not None  # exactly one of --task and --data (check_arguments)
+        where = str(data)
+        if arch is not None:  # exactly one of --arch and --unit (checked by run_prediction)
+            known = architecture_options(arch)
+            options = parse_factory_options(list(args.extra), {arch: known})[arch]
+        else:
+            known, unit_options = {}, parse_unit_options(list(args.extra))
+        arrays = load_npz(data, ("X", "Y"))
+        X, Y = arrays["X"], arrays["Y"]
+        check_sample_arrays(where, X, Y)
+        if arch is not None:  # --inputs and --outputs from the data unless given, as nqf.predict does with a name
+            if "inputs" in known and "inputs" not in options and X.ndim == 2:
+                options["inputs"] = int(X.shape[1])
+            if "outputs" in known and "outputs" not in options and (Y.ndim == 2 or (Y.ndim == 1 and Y.size)):
+                options["outputs"] = outputs_for_targets(Y, args.loss)
+            architecture = get_architecture(arch, **options)
+        else:  # --unit: shapes from the data unless --inputs / --outputs say otherwise
+            assert args.unit is not None  # exactly one of --arch and --unit
+            architecture = unit_for_data(args.unit, unit_options, X, Y, args.loss, where)
+            arch = architecture.name
     if X.shape[1:] != tuple(architecture.input_shape):
         shape = ", ".join(map(str, architecture.input_shape))
         hint = (
@@ -346,9 +384,9 @@ def load_problem(args: PredictArgs):
             if args.arch is not None and "inputs" in known and X.ndim == 2
             else ""
         )
-        raise NqfError(f"{data}: X has shape {X.shape}, but {arch} with these options takes inputs (N, {shape}){hint}")
+        raise NqfError(f"{where}: X has shape {X.shape}, but {arch} with these options takes inputs (N, {shape}){hint}")
     if args.batch is not None and args.batch > X.shape[0]:
-        raise NqfError(f"--batch {args.batch} is larger than the {X.shape[0]} samples in {data}")
+        raise NqfError(f"--batch {args.batch} is larger than the {X.shape[0]} samples in {where}")
     X, Y_checked, _ = checked_samples(architecture, X, Y, loss=args.loss, dtype=np.float64)
     check_predict(
         architecture,
@@ -364,6 +402,23 @@ def load_problem(args: PredictArgs):
     if args.departure:  # its memory and time on top of the prediction's
         check_departure(architecture, X.shape[0], args.width, args.steps, args.loss, args.route, args.optimizer)
     return architecture, arch, X, Y_checked
+
+
+def task_problem(args: PredictArgs):
+    """(architecture, X, Y) of ``--task``: the task and the architecture as ``compare`` builds them
+    (``nqf.cli._unit.resolve_task``: the task's natural architecture unless ``--arch`` or ``--unit``),
+    the data ``task.generate(--data-seed)`` in float64, checked as a file's would be."""
+    import numpy as np
+
+    from nqf.theory.data_matrices.build import check_sample_arrays
+
+    assert args.task is not None  # the caller's branch
+    task, architecture = resolve_task(args.task, args.arch, args.unit, list(args.extra))
+    seed = PredictSettings.model_fields["data_seed"].default if args.data_seed is None else args.data_seed
+    X, Y = task.generate(seed, dtype="float64")
+    X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+    check_sample_arrays(f"task {args.task}", X, Y)
+    return architecture, X, Y
 
 
 def load_init(init: Path, dim: int, width: int) -> np.ndarray:

@@ -7,7 +7,9 @@ W0 = ``init_weights(arch, training_keys(seed)[0], width, sigma0)``:
   replaying the training batches; heavy-ball momentum), the Lotka-Volterra map and the
   singular limit. Adam and Muon have no M-flow here (Adam's update is not equivariant
   under W -> W O, so M does not close; Muon's is, but ``predict`` has no Muon map), so
-  their rows show the GD prediction as a *reference*, marked as such;
+  their rows show the GD prediction as a *reference*, marked as such. A user's own optax
+  transformation (``CompareConfig(optimizers=(..., optax.adamw(1e-3)))``, named ``custom``)
+  has no M-flow and no reference: its rows report the trained network alone, and a note says so;
 - the quadratic model f = <W W^T, A(x)> trained by GD (it must reproduce the GD M-flow:
   same W0, exact map);
 - the full network trained by each optimizer (``nqf.train_sweep`` over the seeds);

@@ -8,14 +8,24 @@ flow as a reference) and the record spacing of the training runs. The comparison
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from nqf.core.arguments import check_count, check_seed, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, REFERENCE_FLOW, optimizer_record
+from nqf.core.optimizers import (
+    MINIBATCH_OPTIMIZERS,
+    OPTIMIZER_RECORDS,
+    OWN_OPTIMIZER,
+    OWN_OPTIMIZER_TEXT,
+    REFERENCE_FLOW,
+    Optimizer,
+    is_transform,
+    optimizer_record,
+    own_record,
+)
 from nqf.training.config import OPTIMIZERS, TrainConfig
 
 COMPARE_OPTIMIZERS = OPTIMIZERS
@@ -46,7 +56,13 @@ class CompareConfig:
         lr: learning rate of every optimizer (and of the GD reference flow) unless
             overridden in ``learning_rates``.
         steps: horizon in optimizer steps (the same for every source).
-        optimizers: which optimizers train the network: any of gd, sgd, momentum, adam, muon.
+        optimizers: which optimizers train the network: any of gd, sgd, momentum, adam, muon,
+            and a user's own optax GradientTransformations (objects with init and update). Such a
+            transformation is named ``custom`` (``custom1``, ``custom2``, ... for several) in the
+            result, trains as given (its own learning rate: ``lr`` and ``learning_rates`` are not
+            its) and has no M-flow: its rows report the network alone and a note says so. After
+            construction ``optimizers`` holds the names, ``transforms`` the (name, transformation)
+            pairs.
         learning_rates: per-optimizer overrides, (optimizer, lr) pairs (a mapping is
             accepted and stored sorted), e.g. (("adam", 1e-3),). An override for ``gd``
             also sets the GD reference flow's learning rate.
@@ -84,6 +100,7 @@ class CompareConfig:
     closure_fraction: float = 0.9
     allow_inapplicable: bool = False
     departure: bool = False
+    transforms: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
 
     def __post_init__(self):
         if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
@@ -94,12 +111,10 @@ class CompareConfig:
             opts = (self.optimizers,) if isinstance(self.optimizers, str) else tuple(self.optimizers)
         except TypeError:  # None, a number: no names
             raise NqfError(f"optimizers must be a name or names of optimizers, got {self.optimizers!r}") from None
-        object.__setattr__(self, "optimizers", opts)
         if not opts:
             raise NqfError("give at least one optimizer")
-        for opt in opts:
-            if opt not in COMPARE_OPTIMIZERS:
-                raise NqfError(f"unknown optimizer {opt!r}; choose from {', '.join(COMPARE_OPTIMIZERS)}")
+        opts = self._own_transforms(opts)
+        object.__setattr__(self, "optimizers", opts)
         if len(set(opts)) != len(opts):
             raise NqfError(f"optimizer listed twice in {', '.join(opts)}")
         rates = self.learning_rates
@@ -117,6 +132,8 @@ class CompareConfig:
                 raise NqfError(
                     f"a learning rate is given for {opt!r}, which is not among the optimizers ({', '.join(opts)})"
                 )
+            if opt in self.own:
+                raise NqfError(f"a learning rate is given for {opt}, a user's own optax transformation: set it there")
             if not _positive_finite(lr):
                 raise NqfError(f"learning rate of {opt} must be a positive finite number, got {lr!r}")
         if len({p[0] for p in pairs}) != len(pairs):
@@ -135,7 +152,7 @@ class CompareConfig:
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
         if self.beta is not None and not isinstance(self.beta, (int, float)):  # a NumPy scalar: its float
             object.__setattr__(self, "beta", float(self.beta))
-        batched = [opt for opt in opts if optimizer_record(opt).minibatches]
+        batched = [opt for opt in opts if self.record(opt).minibatches]
         if batched and self.batch_size is None:
             raise NqfError(f"optimizer {batched[0]} needs a batch size (--batch)")
         if self.batch_size is not None:
@@ -151,9 +168,56 @@ class CompareConfig:
         if isinstance(fraction, bool) or not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
             raise NqfError(f"closure_fraction must lie in (0, 1], got {self.closure_fraction!r}")
 
+    def _own_transforms(self, opts: tuple) -> tuple[str, ...]:
+        """The optimizers' names, a user's own transformations named (``custom``, or ``custom1``,
+        ``custom2``, ... for several) and kept in ``transforms``; NqfError for anything else."""
+        try:
+            given = dict(self.transforms) if isinstance(self.transforms, tuple) else None
+        except (TypeError, ValueError):  # not pairs
+            given = None
+        if given is None or not all(isinstance(k, str) and is_transform(v) for k, v in given.items()):
+            raise NqfError(f"transforms must be (name, optax transformation) pairs, got {self.transforms!r}")
+        objects = [opt for opt in opts if not isinstance(opt, str) and is_transform(opt)]
+        names: list[str] = []
+        own = dict(given)
+        for opt in opts:
+            if isinstance(opt, str) and (opt in COMPARE_OPTIMIZERS or opt in given):
+                names.append(opt)
+            elif not isinstance(opt, str) and is_transform(opt):
+                name = OWN_OPTIMIZER if len(objects) == 1 and not given else f"{OWN_OPTIMIZER}{len(own) + 1}"
+                own[name] = opt
+                names.append(name)
+            else:
+                shown = repr(opt) if isinstance(opt, str) else f"(a {type(opt).__name__}, without init and update)"
+                known = ", ".join(COMPARE_OPTIMIZERS)
+                raise NqfError(f"unknown optimizer {shown}; choose from {known}, or pass {OWN_OPTIMIZER_TEXT}")
+        if len({id(t) for t in own.values()}) != len(own):
+            raise NqfError("the same optax transformation is listed twice among the optimizers")
+        object.__setattr__(self, "transforms", tuple((k, v) for k, v in own.items() if k in names))
+        return tuple(names)
+
+    @property
+    def own(self) -> dict[str, Any]:
+        """{name: a user's own optax transformation} among the optimizers (none: empty)."""
+        return dict(self.transforms)
+
+    def record(self, optimizer: str) -> Optimizer:
+        """The record of ``optimizer``: a built-in's, or ``own_record`` of a user's own transformation."""
+        own = self.own
+        return own_record(own[optimizer], optimizer) if optimizer in own else optimizer_record(optimizer)
+
+    def flow_of(self, optimizer: str) -> str | None:
+        """The M-flow ``optimizer`` is compared with (``FLOW_OF``); None for a user's own transformation."""
+        return None if optimizer in self.own else FLOW_OF[optimizer]
+
     def lr_for(self, optimizer: str) -> float:
-        """The learning rate of ``optimizer`` (its override, else ``lr``)."""
+        """The learning rate of ``optimizer`` (its override, else ``lr``); a user's own
+        transformation has its own (``lr`` is passed to TrainConfig, which does not use it)."""
         return dict(self.learning_rates).get(optimizer, float(self.lr))
+
+    def stated_lr(self, optimizer: str) -> float | None:
+        """The learning rate to report for ``optimizer``: None for a user's own transformation."""
+        return None if optimizer in self.own else self.lr_for(optimizer)
 
     @property
     def seed_list(self) -> tuple[int, ...]:
@@ -164,8 +228,9 @@ class CompareConfig:
         """The M-flows computed: gd (always, the reference) then sgd/momentum as asked."""
         out = [REFERENCE_FLOW]
         for opt in self.optimizers:
-            if FLOW_OF[opt] not in out:
-                out.append(FLOW_OF[opt])
+            flow = self.flow_of(opt)
+            if flow is not None and flow not in out:
+                out.append(flow)
         return tuple(out)
 
     def flow_lr(self, flow: str) -> float:
@@ -174,9 +239,9 @@ class CompareConfig:
     def train_config(self, optimizer: str, model: str) -> TrainConfig:
         """The TrainConfig of ``optimizer`` (seed and sigma0 are set per run)."""
         steps = self.steps
-        record = optimizer_record(optimizer)
+        record = self.record(optimizer)
         return TrainConfig(
-            optimizer=optimizer,
+            optimizer=self.own.get(optimizer, optimizer),
             lr=self.lr_for(optimizer),
             steps=steps,
             batch_size=self.batch_size if record.minibatches else None,

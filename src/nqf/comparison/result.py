@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import ExpansionReport, report_json
-from nqf.comparison.config import FLOW_OF, CompareConfig
+from nqf.comparison.config import CompareConfig
 from nqf.comparison.measures import relative
 from nqf.core.measure import group_label
 from nqf.core.pytrees import json_value, register_fields
@@ -38,7 +38,8 @@ class Comparison:
         predictions: {flow: (Prediction per seed)} for every flow in ``config.flows``.
         predicted: {"lv", "mflow", "singular_limit", "closed_form"}: (S, g) GD switch steps.
         flow_switch: {optimizer: (S, g)} switch steps of the optimizer's M-flow (GD's for
-            Adam/Muon, see ``reference_only``).
+            Adam/Muon, see ``reference_only``; NaN for a user's own optax transformation, which
+            has none: ``config.own``).
         quadratic: SweepResult of the quadratic model (GD) or None;
         quadratic_switch, quadratic_switch_own: (S, g) or None.
         network: {optimizer: SweepResult}; network_switch, network_switch_own: {optimizer: (S, g)}.
@@ -286,7 +287,7 @@ def _mode_predicted_json(c: Comparison, k: int) -> dict:
         "predicted_by_optimizer": {
             opt: {
                 "mflow": _num(_seed_mean(c.flow_switch[opt])[k]),
-                "flow": FLOW_OF[opt],
+                "flow": c.config.flow_of(opt),  # null: a user's own transformation (no M-flow)
                 "reference": opt in c.reference_only,
             }
             for opt in c.network
@@ -329,10 +330,11 @@ def _comparison_json(c: Comparison, modes: list[dict]) -> dict:
         "task_options": json_value(c.task_options),
         "arch": c.arch.name,
         "arch_options": json_value(dict(c.arch.options)),
-        "config": json_value({**asdict(c.config), "arch": c.arch.name, "arch_options": dict(c.arch.options)}),
+        "config": json_value({**_config_json(c.config), "arch": c.arch.name, "arch_options": dict(c.arch.options)}),
         "expansion": report_json(c.expansion),
         "seeds": [int(s) for s in c.seeds],
-        "learning_rates": {opt: c.config.lr_for(opt) for opt in c.config.optimizers},
+        # null: a user's own optax transformation (its learning rate is its own)
+        "learning_rates": {opt: c.config.stated_lr(opt) for opt in c.config.optimizers},
         "lv_applies": bool(p.lv_applies),
         "defect": float(p.defect),
         "fixed_point": _floats(2.0 * c.thresholds),
@@ -351,6 +353,18 @@ def _comparison_json(c: Comparison, modes: list[dict]) -> dict:
         if not c.config.departure
         else {flow: [p.departure.to_json() for p in preds] for flow, preds in c.predictions.items()},
     }
+
+
+def _config_json(config: CompareConfig) -> dict:
+    """The config's fields as JSON values; ``transforms`` (a user's own optax transformations,
+    functions) by their names only, under ``own_optimizers``."""
+    out: dict[str, Any] = {}
+    for f in fields(config):
+        if f.name != "transforms":
+            out[f.name] = getattr(config, f.name)
+    if config.transforms:
+        out["own_optimizers"] = [name for name, _ in config.transforms]
+    return out
 
 
 def _curves_json(curves: list[dict[str, Any]]) -> dict:

@@ -14,14 +14,14 @@ What is measured and how: ``nqf.comparison.compare``'s module docstring.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, theory_gate
-from nqf.comparison.config import DEFAULT_MOMENTUM, FLOW_OF, CompareConfig
+from nqf.comparison.config import DEFAULT_MOMENTUM, CompareConfig
 from nqf.comparison.limits import check_compare_memory
 from nqf.comparison.measures import closure_until
 from nqf.comparison.result import Comparison
@@ -34,12 +34,12 @@ from nqf.core.measure import (
     switch_steps,
     switch_steps_own,
 )
-from nqf.core.optimizers import optimizer_record
+from nqf.core.optimizers import PREDICT_OPTIMIZERS, optimizer_record
 from nqf.core.precision import resolve_dtype
 from nqf.theory.data_matrices.build import DataMatrices, data_matrices, flow_data
 from nqf.theory.predict.pipeline import PredictConfig, Prediction, predict
 from nqf.training.closure import ClosureResult, closure_diagnostic
-from nqf.training.config import DIVERGENCE_FACTOR, TrainConfig
+from nqf.training.config import DIVERGENCE_FACTOR
 from nqf.training.sweep import SweepResult, train_sweep
 
 Predictions = dict[str, tuple[Prediction, ...]]
@@ -214,7 +214,7 @@ def predicted(predictions: Predictions, config: CompareConfig) -> Predicted:
     horizon = float(config.steps)
     return Predicted(
         switch={name: np.stack([r[name] for r in gd]) for name in ("lv", "mflow", "singular_limit", "closed_form")},
-        flow_switch={opt: np.stack([r["mflow"] for r in readings[FLOW_OF[opt]]]) for opt in config.optimizers},
+        flow_switch={opt: _flow_switch(readings, config.flow_of(opt)) for opt in config.optimizers},
         plateau={
             "singular_limit": np.stack([r["plateau_singular_limit"] for r in gd]),
             "lv": np.stack(
@@ -228,10 +228,23 @@ def predicted(predictions: Predictions, config: CompareConfig) -> Predicted:
     )
 
 
+def _flow_switch(readings: dict, flow: str | None) -> np.ndarray:
+    """(S, g) switch steps of ``flow``'s M-flow per seed; NaN (none) for no flow (a user's own transformation)."""
+    gd = np.stack([r["mflow"] for r in readings["gd"]])
+    return np.full_like(gd, np.nan) if flow is None else np.stack([r["mflow"] for r in readings[flow]])
+
+
 def reference_notes(config: CompareConfig) -> tuple[tuple[str, ...], list[str]]:
-    """The optimizers without an M-flow of their own (Adam, Muon) and one note for each."""
-    reference_only = tuple(opt for opt in config.optimizers if not optimizer_record(opt).closes_on_m)
-    notes = []
+    """The optimizers without an M-flow of their own (Adam, Muon) and one note for each; one note
+    for each user's own optax transformation, which has no M-flow and no reference either."""
+    own = config.own
+    notes = [
+        f"{opt}: your own optax transformation; the theory has no M-flow for it (only for "
+        f"{', '.join(PREDICT_OPTIMIZERS)}): its rows report the trained network alone"
+        for opt in config.optimizers
+        if opt in own
+    ]
+    reference_only = tuple(opt for opt in config.optimizers if opt not in own and not optimizer_record(opt).closes_on_m)
     for opt in reference_only:
         record = optimizer_record(opt)
         if not record.equivariant:
@@ -288,8 +301,10 @@ def train_networks(
         diverged = [(int(s), int(d)) for s, d in zip(seeds, sweep.diverged_at[0], strict=False) if d >= 0]
         if diverged:
             listed = ", ".join(f"{s} (step {d})" for s, d in diverged)
+            rate = config.stated_lr(opt)
+            shown = "its own" if rate is None else f"{rate:g}"
             notes.append(
-                f"network ({opt}, lr {config.lr_for(opt):g}) diverged for seed(s) {listed}: its loss became "
+                f"network ({opt}, lr {shown}) diverged for seed(s) {listed}: its loss became "
                 f"non-finite or exceeded {DIVERGENCE_FACTOR:g} x its initial loss; its records from there on are NaN, "
                 "so modes not switched on before are null, not switches; lower its learning rate"
             )
@@ -308,8 +323,9 @@ def closure(
         return results, until_of
     m_star = 2.0 * modes.thresholds
     for opt in config.optimizers:
-        if optimizer_record(opt).closes_on_m:  # the optimizer's M-flow is the quadratic model's exact trajectory
-            flow = predictions[FLOW_OF[opt]][0].flow
+        flow_name = config.flow_of(opt)
+        if flow_name is not None and config.record(opt).closes_on_m:  # its M-flow: the quadratic model's trajectory
+            flow = predictions[flow_name][0].flow
             record, occupations = np.asarray(flow.steps), np.asarray(flow.occupations)
         else:  # no M-flow: the network run of the first seed times the switch-ons
             sweep = networks[opt].sweep
@@ -317,7 +333,7 @@ def closure(
         until = closure_until(record, occupations, m_star, config.closure_fraction, config.steps)
         until_of[opt] = until
         tc = config.train_config(opt, "quadratic")
-        tc = TrainConfig(**{**asdict(tc), "steps": until, "checkpoints": None})
+        tc = replace(tc, steps=until, checkpoints=None)  # the same optimizer object (a user's own, kept)
         results[opt] = closure_diagnostic(prep.arch, prep.X, prep.Y, tc, until=until, W0=None)
     return results, until_of
 

@@ -184,9 +184,39 @@ def unused_setting(setting: str, optimizers: Sequence[str], label: str | None = 
     return f"{label or setting} is not used by {which}{full}: it is {what} of {' and '.join(users)} only"
 
 
-def optimizer_record(name: str) -> Optimizer:
-    """The record of optimizer ``name``; NqfError for an unknown name."""
+# what a user's own optax transform is called in tables, JSON and figures (``own_record``)
+OWN_OPTIMIZER = "custom"
+OWN_OPTIMIZER_TEXT = "a user's own optax GradientTransformation (an object with init and update)"
+
+
+def is_transform(value: Any) -> bool:
+    """Whether ``value`` is a user's own optax transformation: not a name, with callable ``init``
+    and ``update`` (``optax.GradientTransformation`` and anything shaped like it)."""
+    return (
+        not isinstance(value, str)
+        and callable(getattr(value, "init", None))
+        and callable(getattr(value, "update", None))
+    )
+
+
+def own_record(transform: Any, name: str = OWN_OPTIMIZER) -> Optimizer:
+    """The record of a user's own optax transformation: it trains as given (its own learning rate,
+    momentum and epsilon: ``lr``, ``beta`` and ``eps`` are not its), on the full batch or on
+    minibatches, and it has no M-flow (``closes_on_m`` False; nothing is assumed about it).
+    Its colour follows the built-in optimizers'."""
+    return Optimizer(name, name, len(_RECORDS), lambda lr, beta, eps: transform, batch="optional")
+
+
+def optimizer_record(name: Any) -> Optimizer:
+    """The record of optimizer ``name``, or :func:`own_record` of a user's own optax
+    transformation; NqfError for anything else (an unknown name, a number, an object without
+    ``init`` and ``update``)."""
+    if is_transform(name):
+        return own_record(name)
     try:
         return OPTIMIZER_RECORDS[name]
     except (KeyError, TypeError):
-        raise NqfError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}") from None
+        shown = repr(name) if isinstance(name, str) else f"(a {type(name).__name__}, without init and update)"
+        raise NqfError(
+            f"unknown optimizer {shown}; choose one of {', '.join(OPTIMIZERS)}, or pass {OWN_OPTIMIZER_TEXT}"
+        ) from None

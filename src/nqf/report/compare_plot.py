@@ -18,19 +18,24 @@ import numpy as np
 from nqf.comparison.compare import Comparison
 from nqf.core.errors import NqfError
 from nqf.core.measure import group_label
-from nqf.core.optimizers import REFERENCE_FLOW, optimizer_record
+from nqf.core.optimizers import OPTIMIZER_RECORDS, REFERENCE_FLOW, own_record
 
 from ._panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
 from ._style import PALETTE, axis_label, curve, new_figure, plain_text, setup_axes, write_figure
 
 
+def _record(optimizer: str):
+    """The optimizer's record; a user's own optax transformation (``custom``, ``custom2``, ...) its own."""
+    return OPTIMIZER_RECORDS[optimizer] if optimizer in OPTIMIZER_RECORDS else own_record(None, optimizer)
+
+
 def _colour(optimizer: str) -> int:
     """The optimizer's colour index (its record's, fixed so that figures of different runs agree)."""
-    return optimizer_record(optimizer).colour
+    return _record(optimizer).colour
 
 
 def _label(optimizer: str) -> str:
-    return optimizer_record(optimizer).label
+    return _record(optimizer).label
 
 
 def _positive_steps(steps, loss):

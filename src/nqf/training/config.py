@@ -20,6 +20,14 @@ Optimizers (``TrainConfig.optimizer``), all from optax, acting on W (d x n) as o
 ``beta`` defaults to each optimizer's usual value (momentum 0.9, Adam b1 0.9, Muon 0.95);
 ``eps`` (Adam, Muon) to optax's 1e-8. Any optimizer but ``gd`` may take ``batch_size``.
 All of this is read off the optimizers' records (``nqf.core.optimizers``), one per optimizer.
+
+A user's own optax transformation (``optax.GradientTransformation``, or any object with
+``init`` and ``update``) is an optimizer too: ``TrainConfig(optimizer=optax.adamw(1e-3))``
+trains with it as given, on the full batch or on minibatches of ``batch_size``. Its learning
+rate, momentum and epsilon are its own: ``lr`` is not used (``beta`` and ``eps`` are refused).
+Compiled runs with such a transformation are keyed by the object itself (``nqf.training.runs``):
+two transformations never share one, even when they print alike. It has no M-flow: ``nqf.predict``
+refuses it, ``nqf.compare`` trains and reports the network and says so.
 """
 
 from __future__ import annotations
@@ -46,8 +54,9 @@ class TrainConfig:
     """Everything that determines a training run (besides architecture, data and basis).
 
     Attributes:
-        optimizer: one of ``gd``, ``sgd``, ``momentum``, ``adam``, ``muon``.
-        lr: learning rate eta.
+        optimizer: one of ``gd``, ``sgd``, ``momentum``, ``adam``, ``muon``, or a user's own
+            optax GradientTransformation (module docstring).
+        lr: learning rate eta (not used by a user's own transformation: it has its own).
         steps: number of updates.
         batch_size: minibatch size (required for ``sgd``; None = full batch).
         beta: momentum / Adam b1 / Muon beta (None: the optimizer's default).
@@ -60,7 +69,7 @@ class TrainConfig:
         checkpoints: None records every step, else about this many log+linear steps.
     """
 
-    optimizer: str = "gd"
+    optimizer: str | optax.GradientTransformation = "gd"
     lr: float = 0.05
     steps: int = 1000
     batch_size: int | None = None
@@ -74,7 +83,8 @@ class TrainConfig:
     checkpoints: int | None = None
 
     def __post_init__(self):
-        record = optimizer_record(self.optimizer)  # NqfError for an unknown name
+        record = optimizer_record(self.optimizer)  # NqfError for an unknown name or a bad object
+        own = "" if isinstance(self.optimizer, str) else " (your own optax transformation: set it there)"
         if not isinstance(self.model, str):  # before `in` (an array breaks it)
             raise NqfError(f"model must be a name (a str), got {type(self.model).__name__}")
         if self.model not in MODELS:
@@ -87,19 +97,19 @@ class TrainConfig:
             raise NqfError(f"sigma0 must be a finite number >= 0, got {self.sigma0!r}")
         check_seed("seed", self.seed)
         if record.batch == "required" and self.batch_size is None:
-            raise NqfError(f"optimizer {self.optimizer} needs a batch_size (gd is the full-batch version)")
+            raise NqfError(f"optimizer {record.name} needs a batch_size (gd is the full-batch version)")
         if record.batch == "never" and self.batch_size is not None:
-            raise NqfError(f"optimizer {self.optimizer} is full batch; use sgd for minibatches")
+            raise NqfError(f"optimizer {record.name} is full batch; use sgd for minibatches")
         if self.batch_size is not None:
             check_count("batch_size", self.batch_size)
         if self.beta is not None:
             if not record.takes_beta:
-                raise NqfError(f"beta is not used by optimizer {self.optimizer}")
+                raise NqfError(f"beta is not used by optimizer {record.name}{own}")
             if not (is_real_number(self.beta) and 0 <= self.beta < 1):
                 raise NqfError(f"beta must lie in [0, 1), got {self.beta!r}")
         if self.eps is not None:
             if not record.takes_eps:
-                raise NqfError(f"eps is not used by optimizer {self.optimizer}")
+                raise NqfError(f"eps is not used by optimizer {record.name}{own}")
             if not (is_real_number(self.eps) and self.eps >= 0):
                 raise NqfError(f"eps must be >= 0, got {self.eps!r}")
         for name in ("lr", "sigma0", "beta", "eps"):  # a NumPy or JAX scalar: kept as the float it is
@@ -123,9 +133,10 @@ def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> 
     return optax_optimizer(config.optimizer, config.lr if lr is None else lr, config.effective_beta, config.eps)
 
 
-def optax_optimizer(name: str, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
+def optax_optimizer(name, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
     """The optax transformation of optimizer ``name`` with exactly this ``beta`` and ``eps`` (its
-    record's ``make``; :meth:`nqf.core.optimizers.Optimizer.build` fills in the default beta)."""
+    record's ``make``; :meth:`nqf.core.optimizers.Optimizer.build` fills in the default beta); a
+    user's own transformation ``name`` is itself."""
     return optimizer_record(name).make(lr, beta, eps)
 
 

@@ -32,7 +32,11 @@ Compiled runs are reused. ``train`` and ``train_sweep`` keep one jitted function
 the batch key and the learning rate are its traced arguments, so calls that differ only in seed, sigma0, lr, W0
 or data values, with equal shapes and dtypes, run the same executable without compiling
 again. The static settings are optimizer, steps, batch_size, beta, eps, model and
-checkpoints. An architecture is keyed by what determines its results, not by its identity
+checkpoints. A user's own optax transformation (``TrainConfig.optimizer``) is keyed by the
+object itself (:class:`OwnTransform`: equal only to itself, and held by the key, so its id is
+never reused while the entry lives): two transformations never share a compiled run, and the
+persistent compilation cache on disk is keyed by the lowered program, which holds what the
+transformation computes. An architecture is keyed by what determines its results, not by its identity
 (``nqf.architectures.architecture.arch_key``): name, options, input shape, outputs, parameter
 template, and a hash of the jaxprs its functions trace to, so two modules of one class that
 compute different things never share a compiled run.
@@ -166,10 +170,31 @@ def check_scale(config: TrainConfig, dtype, sigma0s) -> None:
             )
 
 
+class OwnTransform:
+    """A user's own optax transformation in a cache key: equal only to a key of the same object,
+    hashed by its identity, and holding it (so that its id cannot be reused while the key lives).
+    Two transformations that print alike (``optax.sgd(0.1)`` twice) are two keys: a compiled run
+    is never shared between objects whose computations nqf cannot tell apart."""
+
+    __slots__ = ("transform",)
+
+    def __init__(self, transform) -> None:
+        self.transform = transform
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OwnTransform) and other.transform is self.transform
+
+    def __hash__(self) -> int:
+        return id(self.transform)
+
+    def __repr__(self) -> str:
+        return f"OwnTransform({type(self.transform).__name__} at {id(self.transform):#x})"
+
+
 class _Static(NamedTuple):
     """The settings a compiled run depends on besides array shapes and dtypes (hashable)."""
 
-    optimizer: str
+    optimizer: str | OwnTransform
     steps: int
     batch_size: int | None
     beta: float | None
@@ -179,8 +204,9 @@ class _Static(NamedTuple):
 
 
 def static_settings(config: TrainConfig) -> _Static:
+    optimizer = config.optimizer
     return _Static(
-        config.optimizer,
+        optimizer if isinstance(optimizer, str) else OwnTransform(optimizer),
         int(config.steps),
         None if config.batch_size is None else int(config.batch_size),
         config.effective_beta,
@@ -269,7 +295,8 @@ def make_run(arch: Architecture, static: _Static):
         N = Y.shape[0]
         minibatch = static.batch_size is not None and static.batch_size < N
         loss = _model_loss(arch, static.model, inputs, Y)
-        opt = optax_optimizer(static.optimizer, lr, static.beta, static.eps)
+        name = static.optimizer.transform if isinstance(static.optimizer, OwnTransform) else static.optimizer
+        opt = optax_optimizer(name, lr, static.beta, static.eps)
 
         def record(W):
             """What a checkpoint records besides the loss: occupations, ||W||_F, block norms."""

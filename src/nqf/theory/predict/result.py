@@ -29,7 +29,7 @@ from nqf.core.names import ENGINES as ENGINES
 from nqf.core.names import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
 from nqf.core.names import ROUTES as ROUTES
 from nqf.core.names import STEPPINGS as STEPPINGS
-from nqf.core.optimizers import optimizer_record
+from nqf.core.optimizers import is_transform, optimizer_record
 from nqf.core.pytrees import json_value, register_fields
 from nqf.theory.flow.base import FlowResult
 from nqf.theory.lotka_volterra.modes import ModeBasis
@@ -96,6 +96,11 @@ class PredictConfig:
             raise NqfError(f"departure must be True or False, got {self.departure!r}")
         if not isinstance(self.check_lr, (bool, np.bool_)):
             raise NqfError(f"check_lr must be True or False, got {self.check_lr!r}")
+        if is_transform(self.optimizer):  # a user's own optax transformation: trained, never predicted
+            raise NqfError(
+                f"the M-flow exists only for the named optimizers {', '.join(PREDICT_OPTIMIZERS)}; a user's own optax "
+                "transformation has none (nqf.train and nqf.compare train the network with it)"
+            )
         for name in ("optimizer", "loss", "route", "stepping", "engine"):  # before `in` (an array breaks it)
             if not isinstance(getattr(self, name), str):
                 raise NqfError(f"{name} must be a name (a str), got {type(getattr(self, name)).__name__}")
