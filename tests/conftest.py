@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import jax
 import jaxtyping
@@ -96,6 +97,53 @@ jax.config.update("jax_enable_x64", True)
 def assert_allclose(actual, desired, rtol, atol=0.0, err_msg=""):
     """The one tolerance helper: explicit rtol/atol at every call site."""
     np.testing.assert_allclose(np.asarray(actual), np.asarray(desired), rtol=rtol, atol=atol, err_msg=err_msg)
+
+
+def one_line(err: pytest.ExceptionInfo) -> str:
+    """The message of a raised error, asserted to be one line."""
+    message = str(err.value)
+    assert "\n" not in message, message
+    return message
+
+
+# -- the installed console script on small data: bad input through the real command -----------------
+
+NQF = Path(sys.executable).parent / "nqf"
+# a small sweep spec, the start of the specs of several tests
+SWEEP_BASE = '[task]\nname = "staircase"\n[settings]\nwidth = 4\nsteps = 50\nsigma0 = 0.01\nlr = 0.1\n'
+
+
+def run_nqf(*args, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``nqf ARGS`` through the installed console script, its output captured as text."""
+    assert NQF.exists(), f"console script {NQF} is missing: pip install -e . first"
+    return subprocess.run([str(NQF), *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def error_line(done: subprocess.CompletedProcess) -> str:
+    """The one ``error:`` line of a refused command (exit 2, nothing on stdout, no traceback)."""
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def mlp_data(tmp_path_factory) -> dict[str, Any]:
+    """Data for mlp's defaults (8 inputs, 4 outputs): ok.npz: X (32, 8), Y (32, 4); y1d.npz: Y (32,)
+    floats (the first column); "X" and "Y": the arrays themselves."""
+    folder = tmp_path_factory.mktemp("data")
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((32, 8)), rng.standard_normal((32, 4))
+    np.savez(folder / "ok.npz", X=X, Y=Y)
+    np.savez(folder / "y1d.npz", X=X, Y=Y[:, 0])
+    return {"ok": folder / "ok.npz", "y1d": folder / "y1d.npz", "X": X, "Y": Y}
+
+
+def predict_args(data_file: Path, *extra: str, width: int = 4, sigma0: str = "0.01", steps: int = 50) -> list[str]:
+    """The arguments of ``nqf predict`` on ``data_file`` with mlp (lr 0.1), then ``extra``."""
+    common = ["predict", "--data", str(data_file), "--arch", "mlp", "--width", str(width), "--sigma0", sigma0]
+    return [*common, "--lr", "0.1", "--steps", str(steps), *map(str, extra)]
 
 
 # --- a Ray cluster for the executor tests (and any test that takes `ray_cluster`) -------------

@@ -1,10 +1,13 @@
-"""The library API refuses what means nothing, in one NqfError line naming the argument (issue 35,
-"arguments" and "sizes"): arguments accepted silently before (complex targets, negative or
-fractional seeds, NaN or empty inputs to ``nqf.train``, a unit that is not finite at w = 0), ones
-that raised a traceback (ragged lists, a width of 2.5, a float batch size, checkpoints as a list,
-a wrong-shaped x, negative input shapes, a unit of the wrong output shape), and sizes that used to
-allocate or run without an estimate (a width of 10^9, 10^9 steps, 10^6 seeds), refused in well
-under a second with the estimate and the memory available.
+"""The library API refuses what means nothing, in one NqfError line naming the argument (issues 34
+and 35, "arguments" and "sizes"): arguments accepted silently before (complex targets, negative or
+fractional seeds, a negative rotation seed, NaN or empty inputs to ``nqf.train``, masked values of
+a masked array, ``lr=True``, ``closure_fraction=True``, a unit that is not finite at w = 0), ones
+that raised a traceback or a warning (ragged lists, a width of 2.5, a float batch size, a batch size
+of 0 for ``structure``, checkpoints as a list, a wrong-shaped x, negative input shapes, a unit of
+the wrong output shape, ``solve_lv`` times that do not increase, traced values, an int or a dict
+as the architecture or the config, config numbers and names of the wrong kind, float16 data), and
+sizes that used to allocate or run without an estimate (a width of 10^9, 10^9 steps, 10^6 seeds),
+refused in well under a second with the estimate and the memory available.
 
 Everything goes through the public API (``nqf.train``, ``nqf.predict``, ...). The calls are
 ill-typed on purpose, so jaxtyping's test-time checks are off here (they would refuse first).
@@ -12,8 +15,10 @@ ill-typed on purpose, so jaxtyping's test-time checks are off here (they would r
 
 from __future__ import annotations
 
+import json
 import math
 import time
+import warnings
 
 import equinox as eqx
 import jax
@@ -24,6 +29,7 @@ import pytest
 import nqf
 import nqf.core.memory
 from nqf.core.errors import NqfError, TheoryDoesNotApply
+from tests.conftest import one_line
 
 pytestmark = pytest.mark.no_shape_checks
 
@@ -49,12 +55,6 @@ def sixteen_gib(monkeypatch):
     import nqf.training.runs  # noqa: F401
 
     monkeypatch.setattr(nqf.core.memory, "available_bytes", lambda: AVAILABLE)
-
-
-def one_line(err: pytest.ExceptionInfo) -> str:
-    message = str(err.value)
-    assert "\n" not in message, message
-    return message
 
 
 def predict_config(**change) -> nqf.PredictConfig:
@@ -107,6 +107,15 @@ def test_compare_seeds_stay_in_the_generators_range():
     one_line(err)
 
 
+def test_closure_diagnostic_refuses_a_negative_rotation_seed():
+    task = nqf.get_task("staircase")
+    X, Y = task.generate(0, "float64")
+    config = nqf.TrainConfig(width=4, lr=0.05, steps=2, sigma0=1e-3, model="quadratic")
+    for bad in (-1, 1.5):
+        with pytest.raises(NqfError, match=r"^rotation_seed must be an integer in \[0, 4294967295\]"):
+            nqf.closure_diagnostic(task.architecture(), X, Y, config, rotation_seed=bad)
+
+
 @pytest.mark.parametrize(
     ("inputs", "message"),
     [
@@ -125,6 +134,32 @@ def test_train_refuses_nan_or_empty_inputs_as_predict_does(staircase, inputs, me
         with pytest.raises(NqfError, match=message) as err:
             call()
         one_line(err)
+
+
+def test_float16_data_passes_the_finite_check_without_a_warning():
+    from nqf.theory.data_matrices.checks import check_finite
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "overflow encountered in cast" was a RuntimeWarning
+        check_finite("inputs X", np.ones((4, 3), dtype=np.float16))
+        with pytest.raises(NqfError, match=r"inputs X contains 1 non-finite value"):
+            check_finite("inputs X", np.array([[1.0, np.inf]], dtype=np.float16))
+        with pytest.raises(NqfError, match=r"of magnitude above 1e\+30"):
+            check_finite("inputs X", np.array([[1.0, 1e31]], dtype=np.float32))
+
+
+def test_a_masked_array_with_masked_values_is_refused(staircase):
+    _, arch, X, Y = staircase
+    masked = np.ma.masked_array(X, mask=np.abs(X) > 2)
+    count = int(np.count_nonzero(np.abs(X) > 2))
+    with pytest.raises(NqfError, match=rf"inputs X is a masked array with {count} masked value\(s\)") as err:
+        nqf.predict(arch, masked, Y, predict_config())
+    one_line(err)
+    with pytest.raises(NqfError, match=r"targets Y is a masked array"):
+        nqf.train(arch, X, np.ma.masked_array(Y, mask=Y > 1), nqf.TrainConfig(width=8, lr=0.05, steps=20))
+    from nqf.core.arguments import real_array
+
+    assert real_array("X", np.ma.masked_array([1.0, 2.0])).tolist() == [1.0, 2.0]  # nothing masked: taken
 
 
 UNITS_NOT_FINITE_AT_ZERO = {
@@ -205,6 +240,14 @@ def test_a_batch_size_is_a_positive_integer(staircase, entry):
     one_line(err)
 
 
+@pytest.mark.parametrize("batch_size", [-1, 0, 2.5])
+def test_structure_refuses_a_batch_size_below_one(batch_size):
+    arch = nqf.get_architecture("mlp")
+    X = np.random.default_rng(0).standard_normal((5, 8))
+    with pytest.raises(NqfError, match=rf"^batch_size must be a positive integer, got {batch_size!r}$"):
+        nqf.structure(arch, X, method="autodiff", batch_size=batch_size)
+
+
 @pytest.mark.parametrize("checkpoints", [[1, 2, 3], 2.5])
 def test_checkpoints_are_a_count(checkpoints):
     with pytest.raises(NqfError, match=r"checkpoints must be an integer >= 2") as err:
@@ -236,6 +279,113 @@ def test_a_unit_of_the_wrong_output_shape_is_refused():
         arch = hand_built(lambda p, x: p["w"] ** 2 * x[0])  # (3,) numbers for outputs = 1
         nqf.structure_matrix(arch, X[0])  # at first use, if not at construction
     one_line(err)
+
+
+@pytest.mark.parametrize("ts", [[5.0, 1.0], [1.0, 1.0, 2.0], [0.0, float("nan")]])
+def test_solve_lv_refuses_times_not_strictly_increasing(ts):
+    lv = nqf.LotkaVolterra(c=[1.0, 0.5], K=[[1.0, 0.2], [0.2, 1.0]], m0=1e-3, lr=0.1)
+    with pytest.raises(NqfError, match=r"^solve_lv: "):
+        nqf.solve_lv(lv, 10.0, ts=ts)
+
+
+def test_traced_arguments_are_one_line(staircase):
+    _, arch, X, Y = staircase
+    traced = "is a traced JAX value (inside jax.jit, vmap or grad)"
+    cases = {
+        "inputs X": lambda: jax.jit(lambda x: nqf.predict(arch, x, Y, predict_config()).flow.loss)(X),
+        "targets Y": lambda: jax.jit(lambda y: nqf.train(arch, X, y, nqf.TrainConfig(width=8, steps=20)).loss)(Y),
+        "config.lr": lambda: jax.jit(lambda lr: nqf.predict(arch, X, Y, predict_config(lr=lr)).flow.loss)(0.05),
+        "inputs X ": lambda: jax.vmap(lambda x: nqf.predict(arch, [x], Y[:1], predict_config()).flow.loss)(X[:2]),
+    }
+    for name, call in cases.items():
+        with pytest.raises(NqfError) as err:
+            call()
+        # JAX appends its note on filtered frames to an exception raised while it traces: the line is nqf's
+        first = str(err.value).splitlines()[0]
+        assert first.startswith(f"{name.strip()} {traced}: nqf.predict, nqf.train and nqf.compare read"), first
+
+
+def test_wrong_kinds_of_arch_or_config_are_one_line(staircase):
+    _, arch, X, Y = staircase
+    train_config = nqf.TrainConfig(width=8, lr=0.05, steps=20)
+    cases = [
+        (lambda: nqf.predict(3, X, Y, predict_config()), "predict needs an architecture .* or its name, got int"),
+        (lambda: nqf.predict(None, X, Y, predict_config()), "got NoneType"),
+        (lambda: nqf.predict(arch, X, Y, {"width": 8}), "predict needs a PredictConfig as its config, got dict"),
+        (lambda: nqf.predict(arch, X, Y, train_config), "predict needs a PredictConfig as its config, got TrainConfig"),
+        (lambda: nqf.train(None, X, Y, train_config), "train needs an architecture .* or its name, got NoneType"),
+        (lambda: nqf.train(arch, X, Y, predict_config()), "train needs a TrainConfig as its config, got PredictConfig"),
+    ]
+    for call, message in cases:
+        with pytest.raises(NqfError, match=message) as err:
+            call()
+        one_line(err)
+
+
+# -- config numbers and names of the wrong kind ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: predict_config(sigma0="0.1"), r"sigma0 must be a positive finite number, got '0.1'"),
+        (lambda: predict_config(sigma0=None), r"sigma0 must be a positive finite number, got None"),
+        (lambda: predict_config(lr=[0.1]), r"learning rate must be a positive finite number, got \[0.1\]"),
+        (lambda: predict_config(lr=True), r"learning rate must be a positive finite number, got True"),
+        (lambda: predict_config(lr=np.complex128(0.1)), r"learning rate must be a positive finite number"),
+        (lambda: predict_config(lr=np.array([0.1, 0.2])), r"learning rate must be a positive finite number"),
+        (lambda: predict_config(optimizer="momentum", beta="0.5"), r"momentum beta must lie in \[0, 1\), got '0.5'"),
+        (lambda: predict_config(check_lr="no"), r"check_lr must be True or False, got 'no'"),
+        (lambda: nqf.TrainConfig(lr=True), r"learning rate must be a positive finite number, got True"),
+        (lambda: nqf.TrainConfig(optimizer="momentum", beta="x"), r"beta must lie in \[0, 1\), got 'x'"),
+        (lambda: nqf.TrainConfig(optimizer="adam", eps=[1e-8]), r"eps must be >= 0, got \[1e-08\]"),
+        (lambda: nqf.CompareConfig(optimizers=None), r"optimizers must be a name or names of optimizers, got None"),
+        (lambda: nqf.CompareConfig(learning_rates=0.1), r"learning_rates must be \(optimizer, lr\) pairs or a mapping"),
+        (lambda: nqf.CompareConfig(learning_rates=[0.1]), r"learning_rates must be \(optimizer, lr\) pairs"),
+        # ints beyond float's range: OverflowError tracebacks before
+        (lambda: nqf.TrainConfig(sigma0=10**400), r"sigma0 must be a finite number >= 0, got 1000"),
+        (lambda: nqf.CompareConfig(lr=10**400), r"learning rate must be a positive finite number, got 1000"),
+        (lambda: predict_config(lr=10**400), r"learning rate must be a positive finite number, got 1000"),
+    ],
+)
+def test_config_numbers_must_be_real_numbers(make, message):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # np.complex128 was accepted with a ComplexWarning
+        with pytest.raises(NqfError, match=message) as err:
+            make()
+    one_line(err)
+
+
+def test_numpy_scalars_are_taken_as_their_floats():
+    config = nqf.TrainConfig(lr=np.float32(0.05), sigma0=np.float32(1e-3), optimizer="momentum", beta=np.float16(0.5))
+    assert type(config.lr) is float and config.lr == float(np.float32(0.05))
+    assert type(config.beta) is float and config.beta == 0.5 and type(config.sigma0) is float
+    assert nqf.TrainConfig(lr=1).lr == 1  # Python numbers stay as given (store keys unchanged)
+    compare = nqf.CompareConfig(optimizers=("momentum",), beta=np.float32(0.5))
+    assert type(compare.beta) is float and json.dumps(compare.beta) == "0.5"
+    assert predict_config(lr=np.float32(0.05), optimizer="momentum", beta=np.float64(0.5)).lr == np.float32(0.05)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: nqf.PredictConfig(width=4, lr=0.1, steps=10, optimizer=np.array(["gd", "gd"])), "optimizer must be"),
+        (lambda: nqf.PredictConfig(width=4, lr=0.1, steps=10, route=np.array(["a", "b"])), "route must be a name"),
+        (lambda: nqf.TrainConfig(model=np.array(["network", "x"])), "model must be a name"),
+        (lambda: nqf.TrainConfig(optimizer=np.array(["gd", "x"])), "unknown optimizer"),
+    ],
+)
+def test_a_name_given_as_an_array_is_one_line(make, message):
+    """A name field given as a NumPy array raised NumPy's "truth value is ambiguous" ValueError."""
+    with pytest.raises(NqfError, match=message):
+        make()
+
+
+def test_closure_fraction_true_is_not_taken_as_one():
+    from nqf.comparison.config import CompareConfig
+
+    with pytest.raises(NqfError, match="closure_fraction must lie in"):
+        CompareConfig(width=4, sigma0=1e-3, lr=0.1, steps=10, closure_fraction=True)
 
 
 # -- sizes: refused before anything is allocated ----------------------------------------------

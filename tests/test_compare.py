@@ -2,7 +2,9 @@
 
 One comparison on the staircase defaults (K = 4, D = 8, s = 3, 2, 1, 0.5, whitened;
 n = 32, lr 0.05, sigma0 1e-6, 600 steps, seed 0) with GD, momentum 0.9 and Adam
-(lr 1e-3) is shared by the tests; the CLI is run once through the console script.
+(lr 1e-3) is shared by the tests; a second one, where Adam at lr 100 diverges and most modes never
+switch on, checks the own-threshold steps of runs and modes without a switch-on. The CLI runs
+through the console script.
 """
 
 import json
@@ -14,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import nqf
 from nqf.comparison.compare import CompareConfig, compare, measured_plateau_losses
 from nqf.core.errors import NqfError
 from nqf.training.tasks import get_task
@@ -76,6 +79,71 @@ def test_own_threshold_lags_because_the_network_overshoots(staircase):
     assert np.all(final > m_star), final  # measured 7.36, 4.78, 2.41, 1.11 against 6, 4, 2, 1
     own, common = staircase.network_switch_own["gd"][0], staircase.network_switch["gd"][0]
     assert np.all(own >= common), (own, common)
+
+
+# -- own-threshold switch steps of diverged runs and of modes that never switched on ---------------
+
+
+@pytest.fixture(scope="module")
+def diverging_comparison():
+    """Adam at lr 100 diverges at step 1; within 50 GD steps only mode 1 of the quadratic model
+    reaches m_1*/2 (at step 48), the network's modes none."""
+    config = nqf.CompareConfig(
+        width=8,
+        sigma0=1e-3,
+        steps=50,
+        lr=0.05,
+        optimizers=("gd", "adam"),
+        learning_rates={"adam": 100.0},
+        closure=False,
+    )
+    return nqf.compare(nqf.get_task("staircase"), None, config)
+
+
+def test_own_threshold_is_nan_for_a_diverged_run(diverging_comparison):
+    c = diverging_comparison
+    assert c.network["adam"].diverged_at[0, 0] >= 0
+    assert np.all(np.isnan(c.network_switch_own["adam"]))  # was 0, 0, 0, 0: every mode "at step 0"
+    for row in c.to_json()["modes"]:
+        assert row["measured_own_threshold"]["network"]["adam"] is None
+
+
+def test_own_threshold_is_nan_for_modes_that_never_switched_on(diverging_comparison):
+    c = diverging_comparison
+    common_quad, own_quad = c.quadratic_switch[0], c.quadratic_switch_own[0]
+    assert math.isfinite(common_quad[0]) and np.all(np.isnan(common_quad[1:]))
+    assert math.isfinite(own_quad[0])  # the mode that switched on keeps its own-threshold step
+    assert np.all(np.isnan(own_quad[1:]))  # was 46, 42, 34: mode 4 "before" mode 1
+    assert np.all(np.isnan(c.network_switch["gd"])) and np.all(np.isnan(c.network_switch_own["gd"]))
+
+
+def test_own_threshold_rows_of_modes_csv_are_empty_where_not_switched(diverging_comparison):
+    from nqf.comparison.tables import comparison_tables
+
+    columns, rows = comparison_tables(diverging_comparison)["modes.csv"]
+    own = {
+        (r[columns.index("source")], r[columns.index("optimizer")], r[columns.index("mode")]): r[
+            columns.index("switch_step")
+        ]
+        for r in rows
+        if r[columns.index("convention")] == "own_occupation"
+    }
+    assert own.pop(("quadratic", "gd", "1")) != ""
+    assert len(own) == 11 and set(own.values()) == {""}, own
+
+
+def test_nqf_compare_json_has_no_invented_own_threshold_steps():
+    """The same case through the console script: its JSON had own-threshold steps 0, 0, 0, 0 for
+    the diverged adam run and 46, 45, 40, 38 for GD modes that never switched on."""
+    command = [str(NQF), "compare", "--task", "staircase", "--width", "8", "--sigma0", "1e-3", "--steps", "50"]
+    command += ["--lr", "0.05", "--optimizers", "gd,adam", "--lr-adam", "100", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    modes = json.loads(done.stdout)["modes"]
+    own = [m["measured_own_threshold"] for m in modes]
+    assert [m["network"] for m in own] == [{"gd": None, "adam": None}] * 4
+    assert own[0]["quadratic"] is not None and modes[0]["measured"]["quadratic"] is not None
+    assert [m["quadratic"] for m in own[1:]] == [None] * 3
 
 
 def test_plateau_losses(staircase):

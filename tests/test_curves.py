@@ -1,6 +1,6 @@
 """Curves out and in: the measured-curve reader (``nqf.comparison.curves``), switch-on steps read from a
-loss, and ``--plot``, ``--csv`` and ``--overlay`` of ``nqf predict`` and ``nqf compare`` through
-the console script."""
+loss (none for a level the curve is already below at its first record), and ``--plot``, ``--csv`` and
+``--overlay`` of ``nqf predict`` and ``nqf compare`` through the console script."""
 
 from __future__ import annotations
 
@@ -17,9 +17,7 @@ import pytest
 import nqf
 from nqf.comparison.curves import loss_switch_steps, midpoint_levels, read_loss_curve
 from nqf.core.errors import NqfError
-from tests.conftest import assert_allclose
-
-pytestmark = pytest.mark.slow  # --plot, --csv and --overlay through the console script
+from tests.conftest import assert_allclose, predict_args
 
 NQF = Path(sys.executable).parent / "nqf"
 STEPS = np.array([0.0, 10.0, 20.0, 35.0])
@@ -53,6 +51,7 @@ GOOD = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GOOD))
 def test_reader_reads_every_format(name, tmp_path):
     expected_loss = LOSS
@@ -117,6 +116,7 @@ BAD = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_reader_refuses_bad_curves(name, tmp_path):
     file_name, content, fragment = BAD[name]
@@ -129,6 +129,7 @@ def test_reader_refuses_bad_curves(name, tmp_path):
     assert "\n" not in message
 
 
+@pytest.mark.slow
 def test_reader_refuses_missing_files_and_folders(tmp_path):
     with pytest.raises(NqfError, match="no such file"):
         read_loss_curve(tmp_path / "missing.csv")
@@ -148,6 +149,7 @@ def staircase_loss(t, levels, switches, width):
     return levels[-1] + np.sum(drops / (1.0 + np.exp((t - switches) / width)), axis=1)
 
 
+@pytest.mark.slow
 def test_midpoint_levels_follow_the_activation_order():
     # modes 0..3 activate in the order 2, 0, (1 and 3 at once); plateaus after each activation
     levels = midpoint_levels(
@@ -162,6 +164,7 @@ def test_midpoint_levels_follow_the_activation_order():
     assert math.isnan(levels[4])
 
 
+@pytest.mark.slow
 def test_switch_steps_of_a_staircase_loss():
     """A synthetic staircase with known switch steps 100, 200, 300, 400: found to 0.01 of a step
     with every step recorded (the first step at or below each midpoint) and interpolated
@@ -185,6 +188,16 @@ def test_switch_steps_of_a_staircase_loss():
     assert np.all(np.isnan(found))
 
 
+def test_loss_switch_steps_leave_out_levels_reached_before_the_curve_begins():
+    from nqf.comparison.curves import below_at_start
+
+    steps, loss = np.array([0.0, 1.0, 2.0, 3.0]), np.array([1.5, 1.2, 0.9, 0.5])
+    levels = np.array([1.8, 1.5, 1.0, 0.1, np.nan])
+    assert below_at_start(loss, levels).tolist() == [True, True, False, False, False]
+    assert_allclose(loss_switch_steps(steps, loss, levels), [np.nan, np.nan, 2.0, np.nan, np.nan], rtol=0)
+
+
+@pytest.mark.slow
 def test_overlay_of_the_predicted_curve_itself(tmp_path):
     """compare_overlay on the M-flow's own loss curve: zero error; shifted by 25 steps: error 25 / t_k."""
     from nqf.comparison.curves import LossCurve, compare_overlay, prediction_levels
@@ -238,6 +251,7 @@ def read_table(path: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.slow  # through the console script
 def test_predict_plot_csv_overlay(tmp_path):
     """nqf predict --plot --csv --overlay: an overlay that is the predicted curve 40 steps late
     reports switch-on steps 40 later and errors 40 / t_k (to 1e-9); the tables hold the curves."""
@@ -318,6 +332,29 @@ def test_predict_plot_csv_overlay(tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+def test_overlay_starting_below_a_modes_level_reports_no_switch_on(mlp_data, tmp_path):
+    """Was: modes 1-3 "switched on" at step 0, errors -100%."""
+    curve = tmp_path / "low.csv"
+    curve.write_text("step,loss\n0,1.65\n10,1.64\n50,1.59\n100,1.5\n200,1.4\n")
+    done = run_nqf(*predict_args(mlp_data["ok"], "--json", "--overlay", curve, steps=200))
+    assert done.returncode == 0, done.stderr
+    block = json.loads(done.stdout)["overlay"]
+    levels = np.array(block["levels"])
+    assert_allclose(levels[:3], [1.9004, 1.7682, 1.6515], rtol=1e-4)  # all above the curve's first 1.65
+    assert block["below_at_start"] == [True, True, True, False]
+    assert block["predicted_below_at_start"] == [False] * 4
+    assert block["switch_steps"][:3] == [None] * 3 and block["relative_error"][:3] == [None] * 3
+    assert_allclose(block["switch_steps"][3], 50 + (1.59 - levels[3]) / (1.59 - 1.5) * 50, rtol=1e-9)  # 53.9
+    assert all(step is not None for step in block["predicted_switch_steps_by_loss"])
+    text = run_nqf(*predict_args(mlp_data["ok"], "--overlay", curve, steps=200))
+    assert text.returncode == 0, text.stderr
+    assert (
+        "note: the measured loss is already below the level of mode(s) 1, 2, 3 at its first record (step 0): "
+        "not a switch-on, so no step there (-)"
+    ) in " ".join(text.stdout.split())
+
+
+@pytest.mark.slow  # through the console script
 def test_compare_json_and_csv_carry_every_curve(tmp_path):
     """nqf compare --json: every curve (network per optimizer, quadratic model, M-flow and LV per
     flow) for every seed at the recorded steps, strict JSON; --csv: the same numbers as tables."""

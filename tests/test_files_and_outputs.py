@@ -4,10 +4,14 @@ every case is exit 2 (or the stated status), one ``error:`` line, no traceback, 
 - arrays whose headers lie (16e9 rows in a few hundred bytes), zip bombs, arrays larger than the
   memory: refused from their headers before anything is allocated (``nqf.core.input_files``), in
   ``predict --data`` / ``--init`` / ``--overlay``, ``compare --task npz`` and ``sweep --dry-run``;
+- files that are not small regular files: a FIFO as the sweep spec, ``reproduce --config`` or the
+  report's manifest.json (each was waited on forever), a 40 GiB spec, config or manifest (read
+  whole), a device, a link to a folder: refused without reading;
 - an output file (``report.html``, ``points.parquet``, a figure) that is an existing folder;
 - a spec or config nested 10^5 deep; the standard output closed; a 10^6-point dry run;
-- ``--executor slurm`` without Slurm; a ``--unit`` that prints or calls ``os._exit``; ``--jobs``
-  without bound; Ctrl-C on a sweep, which keeps the points already stored.
+- ``--executor slurm`` without Slurm, options that do not fit ``--executor``; a ``--unit`` that
+  prints or calls ``os._exit``; ``--jobs`` without bound; Ctrl-C on a sweep, which keeps the
+  points already stored.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow  # through the real command (subprocesses)
+from tests.conftest import SWEEP_BASE, error_line, one_line
 
 NQF = Path(sys.executable).parent / "nqf"
 PREDICT = ["--arch", "mlp", "--inputs", "8", "--outputs", "4", "--width", "4", "--lr", "0.05", "--steps", "20"]
@@ -49,6 +53,28 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
 
 def listing(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def run_cli(args: list[str], capfd) -> tuple[int, str, str]:
+    """``nqf ARGS`` in this process: (exit status, stdout, stderr)."""
+    from nqf.cli import main
+
+    capfd.readouterr()
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(code: int, err: str, *words: str) -> str:
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, err[-2000:])
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
 
 
 # -- hostile array files ---------------------------------------------------------------------
@@ -118,6 +144,7 @@ def inputs(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case, args",
     [
@@ -142,6 +169,7 @@ def test_a_lying_array_file_is_one_line(case, args, inputs, tmp_path):
     assert listing(tmp_path) == set()
 
 
+@pytest.mark.slow
 def test_a_lying_npz_in_a_sweep_dry_run_is_one_line(inputs, tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(
@@ -153,6 +181,7 @@ def test_a_lying_npz_in_a_sweep_dry_run_is_one_line(inputs, tmp_path):
     assert listing(tmp_path) == {"spec.toml"}
 
 
+@pytest.mark.slow
 def test_an_array_larger_than_the_memory_is_one_line(tmp_path):
     """An honest header over a (sparse) file of four times the memory available: refused by size."""
     import psutil
@@ -168,6 +197,7 @@ def test_an_array_larger_than_the_memory_is_one_line(tmp_path):
     assert "of memory, more than half of the" in line, line
 
 
+@pytest.mark.slow
 def test_the_reader_reads_valid_arrays_as_numpy_does(tmp_path):
     """Every dtype and layout numpy.save writes, read back equal (dtype and byte order kept)."""
     from nqf.core.input_files import read_npy, read_npz
@@ -196,6 +226,7 @@ def test_the_reader_reads_valid_arrays_as_numpy_does(tmp_path):
         np.testing.assert_array_equal(read_npy(tmp_path / f"{key}.npy"), np.load(tmp_path / f"{key}.npy"))
 
 
+@pytest.mark.slow
 def test_the_reader_refuses_what_numpy_would_load_wrongly(tmp_path, monkeypatch):
     """In process: arrays beyond the memory (npz), a member whose compressed data run past its
     declared size (stopped there; its checksum then fails), pickled objects (never unpickled)."""
@@ -230,6 +261,74 @@ def test_the_reader_refuses_what_numpy_would_load_wrongly(tmp_path, monkeypatch)
     assert not marker.exists()
 
 
+# -- files that are not small regular files (in this process) ----------------------------------
+
+
+@pytest.mark.no_shape_checks  # the library as a user runs it, without the test-time checks
+@pytest.mark.timeout(120)  # before the fix: blocked forever opening the FIFO
+@pytest.mark.parametrize("command", ["sweep", "reproduce"])
+def test_a_fifo_spec_or_config_is_refused_not_waited_on(command, tmp_path, capfd, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fifo = tmp_path / "spec.toml"
+    os.mkfifo(fifo)
+    if command == "sweep":
+        args = ["sweep", fifo, "--out", tmp_path / "out", "--dry-run"]
+    else:
+        args = ["reproduce", "--only", "E1", "--config", fifo, "--out", tmp_path / "out"]
+    code, out, err = run_cli(args, capfd)
+    assert_one_error_line(code, err, "is not a regular file (a FIFO, socket or device)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]  # nothing written
+
+
+@pytest.mark.no_shape_checks  # the library as a user runs it, without the test-time checks
+@pytest.mark.timeout(60)
+def test_read_toml_refuses_what_is_not_a_small_regular_file(tmp_path):
+    from nqf.core.errors import NqfError
+    from nqf.core.input_files import MAX_TOML_BYTES, read_toml
+
+    huge = tmp_path / "huge.toml"
+    with open(huge, "wb") as handle:
+        handle.truncate(40 * 2**30)  # sparse: no disk, and never read
+    with pytest.raises(NqfError, match=r"holds 40 GiB, more than the 16 MiB a TOML spec or config may take") as err:
+        read_toml(huge, "spec huge.toml")
+    one_line(err)
+    edge = tmp_path / "edge.toml"
+    edge.write_bytes(b"# " + b"x" * (MAX_TOML_BYTES - 3) + b"\n")  # exactly the limit: read
+    assert read_toml(edge, "spec edge.toml") == {}
+    if Path("/dev/zero").exists():  # a device would never end
+        with pytest.raises(NqfError, match=r"is not a regular file"):
+            read_toml("/dev/zero", "config file '/dev/zero'")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "link.toml").symlink_to(tmp_path / "folder")
+    with pytest.raises(NqfError, match=r"spec link.toml is a folder, not a TOML file"):
+        read_toml(tmp_path / "link.toml", "spec link.toml")
+    (tmp_path / "ok.toml").write_text("[E1]\nsigma0 = 1e-8\n")
+    assert read_toml(tmp_path / "ok.toml", "config") == {"E1": {"sigma0": 1e-8}}
+
+
+@pytest.mark.no_shape_checks  # the library as a user runs it, without the test-time checks
+@pytest.mark.timeout(120)
+def test_a_manifest_that_is_a_fifo_or_huge_is_one_line(tmp_path, capfd):
+    from nqf.core.errors import NqfError
+    from nqf.paper.plan import read_manifest
+    from nqf.store.results import MAX_READ_BYTES
+
+    fifo_out = tmp_path / "fifo"
+    fifo_out.mkdir()
+    os.mkfifo(fifo_out / "manifest.json")
+    code, out, err = run_cli(["report", "--out", fifo_out], capfd)
+    assert_one_error_line(code, err, "manifest.json is a FIFO, not a regular file")
+    assert sorted(p.name for p in fifo_out.iterdir()) == ["manifest.json"]
+
+    huge_out = tmp_path / "huge"
+    huge_out.mkdir()
+    with open(huge_out / "manifest.json", "wb") as handle:
+        handle.truncate(MAX_READ_BYTES + 1)  # sparse; before the fix read whole (40 GiB: killed)
+    with pytest.raises(NqfError, match=r"manifest.json holds 256.0 MiB, more than the 256.0 MiB nqf reads") as err:
+        read_manifest(huge_out)
+    one_line(err)
+
+
 # -- outputs that are folders, deep nesting, a closed stdout ------------------------------------
 
 SPEC = """
@@ -246,6 +345,7 @@ seed = {seeds}
 """
 
 
+@pytest.mark.slow
 def test_a_sweep_table_that_is_a_folder_is_refused_before_computing(tmp_path):
     (tmp_path / "spec.toml").write_text(SPEC.format(seeds="[0, 1]"))
     (tmp_path / "out" / "points.parquet").mkdir(parents=True)
@@ -254,6 +354,7 @@ def test_a_sweep_table_that_is_a_folder_is_refused_before_computing(tmp_path):
     assert listing(tmp_path) == {"spec.toml", "out", "out/points.parquet"}  # no store: nothing computed
 
 
+@pytest.mark.slow
 def test_a_sweep_figure_that_is_a_folder_is_refused_before_computing(tmp_path):
     (tmp_path / "spec.toml").write_text(SPEC.format(seeds="[0, 1]"))
     (tmp_path / "out" / "figures" / "curves.png").mkdir(parents=True)
@@ -262,6 +363,7 @@ def test_a_sweep_figure_that_is_a_folder_is_refused_before_computing(tmp_path):
     assert listing(tmp_path) == {"spec.toml", "out", "out/figures", "out/figures/curves.png"}
 
 
+@pytest.mark.slow
 def test_a_report_that_is_a_folder_is_refused_before_computing(tmp_path):
     (tmp_path / "results" / "report.html").mkdir(parents=True)
     line = one_error_line(run_nqf("reproduce", "--only", "E1", "--out", "results", cwd=tmp_path, timeout=120))
@@ -272,6 +374,7 @@ def test_a_report_that_is_a_folder_is_refused_before_computing(tmp_path):
 DEPTH = 100_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kind, text",
     [
@@ -292,6 +395,7 @@ def test_a_deeply_nested_spec_or_config_is_one_line(kind, text, tmp_path):
     assert listing(tmp_path) == {"file.toml"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args", [["--version"], ["predict", "--data", "{D}/ok.npz", *PREDICT, "--sigma0", "1e-3", "--json"]]
 )
@@ -311,6 +415,7 @@ def test_a_closed_stdout_is_one_line(args, inputs, tmp_path):
 # -- sizes: a million points, workers, executors ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_dry_run_of_a_million_seeds_answers_in_seconds(tmp_path):
     """10^6 seeds: the batching was quadratic in a row of points (minutes); now linear."""
     (tmp_path / "spec.toml").write_text(SPEC.format(seeds="{range = [0, 1000000]}"))
@@ -322,6 +427,7 @@ def test_a_dry_run_of_a_million_seeds_answers_in_seconds(tmp_path):
     assert listing(tmp_path) == {"spec.toml"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["sweep", "reproduce"])
 def test_jobs_without_bound_is_one_line(command, tmp_path):
     (tmp_path / "spec.toml").write_text(SPEC.format(seeds="[0, 1]"))
@@ -333,6 +439,7 @@ def test_jobs_without_bound_is_one_line(command, tmp_path):
     assert listing(tmp_path) == {"spec.toml"}
 
 
+@pytest.mark.slow
 def test_slurm_without_slurm_leaves_no_output_folder(tmp_path):
     (tmp_path / "spec.toml").write_text(SPEC.format(seeds="[0, 1]"))
     no_sbatch = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "sbatch").exists())
@@ -341,6 +448,29 @@ def test_slurm_without_slurm_leaves_no_output_folder(tmp_path):
     )
     assert "no sbatch on PATH" in one_error_line(result)
     assert listing(tmp_path) == {"spec.toml"}
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (
+            ["--executor", "slurm", "--jobs", "2", "--slurm-cluster", "local"],
+            "error: --jobs does not apply to --executor slurm; --slurm-array-size limits the runs at once",
+        ),
+        (
+            ["--executor", "ray", "--address", "127.0.0.1:1", "--jobs", "2"],
+            "error: --jobs does not apply to a Ray cluster given by address: its CPUs decide",
+        ),
+        (["--address", "127.0.0.1:1"], "error: --address applies to --executor ray, not local"),
+        (["--executor", "ray", "--slurm-time", "5"], "error: --slurm-time applies to --executor slurm, not ray"),
+        (["--executor", "ray", "--address", " "], "error: --address is empty; give host:port of the Ray cluster"),
+    ],
+)
+def test_sweep_refuses_options_that_do_not_fit_the_executor(args, expected, tmp_path):
+    """The checks and words of ``nqf reproduce`` (tests/test_executors.py), from one function."""
+    (tmp_path / "spec.toml").write_text(SWEEP_BASE)
+    assert error_line(run_nqf("sweep", "spec.toml", "--out", "out", *args, cwd=tmp_path)) == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
 
 
 # -- a user's unit -------------------------------------------------------------------------------
@@ -370,6 +500,7 @@ def unit(input_shape, outputs):
 """
 
 
+@pytest.mark.slow
 def test_a_unit_that_prints_leaves_the_json_alone(inputs, tmp_path):
     (tmp_path / "unit.py").write_text(PRINTING_UNIT)
     result = run_nqf(
@@ -382,6 +513,7 @@ def test_a_unit_that_prints_leaves_the_json_alone(inputs, tmp_path):
         assert printed in result.stderr and printed not in result.stdout, printed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["at import", "in the function"])
 def test_a_unit_that_calls_os_exit_is_one_line(where, inputs, tmp_path):
     body = "import os\nos._exit(0)\n" if where == "at import" else "import os\n\ndef unit():\n    os._exit(0)\n"
@@ -398,6 +530,7 @@ def test_a_unit_that_calls_os_exit_is_one_line(where, inputs, tmp_path):
 # -- Ctrl-C on a sweep -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_interrupted_sweep_says_what_it_kept(tmp_path):
     """Ctrl-C after some points are stored: the line says how many are kept and where (it said
     "nothing was written"); they stay, and nothing else was written."""

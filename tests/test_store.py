@@ -1,10 +1,12 @@
-"""The results store: keys, atomic writes, file modes, claims, and corrupt or foreign files reported, never raised."""
+"""The results store: keys, atomic writes, file modes, claims, and corrupt, huge or foreign files reported, never
+raised (a huge record recomputed; a foreign file left alone by ``nqf store gc``)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -131,6 +133,61 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path):
     # A recompute overwrites the corrupt file with a sound one.
     store.put("E1", "truncated", CONFIG, good)
     assert ResultsStore(tmp_path).get("E1", "truncated", CONFIG) == good
+
+
+@pytest.mark.no_shape_checks  # the library as a user runs it, without the test-time checks
+def test_a_huge_record_is_reported_and_recomputed(tmp_path):
+    from nqf.store.maintenance import summarise
+    from nqf.store.results import MARKER, MAX_READ_BYTES, read_marker
+
+    config, record = {"seed": 0}, {"loss": [1.0, 0.5]}
+    store = ResultsStore(tmp_path)
+    store.put("E1", "gd", config, record)
+    path = store.path("E1", store.key("E1", "gd", config))
+    with open(path, "r+b") as handle:
+        handle.truncate(MAX_READ_BYTES + 1)  # sparse: a huge file, no disk taken, never read
+
+    damaged = ResultsStore(tmp_path, recompute=True)
+    assert damaged.get("E1", "gd", config) is None and list(damaged.scan()) == []
+    (line,) = damaged.problems
+    assert line == f"runs/E1/{path.name}: 256.0 MiB, more than the 256.0 MiB nqf reads (not read); to be recomputed"
+    summary = summarise(tmp_path)
+    assert summary.experiments["E1"]["damaged"] == 1, summary.experiments
+    damaged.put("E1", "gd", config, record)  # the recomputation replaces it
+    assert ResultsStore(tmp_path).get("E1", "gd", config) == record
+
+    with open(tmp_path / MARKER, "r+b") as handle:
+        handle.truncate(2**20 + 1)
+    assert read_marker(tmp_path) == (None, "nqf-store.json holds 1.0 MiB, more than the 1.0 MiB nqf reads")
+
+
+def test_store_gc_leaves_a_record_named_file_holding_no_record_alone(tmp_path):
+    """Was: ``removed: ...`` with ``problem: ...: not an nqf run record (foreign file); a damaged
+    record``, and ``store ls`` counting it damaged: a file it called foreign, removed as its own."""
+    store = ResultsStore(tmp_path / "store")
+    store.put("E1", "a", {"x": 1}, {"y": 1.0})
+    folder = store.path("E1", store.key("E1", "a", {"x": 1})).parent
+    foreign, truncated = folder / f"{'7' * 64}.json", folder / f"{'6' * 64}.json"
+    foreign.write_text("{}")
+    truncated.write_text("{")  # nqf's record cut short: damaged, removed as before
+
+    def command(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-m", "nqf", "store", *args, str(store.root)], capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done
+
+    listing = command("ls").stdout
+    assert re.search(r"^E1\s+1\s+0\s+1$", listing, re.M), listing  # current 1, stale 0, damaged 1: the truncated
+    assert listing.count(foreign.name) == 1
+    assert f"runs/E1/{foreign.name}: not an nqf run record (foreign file); skipped" in listing
+    for args in (("gc", "--dry-run"), ("gc",)):
+        out = command(*args).stdout
+        assert out.count(foreign.name) == 1, out  # said once, never "removed"
+        assert f"problem: runs/E1/{foreign.name}: not an nqf run record (foreign file); left alone" in out
+        assert f"remove: {truncated}" in out or f"removed: {truncated}" in out
+    assert foreign.read_text() == "{}" and not truncated.exists()
+    assert ResultsStore(store.root).get("E1", "a", {"x": 1}) == {"y": 1.0}
 
 
 def _put_under_umask(root, umask: int) -> int:

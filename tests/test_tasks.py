@@ -1,9 +1,11 @@
-"""Tasks: shapes, exact whitening, and the documented spectra against the data matrices C = E[y A(x)]."""
+"""Tasks: shapes, exact whitening, the documented spectra against the data matrices C = E[y A(x)], and
+the options and seeds a task takes (a boolean option is a bool; a seed an integer or a JAX key)."""
 
 import jax
 import numpy as np
 import pytest
 
+import nqf
 from nqf.architectures.architecture import structure
 from nqf.core.errors import NqfError
 from nqf.training.tasks import TASKS, get_task, task_options
@@ -220,3 +222,55 @@ def test_registry_and_option_errors():
         X, Y = task.generate(0, "float64")
         arch = task.architecture()
         assert X.shape[1:] == tuple(arch.input_shape) and Y.shape[1] == arch.outputs, name
+
+
+# -- options and seeds: a boolean option is a real bool, a seed an integer or a JAX key ---------------
+
+
+def _bool_options():
+    return [
+        (name, option)
+        for name, cls in TASKS.items()
+        for option, default in nqf.task_options(name).items()
+        if isinstance(default, bool)
+    ]
+
+
+@pytest.mark.parametrize("name, option", _bool_options())
+@pytest.mark.parametrize("value", ["false", "no", "", 0, 1, None, 1.0])
+def test_boolean_task_option_refuses_what_is_no_bool(name, option, value):
+    with pytest.raises(NqfError, match=rf"^task {name}: option {option} must be true or false, got {value!r}$"):
+        nqf.get_task(name, **{option: value})
+
+
+def test_boolean_task_option_refused_when_the_class_is_built_directly():
+    from nqf.training.tasks import Staircase
+
+    with pytest.raises(NqfError, match="whiten must be true or false, got 'false'"):
+        Staircase(whiten="false")
+
+
+def test_boolean_task_option_takes_python_and_numpy_bools():
+    plain = nqf.get_task("staircase", whiten=False)
+    from_numpy = nqf.get_task("staircase", whiten=np.bool_(False))
+    assert from_numpy.whiten is False and from_numpy == plain  # a Python bool: hashable, JSON-ready
+    X, _ = from_numpy.generate(0, "float64")
+    assert not np.allclose(np.asarray(X).T @ np.asarray(X) / X.shape[0], np.eye(8))  # not whitened
+
+
+@pytest.mark.parametrize("seed", [1.5, -1, 1.0, True, "1", 2**32])
+def test_task_generate_refuses_what_is_no_seed(seed):
+    with pytest.raises(NqfError, match=r"^seed must be an integer in \[0, 4294967295\], got "):
+        nqf.get_task("staircase").generate(seed)
+
+
+def test_task_generate_takes_int_seeds_and_jax_keys_but_not_float_keys():
+    task = nqf.get_task("staircase")
+    a, _ = task.generate(np.int64(3), "float64")
+    b, _ = task.generate(3, "float64")
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    c, _ = task.generate(jax.random.PRNGKey(1), "float64")
+    d, _ = task.generate(jax.random.key(1), "float64")
+    np.testing.assert_array_equal(np.asarray(c), np.asarray(d))
+    with pytest.raises(NqfError, match="^key must be an int seed or a JAX PRNG key"):
+        task.generate(np.array([1.5, 2.0]))  # was read as the words (1, 2)

@@ -206,6 +206,18 @@ def test_checkpoints_and_measure_helpers():
     assert_allclose(gd_escape_slope(0.05, 1.5, 0.9), 1 / math.log((2.05 + math.sqrt(2.05**2 - 3.6)) / 2), rtol=1e-15)
 
 
+def test_switch_steps_own_public_helper_takes_the_common_thresholds_and_divergence():
+    steps = np.array([0, 1, 2, 3, 10])
+    occ = np.array([[0.0, 0.0], [0.5, 0.1], [1.0, 0.2], [2.0, 0.3], [3.0, 0.4]])
+    # mode 1 never reaches its common threshold 2.0: no own-threshold step
+    out = switch_steps_own(steps, occ, thresholds=[1.0, 2.0])
+    assert out[0] == 3.0 and math.isnan(out[1])
+    assert np.all(np.isnan(switch_steps_own(steps, occ, thresholds=[1.0, 2.0], diverged=True)))
+    stacked = np.stack([occ, occ])
+    both = switch_steps_own(steps, stacked, thresholds=[1.0, 0.1], diverged=[False, True])
+    np.testing.assert_array_equal(np.isnan(both), [[False, False], [True, True]])
+
+
 def test_config_errors():
     with pytest.raises(NqfError, match="unknown optimizer"):
         TrainConfig(optimizer="lbfgs")

@@ -1,5 +1,6 @@
 """Every prediction knows its own validity (issue 15): the one theory gate, init underflow,
-zero init, the M-flow's rounding floor and divergence of the trained networks.
+an init too large for the vanishing-init limit, zero init, the M-flow's rounding floor and
+divergence of the trained networks.
 
 Tolerances: switch steps of "never" are NaN exactly (no tolerance); the smallest sigma0
 the underflow message suggests must pass and sigma0 / 1.1 below it must be refused; the
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import nqf
 import nqf.architectures.expansion as expansion
 from nqf.architectures import get_architecture
 from nqf.architectures.architecture import Architecture
@@ -33,6 +35,7 @@ from nqf.theory.singular_limit import singular_limit
 from nqf.training.config import DIVERGENCE_FACTOR, TrainConfig
 from nqf.training.runs import train
 from nqf.training.tasks import get_task
+from tests.conftest import assert_allclose, predict_args, run_nqf
 
 TASK = get_task("staircase")
 X, Y = TASK.generate(0, dtype="float64")
@@ -266,6 +269,52 @@ def test_float32_underflow_is_refused_with_the_enable_float64_remedy():
     # a resolvable float32 init (sigma0 = 1e-6) is computed: modes 1-3 switch at ~91, 132, 260
     # (float32 measurement; mode 4 comes at ~490, after this horizon)
     assert all(s is not None for s in out["ok"][:3]) and out["ok"][3] is None
+
+
+# -- an init that is not small: the prediction without the vanishing-init limit ----------------
+
+OUTPUTS = 4  # of mlp_data's Y (mlp's default)
+
+
+def test_predict_at_a_large_init_gives_the_flows_and_says_why_there_is_no_limit(mlp_data):
+    """Was ``error: singular_limit: eps must be positive (m0 < 1), got -1.27...``: the M-flow and
+    the LV rest on no small init and are given; the limit's steps and plateaus are empty (null)."""
+    done = run_nqf(*predict_args(mlp_data["ok"], "--json", width=16, sigma0="0.5"))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    limit = result["singular_limit"]
+    assert limit["eps"] is None and limit["order"] == [] and limit["switch_steps"] == [None] * OUTPUTS
+    assert result["lv"]["plateau_losses"] == [None] * OUTPUTS
+    assert all(step is not None for step in result["mflow"]["switch_steps"])  # the modes start near m*/2
+    (note,) = [n for n in result["notes"] if n.startswith("no vanishing-init limit")]
+    assert "eps = -1.27" in note and "the M-flow and the LV stand" in note, note
+    # the bound it gives: eps = -mean ln m_k(0) moves by -2 ln(sigma0 ratio) for this draw
+    bound = float(re.search(r"take sigma0 below ([0-9.e-]+) \(this draw\)", note).group(1))
+    assert_allclose(bound, 0.5 * math.exp(-1.27 / 2), rtol=5e-3)  # 0.265 (eps -1.2728 here)
+    arch = nqf.get_architecture("mlp")
+    for scale, has_limit in ((0.98 * bound, True), (1.02 * bound, False)):
+        config = nqf.PredictConfig(width=16, lr=0.1, steps=50, sigma0=scale)
+        prediction = nqf.predict(arch, mlp_data["X"], mlp_data["Y"], config)
+        assert np.isfinite(prediction.singular.eps) == has_limit, scale
+        assert np.isfinite(prediction.singular_switch_steps).any() == has_limit, scale
+
+
+def test_singular_limit_itself_says_what_it_needs():
+    """The library function still refuses (its eps is its input), in words a researcher reads."""
+    system = LotkaVolterra(c=np.array([1.0, 0.5]), K=np.diag([1.0, 1.0]), m0=np.array([2.0, 3.0]), lr=0.1, loss0=1.0)
+    with pytest.raises(NqfError, match=r"needs a small init, eps = -mean ln m_k\(0\) > 0 .*got eps = -0.8959"):
+        nqf.singular_limit(system)
+
+
+def test_predict_grid_point_at_a_large_init_is_what_predict_gives(mlp_data):
+    arch = nqf.get_architecture("mlp")
+    config = nqf.PredictConfig(width=16, lr=0.1, steps=50, sigma0=1e-3)
+    grid = nqf.predict_grid(arch, mlp_data["X"], mlp_data["Y"], config, sigma0s=[1e-3, 0.5])
+    assert np.isfinite(grid.singular_switch_steps[0, 0, 0]).all()
+    assert np.isnan(grid.singular_switch_steps[0, 1, 0]).all()
+    point = grid.prediction(0, 1, 0)
+    alone = nqf.predict(arch, mlp_data["X"], mlp_data["Y"], nqf.PredictConfig(width=16, lr=0.1, steps=50, sigma0=0.5))
+    assert point.notes == alone.notes and any(n.startswith("no vanishing-init limit") for n in point.notes)
 
 
 # -- a zero init never switches, in every source ---------------------------------------------
