@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nqf
-from nqf.architectures.architecture import Architecture, coupled_pairs, structure
+from nqf.architectures.architecture import Architecture, coupled_pairs, derived_layout, structure
 from nqf.architectures.structure import BlockFactors
 from nqf.theory.data_matrices.build import data_matrices
 from nqf.theory.data_matrices.moments import choose_route, moment_data_matrices, term_shapes
@@ -89,11 +89,22 @@ def _data(arch, N=12):
     return rng.standard_normal((N, *arch.input_shape)), rng.standard_normal((N, arch.outputs))
 
 
+# per term: (rank, whether R JVPs give every output's rows); both routes of _derived_terms are tested
+LAYOUTS = {
+    "gated": [(1, True)],  # Z_c = e_c x^T / 2: one row per output, a readout
+    "gelu2": [(2, True)],  # a (K, 2): output c's rows a[c, 0], a[c, 1]
+    # (a, a), (a, v): rows a[c, :]; (a, b), (v, b): b on the left (4 entries), every output's rows the same
+    "coupled": [(4, True), (4, True), (4, False), (4, False)],
+    "plain": [(1, False), (1, False)],  # the scalar scale on the left, shared by the outputs
+}
+
+
 @pytest.mark.parametrize("name", sorted(ARCHS))
 def test_the_coupled_pairs_are_the_units_own(name):
     arch = ARCHS[name]
     names = [b.name for b in arch.blocks]
     assert [(names[i], names[j]) for i, j in coupled_pairs(arch)] == PAIRS[name]
+    assert [(t.rank, t.compressed) for t in derived_layout(arch)] == LAYOUTS[name]
 
 
 @pytest.mark.parametrize("name", sorted(ARCHS))

@@ -378,22 +378,57 @@ PATTERN_PROBES = 4  # inputs of each kind
 _PATTERNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _unit_of_blocks(arch: Architecture, x: jax.Array) -> Callable[[dict[int, jax.Array]], jax.Array]:
+    """g0 phi(., x) as a function of some parameter blocks ({block index: flat values}), zeros in the
+    others: the unit is called on its parameter tree (no flat w to slice or scatter into, so the
+    host interpreter takes the program, and it holds only those blocks' numbers)."""
+    blocks = arch.blocks
+    dtype = jnp.result_type(x.dtype, float)
+    treedef = jax.tree_util.tree_structure(arch.template)
+    scale = arch.zero_gate_weight()
+
+    def unit(values: dict[int, jax.Array]) -> jax.Array:
+        leaves = [
+            values[k].reshape(b.shape) if k in values else jnp.zeros(b.shape, dtype) for k, b in enumerate(blocks)
+        ]
+        out = arch.unit(jax.tree_util.tree_unflatten(treedef, leaves), x)
+        return scale * jnp.reshape(out, (arch.outputs,))
+
+    return unit
+
+
 def _pair_block(arch: Architecture, i: int, j: int, x: jax.Array) -> jax.Array:
     """(K, d_i, d_j): the second derivative of g0 phi at w = 0 in blocks i and j (A's block is half of it)."""
+    unit = _unit_of_blocks(arch, x)
+    dtype = jnp.result_type(x.dtype, float)
     bi, bj = arch.blocks[i], arch.blocks[j]
-    zero = jnp.zeros((arch.dim,), dtype=jnp.result_type(x.dtype, float))
+    zi, zj = jnp.zeros((bi.stop - bi.start,), dtype), jnp.zeros((bj.stop - bj.start,), dtype)
     if i == j:
-        return jax.hessian(lambda v: arch.effective_unit(zero.at[bi.start : bi.stop].set(v), x))(
-            zero[bi.start : bi.stop]
-        )
-
-    def unit(u, v):
-        return arch.effective_unit(zero.at[bi.start : bi.stop].set(u).at[bj.start : bj.stop].set(v), x)
-
+        return jax.hessian(lambda v: unit({i: v}))(zi)
     # forward mode over the smaller block (its width of JVPs), reverse over the other
-    if bj.stop - bj.start <= bi.stop - bi.start:
-        return jax.jacfwd(jax.jacrev(unit, 0), 1)(zero[bi.start : bi.stop], zero[bj.start : bj.stop])
-    return jnp.swapaxes(jax.jacfwd(jax.jacrev(unit, 1), 0)(zero[bi.start : bi.stop], zero[bj.start : bj.stop]), -1, -2)
+    if zj.size <= zi.size:
+        return jax.jacfwd(jax.jacrev(lambda u, v: unit({i: u, j: v}), 0), 1)(zi, zj)
+    return jnp.swapaxes(jax.jacfwd(jax.jacrev(lambda u, v: unit({i: u, j: v}), 1), 0)(zi, zj), -1, -2)
+
+
+def _compressed_rows(arch: Architecture, term: DerivedTerm, x: jax.Array, directions: jax.Array) -> jax.Array:
+    """(K, R, d_R): row rows[c][r] of Z_c(x) for every output c and rank r, from R JVPs (one per rank)
+    along directions[r] = sum_c e_{rows[c][r]}: exact when no output's rows hold another output's
+    row of the same rank (``DerivedTerm.compressed``), as for a readout (R = 1: one JVP, not d_L)."""
+    unit = _unit_of_blocks(arch, x)
+    dtype = jnp.result_type(x.dtype, float)
+    lb, rb = arch.blocks[term.left], arch.blocks[term.right]
+    zl, zr = jnp.zeros((lb.stop - lb.start,), dtype), jnp.zeros((rb.stop - rb.start,), dtype)
+    if term.left == term.right:  # Z = A_LL = H / 2, rows H u_r: the gradient's derivative along u_r
+
+        def along(u):
+            return 0.5 * jax.jacrev(lambda v: jax.jvp(lambda w: unit({term.left: w}), (v,), (u,))[1])(zl)
+    else:  # Z = 2 A_LR = H_LR
+
+        def along(u):
+            return jax.jacrev(lambda v: jax.jvp(lambda w: unit({term.left: w, term.right: v}), (zl,), (u,))[1])(zr)
+
+    return jnp.swapaxes(jax.vmap(along)(directions), 0, 1)
 
 
 def _probe_inputs(arch: Architecture) -> np.ndarray:
@@ -417,6 +452,19 @@ class DerivedTerm:
     @property
     def rank(self) -> int:
         return len(self.rows[0])
+
+    @property
+    def compressed(self) -> bool:
+        """Whether one JVP per rank gives every output's row: no output's rows hold the row another
+        output has at the same rank (then a direction summing them over the outputs mixes nothing)."""
+        own = [set(chosen) - {-1} for chosen in self.rows]
+        return all(
+            self.rows[other][r] not in own[c]
+            for c in range(len(self.rows))
+            for other in range(len(self.rows))
+            if other != c
+            for r in range(self.rank)
+        )
 
 
 def _magnitudes(arch: Architecture) -> np.ndarray:
@@ -513,9 +561,10 @@ def _derived_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
 
     Term (L, R) carries Z_c(x) = A_c(x)[L, L] on a diagonal pair and 2 A_c(x)[L, R] off it, as
     rows: l_cr = e_{rows[c][r]} (the same for every sample), r_cr = that row of Z_c(x), over the
-    rows :func:`derived_layout` found not zero. Costs per sample one JVP per entry of the smaller
-    block of each pair, against d for the dense Hessian; holds K R (d_L + d_R) numbers per term
-    and sample against K d^2 (R = 1 for a perceptron-like readout).
+    rows :func:`derived_layout` found not zero. Costs per sample R JVPs of the unit's K-output
+    gradient per term when the outputs' rows do not mix (``DerivedTerm.compressed``: one for a
+    readout), else one per entry of the pair's smaller block; d for the dense Hessian. Holds
+    K R (d_L + d_R) numbers per term and sample against K d^2.
     """
     blocks = arch.blocks
     layout = derived_layout(arch)
@@ -531,7 +580,10 @@ def _derived_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
     def per_sample(x, selections):
         out = []
         for term, select in zip(layout, selections, strict=True):
-            i, j = sorted((term.left, term.right))
+            if term.compressed:  # R JVPs
+                out.append(_compressed_rows(arch, term, x, jnp.sum(select, axis=0)))
+                continue
+            i, j = sorted((term.left, term.right))  # the pair's whole block, then its rows
             H = _pair_block(arch, i, j, x)
             Z = 0.5 * H if i == j else H
             Z = jnp.swapaxes(Z, -1, -2) if term.left != i else Z  # rows on the left block
