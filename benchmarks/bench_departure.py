@@ -23,7 +23,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import nqf  # noqa: E402
-from nqf.comparison.limits import departure_cost  # noqa: E402
+from nqf.theory.costs import departure_cost  # noqa: E402
 from nqf.theory.departure import plateaus  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -176,7 +176,7 @@ def departure_vs_training(quick: bool, repeats: int) -> Outcome:
         rows=rows,
         summary={"worst_departure_over_train": max(row["departure / train"] for row in rows)},
         targets={
-            "the time estimate (nqf.comparison.limits.departure_cost) within 2x of a fresh first call": all(
+            "the time estimate (nqf.theory.costs.departure_cost) within 2x of a fresh first call": all(
                 0.5 <= row["estimate / fresh first"] <= 2.0 for row in rows
             )
         },

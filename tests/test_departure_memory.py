@@ -1,7 +1,7 @@
 """The departure's memory (issue 22): the unlearned rows' maps built from the units' own
 derivatives (``factored``), all at once (``dense``), in chunks of basis directions (``chunked``)
 or applied each step (``matrix_free``) give the same numbers; the memory formula
-(``departure_plateaus.map_bytes``, used by ``nqf.comparison.limits.departure_cost``) against the
+(``departure_plateaus.map_bytes``, used by ``nqf.theory.costs.departure_cost``) against the
 buffer sizes XLA compiles, and the refusal before compute."""
 
 import jax
@@ -11,8 +11,10 @@ import pytest
 
 from nqf import PredictConfig, get_task, predict
 from nqf.architectures import mlp
-from nqf.comparison import limits
+from nqf.cli._checks import check_departure
+from nqf.comparison import checks
 from nqf.core.errors import NqfError
+from nqf.theory.costs import departure_cost
 from nqf.theory.departure import plateaus as dp
 from nqf.theory.departure.corrections import corrected_switch_steps
 
@@ -157,8 +159,8 @@ def test_memory_formula_reproduces_the_breast_cancer_allocation():
     assert 0.5 < dp.map_bytes(arch, "quadratic", "linearised", N, width, chunk) / temp < 2.0
     # the factored path (the default for a sum over units) stays within the budget too
     assert dp.choose_path(arch, N, width, model="quadratic", construction="linearised")[0] == "factored"
-    nbytes, seconds, chosen = limits.departure_cost(arch, N, width, 600)
-    assert chosen == "factored" and nbytes < 2**30 and seconds > limits.ANNOUNCE_AFTER_S
+    nbytes, seconds, chosen = departure_cost(arch, N, width, 600)
+    assert chosen == "factored" and nbytes < 2**30 and seconds > checks.ANNOUNCE_AFTER_S
 
 
 def test_factored_builder_memory_within_its_budget():
@@ -181,16 +183,16 @@ def test_factored_builder_memory_within_its_budget():
 def test_check_departure_refuses_before_compute_and_announces(monkeypatch, capsys):
     """One NqfError when the estimate exceeds half of the memory available; a note for a long run."""
     arch = mlp(inputs=6, outputs=10, activation="tanh")
-    monkeypatch.setattr(limits, "available_bytes", lambda: 64 * 2**30)
-    limits.check_departure(arch, 569, 64, 600, "squared", "auto", "gd")
+    monkeypatch.setattr(checks, "available_bytes", lambda: 64 * 2**30)
+    check_departure(arch, 569, 64, 600, "squared", "auto", "gd")
     assert "note: departure (--departure; the unlearned rows' maps factored, d n = 1024)" in capsys.readouterr().err
     with pytest.raises(NqfError, match=r"the departure \(--departure\) .* needs about .* of memory"):
-        limits.check_departure(arch, 569, 200_000, 600, "squared", "auto", "gd")
-    monkeypatch.setattr(limits, "available_bytes", lambda: 2**30)  # half a GiB usable: the runtime alone
+        check_departure(arch, 569, 200_000, 600, "squared", "auto", "gd")
+    monkeypatch.setattr(checks, "available_bytes", lambda: 2**30)  # half a GiB usable: the runtime alone
     with pytest.raises(NqfError, match="leave out --departure"):
-        limits.check_departure(arch, 569, 64, 600, "squared", "auto", "gd")
+        check_departure(arch, 569, 64, 600, "squared", "auto", "gd")
     # without corrections (sgd) only the curve: no maps
-    nbytes, _, path = limits.departure_cost(arch, 569, 64, 600, corrections=False)
+    nbytes, _, path = departure_cost(arch, 569, 64, 600, corrections=False)
     assert path == "none" and nbytes < 2**26
 
 

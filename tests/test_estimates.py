@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 
 from nqf.architectures import mlp
-from nqf.comparison import limits
+from nqf.cli._checks import check_departure
+from nqf.comparison import checks
 from nqf.core.memory import MAX_JUMP_STATE, can_jump
+from nqf.theory.costs import departure_cost
 
 
 def _note(capsys, arch, momentum: bool) -> str:
-    limits.check_predict(
+    checks.check_predict(
         arch, 10_000, 64, 10**7, "squared", "auto", minibatches=False, adaptive=True, momentum=momentum
     )
     return capsys.readouterr().err
@@ -47,9 +49,9 @@ def test_the_departure_time_is_printed_only_where_its_estimate_is_benchmarked(ca
     from nqf.architectures import get_architecture
 
     arch = get_architecture(name, inputs=16, outputs=10)
-    _, _, path = limits.departure_cost(arch, 1797, width, 2000)
+    _, _, path = departure_cost(arch, 1797, width, 2000)
     assert (path == "factored") == benchmarked
-    limits.check_departure(arch, 1797, width, 2000, "squared", "auto")
+    check_departure(arch, 1797, width, 2000, "squared", "auto")
     note = capsys.readouterr().err.strip().splitlines()[-1]
     assert note.startswith("note: departure (--departure; the unlearned rows' maps")
     if benchmarked:

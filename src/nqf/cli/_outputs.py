@@ -1,7 +1,7 @@
 """Curves out and in for ``nqf predict`` and ``nqf compare``: ``--plot``, ``--csv DIR``, ``--overlay CURVE``.
 
 Checked before any compute (:func:`check_outputs`): the figure's path (a .png or .pdf
-file in a writable folder, ``nqf.comparison.limits.check_output_path``), the table folder (an
+file in a writable folder, ``nqf.core.output_paths.check_output_path``), the table folder (an
 existing writable folder, or a new one whose parent is a writable folder; nothing is
 created until the end) and the measured curve, read in full (``nqf.comparison.curves``). Written
 at the end, each file atomically (a temporary file in the same folder, renamed).
@@ -13,8 +13,8 @@ import math
 import os
 from pathlib import Path
 
-from nqf.comparison.limits import check_output_path, one_line_path_errors
 from nqf.core.errors import NqfError
+from nqf.core.output_paths import check_output_path, one_line_path_errors
 
 TABLE_FILES = ("curves.csv", "modes.csv")
 

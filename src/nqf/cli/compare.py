@@ -45,11 +45,13 @@ from rich.console import Console
 from rich.table import Table
 
 from nqf.cli.app import app, start_jax
-from nqf.comparison.limits import MAX_STEPS, check_compare, check_departure, check_seed, task_samples
+from nqf.comparison.checks import check_compare, task_samples
 from nqf.comparison.settings import BETA, CompareSettings
+from nqf.core.arguments import MAX_STEPS, check_seed
 from nqf.core.errors import NqfError
 from nqf.core.optimizers import OPTIMIZER_SETTINGS, OPTIMIZERS, RATE_OPTIMIZERS, unused_setting
 
+from ._checks import check_departure
 from ._options import task_of
 from ._settings import setting
 from ._unit import UNIT_HELP, parse_unit_spec, resolve_task, unit_computing

@@ -23,7 +23,7 @@ W0.npz holds W (d x n, units as columns, each flattened in the order that
 instead of ``--arch`` (``nqf.cli._unit``); its input shape and outputs default to X's and
 Y's. Bad files, shape mismatches,
 non-finite values, an unstable learning rate, a seed outside [0, 2^32), a run that would
-not fit in memory (``nqf.comparison.limits``), an unwritable --plot or --csv folder, a bad
+not fit in memory (``nqf.comparison.checks``, ``nqf.cli._checks``), an unwritable --plot or --csv folder, a bad
 --overlay curve (``nqf.comparison.curves``) and a unit the theory does not apply to (unless
 ``--allow-inapplicable``) print one ``error:`` line, exit 2. A run estimated to take
 longer than ~10 s says so on stderr first.
@@ -49,11 +49,13 @@ from rich.console import Console
 from rich.table import Table
 
 from nqf.cli.app import app, start_jax
-from nqf.comparison.limits import MAX_STEPS, check_departure, check_predict, check_seed
+from nqf.comparison.checks import check_predict
 from nqf.comparison.settings import PredictSettings
+from nqf.core.arguments import MAX_STEPS, check_seed
 from nqf.core.errors import NqfError
 from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS, unused_setting
 
+from ._checks import check_departure
 from ._options import check_task_or_data, parse_factory_options
 from ._settings import is_default, setting
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, resolve_task, unit_computing, unit_for_data

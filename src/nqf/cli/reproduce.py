@@ -212,7 +212,7 @@ def reproduce_command(
     --address) or on Slurm (--executor slurm; the output folder must be on a filesystem the
     compute nodes share).
     """
-    from nqf.comparison.limits import check_output_folder_path  # JAX-free: a bad --out costs no startup
+    from nqf.core.output_paths import check_output_folder_path  # JAX-free: a bad --out costs no startup
 
     check_output_folder_path("--out", out)
     # The compilation cache, shared with the spawned workers through NQF_CACHE_DIR; not

@@ -11,7 +11,7 @@ value converted to the type of the factory's default.
 
 Exit status 2, one ``error: ...`` line on stderr: unknown architecture, unknown option,
 bad option value, a seed outside [0, 2^32), sizes whose A(x) would not fit in memory
-(``nqf.comparison.limits``), or an architecture for which the theory does not apply. With
+(``nqf.cli._checks``), or an architecture for which the theory does not apply. With
 ``--json`` the last case still prints the JSON object (``expansion.applies`` false)
 on stdout before exiting with status 2.
 
@@ -33,9 +33,10 @@ from rich.console import Console
 from rich.table import Table
 
 from nqf.cli.app import app, start_jax
-from nqf.comparison.limits import check_seed, check_structure
+from nqf.core.arguments import check_seed
 from nqf.core.errors import NqfError
 
+from ._checks import check_structure
 from ._options import parse_factory_options
 from ._outputs import print_table, stdout_console
 from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_architecture, unit_computing

@@ -169,7 +169,7 @@ def check_arguments(args: SweepArgs):
         raise NqfError(f"--retries must be at least 0, got {args.retries}")
     if args.batch_size is not None and args.batch_size < 1:
         raise NqfError(f"--batch-size must be a positive integer, got {args.batch_size}")
-    from nqf.comparison.limits import check_output_folder_path  # JAX-free: before the spec and JAX
+    from nqf.core.output_paths import check_output_folder_path  # JAX-free: before the spec and JAX
 
     slurm = slurm_options(args) if args.executor == "slurm" else None
     from nqf.executors import check_available  # imports no engine

@@ -6,7 +6,7 @@ What derives from them: the keys, types, defaults and checks of a sweep spec's `
 and setting axes (:mod:`nqf.scans.sweep.spec_values`, which turns every pydantic error into one
 ``spec KEY: ...`` line), and the defaults and help texts of the command line options of the same
 settings (``nqf.cli._settings.setting``). The checks that need the data (the learning rate
-against the stability bound, the theory gate, memory) stay in ``nqf.comparison.limits`` and
+against the stability bound, the theory gate, memory) stay in ``nqf.comparison.checks`` and
 ``nqf.scans.sweep.checks``; the library's own configs (``CompareConfig``, ``PredictConfig``)
 keep their checks, as they are built without this schema.
 
@@ -31,7 +31,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from nqf.comparison.limits import MAX_SEED, MAX_STEPS
+from nqf.core.arguments import MAX_SEED, MAX_STEPS
 from nqf.core.names import LOSSES, ROUTES, STEPPINGS
 from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, OPTIMIZERS, PREDICT_OPTIMIZERS, RATE_OPTIMIZERS
 

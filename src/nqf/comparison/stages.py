@@ -21,8 +21,8 @@ import numpy as np
 
 from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, theory_gate
+from nqf.comparison.checks import check_compare_memory
 from nqf.comparison.config import DEFAULT_MOMENTUM, CompareConfig
-from nqf.comparison.limits import check_compare_memory
 from nqf.comparison.measures import closure_until
 from nqf.comparison.result import Comparison
 from nqf.core.errors import NqfError
@@ -134,7 +134,7 @@ def prepare(task, arch: Architecture | None, config: CompareConfig) -> Prepared:
 
     task: a ``nqf`` Task; arch: the architecture or None (the task's natural one).
     Raises NqfError for a config or task of the wrong type, a bad width, a comparison too
-    large for the memory available (``nqf.comparison.limits``), and TheoryDoesNotApply when
+    large for the memory available (``nqf.comparison.checks``), and TheoryDoesNotApply when
     the expansion check fails (unless ``config.allow_inapplicable``).
     """
     if not isinstance(config, CompareConfig):

@@ -1,7 +1,7 @@
 """One-line checks of the arguments every entry point shares: counts (width, steps, batch
 size), seeds and arrays of real numbers. The configs (``TrainConfig``, ``PredictConfig``,
 ``CompareConfig``), ``nqf.train``, ``nqf.predict`` and the command line's checks
-(``nqf.comparison.limits``) all use these, so an argument is refused with the same words
+(``nqf.comparison.checks``) all use these, so an argument is refused with the same words
 wherever it comes in. JAX- and NumPy-free until an array is checked: a config is checked
 before anything heavy is imported.
 """

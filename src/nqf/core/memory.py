@@ -3,9 +3,10 @@ takes), compared before anything is allocated or compiled, and refused in one Nq
 that says the estimate and what is available.
 
 The estimates themselves live with what they estimate and are documented in
-``nqf.comparison.limits`` (the command line's and the sweeps' checks): the M-flow's and
-``predict``'s in ``nqf.theory.predict.sizes``, training's in ``nqf.training.runs``, a
-comparison's in ``nqf.comparison.limits``. JAX-free.
+``nqf.theory.costs``: the M-flow's and ``predict``'s in ``nqf.theory.predict.sizes``,
+training's in ``nqf.training.runs``, a comparison's, a departure's and ``nqf structure``'s in
+``nqf.theory.costs``; the checks that refuse with them are ``nqf.comparison.checks`` (the
+library's, the sweeps' and the command line's) and ``nqf.cli._checks``. JAX-free.
 """
 
 from __future__ import annotations

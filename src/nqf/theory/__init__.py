@@ -10,6 +10,8 @@
 - ``scaling`` (module): power laws over many modes;
 - ``predict``: all of the above for one configuration, or a grid of them;
 - ``departure``: where the network leaves the quadratic model, and the corrected steps.
+- ``costs`` (module): the memory and time of a structure, a comparison and a departure, from
+  their sizes, before any compute.
 
 Imports only ``core`` and ``architectures`` (the stage below).
 """

@@ -248,7 +248,7 @@ def check_train_memory(arch: Architecture, config: TrainConfig, samples: int, ba
     cannot fit. Each run holds its records at every checkpoint (loss, ||W||, the occupations and
     the block norms; on the device and again on the host), its weights, gradient, two optimizer
     slots and W0 (5 d n) and the per-sample activations of the forward and backward pass
-    (N n (K + 4)), as ``nqf.comparison.limits`` counts a comparison's runs."""
+    (N n (K + 4)), as ``nqf.theory.costs`` counts a comparison's runs."""
     records = checkpoint_count(config.steps, config.checkpoints)
     numbers_a_record = 2 + basis_columns + len(arch.blocks)
     d, n = arch.dim, config.width

@@ -33,7 +33,7 @@ def _where(spec: Spec, name: str) -> str:
 
 def check_points(spec: Spec, points: list[Point], resolver: Resolver | None = None, data: bool = True) -> None:
     """The checks that need the architectures, per distinct group: the width (mixture of
-    experts) and the memory estimate (``nqf.comparison.limits``); and with ``data`` (JAX started,
+    experts) and the memory estimate (``nqf.comparison.checks``); and with ``data`` (JAX started,
     float64) those that compute: the theory gate and one 1-step prediction per learning rate and
     flow, which applies ``predict``'s own checks (the learning rate against the stability bound
     ``nqf.theory.flow.stable_lr_bound``, the init scale against underflow at the group's smallest sigma0, a
@@ -134,8 +134,8 @@ def _check_width(spec: Spec, arch, s: dict, problems: dict[str, str]) -> None:
 
 
 def _check_memory(spec: Spec, task, arch, s: dict, problems: dict[str, str]) -> None:
-    """The run fits in memory: ``nqf.comparison.limits``'s estimate for compare or predict."""
-    from nqf.comparison.limits import check_compare, check_predict, task_samples
+    """The run fits in memory: ``nqf.comparison.checks``' estimate for compare or predict."""
+    from nqf.comparison.checks import check_compare, check_predict, task_samples
 
     try:
         if spec.mode == "compare":

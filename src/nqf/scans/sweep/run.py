@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nqf.comparison.limits import check_output_folder_path, check_output_path
 from nqf.core.errors import NqfError
+from nqf.core.output_paths import check_output_folder_path, check_output_path
 
 from .checks import check_points
 from .points import EXPERIMENT, RUN, Point, Resolver, default_batch_size, expand, make_batches

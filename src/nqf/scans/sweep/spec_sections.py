@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nqf.comparison.limits import shown_path
 from nqf.core.errors import NqfError
+from nqf.core.output_paths import shown_path
 
 from .spec_values import (
     FIGURE_KEYS,

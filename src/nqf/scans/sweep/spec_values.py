@@ -16,10 +16,11 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, FailFast, Field, Strict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-# re-exported for the spec readers: the library's lists and limits, not copies
-from nqf.comparison.limits import MAX_SEED as MAX_SEED
-from nqf.comparison.limits import MAX_STEPS as MAX_STEPS
 from nqf.comparison.settings import SETTINGS_MODELS, Count, choice, defaults, required, says
+
+# re-exported for the spec readers: the library's lists and limits, not copies
+from nqf.core.arguments import MAX_SEED as MAX_SEED
+from nqf.core.arguments import MAX_STEPS as MAX_STEPS
 
 MODES = tuple(SETTINGS_MODELS)
 # setting -> (its field in the mode's model: type, description; its default, None when required)

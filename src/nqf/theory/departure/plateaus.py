@@ -22,7 +22,7 @@ failed in issue 22. ``chunked`` builds the same J from a few directions at a tim
 analysis) before running it, shrinking the chunk if they are far larger; beyond _DENSE_LIMIT
 weights ``matrix_free`` applies the map each step (one direction at a time, J never formed).
 :func:`choose_path` picks (``dense`` only when every direction fits at once);
-``nqf.comparison.limits.departure_cost`` uses the same numbers before any compute.
+``nqf.theory.costs.departure_cost`` uses the same numbers before any compute.
 """
 
 from __future__ import annotations

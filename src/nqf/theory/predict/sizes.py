@@ -2,7 +2,7 @@
 the data's structure (:func:`flow_cost`), W0 and M from it (:func:`predict_bytes`), and the one-line
 refusal of ``nqf.predict`` and ``nqf.predict_grid`` when it cannot fit (:func:`check_predict_memory`).
 
-The numbers and their measurements are documented in ``nqf.comparison.limits`` (whose checks for
+The numbers and their measurements are documented in ``nqf.theory.costs`` (whose checks for
 the command line and the sweeps read them from here). JAX-free until an estimate is asked for.
 """
 
@@ -31,7 +31,7 @@ def _held_per_sample(arch) -> int:
 
 
 def flow_cost(arch, samples: int, loss: str = "squared", route: str = "auto", minibatches: bool = False):
-    """(bytes, flops a step) of the M-flow on ``samples`` samples (``nqf.comparison.limits``'s docstring)."""
+    """(bytes, flops a step) of the M-flow on ``samples`` samples (``nqf.theory.costs``'s docstring)."""
     from nqf.theory.data_matrices.moments import MAX_HELD_STRUCTURE, choose_route
 
     d = arch.dim
