@@ -159,7 +159,8 @@ def test_ctrl_c_swallowed_on_its_way_still_ends_the_command(tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     args = [str(NQF), "structure", "--unit", f"{tmp_path / 'units.py'}:swallows", "--inputs", "4", "--outputs", "2"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"  # the unit's loop runs
+    # the unit's print goes to stderr (nqf keeps stdout for its results): its loop runs from there on
+    assert proc.stderr is not None and proc.stderr.readline().strip() == "started"
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     sent = time.monotonic()
