@@ -1,6 +1,7 @@
 """Estimates are computed from what will run (issue 34, item 6): the M-flow's time note says the
 adaptive stepping jumps only where it can (the jump's state s = D (D + 1) / 2 within
-MAX_JUMP_STATE), and agrees with the flow's own test of the same condition."""
+MAX_KRYLOV_STATE: a dense affine model up to MAX_JUMP_STATE, a Krylov one beyond), and agrees
+with the flow's own test of the same condition."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from nqf.architectures import mlp
 from nqf.cli._checks import check_departure
 from nqf.comparison import checks
-from nqf.core.memory import MAX_JUMP_STATE, can_jump
+from nqf.core.memory import MAX_KRYLOV_STATE, can_jump
 from nqf.theory.costs import departure_cost
 
 
@@ -19,7 +20,12 @@ def _note(capsys, arch, momentum: bool) -> str:
     return capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("inputs", "momentum", "jumps"), [(8, False, True), (60, False, False), (20, True, False)])
+# d = 64 and momentum at d = 24 jump by the Krylov model; beyond MAX_KRYLOV_STATE (d = 1104, and
+# momentum at d = 804: 2 d rows) nothing jumps
+@pytest.mark.parametrize(
+    ("inputs", "momentum", "jumps"),
+    [(8, False, True), (60, False, True), (20, True, True), (1100, False, False), (800, True, False)],
+)
 def test_the_time_note_says_whether_the_flow_can_jump(capsys, inputs, momentum, jumps):
     arch = mlp(inputs=inputs, outputs=4, activation="tanh")  # d = inputs + outputs
     note = _note(capsys, arch, momentum)
@@ -37,8 +43,11 @@ def test_can_jump_is_the_flows_own_condition():
     for d in range(1, 80):
         for kind in ("gd", "momentum"):
             D = 2 * d if kind == "momentum" else d
-            assert can_jump(d, kind == "momentum") == maps._jumpable(kind, d) == (D * (D + 1) // 2 <= MAX_JUMP_STATE)
-    assert can_jump(39, False) and not can_jump(40, False) and np.isscalar(MAX_JUMP_STATE)
+            assert can_jump(d, kind == "momentum") == maps._jumpable(kind, d) == (D * (D + 1) // 2 <= MAX_KRYLOV_STATE)
+    assert can_jump(1023, False) and not can_jump(1024, False) and np.isscalar(MAX_KRYLOV_STATE)
+    for d in (1023, 1024, 511, 512):
+        for kind in ("gd", "momentum"):
+            assert can_jump(d, kind == "momentum") == maps._jumpable(kind, d)
 
 
 @pytest.mark.parametrize(("name", "width", "benchmarked"), [("mlp", 32, True), ("moe", 4, False)])

@@ -11,6 +11,7 @@ import pytest
 
 import nqf
 from nqf.architectures.architecture import structure
+from nqf.core.memory import MAX_JUMP_STATE
 from nqf.theory.data_matrices import moments
 from nqf.theory.data_matrices.build import checked_samples
 from nqf.theory.data_matrices.moments import FactoredSecond, MomentDataMatrices, choose_route, moment_data_matrices
@@ -109,20 +110,45 @@ def test_blockwise_maps_equal_the_dense_maps():
         assert_allclose(b.final, a.final, rtol=1e-8, atol=1e-13)
 
 
-def test_adaptive_steps_where_the_state_is_too_large_to_jump():
-    """Above MAX_JUMP_STATE adaptive runs the step-by-step map (no tries), with its numbers."""
+def test_above_the_dense_jump_state_adaptive_jumps_by_its_krylov_model():
+    """Above MAX_JUMP_STATE (d = 43 here: 946 packed entries) the jumps' affine model is a Krylov
+    one (``nqf.theory.flow.jumps.KrylovModel``): it jumps, and the losses at the recorded steps
+    equal the step-by-step map's to 1e-8 relative (floor 1e-12 L(0))."""
     rng = np.random.default_rng(3)
     D, K, N = 40, 3, 200
     X = rng.standard_normal((N, D))
     Y = X[:, :K] * np.array([1.0, 0.5, 0.25])
     arch = nqf.get_architecture("mlp", activation="tanh", inputs=D, outputs=K)
     data = moment_data_matrices(arch, *checked_samples(arch, X, Y))
-    assert isinstance(data, MomentDataMatrices) and data.dim * (data.dim + 1) // 2 > 800
+    assert isinstance(data, MomentDataMatrices) and data.dim * (data.dim + 1) // 2 > MAX_JUMP_STATE
     F0 = square_factor(W0=rng.standard_normal((data.dim, 8)) * 1e-3)
-    every = gd_map(data, None, 0.1, 400, record_every=100, factor=F0, stepping="every")
-    adaptive = gd_map(data, None, 0.1, 400, record_every=100, factor=F0, stepping="adaptive")
-    assert dict(adaptive.stats).get("tries", 0) == 0
-    np.testing.assert_array_equal(np.asarray(adaptive.loss), np.asarray(every.loss))
+    every = gd_map(data, None, 0.1, 4000, record_every=100, factor=F0, stepping="every")
+    adaptive = gd_map(data, None, 0.1, 4000, record_every=100, factor=F0, stepping="adaptive")
+    stats = dict(adaptive.stats)
+    assert stats["jumped"] > 0 and stats["jumped"] + stats["stepped"] == 4000, stats
+    reference = np.asarray(every.loss)
+    assert_allclose(np.asarray(adaptive.loss), reference, rtol=1e-8, atol=1e-12 * reference[0])
+
+
+def test_the_krylov_model_equals_the_dense_affine_model():
+    """r in a 5-dimensional invariant subspace of J (s = 200), as past the switch-ons: the Krylov
+    model's displacements x_j = sum_{i<j} J^i r and increments J^j r equal the dense model's to
+    1e-12 relative, for jumps of 1 to 1000 steps."""
+    from nqf.theory.flow.jumps import KRYLOV_DIM, AffineModel, KrylovModel
+
+    rng = np.random.default_rng(0)
+    s, k = 200, 5
+    basis, _ = np.linalg.qr(rng.standard_normal((s, s)))
+    J = basis @ np.diag(np.concatenate([rng.uniform(0.5, 0.99, k), rng.uniform(-0.9, 0.9, s - k)])) @ basis.T
+    r = basis[:, :k] @ rng.standard_normal(k)
+    krylov = KrylovModel(r, lambda v: J @ v)
+    dense = AffineModel(r, J)
+    assert krylov.ok and krylov.V.shape[1] <= KRYLOV_DIM
+    offsets = np.array([1, 7, 64, 1000])
+    want = dense.displacement(offsets)
+    assert_allclose(krylov.displacement(offsets), want, rtol=0, atol=1e-12 * np.abs(want).max())
+    increment = dense.increment_at(300)
+    assert_allclose(krylov.increment_at(300), increment, rtol=0, atol=1e-12 * np.abs(increment).max())
 
 
 @pytest.mark.slow  # 3.4-5.9 s

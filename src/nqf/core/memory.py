@@ -19,16 +19,21 @@ BYTES = 8  # float64
 # the cost model of the time estimates (measured for small problems on a 2-core machine)
 FLOPS_PER_SECOND = 2e9
 SECONDS_PER_STEP = 1e-6
-# The M-flow's jumps need powers of an s x s matrix, s = D (D + 1) / 2 (D = d, or 2 d for
-# momentum's rows): not beyond this size (``nqf.theory.flow.jumps``), so above d = 39 (27 with
-# momentum) adaptive stepping steps every step, and a time estimate must say so.
+# The M-flow's jumps take powers of an s x s matrix, s = D (D + 1) / 2 (D = d, or 2 d for
+# momentum's rows), up to this size (d = 39, 27 with momentum); beyond, of its Krylov model
+# (``nqf.theory.flow.jumps``).
 MAX_JUMP_STATE = 800
+
+
+# Beyond MAX_JUMP_STATE the jumps' affine model is a Krylov one (``nqf.theory.flow.jumps``), whose
+# basis holds KRYLOV_DIM = 64 vectors of the state: up to this many entries (d = 1023 for GD, 256 MiB).
+MAX_KRYLOV_STATE = 1 << 19
 
 
 def can_jump(d: int, momentum: bool) -> bool:
     """Whether the M-flow of d parameters a unit can jump linear stretches at all."""
     D = 2 * d if momentum else d
-    return D * (D + 1) // 2 <= MAX_JUMP_STATE
+    return D * (D + 1) // 2 <= MAX_KRYLOV_STATE
 
 
 def available_bytes() -> int:

@@ -19,6 +19,13 @@ switch-on. Recorded steps inside a jump are evaluated from the affine model.
 
 Only used when records are sparse (every step recorded means every step is computed
 anyway); SGD always steps (each step has its own minibatch).
+
+Beyond MAX_JUMP_STATE entries (d > 39 for GD) J is not formed: the affine model lives in the
+Krylov space of J from r (:class:`KrylovModel`, Arnoldi with KRYLOV_DIM products J v, each a
+JVP of one step: J V_m = V_m H_m + h e_m^T, so J^i r ~ |r| V_m H_m^i e_1). Its powers are those
+of the small H_m; the landing check is the same, so an inexact Krylov model is refused like an
+inexact linearisation. Past the switch-ons r lies in the few directions the flow still moves,
+so a few dozen products carry it; a jump of j steps then costs about KRYLOV_DIM steps' work.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nqf.core.memory import MAX_JUMP_STATE
+from nqf.core.memory import MAX_JUMP_STATE, MAX_KRYLOV_STATE
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
 
 # The accepted mismatch between the true and the affine one-step increment at a landing point.
@@ -39,6 +46,9 @@ JUMP_ATOL = 1e-15
 # command line's time estimates read it without importing JAX).
 FIRST_JUMP = 64
 MIN_JUMP = 16
+# Products J v of the Krylov model (states beyond MAX_JUMP_STATE); at most MAX_KRYLOV_STATE entries
+# (nqf.core.memory): its basis holds KRYLOV_DIM of them.
+KRYLOV_DIM = 64
 
 
 def _triu(D: int):
@@ -95,6 +105,19 @@ def _linearise(kind, data: AbstractDataMatrices, hyper, Gamma):
 
 
 @partial(jax.jit, static_argnames=("kind",))
+def _directional(kind, data: AbstractDataMatrices, hyper, Gamma, direction):
+    """J v of the packed map at Gamma for one packed direction v (s,): one JVP of a step."""
+    D = Gamma.shape[0]
+    idx = _triu(D)
+    phi = GRAM_MAPS[kind]
+
+    def packed(v):
+        return _pack_sym(phi(data, hyper, _unpack_sym(v, idx, D)), idx)
+
+    return jax.jvp(packed, (_pack_sym(Gamma, idx),), (direction,))[1]
+
+
+@partial(jax.jit, static_argnames=("kind",))
 def _increment(kind, data: AbstractDataMatrices, hyper, Gamma):
     D = Gamma.shape[0]
     idx = _triu(D)
@@ -148,6 +171,51 @@ class AffineModel:
         return self._apply_power(int(j), np.append(self.r, 0.0))[:-1]
 
 
+class KrylovModel:
+    """The affine model x+ = r + J x in the Krylov space of J from r (module docstring), with the
+    interface of :class:`AffineModel`: Arnoldi (modified Gram-Schmidt, applied twice) builds V_m
+    (s, m) and H_m (m, m); the model is ``AffineModel(|r| e_1, H_m)`` mapped back by V_m. A
+    breakdown (the space invariant under J) stops early, where the model is exact."""
+
+    def __init__(self, r: np.ndarray, apply, dim: int = KRYLOV_DIM):
+        s = r.size
+        norm = float(np.linalg.norm(r))
+        self.size, self.r = s, r
+        self.ok = bool(np.isfinite(norm)) and norm > 0
+        basis: list[np.ndarray] = []
+        H = np.zeros((dim + 1, dim))
+        if self.ok:
+            basis.append(r / norm)
+            for k in range(min(dim, s)):
+                w = np.asarray(apply(basis[k]), dtype=np.float64)
+                if not np.all(np.isfinite(w)):
+                    self.ok = False
+                    break
+                for _ in range(2):  # twice: orthogonal to rounding
+                    for i, v in enumerate(basis):
+                        coefficient = float(v @ w)
+                        H[i, k] += coefficient
+                        w = w - coefficient * v
+                H[k + 1, k] = float(np.linalg.norm(w))
+                if H[k + 1, k] <= 1e-14 * max(float(np.abs(H[: k + 2, : k + 1]).max()), 1e-300):
+                    break  # invariant: the model on these k + 1 vectors is exact
+                basis.append(w / H[k + 1, k])
+        m = max(min(len(basis), dim), 1)
+        self.V = np.stack(basis[:m], axis=1) if basis else np.zeros((s, 1))
+        start = np.zeros(m)
+        start[0] = norm if self.ok else 0.0
+        self.small = AffineModel(start, H[:m, :m])
+        self.ok = self.ok and self.small.ok
+
+    def displacement(self, offsets) -> np.ndarray:
+        """x_j for increasing steps j (R,): (s, R)."""
+        return self.V @ self.small.displacement(offsets)
+
+    def increment_at(self, j: int) -> np.ndarray:
+        """J^j r, the model's one-step increment j steps on: (s,)."""
+        return self.V @ self.small.increment_at(j)
+
+
 def gram_of(carry) -> np.ndarray:
     """The Gram matrix of the stacked factors of a map's carry (F,) or (F, V)."""
     Z = np.concatenate([np.asarray(c, dtype=np.float64) for c in carry], axis=0)
@@ -169,11 +237,18 @@ def try_jump(kind: str, data: AbstractDataMatrices, hyper, carry, length: int):
     """
     Gamma = gram_of(carry)
     D = Gamma.shape[0]
-    if D * (D + 1) // 2 > MAX_JUMP_STATE:
+    s = D * (D + 1) // 2
+    if s > MAX_KRYLOV_STATE:
         return None, Gamma, False
     dtype = carry[0].dtype
-    r, J = _linearise(kind, data, hyper, jnp.asarray(Gamma, dtype=dtype))
-    model = AffineModel(np.asarray(r, dtype=np.float64), np.asarray(J, dtype=np.float64))
+    state = jnp.asarray(Gamma, dtype=dtype)
+    model: AffineModel | KrylovModel
+    if s <= MAX_JUMP_STATE:
+        r, J = _linearise(kind, data, hyper, state)
+        model = AffineModel(np.asarray(r, dtype=np.float64), np.asarray(J, dtype=np.float64))
+    else:
+        r = np.asarray(_increment(kind, data, hyper, state), dtype=np.float64)
+        model = KrylovModel(r, lambda v: _directional(kind, data, hyper, state, jnp.asarray(v, dtype=dtype)))
     if not model.ok:
         return model, Gamma, False
     landing = states_in_jump(model, Gamma, np.array([length]))[0]
@@ -184,7 +259,7 @@ def try_jump(kind: str, data: AbstractDataMatrices, hyper, carry, length: int):
     return model, Gamma, accepted
 
 
-def states_in_jump(model: AffineModel, Gamma: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def states_in_jump(model: AffineModel | KrylovModel, Gamma: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Gamma at the given step offsets (R,) inside an accepted jump: (R, D, D)."""
     D = Gamma.shape[0]
     idx = _triu(D)

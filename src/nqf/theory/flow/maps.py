@@ -182,6 +182,7 @@ def _run_map(
     stepping="every",
     kind=None,
     jump_from=None,
+    jump_groups=None,
 ):
     cps = recorded_steps(steps, record_every, checkpoints)
     basis = check_basis(data, basis)
@@ -196,7 +197,7 @@ def _run_map(
         and (gaps.max(initial=0) > 1 or steps > cps[-1])
     ):
         carry, loss, Ms, occ, stats = _run_adaptive(
-            step, kind, data, carry0, hyper, steps, cps, basis, record_M, jump_from
+            step, kind, data, carry0, hyper, steps, cps, basis, record_M, jump_from, jump_groups
         )
     else:
         remaining = to_device(steps - cps[-1], dtype=np.int32)
@@ -220,9 +221,10 @@ def _run_map(
 
 def _jumpable(kind: str, d: int) -> bool:
     """Whether a jump can be tried at all: the packed Gram state (d(d+1)/2 entries for GD, twice
-    the rows for momentum) within ``nqf.core.memory.MAX_JUMP_STATE``. Its linearisation takes s
-    products of one step each and its powers O(s^3 log j); beyond, every try is refused (the
-    adaptive loop would only split the stepping into more compiled calls), so the map steps."""
+    the rows for momentum) within ``nqf.core.memory.MAX_KRYLOV_STATE``. Up to MAX_JUMP_STATE its
+    linearisation takes s products of one step each and its powers O(s^3 log j); beyond, its
+    Krylov model KRYLOV_DIM products (``nqf.theory.flow.jumps``). Past MAX_KRYLOV_STATE every try
+    would be refused (the adaptive loop would only split the stepping), so the map steps."""
     return can_jump(d, momentum=kind == "momentum")
 
 
@@ -240,13 +242,15 @@ def _bucket(count: int) -> int:
     return 1 << max(int(count) - 1, 0).bit_length()
 
 
-def _run_adaptive(step, kind, data: AbstractDataMatrices, carry, hyper, steps, cps, basis, record_M, jump_from=None):
+def _run_adaptive(
+    step, kind, data: AbstractDataMatrices, carry, hyper, steps, cps, basis, record_M, jump_from=None, jump_groups=None
+):
     """The map to ``steps``, jumping where it is linear (``nqf.theory.flow.jumps``), observed at ``cps``.
 
     Stretches that are stepped run as one compiled call each (``_drive`` over the records
     inside, padded to a power of two). Jumps are tried only once every mode of ``jump_from``
-    is switched on; after a failed try the wait before the next one doubles, after an
-    accepted jump the next jump is twice as long.
+    is switched on (each group of ``jump_groups`` by its total); after a failed try the wait
+    before the next one doubles, after an accepted jump the next jump is twice as long.
     """
     from nqf.theory.flow.jumps import FIRST_JUMP, MIN_JUMP, factors_of, states_in_jump, try_jump
 
@@ -304,7 +308,9 @@ def _run_adaptive(step, kind, data: AbstractDataMatrices, carry, hyper, steps, c
             current = (
                 np.asarray(occ)[count] if after == 0 else np.asarray(_observe_factor(False, data, carry[0], basis)[2])
             )
-            switched = bool(np.all(current[: jump_from.size] >= jump_from))
+            groups = jump_groups if jump_groups is not None else [(k,) for k in range(jump_from.size)]
+            reached = current[: jump_from.size]
+            switched = all(float(np.sum(reached[list(g)])) >= float(np.sum(jump_from[list(g)])) for g in groups)
     loss = jnp.asarray(np.stack(losses))
     Ms_out = jnp.asarray(np.stack(Ms)) if record_M else None
     occ = None if basis is None else jnp.asarray(np.stack(occs))
@@ -336,6 +342,7 @@ def gd_map(
     factor: Float[ArrayLike, "d r"] | None = None,
     stepping: str = "every",
     jump_from: Float[ArrayLike, " g"] | None = None,
+    jump_groups: Sequence[Sequence[int]] | None = None,
 ) -> FlowResult:
     """Exact gradient descent on M: M+ = (I - 2 lr G(M)) M (I - 2 lr G(M)), ``steps`` times.
 
@@ -357,6 +364,9 @@ def gd_map(
             stretches where the map is linear, ``nqf.theory.flow.jumps``; only when records are sparse).
         jump_from: (g,) occupations of the first g basis modes (their switch-on thresholds):
             with ``adaptive``, jumps start only once every one is reached; None: from the start.
+        jump_groups: degenerate groups of those modes (index tuples, ``nqf.core.measure.mode_groups``):
+            a group counts as reached when its total occupation reaches its total threshold (how
+            it splits among its members depends on W0); None: every mode a group of its own.
     """
     check_data(data)
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
@@ -373,6 +383,7 @@ def gd_map(
         stepping=stepping,
         kind="gd",
         jump_from=None if jump_from is None else np.asarray(jump_from, dtype=np.float64),
+        jump_groups=jump_groups,
     )
 
 
@@ -428,12 +439,13 @@ def momentum_map(
     factor: Float[ArrayLike, "d r"] | None = None,
     stepping: str = "every",
     jump_from: Float[ArrayLike, " g"] | None = None,
+    jump_groups: Sequence[Sequence[int]] | None = None,
 ) -> FlowResult:
     """Exact heavy-ball momentum on M, the closed dynamics of ``optax.sgd(lr, momentum=beta)``.
 
     optax: V+ = g + beta V, W+ = W - lr V+, g = grad_W L = 2 G W, V0 = 0. The state
     (M, P = W V^T, Q = V V^T) is closed (``nqf.theory.flow``'s docstring); P0 = Q0 = 0. ``state`` of
-    the result holds the final (P, Q). ``stepping`` and ``jump_from`` as in :func:`gd_map`.
+    the result holds the final (P, Q). ``stepping``, ``jump_from`` and ``jump_groups`` as in :func:`gd_map`.
     """
     check_data(data)
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
@@ -457,4 +469,5 @@ def momentum_map(
         stepping=stepping,
         kind="momentum",
         jump_from=None if jump_from is None else np.asarray(jump_from, dtype=np.float64),
+        jump_groups=jump_groups,
     )

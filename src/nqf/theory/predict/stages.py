@@ -315,6 +315,7 @@ def mflow(
             factor=factor,
             stepping=config.stepping,
             jump_from=thresholds,
+            jump_groups=mode_groups(np.asarray(modes.growth)[: len(thresholds)]),
         )
     elif optimizer.minibatches:
         assert config.batch_size is not None  # PredictConfig requires it for sgd
@@ -348,6 +349,7 @@ def mflow(
             factor=factor,
             stepping=config.stepping,
             jump_from=thresholds,
+            jump_groups=mode_groups(np.asarray(modes.growth)[: len(thresholds)]),
         )
     _check_finite(flow, config, stable)
     return flow
