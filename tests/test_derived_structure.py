@@ -171,3 +171,25 @@ def test_a_unit_with_no_quadratic_term_has_a_zero_structure():
     assert coupled_pairs(arch) == ()
     X = np.ones((3, 2))
     np.testing.assert_array_equal(structure(arch, X).dense(), np.zeros((3, 1, 3, 3)))
+
+
+def test_even_chunks_run_in_numpy_where_padded_ones_would_be_compiled(monkeypatch):
+    """200 samples: the padded chunk (256) is over the host interpreter's size and 200 are not
+    (the limit set between the two here), so the moments take one unpadded chunk in numpy; they
+    equal the compiled padded chunk's to 1e-12."""
+    from nqf.core import host_eval
+    from nqf.theory.data_matrices import moments
+
+    arch = nqf.from_equinox(Gated(jnp.zeros(K), jnp.zeros(D), jnp.zeros(D)), D, K)
+    X, Y = _data(arch, N=200)
+    shared = moments._chunk_functions(arch)[0]
+    sizes = [host_eval.traced(shared, *next(moments._chunks(X, Y, n, np.float64))).elements for n in (200, 256)]
+    assert sizes[0] < sizes[1]
+    padded = moment_data_matrices(arch, X, Y, jnp.float64)  # the default limit: numpy either way
+    monkeypatch.setattr(host_eval, "HOST_MAX_ELEMENTS", (sizes[0] + sizes[1]) // 2)
+    even = moment_data_matrices(arch, X, Y, jnp.float64)
+    assert even.evaluated == "numpy"
+    assert_allclose(even.second, padded.second, rtol=RTOL, atol=ATOL)
+    assert_allclose(even.cross, padded.cross, rtol=RTOL, atol=ATOL)
+    monkeypatch.setattr(host_eval, "HOST_MAX_ELEMENTS", sizes[0] - 1)  # neither fits: compiled, padded
+    assert moment_data_matrices(arch, X, Y, jnp.float64).evaluated == "compiled"

@@ -556,26 +556,28 @@ def _selections(term: DerivedTerm, size: int, dtype) -> np.ndarray:
     return out
 
 
-def _derived_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
-    """Block factors of a unit without a closed form, by autodiff on its coupled block pairs.
+def derived_rows(
+    arch: Architecture, X: jax.Array
+) -> tuple[tuple[np.ndarray, ...], tuple[jax.Array, ...], tuple[tuple[tuple[int, int], tuple[int, int]], ...]]:
+    """The block factors of a unit without a closed form, by autodiff on its coupled block pairs:
+    (lefts, rights, slices) per term of :func:`derived_layout`, lefts (K, R, d_L) the same for
+    every sample (numpy), rights (N, K, R, d_R), slices ((L start, stop), (R start, stop)).
 
     Term (L, R) carries Z_c(x) = A_c(x)[L, L] on a diagonal pair and 2 A_c(x)[L, R] off it, as
-    rows: l_cr = e_{rows[c][r]} (the same for every sample), r_cr = that row of Z_c(x), over the
-    rows :func:`derived_layout` found not zero. Costs per sample R JVPs of the unit's K-output
-    gradient per term when the outputs' rows do not mix (``DerivedTerm.compressed``: one for a
-    readout), else one per entry of the pair's smaller block; d for the dense Hessian. Holds
-    K R (d_L + d_R) numbers per term and sample against K d^2.
+    rows: l_cr = e_{rows[c][r]}, r_cr = that row of Z_c(x), over the rows :func:`derived_layout`
+    found not zero. Costs per sample R JVPs of the unit's K-output gradient per term when the
+    outputs' rows do not mix (``DerivedTerm.compressed``: one for a readout), else one per entry
+    of the pair's smaller block; d for the dense Hessian. Holds K R (d_L + d_R) numbers per term
+    and sample against K d^2. A(x) = 0 (the expansion check refuses such a unit): one zero term.
     """
     blocks = arch.blocks
     layout = derived_layout(arch)
     dtype = jnp.result_type(X.dtype, float)
-    if not layout:  # A(x) = 0 (the expansion check says the theory does not apply): one zero term
+    if not layout:
         size = blocks[0].stop - blocks[0].start
-        zeros = jnp.zeros((X.shape[0], arch.outputs, 1, size), dtype=dtype)
-        return BlockFactors((BlockTerm(zeros, zeros, (0, size), (0, size)),), arch.dim)
-    selections = [
-        jnp.asarray(_selections(t, blocks[t.left].stop - blocks[t.left].start, np.dtype(dtype))) for t in layout
-    ]
+        zero_left = np.zeros((arch.outputs, 1, size), dtype=np.dtype(dtype))
+        return (zero_left,), (jnp.zeros((X.shape[0], arch.outputs, 1, size), dtype=dtype),), (((0, size), (0, size)),)
+    lefts = tuple(_selections(t, blocks[t.left].stop - blocks[t.left].start, np.dtype(dtype)) for t in layout)
 
     def per_sample(x, selections):
         out = []
@@ -593,12 +595,20 @@ def _derived_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
     program = _DERIVED_PROGRAMS.get(arch)
     if program is None:  # one program per unit (and input shape), not one per operation when called eagerly
         program = _DERIVED_PROGRAMS[arch] = jax.jit(jax.vmap(per_sample, in_axes=(0, None)))
-    rights = program(X, selections)
+    rights = program(X, tuple(jnp.asarray(left) for left in lefts))
+    slices = tuple(
+        ((blocks[t.left].start, blocks[t.left].stop), (blocks[t.right].start, blocks[t.right].stop)) for t in layout
+    )
+    return lefts, tuple(rights), slices
+
+
+def _derived_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
+    """:func:`derived_rows` as BlockFactors (the left factors repeated for every sample)."""
+    lefts, rights, slices = derived_rows(arch, X)
     terms = []
-    for term, select, right in zip(layout, selections, rights, strict=True):
-        lb, rb = blocks[term.left], blocks[term.right]
-        left = jnp.broadcast_to(select, (X.shape[0], *select.shape))
-        terms.append(BlockTerm(left, right, (lb.start, lb.stop), (rb.start, rb.stop)))
+    for left, right, (left_slice, right_slice) in zip(lefts, rights, slices, strict=True):
+        every = jnp.broadcast_to(jnp.asarray(left), (X.shape[0], *left.shape))
+        terms.append(BlockTerm(every, right, left_slice, right_slice))
     return BlockFactors(tuple(terms), arch.dim)
 
 

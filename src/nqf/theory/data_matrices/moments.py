@@ -43,10 +43,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from nqf.architectures.architecture import Architecture, structure
+from nqf.architectures.architecture import Architecture, derived_rows, structure
 from nqf.architectures.structure import BlockFactors, DenseStructure
 from nqf.core.errors import NqfError
-from nqf.core.host_eval import host_or_compiled
+from nqf.core.host_eval import host_or_compiled, traced
 from nqf.core.names import ROUTES as ROUTES
 from nqf.core.programs import bucket_length, to_device
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
@@ -414,14 +414,18 @@ def _chunk_functions(arch: Architecture):
 
     def shared(X, Y, w):
         # called only for block factors (a dense structure has no shared lefts)
-        s = cast(BlockFactors, structure(arch, X))
-        rights = [t.right * w[:, None, None, None] for t in s.terms]
+        if arch.closed_form is None:  # derived factors: their lefts are constants (nothing to compare)
+            constant, raw, _ = derived_rows(arch, X)
+            lefts: Any = (tuple(jnp.asarray(left) for left in constant), jnp.asarray(True))
+        else:
+            s = cast(BlockFactors, structure(arch, X))
+            raw, lefts = tuple(t.right for t in s.terms), _shared_lefts(s)
+        rights = [right * w[:, None, None, None] for right in raw]
         cross = tuple(jnp.einsum("bk,bkrj->krj", Y, r) for r in rights)
         pairs = tuple(
-            tuple(jnp.einsum("bkri,bksj->krsij", rights[i], s.terms[j].right) for j in range(i + 1))
-            for i in range(len(rights))
+            tuple(jnp.einsum("bkri,bksj->krsij", rights[i], raw[j]) for j in range(i + 1)) for i in range(len(rights))
         )
-        return pairs, cross, _shared_lefts(s)
+        return pairs, cross, lefts
 
     def general(X, Y, w):
         Z = _features(structure(arch, X)) * w[:, None, None]
@@ -447,6 +451,19 @@ def _run_chunk(arch: Architecture, which: int, args: tuple, calls: int) -> tuple
     else compiled."""
     fn, compiled = _chunk_functions(arch)[which], _compiled_chunk_functions(arch)[which]
     return host_or_compiled(fn, *args, compiled=compiled, calls=calls)
+
+
+def _balanced_on_host(arch: Architecture, X, Y, dtype, chunk: int) -> int:
+    """The chunk size: ``chunk``, or the N samples split evenly into as many chunks (no padding)
+    when that makes the chunk programs small enough for the host interpreter and ``chunk`` does
+    not (padding only buys the reuse of a compiled program; one interpreted in numpy is not
+    compiled). The traces are the ones :func:`_run_chunk` reuses."""
+    shared, N = _chunk_functions(arch)[0], X.shape[0]
+    calls = _chunk_count(N, chunk)
+    balanced = -(-N // calls)
+    if balanced == chunk or traced(shared, *next(_chunks(X, Y, chunk, dtype))).fits(calls):
+        return chunk
+    return balanced if traced(shared, *next(_chunks(X, Y, balanced, dtype))).fits(calls) else chunk
 
 
 def _chunk_count(N: int, chunk: int) -> int:
@@ -481,8 +498,11 @@ def moment_data_matrices(
     layout = _layout_of(shape)
     ranks = 1 if isinstance(shape, DenseStructure) else max(t.left.shape[2] for t in shape.terms)
     # a data set smaller than a chunk is padded (zero weights) to a power of two: another data
-    # set of a size in the same bucket reuses the compiled chunk programs (persistent cache)
+    # set of a size in the same bucket reuses the compiled chunk programs (persistent cache);
+    # unless even chunks without padding run in numpy where padded ones would be compiled
     chunk = max(1, min(_chunk_size(layout, arch.outputs, ranks, chunk), bucket_length(N, floor=16)))
+    if isinstance(shape, BlockFactors):
+        chunk = _balanced_on_host(arch, X, targets, dtype, chunk)
     p = sum(t.size for t in layout)
     if p * p > MAX_MOMENT_ENTRIES:
         if _factorable(shape) is None:
