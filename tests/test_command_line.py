@@ -120,6 +120,28 @@ def test_the_prediction_block_leads_and_carries_the_corrected_steps():
     assert corrected == result["departure"]["corrected_switch_steps"] and all(v is not None for v in corrected)
 
 
+@pytest.mark.slow  # two comparisons through the console script, ~10 s each
+def test_compare_leads_with_the_prediction_against_the_network():
+    """``nqf compare``: the first table is the prediction (each optimizer's M-flow) against the
+    network, the analysis (limit, LV, the quadratic model) after it; the JSON leads with a
+    ``prediction`` block whose steps are the M-flow's, null for an optimizer without one."""
+    args = ["compare", "--task", "staircase", "--width", "8", "--steps", "300", "--sigma0", "1e-3", "--lr", "0.05"]
+    args += ["--optimizers", "gd,adam"]
+    text = _nqf(*args)
+    assert text.returncode == 0, text.stderr
+    assert 0 <= text.stdout.index("prediction (the M-flow) against the network") < text.stdout.index("analysis:")
+    done = _nqf(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert next(iter(result)) == "prediction"
+    rows = result["prediction"]["modes"]
+    assert [row["switch_step"]["gd"] for row in rows] == [
+        m["predicted_by_optimizer"]["gd"]["mflow"] for m in result["modes"]
+    ]
+    assert all(row["switch_step"]["adam"] is None and row["relative_error"]["adam"] is None for row in rows)
+    assert [row["network_switch_step"] for row in rows] == [m["measured"]["network"] for m in result["modes"]]
+
+
 SWALLOWING_UNIT = """
 import time
 

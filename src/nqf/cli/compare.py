@@ -317,12 +317,12 @@ def write_plot(comparison, plot: Path, overlay=None) -> None:
 
 
 def print_comparison(result: dict, console: Console) -> None:
-    """The text form of ``Comparison.to_json()``: switch steps, plateau losses, closure."""
+    """The text form of ``Comparison.to_json()``: the prediction against the network first, then the
+    analysis (the theory's other readings, the quadratic model), the closure check and the notes."""
     from ._outputs import print_table
 
     opts = list(result["config"]["optimizers"])
     print_header(result, console)
-    print_table(console, theory_table(result))
     print_table(console, network_table(result, opts))
     console.print(
         "  M-flow: the optimizer's own M-flow"
@@ -331,6 +331,7 @@ def print_comparison(result: dict, console: Console) -> None:
         "(- where the run diverged or the mode never switched on)",
         highlight=False,
     )
+    print_table(console, theory_table(result))
     if result["closure_defect"]:
         print_table(console, closure_table(result, opts))
     for opt, bad in result["diverged"].items():
@@ -362,8 +363,13 @@ def print_header(result: dict, console: Console) -> None:
 
 
 def theory_table(result: dict) -> Table:
-    """Per mode: the theory's switch-on steps (GD) and plateau losses beside the quadratic model's."""
-    theory = Table(title="theory (GD) and the quadratic model", title_justify="left", box=box.SIMPLE_HEAD)
+    """The analysis: per mode, the other readings of the theory (GD: the vanishing-init limit,
+    Lotka-Volterra) beside the GD M-flow and the trained quadratic model, steps and plateau losses."""
+    theory = Table(
+        title="analysis: the other readings (GD) and the trained quadratic model",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
     for column in ("mode", "c_k", "limit", "LV", "M-flow", "quad.", "L limit", "L M-flow", "L quad."):
         theory.add_column(column, justify="right", overflow="fold")
     for row in result["modes"]:
@@ -383,9 +389,14 @@ def theory_table(result: dict) -> Table:
 
 
 def network_table(result: dict, opts: list[str]) -> Table:
-    """Per mode and optimizer: the network's switch-on step against the optimizer's M-flow, and its plateau."""
+    """The prediction against the network: per mode and optimizer, the optimizer's M-flow (the
+    prediction) and the network's switch-on step, their gap, and the network's plateau."""
     seeds = result["seeds"]
-    network = Table(title="network, per optimizer", title_justify="left", box=box.SIMPLE_HEAD)
+    network = Table(
+        title="prediction (the M-flow) against the network, per optimizer",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
     for column in ("mode", "optimizer", "M-flow", "network", "sd", "vs M-flow", "own thr.", "plateau"):
         network.add_column(column, justify="right", overflow="fold")
     for row in result["modes"]:

@@ -16,6 +16,7 @@ from nqf.comparison.measures import relative
 from nqf.core.measure import group_label
 from nqf.core.pytrees import json_value, register_fields
 from nqf.theory.predict.pipeline import Prediction
+from nqf.theory.predict.result import PLATEAU_CONVENTION, SWITCH_CONVENTION
 from nqf.training.closure import ClosureResult
 from nqf.training.config import DIVERGENCE_FACTOR
 from nqf.training.sweep import SweepResult
@@ -326,6 +327,7 @@ def _comparison_json(c: Comparison, modes: list[dict]) -> dict:
     expansion verdict, seeds, closure, divergence, notes, curves and departure."""
     p = c.prediction
     return {
+        "prediction": _prediction_json(modes),
         "task": c.task_name,
         "task_options": json_value(c.task_options),
         "arch": c.arch.name,
@@ -352,6 +354,39 @@ def _comparison_json(c: Comparison, modes: list[dict]) -> dict:
         "departure": None
         if not c.config.departure
         else {flow: [p.departure.to_json() for p in preds] for flow, preds in c.predictions.items()},
+    }
+
+
+def _prediction_json(modes: list[dict]) -> dict:
+    """The ``prediction`` block that leads the JSON: per mode (per degenerate group), each
+    optimizer's M-flow switch-on step (the prediction; null where the optimizer has no M-flow of
+    its own: a GD reference or a user's transformation) against the network's (mean over seeds),
+    their relative gap, and the plateau losses: the prediction first, as in ``nqf predict
+    --json``; the other readings are the rows' ``predicted`` (the analysis)."""
+    rows = []
+    for row in modes:
+        by_optimizer = row["predicted_by_optimizer"]
+        own = {opt: flow["flow"] is not None and not flow["reference"] for opt, flow in by_optimizer.items()}
+        errors = row["relative_error"]["network"]
+        rows.append(
+            {
+                "modes": row["modes"],
+                "growth": row["growth"],
+                "fixed_point": 2.0 * row["threshold"],
+                "switch_step": {opt: flow["mflow"] if own[opt] else None for opt, flow in by_optimizer.items()},
+                "network_switch_step": row["measured"]["network"],
+                "relative_error": {opt: error if own[opt] else None for opt, error in errors.items()},
+                "plateau_loss": row["plateau_loss"]["predicted"].get("mflow"),
+                "network_plateau_loss": row["plateau_loss"]["measured"]["network"],
+            }
+        )
+    return {
+        "source": "mflow",
+        "switch_convention": SWITCH_CONVENTION,
+        "plateau_convention": PLATEAU_CONVENTION,
+        "modes": rows,
+        "analysis": "each row of modes: predicted (GD: lv, singular_limit, closed_form), the quadratic model, "
+        "each optimizer's M-flow (the GD M-flow as a reference where it has none)",
     }
 
 
