@@ -179,7 +179,7 @@ def test_unconfirmed_claims_are_explained(result):
 
 def test_figures(result, tmp_path):
     from nqf.paper.e5_architectures.figures import plot
-    from nqf.report._style import check_saved
+    from nqf.report.style import check_saved
 
     figures = check_saved(plot(result[1], tmp_path), "E5")
     assert {f.png.name for f in figures} == {

@@ -17,7 +17,7 @@ import pytest
 from nqf.core.errors import NqfError
 from nqf.paper import EXPERIMENTS
 from nqf.paper.e7_digits import E7, DigitsConfig, relative_loss_gap
-from nqf.report._style import check_saved
+from nqf.report.style import check_saved
 from nqf.store.results import to_jsonable
 from tests.conftest import assert_allclose
 

@@ -19,7 +19,7 @@ from nqf.core.errors import NqfError
 from nqf.paper import EXPERIMENTS
 from nqf.paper.e1_staircase import E1, StaircaseConfig, plateau_losses
 from nqf.paper.e2_init_sweep import E2, InitSweepConfig, fit_mode
-from nqf.report._style import check_saved
+from nqf.report.style import check_saved
 from nqf.store.results import to_jsonable
 from tests.conftest import assert_allclose
 

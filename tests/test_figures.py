@@ -16,9 +16,9 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
 from nqf.paper.e1_staircase import figures as figures_e1
-from nqf.report import _style, predict_plot, sweep_figures
-from nqf.report._panels import LINED_MODES, mode_numbers
-from nqf.report._style import (
+from nqf.report import predict_plot, style, sweep_figures
+from nqf.report.panels import LINED_MODES, mode_numbers
+from nqf.report.style import (
     PALETTE,
     PANEL_WIDTH,
     contrast_ratio,
@@ -114,14 +114,14 @@ def test_colour_bar_needs_a_label():
     fig, ax = new_figure()
     ax.plot([1, 2], [1, 2], label="x")
     ax.set(xlabel="x", ylabel="y")
-    _style.series_colour_bar(fig, ax, list(range(1, 11)), "mode k")
-    _style._check(fig, "ok")  # labelled: accepted
+    style.series_colour_bar(fig, ax, list(range(1, 11)), "mode k")
+    style._check(fig, "ok")  # labelled: accepted
     fig, ax = new_figure()
     image = ax.imshow(np.eye(2))
     ax.set(xlabel="x", ylabel="y")
     fig.colorbar(image, ax=ax)
     with pytest.raises(Exception, match="colour bar lacks a label"):
-        _style._check(fig, "bad")
+        style._check(fig, "bad")
 
 
 # ---------------------------------------------------------------- E1_loss
@@ -234,7 +234,7 @@ def test_switch_steps_one_distinct_colour_per_mode_and_legend_outside(tmp_path, 
     assert len({c for (c,) in colours.values()}) == modes, "two modes share a colour (a repeating cycle)"
     bars = [a for a in fig.axes if getattr(a, "_colorbar", None) is not None]
     legend = fig.legends[0]
-    if modes > _style.DISTINCT_COLOURS:
+    if modes > style.DISTINCT_COLOURS:
         assert len(bars) == 1 and bars[0].get_ylabel() == "mode k"
         assert len(legend.get_texts()) <= 5  # the sources only, not one entry per curve
     else:

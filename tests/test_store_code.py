@@ -60,7 +60,7 @@ def test_a_changed_line_of_the_theory_recomputes_and_a_changed_figure_does_not(t
     assert "T1   toy sum: 3 runs (3 computed)" in first.stdout
     assert "T1   toy sum: 3 runs (3 stored)" in _reproduce(parent, out).stdout
 
-    _append(parent / "nqf" / "report" / "_style.py", "\n# a presentation change\n")
+    _append(parent / "nqf" / "report" / "style.py", "\n# a presentation change\n")
     assert "T1   toy sum: 3 runs (3 stored)" in _reproduce(parent, out).stdout
 
     _append(parent / "nqf" / "theory" / "flow" / "maps.py", "\n# a changed line of the theory\n")

@@ -51,8 +51,8 @@ def test_dollars_in_names_are_drawn_as_typed(staircase, tmp_path):
     from matplotlib.figure import Figure
 
     from nqf.comparison.curves import compare_overlay, read_loss_curve
-    from nqf.report._style import plain_text
     from nqf.report.predict_plot import plot_prediction
+    from nqf.report.style import plain_text
 
     _, arch, X, Y = staircase
     prediction = dataclasses.replace(nqf.predict(arch, X, Y, predict_config()), arch_name="u$\\frac$x.py:f <b>&")

@@ -39,7 +39,7 @@ class Optimizer:
     Attributes:
         name: what a user passes (``TrainConfig.optimizer``, ``--optimizer``, ``--optimizers``).
         label: how figures and tables call it ("GD", "Adam").
-        colour: its index into the figure colour cycle (``nqf.report._style.PALETTE``), fixed
+        colour: its index into the figure colour cycle (``nqf.report.style.PALETTE``), fixed
             so that figures of different runs agree.
         make: ``(lr, beta, eps) -> optax.GradientTransformation``, importing optax inside
             (call it through :meth:`build`).

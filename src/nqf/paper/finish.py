@@ -49,7 +49,7 @@ def _plot(exp: Experiment, outcome: ExperimentOutcome, figure_dir: Path, problem
     """The experiment's figures (report side, imported here lazily); failures become problems."""
     if exp.figures is None or outcome.result is None:
         return ()
-    from nqf.report._style import check_saved
+    from nqf.report.style import check_saved
 
     module_name, _, function_name = exp.figures.partition(":")
     try:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from nqf.paper._base import ExperimentOutcome
 from nqf.paper.plan import REPORT_NAME as REPORT_NAME
-from nqf.report._style import OKABE_ITO, SavedFigure
+from nqf.report.style import OKABE_ITO, SavedFigure
 from nqf.store.results import atomic_write_bytes
 from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim
 

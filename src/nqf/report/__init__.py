@@ -1,4 +1,4 @@
-"""The library's figures: the figure style and files (``_style``, ``_panels``), the plots of
+"""The library's figures: the figure style and files (``style``, ``panels``), the plots of
 ``nqf predict``, ``nqf compare`` and ``nqf sweep``, and the tidy tables of curves.
 
 A leaf of the library: it imports the numerical core, the core never imports it. The paper's
@@ -7,33 +7,33 @@ figures and its HTML report live with the paper (``nqf.paper``), and use this st
 
 from __future__ import annotations
 
-from ._style import (
+from .style import (
     OKABE_ITO as OKABE_ITO,
 )
-from ._style import (
+from .style import (
     PALETTE as PALETTE,
 )
-from ._style import (
+from .style import (
     SOURCES as SOURCES,
 )
-from ._style import (
+from .style import (
     SavedFigure as SavedFigure,
 )
-from ._style import (
+from .style import (
     axis_label as axis_label,
 )
-from ._style import (
+from .style import (
     curve as curve,
 )
-from ._style import (
+from .style import (
     new_figure as new_figure,
 )
-from ._style import (
+from .style import (
     save_figure as save_figure,
 )
-from ._style import (
+from .style import (
     setup_axes as setup_axes,
 )
-from ._style import (
+from .style import (
     source_label as source_label,
 )

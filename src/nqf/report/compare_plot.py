@@ -5,7 +5,7 @@ Network per optimizer (solid; a band for the spread over seeds), the quadratic m
 first seed, with the predicted switch-on steps (GD M-flow, and the momentum / SGD
 M-flow when compared) as short ticks along the top edge, a row per flow (up to a few
 modes also as thin dotted lines), GD's mode numbers above the axes (thinned where they
-would collide). Colour = optimizer, line style = source (``nqf.report._style``). A leaf:
+would collide). Colour = optimizer, line style = source (``nqf.report.style``). A leaf:
 the numerical core never imports this.
 """
 
@@ -20,8 +20,8 @@ from nqf.core.errors import NqfError
 from nqf.core.measure import group_label
 from nqf.core.optimizers import OPTIMIZER_RECORDS, REFERENCE_FLOW, own_record
 
-from ._panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
-from ._style import PALETTE, axis_label, curve, new_figure, plain_text, setup_axes, write_figure
+from .panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
+from .style import PALETTE, axis_label, curve, new_figure, plain_text, setup_axes, write_figure
 
 
 def _record(optimizer: str):

@@ -9,7 +9,7 @@ thin dotted lines), the M-flow's mode numbers above the axes (thinned where they
 collide), the plateau losses as thin horizontal lines, and, when given, a measured loss
 curve (solid black) with its switch-on steps and the M-flow's by the loss convention
 (``nqf.comparison.curves``) as markers on the curves. Colours and line styles:
-``nqf.report._style``. A leaf: the numerical core never imports this.
+``nqf.report.style``. A leaf: the numerical core never imports this.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from nqf.core.errors import NqfError
 from nqf.core.measure import group_label
 from nqf.theory.predict.pipeline import Prediction
 
-from ._panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
-from ._style import PALETTE, SOURCES, axis_label, curve, new_figure, plain_text, setup_axes, write_figure
+from .panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
+from .style import PALETTE, SOURCES, axis_label, curve, new_figure, plain_text, setup_axes, write_figure
 
 _MFLOW, _LV, _LIMIT, _MEASURED = 0, 1, 2, 6  # PALETTE indices: blue, orange, green, black
 

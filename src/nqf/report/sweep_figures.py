@@ -24,7 +24,7 @@ from matplotlib import colormaps
 from matplotlib.colors import LogNorm
 from matplotlib.lines import Line2D
 
-from ._style import (
+from .style import (
     DISTINCT_COLOURS,
     SEQUENTIAL_MAP,
     axis_label,

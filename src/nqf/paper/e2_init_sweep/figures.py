@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
-from nqf.report._panels import BLACK as _BLACK
-from nqf.report._panels import GREY as _GREY
-from nqf.report._panels import labelled_errorbar
-from nqf.report._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf.report.panels import BLACK as _BLACK
+from nqf.report.panels import GREY as _GREY
+from nqf.report.panels import labelled_errorbar
+from nqf.report.style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 from nqf.theory.lotka_volterra.system import switch_slope_continuous, switch_slope_gd
 
 _MODELS = (

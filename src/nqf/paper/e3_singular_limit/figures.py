@@ -2,7 +2,7 @@
 
 ``plot(result, figure_dir)`` reads ``result.data`` as written by
 ``nqf.paper.e3_singular_limit.summarise``. Colour = init scale (or mode), line
-style = source (``nqf.report._style``); legends use proxy entries, one per colour and
+style = source (``nqf.report.style``); legends use proxy entries, one per colour and
 one per source, so that eleven curves do not need eleven legend rows.
 """
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
-from nqf.report._panels import BLACK as _BLACK
-from nqf.report._panels import as_array as _arr
-from nqf.report._panels import positive as _positive
-from nqf.report._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf.report.panels import BLACK as _BLACK
+from nqf.report.panels import as_array as _arr
+from nqf.report.panels import positive as _positive
+from nqf.report.style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
 _S_LABEL = axis_label("rescaled time t / ln(1/m₀)", "steps")
 _LOSS_FLOOR = 2e-2  # the last plateau is 0: the log axis stops here

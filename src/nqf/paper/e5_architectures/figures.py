@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
-from nqf.report._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf.report.style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 
 _SOURCE_STYLE = {"network": ("network", 0), "quadratic": ("quadratic model", 1), "mflow": ("M-flow", 6)}
 _BLOCK_COLOUR = {"W_Q": 0, "W_K": 5, "W_V": 1, "W_O": 3}

@@ -13,9 +13,9 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from nqf.core.optimizers import optimizer_record
-from nqf.report._panels import BLACK as _BLACK
-from nqf.report._panels import labelled_errorbar
-from nqf.report._style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf.report.panels import BLACK as _BLACK
+from nqf.report.panels import labelled_errorbar
+from nqf.report.style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 from nqf.theory.lotka_volterra.system import switch_slope_gd, switch_slope_momentum
 
 _MARKERS = {"network": "o", "quadratic model": "s"}

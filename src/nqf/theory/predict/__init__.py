@@ -15,29 +15,7 @@ from typing import TYPE_CHECKING
 
 from nqf.core.lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "grid": (
-            "PredictionGrid",
-            "predict_grid",
-        ),
-        "pipeline": (
-            "LV_DEFECT_TOLERANCE",
-            "MFLOW_RESOLUTION",
-            "PREDICT_OPTIMIZERS",
-            "STEPPINGS",
-            "PredictConfig",
-            "Prediction",
-            "check_init_scale",
-            "first_crossing",
-            "log_occupations",
-            "mflow_resolution",
-            "momentum_occupations",
-            "predict",
-        ),
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)  # the names of the block below, imported when first used
 
 if TYPE_CHECKING:  # the eager form, for type checkers and editors
     from nqf.theory.predict.grid import PredictionGrid as PredictionGrid

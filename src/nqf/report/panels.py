@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
 
-from ._style import PALETTE, axis_label, curve, setup_axes
+from .style import PALETTE, axis_label, curve, setup_axes
 
 GREY = "#808080"
 BLACK = PALETTE.index("#000000")  # palette index of black, kept for limits and predictions
