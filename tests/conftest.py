@@ -140,6 +140,21 @@ def mlp_data(tmp_path_factory) -> dict[str, Any]:
     return {"ok": folder / "ok.npz", "y1d": folder / "y1d.npz", "X": X, "Y": Y}
 
 
+def run_cli(args: list[Any], capture) -> tuple[int, str, str]:
+    """``nqf ARGS`` in this process (``nqf.cli.main``): (exit status, stdout, stderr), read from
+    ``capture`` (pytest's ``capsys`` or ``capfd``)."""
+    from nqf.cli import main
+
+    capture.readouterr()
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    out, err = capture.readouterr()
+    return code, out, err
+
+
 def predict_args(data_file: Path, *extra: str, width: int = 4, sigma0: str = "0.01", steps: int = 50) -> list[str]:
     """The arguments of ``nqf predict`` on ``data_file`` with mlp (lr 0.1), then ``extra``."""
     common = ["predict", "--data", str(data_file), "--arch", "mlp", "--width", str(width), "--sigma0", sigma0]

@@ -15,6 +15,7 @@ import pytest
 
 import nqf
 from nqf.theory.predict.pipeline import PredictConfig
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow  # starts the console script
 
@@ -225,20 +226,6 @@ def test_ctrl_c_raised_inside_a_finalizer_is_delivered_again(capsys):
 TASK_RUN = ["--width", "8", "--sigma0", "1e-3", "--lr", "0.05", "--steps", "300"]
 
 
-def _in_process(capsys, *args: str) -> tuple[int, str, str]:
-    """``nqf.cli.main([...])`` in this process: (exit status, stdout, stderr)."""
-    from nqf.cli import main
-
-    capsys.readouterr()
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as done:
-        code = int(done.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def _steps(values) -> list[float | None]:
     return [None if v is None or np.isnan(v) else float(v) for v in values]
 
@@ -247,11 +234,11 @@ def test_predict_takes_a_task_as_compare_does(capsys, tmp_path):
     """``predict --task staircase`` predicts the switch-on steps of ``compare --task staircase``'s
     M-flow column (same W0, data and flow), and of ``predict --data`` on the same data saved as
     npz with the task's natural architecture; ``--task npz --path FILE`` reads that file alike."""
-    code, out, err = _in_process(capsys, "predict", "--task", "staircase", *TASK_RUN, "--json")
+    code, out, err = run_cli(["predict", "--task", "staircase", *TASK_RUN, "--json"], capsys)
     assert code == 0, err
     by_task = json.loads(out)["mflow"]["switch_steps"]
     assert by_task == [48.0, 72.0, 126.0, 255.0]  # measured; the four modes of the staircase
-    code, out, err = _in_process(capsys, "compare", "--task", "staircase", *TASK_RUN, "--json")
+    code, out, err = run_cli(["compare", "--task", "staircase", *TASK_RUN, "--json"], capsys)
     assert code == 0, err
     compared = json.loads(out)
     assert [row["predicted_by_optimizer"]["gd"]["mflow"] for row in compared["modes"]] == by_task
@@ -262,13 +249,13 @@ def test_predict_takes_a_task_as_compare_does(capsys, tmp_path):
     np.savez(tmp_path / "staircase.npz", X=np.asarray(X), Y=np.asarray(Y))
     name, options = task.natural_architecture()
     arch_args = [f"--{key}={value}" for key, value in options.items()]
-    code, out, err = _in_process(
-        capsys, "predict", "--data", tmp_path / "staircase.npz", "--arch", name, *arch_args, *TASK_RUN, "--json"
+    code, out, err = run_cli(
+        ["predict", "--data", tmp_path / "staircase.npz", "--arch", name, *arch_args, *TASK_RUN, "--json"], capsys
     )
     assert code == 0, err
     assert json.loads(out)["mflow"]["switch_steps"] == by_task
-    code, out, err = _in_process(
-        capsys, "predict", "--task", "npz", "--path", tmp_path / "staircase.npz", *TASK_RUN, "--json"
+    code, out, err = run_cli(
+        ["predict", "--task", "npz", "--path", tmp_path / "staircase.npz", *TASK_RUN, "--json"], capsys
     )
     assert code == 0, err
     assert json.loads(out)["mflow"]["switch_steps"] == by_task
@@ -277,7 +264,7 @@ def test_predict_takes_a_task_as_compare_does(capsys, tmp_path):
 def test_predict_takes_the_task_options_and_data_seed_as_compare_does(capsys):
     """Task options, the natural architecture's options and --data-seed go where compare sends them."""
     args = ("--task", "staircase", "--samples", "128", "--activation", "tanh", "--data-seed", "3", *TASK_RUN)
-    code, out, err = _in_process(capsys, "predict", *args, "--json")
+    code, out, err = run_cli(["predict", *args, "--json"], capsys)
     assert code == 0, err
     result = json.loads(out)
     task = nqf.get_task("staircase", samples=128)

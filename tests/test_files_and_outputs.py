@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import SWEEP_BASE, error_line, one_line
+from tests.conftest import SWEEP_BASE, error_line, one_line, run_cli
 
 NQF = Path(sys.executable).parent / "nqf"
 PREDICT = ["--arch", "mlp", "--inputs", "8", "--outputs", "4", "--width", "4", "--lr", "0.05", "--steps", "20"]
@@ -53,20 +53,6 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
 
 def listing(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*")}
-
-
-def run_cli(args: list[str], capfd) -> tuple[int, str, str]:
-    """``nqf ARGS`` in this process: (exit status, stdout, stderr)."""
-    from nqf.cli import main
-
-    capfd.readouterr()
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    out, err = capfd.readouterr()
-    return code, out, err
 
 
 def assert_one_error_line(code: int, err: str, *words: str) -> str:
