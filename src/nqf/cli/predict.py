@@ -144,6 +144,7 @@ class PredictArgs:
     stepping: str
     allow_inapplicable: bool
     departure: bool
+    network: bool
     as_json: bool
     plot: Path | None
     csv_dir: Path | None
@@ -191,6 +192,15 @@ def predict(
             "seconds more).",
         ),
     ] = False,
+    network: Annotated[
+        bool,
+        typer.Option(
+            "--network/--no-network",
+            help="Also predict the network itself, not only its quadratic model: the mean-field flow of its units "
+            "(switch-on steps and plateau losses where nonlinear units leave the quadratic model; docs/departure.md). "
+            "Computed where it applies (no router, gd or momentum).",
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON.")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
     csv_dir: Annotated[
@@ -230,6 +240,7 @@ def predict(
         stepping=stepping,
         allow_inapplicable=allow_inapplicable,
         departure=departure,
+        network=network,
         as_json=as_json,
         plot=plot,
         csv_dir=csv_dir,
@@ -312,8 +323,8 @@ def run_prediction(args: PredictArgs):
         minibatches=args.optimizer in MINIBATCH_OPTIMIZERS,
         dtype=np.float64,
     )
-    # the departure evaluates the network on the samples; otherwise they are let go
-    samples = (np.asarray(X, dtype=np.float64), Y) if args.departure else (None, None)
+    # the network's mean-field flow and the departure evaluate the network on the samples; otherwise they are let go
+    samples = (np.asarray(X, dtype=np.float64), Y) if args.departure or args.network else (None, None)
     del X, Y
     X_kept, Y_kept = samples
     with _departure_bar(args.departure):
@@ -442,6 +453,7 @@ def predict_config(args: PredictArgs):
     return PredictConfig(
         allow_inapplicable=args.allow_inapplicable,
         departure=args.departure,
+        network=args.network,
         width=args.width,
         lr=args.lr,
         steps=args.steps,
@@ -483,6 +495,12 @@ def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> No
         f"{stats.get('jumped', 0)} jumped ({stats.get('jumps', 0)} jumps)"
     )
     console.print(f"engine: {result['engine_reason']}")
+    if result.get("network") is not None:
+        flow = result["network"]
+        console.print(
+            f"network (mean field): {flow['sets']} sets of {flow['particles']} particles, {flow['seconds']:.2f} s; "
+            f"loss {flow['loss'][-1]:.6g} at step {steps}"
+        )
     if result["departure"] is not None:
         print_departure(console, result["departure"], result["mflow"]["switch_steps"])
     for note in result["notes"]:
@@ -496,12 +514,15 @@ def prediction_table(result: dict) -> Table:
     block = result["prediction"]
     grouped = any(len(row["modes"]) > 1 for row in block["modes"])
     table = Table(
-        title="prediction (the M-flow): switch-on step = first step m_k"
+        title="prediction (the M-flow, the quadratic model; network: the mean-field flow of the network's units): "
+        "switch-on step = first step m_k"
         + (" (a group's total, for modes with equal c_k)" if grouped else "")
         + " reaches half its fixed point m*; plateau loss at the log-midpoint to the next switch-on"
     )
     corrected = any("network_corrected_switch_step" in row for row in block["modes"])  # with --departure
+    network = any("network_switch_step" in row for row in block["modes"])  # the mean-field flow
     columns = ["modes" if grouped else "mode", "c_k", "m*" if grouped else "m_k*", "switch-on step", "plateau loss"]
+    columns += ["network: step", "network: plateau"] if network else []
     for column in columns + (["network-corrected step"] if corrected else []):
         table.add_column(column, justify="right", overflow="fold")
     for row in block["modes"]:
@@ -513,6 +534,7 @@ def prediction_table(result: dict) -> Table:
             _fmt(row["switch_step"]),
             _fmt(row["plateau_loss"]),
         ]
+        cells += [_fmt(row.get("network_switch_step")), _fmt(row.get("network_plateau_loss"))] if network else []
         table.add_row(*cells, *([_fmt(row.get("network_corrected_switch_step"))] if corrected else []))
     return table
 

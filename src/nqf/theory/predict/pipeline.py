@@ -194,6 +194,8 @@ def predict(
         engine=engine,
         engine_reason=engine_reason,
     )
+    if config.network:
+        prediction = with_network(prediction, arch, X, Y, W0)
     return with_departure(prediction, arch, X, Y, W0, data) if config.departure else prediction
 
 
@@ -213,6 +215,23 @@ def _warn_float32_once() -> None:
     if not _float32_warned:
         _float32_warned = True
         warnings.warn(FLOAT32_WARNING, PrecisionWarning, stacklevel=3)
+
+
+def with_network(prediction: Prediction, arch: Architecture, X, Y, W0) -> Prediction:
+    """``prediction`` with the network's own prediction, the mean-field flow of its units
+    (``nqf.theory.departure.mean_field``), or a note saying why it is not computed."""
+    from nqf.theory.data_matrices.build import checked_samples
+    from nqf.theory.departure.mean_field import network_flow
+
+    why: str | None = "it needs the samples X, Y (only data matrices were given)"
+    found = None
+    if X is not None and Y is not None:
+        Xc, targets, _ = checked_samples(arch, X, Y, prediction.config.loss, jnp.result_type(float))
+        found, why = network_flow(arch, Xc, targets, prediction, W0)
+    if found is None:
+        note = f"network (mean field): not computed: {why}; the predictions are the quadratic model's"
+        return replace(prediction, notes=prediction.notes + (note,))
+    return replace(prediction, network=found, notes=prediction.notes + found.notes)
 
 
 def with_departure(

@@ -67,6 +67,11 @@ class PredictConfig:
         departure: also evaluate the network along the predicted path and correct the
             switch-on steps by the network's plateau states (``nqf.theory.departure.estimate``; off by default:
             it steps the map one step at a time and runs the network).
+        network: also predict the network itself, not only its quadratic model: the mean-field
+            flow of its units (``nqf.theory.departure.mean_field``: switch-on steps, plateau
+            losses and loss curve where the network leaves the quadratic model). On by default;
+            computed where it applies (units without a router, gd or momentum, the samples X, Y
+            given), else a note says why not.
         engine: how the stages after the data matrices run: ``compiled`` (JAX programs),
             ``numpy`` (nothing compiled: ``nqf.theory.flow.host``; the moments route, GD or
             momentum, small S and horizon) or ``auto`` (numpy where it applies; the two give
@@ -88,12 +93,15 @@ class PredictConfig:
     allow_inapplicable: bool = False
     departure: bool = False
     engine: str = "auto"
+    network: bool = True
 
     def __post_init__(self):
         if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
             raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
         if not isinstance(self.departure, (bool, np.bool_)):
             raise NqfError(f"departure must be True or False, got {self.departure!r}")
+        if not isinstance(self.network, (bool, np.bool_)):
+            raise NqfError(f"network must be True or False, got {self.network!r}")
         if not isinstance(self.check_lr, (bool, np.bool_)):
             raise NqfError(f"check_lr must be True or False, got {self.check_lr!r}")
         if is_transform(self.optimizer):  # a user's own optax transformation: trained, never predicted
@@ -177,6 +185,9 @@ class Prediction:
         departure: the network along the predicted path and the corrected switch-on steps
             (``nqf.theory.departure.estimate.Departure``) when ``config.departure``, else None.
         engine, engine_reason: ``compiled`` or ``numpy`` (``PredictConfig.engine``) and why.
+        network: the network's own prediction, the mean-field flow of its units
+            (``nqf.theory.departure.mean_field.NetworkFlow``: switch_steps, plateau_losses, loss
+            at ``flow.steps``) when ``config.network`` and it applies, else None.
     """
 
     config: PredictConfig
@@ -210,6 +221,7 @@ class Prediction:
     departure: Any = None
     engine: str = "compiled"
     engine_reason: str = ""
+    network: Any = None
 
     @property
     def num_growing(self) -> int:
@@ -306,7 +318,7 @@ class Prediction:
         return {
             # the prediction first: the M-flow's switch-on steps and plateau losses, per mode or degenerate
             # group; the blocks after it are the run and the analysis (LV, closed form, singular limit)
-            "prediction": _prediction_json(self.groups, readings, self.departure),
+            "prediction": _prediction_json(self.groups, readings, self.departure, self.network),
             "config": {
                 **json_value(asdict(self.config)),  # its numbers are leaves: arrays after jax.tree.map
                 "arch": self.arch_name,
@@ -361,6 +373,7 @@ class Prediction:
             "flow_stats": _int_tree(self.flow_stats),
             "notes": list(self.notes),
             "departure": None if self.departure is None else self.departure.to_json(),
+            "network": None if self.network is None else self.network.to_json(),
             "groups": _groups_json(self.groups, readings),
         }
 
@@ -372,11 +385,15 @@ SWITCH_CONVENTION = (
 PLATEAU_CONVENTION = "plateau loss: the M-flow's loss at the log-midpoint between this switch-on and the next"
 
 
-def _prediction_json(groups, readings: dict[str, np.ndarray], departure=None) -> dict:
+def _prediction_json(groups, readings: dict[str, np.ndarray], departure=None, network=None) -> dict:
     """The ``prediction`` block: the M-flow's switch-on step and plateau loss per mode (per degenerate
     group where modes share c_k), with the conventions; null: not within the horizon. With the
+    network's mean-field flow (``config.network``, where it applies) each mode also has the
+    network's predicted switch-on step and plateau loss (``network_switch_step``,
+    ``network_plateau_loss``; a group's: its earliest member's step, the plateau after it). With the
     departure (``config.departure``) each mode also has the network-corrected switch-on step
     (docs/departure.md; null inside a degenerate group, where it is not defined per group)."""
+    mean_field = None if network is None else network_group_readings(network, groups)
     corrected = None
     if departure is not None and departure.corrected_switch_steps is not None:
         corrected = np.asarray(departure.corrected_switch_steps["linearised"], dtype=np.float64)
@@ -389,6 +406,14 @@ def _prediction_json(groups, readings: dict[str, np.ndarray], departure=None) ->
             "plateau_loss": _floats([readings["plateau_mflow"][j]])[0],
             **(
                 {}
+                if mean_field is None
+                else {
+                    "network_switch_step": _floats([mean_field[0][j]])[0],
+                    "network_plateau_loss": _floats([mean_field[1][j]])[0],
+                }
+            ),
+            **(
+                {}
                 if corrected is None
                 else {"network_corrected_switch_step": _floats([corrected[group[0]]])[0] if len(group) == 1 else None}
             ),
@@ -397,12 +422,24 @@ def _prediction_json(groups, readings: dict[str, np.ndarray], departure=None) ->
     ]
     return {
         "source": "mflow",
+        **({} if network is None else {"network_source": network.to_json()["method"]}),
         "switch_convention": SWITCH_CONVENTION,
         "plateau_convention": PLATEAU_CONVENTION,
         "modes": rows,
         "analysis": "lv (the Lotka-Volterra map and ODE in C's eigenbasis, the logistic closed form) and "
         "singular_limit (sigma0 -> 0) read the same modes; groups: every reading per degenerate group",
     }
+
+
+def network_group_readings(network, groups) -> tuple[np.ndarray, np.ndarray]:
+    """(switch steps, plateau losses), (G,) each, of the network's mean-field flow per degenerate
+    group: its earliest member's step (``group_first``, as the LV readings) and the flow's loss at
+    the log-midpoint from there to the next group's step."""
+    steps = group_first(network.switch_steps, groups)
+    plateau = measured_plateau_losses(
+        np.asarray(network.steps), np.asarray(network.loss), steps, float(network.steps[-1])
+    )
+    return steps, plateau
 
 
 def _groups_json(groups, readings: dict[str, np.ndarray]) -> list[dict]:
@@ -463,7 +500,13 @@ def _register_departure() -> None:
     """Departure's pytree form, registered when a Prediction is first flattened (importing the
     departure's modules when this one loads would slow every ``import nqf``'s first predict)."""
     from nqf.theory.departure.estimate import Departure
+    from nqf.theory.departure.mean_field import NetworkFlow
 
+    register_fields(
+        NetworkFlow,
+        ("steps", "loss", "occupations", "switch_steps", "spread", "plateau_losses", "seconds"),
+        ("particles", "notes"),
+    )
     register_fields(
         Departure,
         ("steps", "relative_gap", "network_loss", "quadratic_loss", "corrected_switch_steps", "activation_order")
@@ -512,7 +555,7 @@ def _register_prediction() -> None:
         PredictConfig,
         ("lr", "sigma0", "beta", "seed"),
         ("width", "steps", "optimizer", "batch_size", "loss", "check_lr", "route", "stepping")
-        + ("allow_inapplicable", "departure", "engine"),
+        + ("allow_inapplicable", "departure", "engine", "network"),
     )
     register_fields(ModeBasis, ("basis", "growth", "interactions", "defect", "full_basis"), ())
     register_fields(LotkaVolterra, ("c", "K", "m0", "lr", "loss0"), ())
@@ -528,7 +571,7 @@ def _register_prediction() -> None:
         ("modes", "defect", "init_defect", "flow", "thresholds", "mflow_switch_steps", "lv", "lv_steps", "lv_loss")
         + ("lv_switch_steps", "lv_continuous_switch_steps", "closed_form_switch_steps", "lv_plateau_losses")
         + ("singular", "singular_switch_steps", "stable_lr", "power_law", "initial_occupations", "mflow_resolution")
-        + ("flow_stats", "departure", "config"),
+        + ("flow_stats", "departure", "network", "config"),
         ("lv_applies", "notes", "route", "route_reason", "expansion", "arch_name", "arch_options")
         + ("engine", "engine_reason"),
         before=_register_departure,

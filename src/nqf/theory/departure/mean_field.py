@@ -1,0 +1,274 @@
+r"""The network's own prediction: the mean-field flow of its units (docs/departure.md, part (c)).
+
+Why it closes. The layer is a sum over interchangeable units, f(x) = sum_i u(w_i, x), and
+gradient descent moves every unit by the same function of its own weights,
+
+    w_i+ = w_i - lr g_t(w_i),   g_t(w) = (1/N) sum_x l'(f_t(x), y) . du(w, x)/dw,
+
+the residual l' being shared. So w_i(t) = Phi_t(w_i(0)) for one map Phi_t of R^d common to
+all units (heavy-ball momentum: the pair (w, v) likewise). The mean-field flow replaces the
+n units by their distribution, started where the init is, rho_0 = N(0, M0 / n)
+(M0 = W0 W0^T, the init's own second moment), and pushed by the same map:
+
+    f_t(x) = n E_{w ~ rho_t} u(w, x),   M_t = n E_{w ~ rho_t} w w^T.
+
+For a quadratic unit u = w^T A(x) w this is the M-flow exactly (f and g . w depend on M
+alone); for a nonlinear unit it keeps what the quadratic model drops: how the units'
+distribution deforms once they leave small weights (the tanh units that carry a learned
+mode saturate, the others take over), which is what moves the later modes' switch-on steps
+(docs/departure.md: the M-flow is 35-110% late on mode 4 of the tanh staircase, the mean-field
+flow within 3%).
+
+How it is integrated. The expectation over rho_0 is a sum over S particles w_s = L0 xi_s
+(L0 L0^T = M0 / n, the xi_s standard normal draws whitened so that (1/S) sum xi xi^T = I
+exactly: for a quadratic unit the particle flow is then the M-flow to rounding), each pushed
+by the per-unit step above with f the particles' mean times n. Two independent particle sets
+(seeds 0 and 1) run side by side in one program; the prediction is their mean and half their
+difference is the numerical error estimate (``spread``). A mode whose two estimates differ by
+more than SPREAD_LIMIT of its step gets no number, and a note says so.
+
+Cost. A step is one forward and backward pass of the unit over 2 S particles and N samples,
+2 S N times a unit's cost: training's step with 2 S units instead of n (independent of n; the
+M-flow's step costs no samples at all). Memory ~ 2 S N (d + K) numbers for the
+activations, estimated before compiling.
+
+What it does not cover. Units coupled through a router (a mixture of experts' softmax gate
+over its E experts: the layer is not a sum of independent units); minibatch SGD (the particles
+would need the training batches); the finite-width fluctuations of the n units around their
+distribution beyond M0 (measured small at n = 8 on the staircase; docs/departure.md).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from nqf.architectures.architecture import Architecture, network_batch
+from nqf.core.measure import measured_plateau_losses, switch_steps
+from nqf.core.memory import available_bytes, size_text
+from nqf.core.optimizers import optimizer_record
+from nqf.theory.data_matrices.samples import per_sample_loss
+
+# particles per set (at least 2 d: the whitening needs more than d); two sets (their difference
+# is the error estimate). Measured on the tanh staircase (n = 32, sigma0 1e-6, data seed 0): with 64 particles modes 3-4 within 2.1% of
+# training, with 32 within 4.6%, 2048 within 2.5%: the error is the mean field's, not the sampling's.
+PARTICLES = 64
+SETS = 2
+# a mode whose two particle sets' steps differ by more than this fraction gets no number
+SPREAD_LIMIT = 0.05
+# particle draws: set k uses numpy's default_rng(_SEED + k)
+_SEED = 0
+# numbers held per particle, sample and (d + K) while a step runs (forward and backward; a rough bound)
+_HELD = 4.0
+
+
+@dataclass(frozen=True)
+class NetworkFlow:
+    """The mean-field flow of the network's units (module docstring), on the prediction's records.
+
+    steps (R,): the M-flow's record steps; loss (R,): the network's predicted loss (mean of
+    the particle sets); occupations (R, g): q_k^T M_t q_k of the growing modes; switch_steps
+    (g,): first step at the prediction's thresholds (the sets' mean; NaN: not within the
+    horizon, or the sets disagree by more than SPREAD_LIMIT); spread (g,): half the sets'
+    difference (steps); plateau_losses (g,): the loss at sqrt(t_k t_next) of its own steps
+    (``nqf.core.measure.measured_plateau_losses``, the convention of the trained network's);
+    particles: per set; seconds: wall time.
+    """
+
+    steps: np.ndarray
+    loss: np.ndarray
+    occupations: np.ndarray
+    switch_steps: np.ndarray
+    spread: np.ndarray
+    plateau_losses: np.ndarray
+    particles: int
+    seconds: float
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict:
+        def numbers(a):
+            return [None if not math.isfinite(float(v)) else float(v) for v in np.asarray(a, dtype=np.float64)]
+
+        return {
+            "method": "mean-field flow of the network's units (docs/departure.md, part (c))",
+            "switch_steps": numbers(self.switch_steps),
+            "spread": numbers(self.spread),
+            "plateau_losses": numbers(self.plateau_losses),
+            "steps": [int(s) for s in self.steps],
+            "loss": numbers(self.loss),
+            "particles": int(self.particles),
+            "sets": SETS,
+            "seconds": float(self.seconds),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> NetworkFlow:
+        def arr(v):
+            return np.array([np.nan if x is None else x for x in v], dtype=np.float64)
+
+        loss = arr(data["loss"])
+        return cls(
+            steps=np.asarray(data["steps"], dtype=np.int64),
+            loss=loss,
+            occupations=np.full((loss.size, len(data["switch_steps"])), np.nan),
+            switch_steps=arr(data["switch_steps"]),
+            spread=arr(data["spread"]),
+            plateau_losses=arr(data["plateau_losses"]),
+            particles=int(data["particles"]),
+            seconds=float(data["seconds"]),
+            notes=tuple(data.get("notes", ())),
+        )
+
+
+def not_applicable(arch: Architecture, optimizer: str) -> str | None:
+    """Why the mean-field flow is not computed for ``arch`` under ``optimizer``, or None."""
+    if arch.router is not None:
+        return (
+            f"{arch.name}'s units are coupled through a router (a gate over a fixed set of experts), "
+            "not a sum of independent units"
+        )
+    record = optimizer_record(optimizer)
+    if not record.deterministic_flow:
+        return f"{optimizer} draws minibatches; the mean-field flow is computed for full-batch gd and momentum"
+    return None
+
+
+def flow_bytes(arch: Architecture, samples: int, particles: int) -> float:
+    """Bytes a step holds: SETS * particles * samples * (d + K) numbers, _HELD times (module docstring)."""
+    itemsize = jnp.dtype(jnp.result_type(float)).itemsize
+    return _HELD * itemsize * SETS * particles * samples * (arch.dim + arch.outputs)
+
+
+def whitened_draws(d: int, particles: int, sets: int = SETS, seed: int = _SEED) -> np.ndarray:
+    """(sets, d, particles) standard normal draws, each set centred and whitened so that
+    (1/particles) xi xi^T = I exactly (needs particles > d)."""
+    out = np.empty((sets, d, particles))
+    for k in range(sets):
+        xi = np.random.default_rng(seed + k).standard_normal((d, particles))
+        xi -= xi.mean(axis=1, keepdims=True)
+        chol = np.linalg.cholesky(xi @ xi.T / particles)
+        out[k] = np.linalg.solve(chol, xi)
+    return out
+
+
+def _square_root(M: np.ndarray) -> np.ndarray:
+    """A factor L with L L^T = M for a positive semidefinite M (eigh; tiny negative eigenvalues clipped)."""
+    lam, U = np.linalg.eigh(0.5 * (M + M.T))
+    return U * np.sqrt(np.clip(lam, 0.0, None))
+
+
+@partial(jax.jit, static_argnames=("arch", "loss", "momentum", "width"))
+def _particle_flow(arch, loss, momentum, width, W0, X, Y, lr, beta, basis, gaps):
+    """Occupations (R, g) and loss (R,) of one particle set W0 (d, S) at the records (gaps (R - 1,))."""
+    S = W0.shape[1]
+    scale = width / S
+
+    def loss_of(W):
+        return jnp.mean(per_sample_loss(loss, scale * network_batch(arch, W, X), Y))
+
+    def readings(W, value):
+        M = scale * (W @ W.T)
+        return jnp.einsum("ik,ij,jk->k", basis, M, basis), value
+
+    def step(_, carry):
+        W, V, _ = carry
+        value, grad = jax.value_and_grad(loss_of)(W)
+        g = grad / scale  # each particle's own per-unit gradient
+        V = beta * V + g if momentum else g
+        return W - lr * V, V, value
+
+    def segment(carry, gap):
+        W, V, _ = jax.lax.fori_loop(0, gap, step, carry)
+        return (W, V, carry[2]), readings(W, loss_of(W))
+
+    first = readings(W0, loss_of(W0))
+    _, (occ, values) = jax.lax.scan(segment, (W0, jnp.zeros_like(W0), first[1]), gaps)
+    return jnp.concatenate([first[0][None], occ]), jnp.concatenate([first[1][None], values])
+
+
+def network_flow(
+    arch: Architecture, X, Y, prediction, W0, particles: int | None = None
+) -> tuple[NetworkFlow | None, str | None]:
+    """(the mean-field flow of the network of ``prediction``, None) or (None, why it is not computed).
+
+    X (N, ...), Y: the checked samples (all of them: the flow is full-batch, as training);
+    W0 (d, n): the prediction's init. Reasons: :func:`not_applicable`, memory beyond half of what
+    is available (:func:`flow_bytes`), particles not above d (the whitening needs it).
+    ``particles``: per set, default max(PARTICLES, 2 d).
+    """
+    config = prediction.config
+    why = not_applicable(arch, config.optimizer)
+    if why is not None:
+        return None, why
+    d, N = arch.dim, int(X.shape[0])
+    particles = max(PARTICLES, 2 * d) if particles is None else int(particles)
+    if particles <= d:
+        return None, f"{particles} particles do not exceed the {d} weights of a unit"
+    needed = flow_bytes(arch, N, particles)
+    if needed > available_bytes() / 2:
+        return None, f"it would hold about {size_text(needed)} for {N} samples (more than half the memory available)"
+    start = time.perf_counter()
+    dtype = jnp.result_type(float)
+    g = prediction.num_growing
+    record = np.asarray(prediction.flow.steps, dtype=np.int64)
+    basis = jnp.asarray(np.asarray(prediction.modes.full_basis)[:, :g], dtype=dtype)
+    W0 = np.asarray(W0, dtype=np.float64)
+    width = W0.shape[1]
+    root = _square_root(W0 @ W0.T / width)
+    draws = jnp.asarray(root @ whitened_draws(d, particles), dtype=dtype)  # (SETS, d, S)
+    momentum = optimizer_record(config.optimizer).flow_takes_beta
+    beta = config.beta if momentum else 0.0
+    run = jax.vmap(_particle_flow, in_axes=(None, None, None, None, 0) + (None,) * 6)
+    occ, loss = run(
+        arch,
+        config.loss,
+        momentum,
+        width,
+        draws,
+        jnp.asarray(X, dtype=dtype),
+        jnp.asarray(Y, dtype=dtype),
+        jnp.asarray(config.lr, dtype=dtype),
+        jnp.asarray(beta, dtype=dtype),
+        basis,
+        jnp.asarray(np.diff(record), dtype=jnp.int32),
+    )
+    occ, loss = np.asarray(occ, dtype=np.float64), np.asarray(loss, dtype=np.float64)
+    thresholds = np.asarray(prediction.thresholds, dtype=np.float64)
+    per_set = switch_steps(record, occ, thresholds)  # (SETS, g)
+    steps = per_set.mean(axis=0)
+    spread = 0.5 * np.abs(per_set[0] - per_set[-1])
+    notes = []
+    one_sided = np.isfinite(per_set).any(axis=0) & ~np.isfinite(steps)
+    wide = np.isfinite(steps) & (spread > SPREAD_LIMIT * steps)
+    for k in np.flatnonzero(one_sided | wide):
+        what = "one particle set only" if one_sided[k] else f"steps {per_set[0][k]:.0f} and {per_set[-1][k]:.0f}"
+        notes.append(
+            f"network (mean field): mode {k + 1} has no step: its two particle sets disagree ({what}; more than "
+            f"{SPREAD_LIMIT:.0%}); more particles would settle it"
+        )
+    steps = np.where(one_sided | wide, np.nan, steps)
+    curve = loss.mean(axis=0)
+    if not np.isfinite(curve).all():
+        notes.append("network (mean field): the loss left the finite numbers (the learning rate is too large for it)")
+    plateau = measured_plateau_losses(record, curve, steps, float(record[-1]))
+    return (
+        NetworkFlow(
+            steps=record,
+            loss=curve,
+            occupations=occ.mean(axis=0),
+            switch_steps=steps,
+            spread=spread,
+            plateau_losses=plateau,
+            particles=particles,
+            seconds=time.perf_counter() - start,
+            notes=tuple(notes),
+        ),
+        None,
+    )
