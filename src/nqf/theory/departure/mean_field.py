@@ -55,9 +55,10 @@ from nqf.core.memory import available_bytes, size_text
 from nqf.core.optimizers import optimizer_record
 from nqf.theory.data_matrices.samples import per_sample_loss
 
-# particles per set (at least 2 d: the whitening needs more than d); two sets (their difference
-# is the error estimate). Measured on the tanh staircase (n = 32, sigma0 1e-6, data seed 0): with 64 particles modes 3-4 within 2.1% of
-# training, with 32 within 4.6%, 2048 within 2.5%: the error is the mean field's, not the sampling's.
+# Particles per set (at least 2 d: the whitening needs more than d); two sets (their difference is
+# the error estimate). Measured on the tanh staircase (n = 32, sigma0 1e-6, data seed 0), modes 3-4
+# against training: one set of 32 particles within 4.6%, 64 within 2.1%, 2048 within 2.5% (the
+# error left is the mean field's, not the sampling's).
 PARTICLES = 64
 SETS = 2
 # a mode whose two particle sets' steps differ by more than this fraction gets no number
