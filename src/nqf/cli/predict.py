@@ -145,6 +145,7 @@ class PredictArgs:
     allow_inapplicable: bool
     departure: bool
     network: bool
+    network_budget: float
     as_json: bool
     plot: Path | None
     csv_dir: Path | None
@@ -201,6 +202,14 @@ def predict(
             "Computed where it applies (no router, gd or momentum).",
         ),
     ] = True,
+    network_budget: Annotated[
+        float,
+        typer.Option(
+            "--network-budget",
+            help="Seconds the network's mean-field flow may take by its estimate (particles x samples x steps x a "
+            "unit's flops); beyond, a note says so instead. inf: no limit.",
+        ),
+    ] = 5.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON.")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
     csv_dir: Annotated[
@@ -241,6 +250,7 @@ def predict(
         allow_inapplicable=allow_inapplicable,
         departure=departure,
         network=network,
+        network_budget=network_budget,
         as_json=as_json,
         plot=plot,
         csv_dir=csv_dir,
@@ -454,6 +464,7 @@ def predict_config(args: PredictArgs):
         allow_inapplicable=args.allow_inapplicable,
         departure=args.departure,
         network=args.network,
+        network_budget=None if args.network_budget == float("inf") else args.network_budget,
         width=args.width,
         lr=args.lr,
         steps=args.steps,
@@ -513,14 +524,15 @@ def prediction_table(result: dict) -> Table:
     c_k, the fixed point, the M-flow's switch-on step and plateau loss."""
     block = result["prediction"]
     grouped = any(len(row["modes"]) > 1 for row in block["modes"])
+    network = any("network_switch_step" in row for row in block["modes"])  # the mean-field flow
     table = Table(
-        title="prediction (the M-flow, the quadratic model; network: the mean-field flow of the network's units): "
-        "switch-on step = first step m_k"
+        title="prediction (the M-flow"
+        + (", the quadratic model; network: the mean-field flow of the network's units" if network else "")
+        + "): switch-on step = first step m_k"
         + (" (a group's total, for modes with equal c_k)" if grouped else "")
         + " reaches half its fixed point m*; plateau loss at the log-midpoint to the next switch-on"
     )
     corrected = any("network_corrected_switch_step" in row for row in block["modes"])  # with --departure
-    network = any("network_switch_step" in row for row in block["modes"])  # the mean-field flow
     columns = ["modes" if grouped else "mode", "c_k", "m*" if grouped else "m_k*", "switch-on step", "plateau loss"]
     columns += ["network: step", "network: plateau"] if network else []
     for column in columns + (["network-corrected step"] if corrected else []):

@@ -50,10 +50,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures.architecture import Architecture, network_batch
-from nqf.core.measure import measured_plateau_losses, switch_steps
+from nqf.core.measure import group_first, measured_plateau_losses, switch_steps
 from nqf.core.memory import available_bytes, size_text
 from nqf.core.optimizers import optimizer_record
+from nqf.core.programs import bucket_length
 from nqf.theory.data_matrices.samples import per_sample_loss
+from nqf.theory.departure.path import network_unit
 
 # Particles per set (at least 2 d: the whitening needs more than d); two sets (their difference is
 # the error estimate). Measured on the tanh staircase (n = 32, sigma0 1e-6, data seed 0), modes 3-4
@@ -63,6 +65,9 @@ PARTICLES = 64
 SETS = 2
 # a mode whose two particle sets' steps differ by more than this fraction gets no number
 SPREAD_LIMIT = 0.05
+# flops a second of the particle flow, for the time estimate: measured 0.75e10 (mlp on the staircase,
+# small matrices) to 3.3e10 (mlp on digits) on the 2-core CPU machine, 0.9e10 for conv and attention units
+FLOPS_PER_SECOND = 1e10
 # particle draws: set k uses numpy's default_rng(_SEED + k)
 _SEED = 0
 # numbers held per particle, sample and (d + K) while a step runs (forward and backward; a rough bound)
@@ -91,6 +96,14 @@ class NetworkFlow:
     particles: int
     seconds: float
     notes: tuple[str, ...] = field(default=())
+
+    def group_readings(self, groups) -> tuple[np.ndarray, np.ndarray]:
+        """(switch steps, plateau losses), (G,) each, per degenerate group (index tuples,
+        ``Prediction.groups``): the earliest member's step (as the LV readings) and the loss at the
+        log-midpoint from there to the next group's step."""
+        steps = group_first(self.switch_steps, groups)
+        plateau = measured_plateau_losses(np.asarray(self.steps), np.asarray(self.loss), steps, float(self.steps[-1]))
+        return steps, plateau
 
     def to_json(self) -> dict:
         def numbers(a):
@@ -147,6 +160,23 @@ def flow_bytes(arch: Architecture, samples: int, particles: int) -> float:
     return _HELD * itemsize * SETS * particles * samples * (arch.dim + arch.outputs)
 
 
+def unit_flops(arch: Architecture, x) -> float:
+    """Flops of one unit on one sample (XLA's cost analysis of the lowered unit; nothing compiled)."""
+    unit = network_unit(arch)
+    dtype = jnp.result_type(float)
+    w = jnp.zeros(arch.dim, dtype=dtype)
+    analysis = jax.jit(lambda w, x: jnp.sum(unit(w, x))).lower(w, jnp.asarray(x, dtype=dtype)).cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+    return float((analysis or {}).get("flops", 10.0 * (arch.dim + arch.outputs)))
+
+
+def flow_seconds(arch: Architecture, X, steps: int, particles: int) -> float:
+    """Estimated time of the particle flow: steps x 3 (forward and backward) x SETS particles x N
+    samples x a unit's flops (:func:`unit_flops`), at FLOPS_PER_SECOND."""
+    work = 3.0 * steps * SETS * particles * int(X.shape[0]) * unit_flops(arch, X[0])
+    return work / FLOPS_PER_SECOND
+
+
 def whitened_draws(d: int, particles: int, sets: int = SETS, seed: int = _SEED) -> np.ndarray:
     """(sets, d, particles) standard normal draws, each set centred and whitened so that
     (1/particles) xi xi^T = I exactly (needs particles > d)."""
@@ -201,10 +231,33 @@ def network_flow(
 
     X (N, ...), Y: the checked samples (all of them: the flow is full-batch, as training);
     W0 (d, n): the prediction's init. Reasons: :func:`not_applicable`, memory beyond half of what
-    is available (:func:`flow_bytes`), particles not above d (the whitening needs it).
-    ``particles``: per set, default max(PARTICLES, 2 d).
+    is available (:func:`flow_bytes`). ``particles``: per set, default max(PARTICLES, 2 d).
     """
     config = prediction.config
+    g = prediction.num_growing
+    basis = np.asarray(prediction.modes.full_basis)[:, :g]
+    return point_flow(
+        arch, X, Y, W0, config, np.asarray(prediction.flow.steps), basis, prediction.thresholds, particles
+    )
+
+
+def point_flow(
+    arch: Architecture,
+    X,
+    Y,
+    W0,
+    config,
+    record,
+    basis,
+    thresholds,
+    particles: int | None = None,
+    budget: float | None = None,
+) -> tuple[NetworkFlow | None, str | None]:
+    """:func:`network_flow` from its pieces: ``config`` (a PredictConfig: lr, optimizer, beta,
+    loss, network_budget), the record steps (R,), the growing modes' basis (d, g) and
+    thresholds (g,), so that ``nqf.predict_grid`` runs it per point with one compiled program.
+    ``budget``: seconds the estimate (:func:`flow_seconds`) may take, default the config's
+    ``network_budget`` (None: no limit)."""
     why = not_applicable(arch, config.optimizer)
     if why is not None:
         return None, why
@@ -212,20 +265,28 @@ def network_flow(
     particles = max(PARTICLES, 2 * d) if particles is None else int(particles)
     if particles <= d:
         return None, f"{particles} particles do not exceed the {d} weights of a unit"
+    budget = config.network_budget if budget is None else budget
+    horizon = int(np.asarray(record)[-1])
+    if budget is not None and (estimate := flow_seconds(arch, X, horizon, particles)) > budget:
+        return None, (
+            f"it would take about {estimate:.2g} s ({SETS} x {particles} particles x {N} samples x {horizon} "
+            f"steps), above network_budget = {budget:g} s (raise it, or None for no limit)"
+        )
     needed = flow_bytes(arch, N, particles)
     if needed > available_bytes() / 2:
         return None, f"it would hold about {size_text(needed)} for {N} samples (more than half the memory available)"
     start = time.perf_counter()
     dtype = jnp.result_type(float)
-    g = prediction.num_growing
-    record = np.asarray(prediction.flow.steps, dtype=np.int64)
-    basis = jnp.asarray(np.asarray(prediction.modes.full_basis)[:, :g], dtype=dtype)
+    record = np.asarray(record, dtype=np.int64)
     W0 = np.asarray(W0, dtype=np.float64)
     width = W0.shape[1]
     root = _square_root(W0 @ W0.T / width)
     draws = jnp.asarray(root @ whitened_draws(d, particles), dtype=dtype)  # (SETS, d, S)
     momentum = optimizer_record(config.optimizer).flow_takes_beta
     beta = config.beta if momentum else 0.0
+    # the records' gaps padded to a power of two (a zero gap is no step): fewer programs to compile
+    gaps = np.zeros(bucket_length(record.size - 1, floor=64), dtype=np.int32)
+    gaps[: record.size - 1] = np.diff(record)
     run = jax.vmap(_particle_flow, in_axes=(None, None, None, None, 0) + (None,) * 6)
     occ, loss = run(
         arch,
@@ -237,11 +298,13 @@ def network_flow(
         jnp.asarray(Y, dtype=dtype),
         jnp.asarray(config.lr, dtype=dtype),
         jnp.asarray(beta, dtype=dtype),
-        basis,
-        jnp.asarray(np.diff(record), dtype=jnp.int32),
+        jnp.asarray(basis, dtype=dtype),
+        jnp.asarray(gaps),
     )
-    occ, loss = np.asarray(occ, dtype=np.float64), np.asarray(loss, dtype=np.float64)
-    thresholds = np.asarray(prediction.thresholds, dtype=np.float64)
+    keep = record.size
+    occ = np.asarray(occ, dtype=np.float64)[:, :keep]
+    loss = np.asarray(loss, dtype=np.float64)[:, :keep]
+    thresholds = np.asarray(thresholds, dtype=np.float64)
     per_set = switch_steps(record, occ, thresholds)  # (SETS, g)
     steps = per_set.mean(axis=0)
     spread = 0.5 * np.abs(per_set[0] - per_set[-1])

@@ -196,8 +196,9 @@ class GridContext:
     (:meth:`PredictionGrid.prediction`): the mode basis, the LV stage (c, K, fixed point,
     thresholds, defects), the expansion verdict, the data route's reason; per init (S, R) the
     init defect; per point the M-flow's crossings before unresolved modes were left out
-    (L, S, R, g) and the power-law fits (P,: a PowerLawFit, the note of a failed fit, or None with
-    fewer than 10 growing modes). Compared by identity (a static pytree field)."""
+    (L, S, R, g), the power-law fits (P,: a PowerLawFit, the note of a failed fit, or None with
+    fewer than 10 growing modes) and the network's mean-field flows (P,: a NetworkFlow, or the
+    note of why none; empty with ``config.network`` off). Compared by identity (a static pytree field)."""
 
     modes: ModeBasis
     system: stage.LVStage
@@ -208,6 +209,7 @@ class GridContext:
     crossed: np.ndarray
     power_laws: tuple
     dtype: str
+    networks: tuple = ()
 
 
 @jax.tree_util.register_dataclass
@@ -235,6 +237,9 @@ class PredictionGrid:
             least 10 growing modes (NaN with fewer, or where no power law fits).
         initial_occupations: (S, R, m) m_k(0) = |W0^T q_k|^2 (they do not depend on lr).
         mflow_resolution: (L, S, R, g) r_k / u (``nqf.theory.predict.pipeline``'s docstring).
+        network_switch_steps, network_plateau_losses: (L, S, R, g), network_loss: (L, S, R, T)
+            the network's own prediction, the mean-field flow of its units (``PredictConfig.network``,
+            ``nqf.theory.departure.mean_field``); NaN where it is not computed.
         growth: (m,) c_k; thresholds: (g,) m_k*/2; stable_lr: the linear-stability bound.
         config: the base PredictConfig (its lr, sigma0 and seed those of the first point);
         arch_name, route, notes: as in ``Prediction``.
@@ -255,6 +260,9 @@ class PredictionGrid:
     power_law_exponent: np.ndarray
     initial_occupations: np.ndarray
     mflow_resolution: np.ndarray
+    network_switch_steps: np.ndarray
+    network_plateau_losses: np.ndarray
+    network_loss: np.ndarray
     growth: np.ndarray
     thresholds: np.ndarray
     stable_lr: float = field(metadata={"static": True})
@@ -301,6 +309,12 @@ class PredictionGrid:
         fit = ctx.power_laws[(i * S + j) * R + k]
         if isinstance(fit, str):  # the fit's failure, as predict notes it
             notes.append(fit)
+        network = ctx.networks[(i * S + j) * R + k] if ctx.networks else None
+        if isinstance(network, str):  # why it is not computed, as predict notes it
+            notes.append(network)
+            network = None
+        elif network is not None:
+            notes += network.notes
         steps = int(config.steps)
         stats = (("stepped", steps), ("jumped", 0), ("jumps", 0))
         flow = FlowResult(steps=self.steps, loss=self.mflow_loss[i, j, k], final=None, stats=stats)
@@ -335,6 +349,7 @@ class PredictionGrid:
             mflow_resolution=resolution,
             engine="grid",
             engine_reason=f"one program for the {L * S * R} points of a grid (nqf.predict_grid)",
+            network=network,
         )
 
     @property
@@ -345,9 +360,11 @@ class PredictionGrid:
     def to_dataframes(self) -> dict[str, pd.DataFrame]:
         """The tables of ``nqf predict --csv`` for every point, with the point's lr, sigma0 and
         seed in front: ``"curves"`` (lr, sigma0, seed, source, optimizer, step, loss; sources
-        ``mflow`` and ``lv``) and ``"modes"`` (lr, sigma0, seed, source, optimizer, mode,
+        ``mflow``, ``lv`` and ``network`` where it was computed) and ``"modes"`` (lr, sigma0, seed, source,
+        optimizer, mode,
         convention, switch_step, plateau_loss; sources ``mflow``, ``lv``, ``lv_flow``,
-        ``closed_form``, ``singular_limit``), long format as ``Prediction.to_dataframes``
+        ``closed_form``, ``singular_limit``, ``network``: the mean-field flow, NaN where it is
+        not computed), long format as ``Prediction.to_dataframes``
         gives them. Needs pandas (the ``dataframe`` extra)."""
         from nqf.core.dataframes import require_pandas
 
@@ -368,7 +385,8 @@ class PredictionGrid:
                     "loss": curve.reshape(-1),
                 }
             )
-            for source, curve in (("mflow", self.mflow_loss), ("lv", self.lv_loss))
+            for source, curve in (("mflow", self.mflow_loss), ("lv", self.lv_loss), ("network", self.network_loss))
+            if source != "network" or np.isfinite(curve).any()
         ]
         nothing = np.full((P, g), np.nan)
         sources = (
@@ -377,6 +395,7 @@ class PredictionGrid:
             ("lv_flow", self.lv_continuous_switch_steps, nothing),
             ("closed_form", self.closed_form_switch_steps, nothing),
             ("singular_limit", self.singular_switch_steps, self.lv_plateau_losses),
+            ("network", self.network_switch_steps, self.network_plateau_losses),
         )
         modes = [
             pd.DataFrame(
@@ -525,7 +544,7 @@ def predict_grid(
         for s in seed_axis
     }
     m = modes.basis.shape[1]
-    factors, log_m0, init_defects = [], np.empty((S, R, m)), np.empty((S, R))
+    factors, inits, log_m0, init_defects = [], [], np.empty((S, R, m)), np.empty((S, R))
     for j, s0 in enumerate(sigma0_axis):
         for k, seed in enumerate(seed_axis):
             normal = normals[int(seed)]
@@ -533,6 +552,7 @@ def predict_grid(
             log_m0[j, k] = log_occupations(modes.basis, W0)
             check_init_scale(log_m0[j, k, :g], dtype, replace(config, sigma0=float(s0), seed=int(seed)), False)
             factors.append(square_factor(W0=W0))
+            inits.append(W0)
             init_defects[j, k] = modes.init_defect(W0 @ W0.T)
             if j == 0 and k == 0:
                 W_first = W0
@@ -602,6 +622,12 @@ def predict_grid(
     failed = sum(1 for fit in fits if isinstance(fit, str))
     if failed:
         notes.append(f"{_GRID_NOTE}the power-law fit was not possible at {failed} of {P} points (their notes say why)")
+    networks = _network_flows(arch, X, Y, config, lr_axis, inits, record, modes.full_basis[:, :g], system.thresholds)
+    net_steps, net_plateaus = np.full((P, g), np.nan), np.full((P, g), np.nan)
+    net_loss = np.full((P, record.size), np.nan)
+    for p, flow in enumerate(networks):
+        if not isinstance(flow, str):
+            net_steps[p], net_plateaus[p], net_loss[p] = flow.switch_steps, flow.plateau_losses, flow.loss
     context = GridContext(
         modes=modes,
         system=system,
@@ -612,6 +638,7 @@ def predict_grid(
         crossed=crossed.reshape(L, S, R, g),
         power_laws=tuple(fits),
         dtype=np.dtype(dtype).name,
+        networks=networks,
     )
 
     def grid(a):
@@ -633,6 +660,9 @@ def predict_grid(
         power_law_exponent=grid(exponents),
         initial_occupations=np.exp(log_m0),
         mflow_resolution=grid(resolution),
+        network_switch_steps=grid(net_steps),
+        network_plateau_losses=grid(net_plateaus),
+        network_loss=grid(net_loss),
         growth=np.asarray(lv.c, dtype=np.float64),
         thresholds=np.asarray(system.thresholds, dtype=np.float64),
         stable_lr=float(stable.bound),
@@ -642,6 +672,31 @@ def predict_grid(
         notes=tuple(notes),
         context=context,
     )
+
+
+def _network_flows(arch, X, Y, config: PredictConfig, lr_axis, inits, record, basis, thresholds) -> tuple:
+    """The network's mean-field flow at every point, lr-major as the grid (``nqf.predict``'s own,
+    ``nqf.theory.predict.pipeline.with_network``): a NetworkFlow, or the note of why none
+    (every point's the same); () when ``config.network`` is off. ``inits``: W0 per (sigma0, seed)."""
+    if not config.network:
+        return ()
+    from nqf.theory.data_matrices.build import checked_samples
+    from nqf.theory.departure.mean_field import point_flow
+
+    P = lr_axis.size * len(inits)
+    if X is None or Y is None:
+        why = "it needs the samples X, Y (only data matrices were given)"
+        return (f"network (mean field): not computed: {why}; the predictions are the quadratic model's",) * P
+    Xc, targets, _ = checked_samples(arch, X, Y, config.loss, jnp.result_type(float))
+    out: list = []
+    for lr in lr_axis:
+        for W0 in inits:
+            # the budget is a prediction's, each point's as predict's (the same estimate at every point)
+            flow, reason = point_flow(arch, Xc, targets, W0, replace(config, lr=float(lr)), record, basis, thresholds)
+            if flow is None:
+                return (f"network (mean field): not computed: {reason}; the predictions are the quadratic model's",) * P
+            out.append(flow)
+    return tuple(out)
 
 
 def _point_text(p: int, lrs, sigma0s, seeds) -> str:

@@ -71,7 +71,10 @@ class PredictConfig:
             flow of its units (``nqf.theory.departure.mean_field``: switch-on steps, plateau
             losses and loss curve where the network leaves the quadratic model). On by default;
             computed where it applies (units without a router, gd or momentum, the samples X, Y
-            given), else a note says why not.
+            given) and its estimated time is within ``network_budget``, else a note says why not.
+        network_budget: seconds the mean-field flow of one prediction (of each point of
+            ``nqf.predict_grid``) may take by its estimate (``2 x 64`` particles x samples x
+            steps x a unit's flops; None: no limit).
         engine: how the stages after the data matrices run: ``compiled`` (JAX programs),
             ``numpy`` (nothing compiled: ``nqf.theory.flow.host``; the moments route, GD or
             momentum, small S and horizon) or ``auto`` (numpy where it applies; the two give
@@ -94,6 +97,7 @@ class PredictConfig:
     departure: bool = False
     engine: str = "auto"
     network: bool = True
+    network_budget: float | None = 5.0
 
     def __post_init__(self):
         if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
@@ -102,6 +106,11 @@ class PredictConfig:
             raise NqfError(f"departure must be True or False, got {self.departure!r}")
         if not isinstance(self.network, (bool, np.bool_)):
             raise NqfError(f"network must be True or False, got {self.network!r}")
+        if self.network_budget is not None and not _traced(self.network_budget):
+            if not is_positive_finite(self.network_budget):
+                raise NqfError(
+                    f"network_budget must be a positive number of seconds or None, got {self.network_budget!r}"
+                )
         if not isinstance(self.check_lr, (bool, np.bool_)):
             raise NqfError(f"check_lr must be True or False, got {self.check_lr!r}")
         if is_transform(self.optimizer):  # a user's own optax transformation: trained, never predicted
@@ -393,7 +402,7 @@ def _prediction_json(groups, readings: dict[str, np.ndarray], departure=None, ne
     ``network_plateau_loss``; a group's: its earliest member's step, the plateau after it). With the
     departure (``config.departure``) each mode also has the network-corrected switch-on step
     (docs/departure.md; null inside a degenerate group, where it is not defined per group)."""
-    mean_field = None if network is None else network_group_readings(network, groups)
+    mean_field = None if network is None else network.group_readings(groups)
     corrected = None
     if departure is not None and departure.corrected_switch_steps is not None:
         corrected = np.asarray(departure.corrected_switch_steps["linearised"], dtype=np.float64)
@@ -429,17 +438,6 @@ def _prediction_json(groups, readings: dict[str, np.ndarray], departure=None, ne
         "analysis": "lv (the Lotka-Volterra map and ODE in C's eigenbasis, the logistic closed form) and "
         "singular_limit (sigma0 -> 0) read the same modes; groups: every reading per degenerate group",
     }
-
-
-def network_group_readings(network, groups) -> tuple[np.ndarray, np.ndarray]:
-    """(switch steps, plateau losses), (G,) each, of the network's mean-field flow per degenerate
-    group: its earliest member's step (``group_first``, as the LV readings) and the flow's loss at
-    the log-midpoint from there to the next group's step."""
-    steps = group_first(network.switch_steps, groups)
-    plateau = measured_plateau_losses(
-        np.asarray(network.steps), np.asarray(network.loss), steps, float(network.steps[-1])
-    )
-    return steps, plateau
 
 
 def _groups_json(groups, readings: dict[str, np.ndarray]) -> list[dict]:
@@ -555,7 +553,7 @@ def _register_prediction() -> None:
         PredictConfig,
         ("lr", "sigma0", "beta", "seed"),
         ("width", "steps", "optimizer", "batch_size", "loss", "check_lr", "route", "stepping")
-        + ("allow_inapplicable", "departure", "engine", "network"),
+        + ("allow_inapplicable", "departure", "engine", "network", "network_budget"),
     )
     register_fields(ModeBasis, ("basis", "growth", "interactions", "defect", "full_basis"), ())
     register_fields(LotkaVolterra, ("c", "K", "m0", "lr", "loss0"), ())

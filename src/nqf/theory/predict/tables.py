@@ -80,7 +80,11 @@ def prediction_mode_rows(prediction, optimizer: str, seed) -> list[tuple]:
         rows += mode_rows("lv_flow", optimizer, seed, "occupation", readings["lv_flow"], None, groups)
         rows += mode_rows("closed_form", optimizer, seed, "occupation", readings["closed_form"], None, groups)
         limit, plateau = readings["singular_limit"], readings["plateau_singular_limit"]
-        return rows + mode_rows("singular_limit", optimizer, seed, "occupation", limit, plateau, groups)
+        return (
+            rows
+            + mode_rows("singular_limit", optimizer, seed, "occupation", limit, plateau, groups)
+            + _network_rows(p, optimizer, seed, groups)
+        )
     steps, loss = np.asarray(p.flow.steps), np.asarray(p.flow.loss)
     rows = mode_rows(
         "mflow",
@@ -101,7 +105,17 @@ def prediction_mode_rows(prediction, optimizer: str, seed) -> list[tuple]:
     rows += mode_rows("lv_flow", optimizer, seed, "occupation", p.lv_continuous_switch_steps)
     rows += mode_rows("closed_form", optimizer, seed, "occupation", p.closed_form_switch_steps)
     rows += mode_rows("singular_limit", optimizer, seed, "occupation", p.singular_switch_steps, p.lv_plateau_losses)
-    return rows
+    return rows + _network_rows(p, optimizer, seed, None)
+
+
+def _network_rows(p, optimizer: str, seed, groups) -> list[tuple]:
+    """The network's mean-field flow's rows (source ``network``), none when it was not computed."""
+    if p.network is None:
+        return []
+    if groups is None:
+        return mode_rows("network", optimizer, seed, "occupation", p.network.switch_steps, p.network.plateau_losses)
+    steps, plateau = p.network.group_readings(groups)
+    return mode_rows("network", optimizer, seed, "occupation", steps, plateau, groups)
 
 
 def overlay_rows(overlay, optimizer: str, seed) -> tuple[list[tuple], list[tuple]]:
@@ -117,6 +131,8 @@ def prediction_tables(prediction, overlay=None) -> dict[str, tuple[tuple[str, ..
     opt, seed = prediction.config.optimizer, prediction.config.seed
     curves = curve_rows("mflow", opt, seed, prediction.flow.steps, prediction.flow.loss)
     curves += curve_rows("lv", opt, seed, prediction.lv_steps, prediction.lv_loss)
+    if prediction.network is not None:
+        curves += curve_rows("network", opt, seed, prediction.network.steps, prediction.network.loss)
     modes = prediction_mode_rows(prediction, opt, seed)
     if overlay is not None:
         extra_curves, extra_modes = overlay_rows(overlay, opt, seed)
