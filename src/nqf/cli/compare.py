@@ -328,7 +328,13 @@ def print_comparison(result: dict, console: Console) -> None:
         "  M-flow: the optimizer's own M-flow"
         + (" (* the GD M-flow as a reference: this optimizer has no M-flow)" if result["reference_only"] else "")
         + "; vs M-flow: (network - M-flow) / M-flow per seed; own thr.: at half the run's own final occupation "
-        "(- where the run diverged or the mode never switched on)",
+        "(- where the run diverged or the mode never switched on)"
+        + (
+            "; mean field: the network's own prediction, the mean-field flow of its units (docs/departure.md), "
+            "vs mean field: (network - mean field) / mean field"
+            if any(r["predicted_by_optimizer"][o].get("mean_field") is not None for r in result["modes"] for o in opts)
+            else ""
+        ),
         highlight=False,
     )
     print_table(console, theory_table(result))
@@ -390,14 +396,20 @@ def theory_table(result: dict) -> Table:
 
 def network_table(result: dict, opts: list[str]) -> Table:
     """The prediction against the network: per mode and optimizer, the optimizer's M-flow (the
-    prediction) and the network's switch-on step, their gap, and the network's plateau."""
+    prediction) and the network's switch-on step, their gap, and the network's plateau; where
+    predict computed it, the network's own prediction (the mean-field flow), its gap and plateau."""
     seeds = result["seeds"]
     network = Table(
         title="prediction (the M-flow) against the network, per optimizer",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
-    for column in ("mode", "optimizer", "M-flow", "network", "sd", "vs M-flow", "own thr.", "plateau"):
+    mean_field = any(
+        row["predicted_by_optimizer"][opt].get("mean_field") is not None for row in result["modes"] for opt in opts
+    )
+    columns = ["mode", "optimizer", "M-flow", "network", "sd", "vs M-flow", "own thr.", "plateau"]
+    columns += ["mean field", "vs mean field", "L mean field"] if mean_field else []
+    for column in columns:
         network.add_column(column, justify="right", overflow="fold")
     for row in result["modes"]:
         for i, opt in enumerate(opts):
@@ -412,9 +424,18 @@ def network_table(result: dict, opts: list[str]) -> Table:
                 _percent(row["relative_error"]["network"][opt]) + mark,
                 _fmt(row["measured_own_threshold"]["network"][opt]),
                 _loss(row["plateau_loss"]["measured"]["network"][opt]),
+                *(_mean_field_cells(row, opt) if mean_field else ()),
                 end_section=i == len(opts) - 1,
             )
     return network
+
+
+def _mean_field_cells(row: dict, opt: str) -> tuple[str, str, str]:
+    """The network's own prediction (the mean-field flow), its gap to the network, its plateau loss."""
+    flow = row["predicted_by_optimizer"][opt]
+    step, measured = flow.get("mean_field"), row["measured"]["network"][opt]
+    gap = None if step is None or measured is None else (measured - step) / step
+    return _fmt(step), _percent(gap), _loss(flow.get("mean_field_plateau_loss"))
 
 
 def closure_table(result: dict, opts: list[str]) -> Table:

@@ -80,7 +80,14 @@ def _print_summary(outcome: ReproduceOutcome) -> None:
         runs = ", ".join(
             f"{states.count(s)} {s}" for s in ("stored", "computed", "missing", "failed") if states.count(s)
         )
-        typer.echo(f"{result.name:<4} {result.title}: {len(states)} runs ({runs}); {len(statuses)} claims: {counts}")
+        second = [v.status for claim, _ in result.rows() if (v := claim.network_verdict) is not None]
+        network = ", ".join(
+            f"{second.count(s)} {s}" for s in (CONFIRMED, NOT_CONFIRMED, NOT_APPLICABLE) if second.count(s)
+        )
+        typer.echo(
+            f"{result.name:<4} {result.title}: {len(states)} runs ({runs}); {len(statuses)} claims: {counts}"
+            + (f"; the network's own prediction (mean field) on {len(second)}: {network}" if second else "")
+        )
     for line in outcome.problems:
         typer.echo(f"problem: {line}")
     for result in outcome.outcomes:

@@ -105,11 +105,16 @@ class Predicted:
         switch: {"lv", "mflow", "singular_limit", "closed_form"}: GD switch steps.
         flow_switch: {optimizer: switch steps of its M-flow (GD's for Adam/Muon)}.
         plateau: {"singular_limit", "lv", "mflow"}: GD plateau losses.
+        mean_field_switch, mean_field_plateau: {optimizer: the network's own prediction, the mean-field
+            flow of its units (``Prediction.network``), switch steps and plateau losses}; NaN where
+            predict did not compute it (a router, SGD, over its budget) or the optimizer has no flow.
     """
 
     switch: dict[str, np.ndarray]
     flow_switch: dict[str, np.ndarray]
     plateau: dict[str, np.ndarray]
+    mean_field_switch: dict[str, np.ndarray]
+    mean_field_plateau: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -225,7 +230,27 @@ def predicted(predictions: Predictions, config: CompareConfig) -> Predicted:
             ),
             "mflow": np.stack([r["plateau_mflow"] for r in gd]),
         },
+        # an optimizer's own flow only: GD's mean field is no prediction for Adam or Muon (their M-flow reference)
+        mean_field_switch={
+            opt: _mean_field(predictions, opt if config.flow_of(opt) == opt else None)[0] for opt in config.optimizers
+        },
+        mean_field_plateau={
+            opt: _mean_field(predictions, opt if config.flow_of(opt) == opt else None)[1] for opt in config.optimizers
+        },
     )
+
+
+def _mean_field(predictions: Predictions, flow: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """(S, G) switch steps and plateau losses of ``flow``'s mean-field flows per seed (NaN: none)."""
+    gd = predictions["gd"]
+    G = len(gd[0].groups)
+    steps, plateaus = np.full((len(gd), G), np.nan), np.full((len(gd), G), np.nan)
+    if flow is None:
+        return steps, plateaus
+    for s, p in enumerate(predictions[flow]):
+        if p.network is not None:
+            steps[s], plateaus[s] = p.network.group_readings(p.groups)
+    return steps, plateaus
 
 
 def _flow_switch(readings: dict, flow: str | None) -> np.ndarray:
@@ -373,6 +398,8 @@ def assemble(
         plateau_predicted=numbers.plateau,
         plateau_quadratic=None if quadratic is None else quadratic.plateau,
         plateau_network={opt: m.plateau for opt, m in networks.items()},
+        mean_field_switch=numbers.mean_field_switch,
+        plateau_mean_field=numbers.mean_field_plateau,
         closure=closures[0],
         closure_until=closures[1],
         reference_only=reference_only,

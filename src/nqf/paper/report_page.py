@@ -188,9 +188,21 @@ def _count_spans(counts: Mapping[str, int], *, mute_zero: bool = False) -> str:
     )
 
 
-def _claim_row(claim: Claim, placeholder: bool) -> str:
+def _claim_row(claim: Claim, placeholder: bool, network: bool) -> str:
+    """One claim; with ``network`` (some claim of the group has the network's own prediction) two
+    more cells: the mean-field flow's prediction and its verdict (empty for the others)."""
     verdict = claim.verdict
     tolerance = "—" if placeholder else _e(claim.tolerance.describe())
+    second = ""
+    if network:
+        nv = claim.network_verdict
+        second = (
+            '<td class="num"></td><td></td>'
+            if nv is None
+            else f'<td class="num">{_number(claim.network_predicted, claim.unit)}</td>'
+            f'<td class="verdict {_CLASS[nv.status]}"><b>{_MARK[nv.status]} {_e(nv.status)}</b>'
+            f"<small>{_e(nv.reason)}</small></td>"
+        )
     return (
         f'<tr class="{_CLASS[verdict.status]}">'
         f"<td>{_e(claim.claim)}</td><td>{_e(claim.measured_what)}</td>"
@@ -198,24 +210,41 @@ def _claim_row(claim: Claim, placeholder: bool) -> str:
         f'<td class="num">{_number(claim.measured, claim.unit)}</td>'
         f"<td>{tolerance}</td>"
         f'<td class="verdict"><b>{_MARK[verdict.status]} {_e(verdict.status)}</b>'
-        f"<small>{_e(verdict.reason)}</small></td>"
+        f"<small>{_e(verdict.reason)}</small></td>{second}"
         "</tr>"
     )
+
+
+def network_counts(claims) -> dict[str, int]:
+    """The second verdicts' counts ({status: n}) of the claims that carry the network's own prediction."""
+    counts = dict.fromkeys(_MARK, 0)
+    for claim in claims:
+        if (nv := claim.network_verdict) is not None:
+            counts[nv.status] += 1
+    return counts
 
 
 def _claims_group(outcome: ExperimentOutcome) -> str:
     """One experiment's claims as a closed ``<details>``; its summary line holds the counts."""
     rows = outcome.rows()
     counts = _counts(outcome)
-    table = "".join(_claim_row(claim, placeholder) for claim, placeholder in rows)
+    second = network_counts(claim for claim, _ in rows)
+    network = sum(second.values()) > 0
+    table = "".join(_claim_row(claim, placeholder, network) for claim, placeholder in rows)
     noun = "claim" if len(rows) == 1 else "claims"
+    extra = (
+        f" · network's own prediction (mean field), {sum(second.values())}: {_count_spans(second, mute_zero=True)}"
+        if network
+        else ""
+    )
+    head = "<th>Network (mean field)</th><th>Its verdict</th>" if network else ""
     return (
         f'<details class="claims-group" id="claims-{_slug(outcome.name)}">'
         f"<summary><b>{_e(outcome.name)} · {_e(outcome.title)}</b>"
-        f'<span class="counts">{len(rows)} {noun}: {_count_spans(counts, mute_zero=True)}</span>'
+        f'<span class="counts">{len(rows)} {noun}: {_count_spans(counts, mute_zero=True)}{extra}</span>'
         f'<a class="jump" href="#{_anchor(outcome.name)}">section ↓</a></summary>'
         "<table><thead><tr><th>Claim</th><th>What was measured</th><th>Predicted</th>"
-        "<th>Measured</th><th>Tolerance</th><th>Verdict</th></tr></thead>"
+        f"<th>Measured</th><th>Tolerance</th><th>Verdict</th>{head}</tr></thead>"
         f"<tbody>{table}</tbody></table></details>"
     )
 
@@ -400,6 +429,7 @@ def render_report(
         for status, n in _counts(outcome).items():
             counts[status] += n
     total = sum(counts.values())
+    second = network_counts(claim for o in outcomes for claim, _ in o.rows())
     failures = [f"{o.name}/{run.name}: {run.error}" for o in outcomes for run in o.runs if run.state == "failed"] + [
         f"{o.name}: {o.error}" for o in outcomes if o.error and not any(r.state == "failed" for r in o.runs)
     ]
@@ -410,6 +440,11 @@ def render_report(
         "(the paper: arXiv:2608.13335)</p>",
         f'<p class="counts">{_count_spans(counts)}</p>',
     ]
+    if sum(second.values()):
+        body.append(
+            f'<p class="counts">the network\'s own prediction (the mean-field flow of its units), a second verdict on '
+            f"{sum(second.values())} claims about nonlinear networks: {_count_spans(second)}</p>"
+        )
     if failures:
         body.append(f'<p class="warn"><a href="#failures">{len(failures)} failed run(s)</a></p>')
     if problems:
@@ -427,7 +462,10 @@ def render_report(
         '<section id="claims"><h2>Claims</h2>',
         "<p>Each verdict is computed from the stated tolerance: confirmed when the measured number lies "
         "within it, not confirmed otherwise; not applicable when the theory makes no prediction or nothing "
-        "was measured, with the reason. The claims are folded by experiment; the counts are on each line.</p>",
+        "was measured, with the reason. The claims are folded by experiment; the counts are on each line. "
+        "A claim about a nonlinear network also has a second verdict: the network's own prediction (the "
+        "mean-field flow of its units, docs/departure.md) against the same measurement and tolerance; the "
+        "quadratic theory's verdict is the first, unchanged.</p>",
         *(_claims_group(o) for o in outcomes),
         "</section>",
     ]

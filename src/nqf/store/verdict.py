@@ -142,6 +142,12 @@ class Claim:
     ``why_missing`` may only be given when a number is missing, so a claim with both
     numbers is always judged by its tolerance. ``unit`` is appended to the numbers.
     The verdict is the property :attr:`verdict`, computed by :func:`judge`.
+
+    A claim about a nonlinear network may carry a second prediction, the network's own
+    (``network_predicted``: the mean-field flow of its units, ``nqf.theory.departure.mean_field``;
+    ``network_why_missing`` when there is none, e.g. a router couples the units). Its verdict,
+    :attr:`network_verdict`, is judged against the same measurement and tolerance; the
+    quadratic theory's :attr:`verdict` is unchanged by it. None where the claim has neither.
     """
 
     claim: str
@@ -151,13 +157,15 @@ class Claim:
     tolerance: Tolerance
     unit: str = ""
     why_missing: str = ""
+    network_predicted: float | None = None
+    network_why_missing: str = ""
 
     def __post_init__(self) -> None:
         if not self.claim or not self.measured_what:
             raise NqfError("a claim needs a non-empty statement and a description of what was measured")
         if not isinstance(self.tolerance, Tolerance):
             raise NqfError(f"a claim's tolerance must be a Tolerance, got {type(self.tolerance).__name__}")
-        for name in ("predicted", "measured"):
+        for name in ("predicted", "measured", "network_predicted"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -174,9 +182,33 @@ class Claim:
                 "why_missing is only for a missing prediction or measurement"
             )
 
+        if self.network_why_missing and self.network_predicted is not None and self.measured is not None:
+            raise NqfError(
+                f"claim {self.claim!r} has the network's prediction and a measurement; network_why_missing is only "
+                "for a missing one"
+            )
+
     @property
     def verdict(self) -> Verdict:
         return judge(self)
+
+    @property
+    def network_verdict(self) -> Verdict | None:
+        """The verdict of the network's own prediction against the same measurement and tolerance
+        (:func:`judge`), or None for a claim without one (not about a nonlinear network)."""
+        if self.network_predicted is None and not self.network_why_missing:
+            return None
+        missing = self.network_why_missing or (self.why_missing if self.measured is None else "")
+        second = Claim(
+            self.claim,
+            self.measured_what,
+            self.network_predicted,
+            self.measured,
+            self.tolerance,
+            self.unit,
+            "" if self.network_predicted is not None and self.measured is not None else missing,
+        )
+        return judge(second)
 
 
 def judge(claim: Claim) -> Verdict:

@@ -39,18 +39,21 @@ def sweep_run(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def predict_run(run: dict[str, Any]) -> dict[str, Any]:
-    """``predict`` (GD) at every (sigma0, seed): the theory's switch-on steps, each (S, seeds, m)."""
+    """``predict`` (GD) at every (sigma0, seed): the theory's switch-on steps, each (S, seeds, m), and
+    the network's own prediction (``network_flow``: the mean-field flow of its units; NaN where
+    predict did not compute it, with the reason in ``network_notes``)."""
     from nqf.theory.predict.pipeline import PredictConfig, predict
 
     with jax.enable_x64(True):
         s = setup(run["task"])
-        out: dict[str, list] = {name: [] for name in PREDICTED_SOURCES}
+        out: dict[str, list] = {name: [] for name in (*PREDICTED_SOURCES, "network_flow")}
+        network_notes: list[str] = []
         overlap = math.inf
         growth = None
         failures = []
         m = s.Q.shape[1]
         for sigma0 in run["sigma0s"]:
-            rows: dict[str, list] = {name: [] for name in PREDICTED_SOURCES}
+            rows: dict[str, list] = {name: [] for name in (*PREDICTED_SOURCES, "network_flow")}
             for seed in run["seeds"]:
                 config = PredictConfig(width=run["width"], lr=run["lr"], steps=run["steps"], sigma0=sigma0, seed=seed)
                 try:
@@ -58,7 +61,7 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
                 except NqfError as err:
                     # e.g. the float64 M-flow diverging at tiny sigma0: a finding to report, not a crash
                     failures.append({"sigma0": sigma0, "seed": seed, "error": str(err)})
-                    for name in PREDICTED_SOURCES:
+                    for name in rows:
                         rows[name].append(np.full(m, np.nan))
                     continue
                 g = p.num_growing
@@ -71,7 +74,9 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
                 rows["lv_continuous"].append(p.lv_continuous_switch_steps)
                 rows["closed_form"].append(p.closed_form_switch_steps)
                 rows["singular"].append(p.singular_switch_steps)
-            for name in PREDICTED_SOURCES:
+                rows["network_flow"].append(np.full(g, np.nan) if p.network is None else p.network.switch_steps)
+                network_notes += [note for note in p.notes if note.startswith("network (mean field)")]
+            for name in rows:
                 out[name].append(rows[name])
         if growth is None:
             raise NqfError(f"E2: predict failed at every init scale, e.g. {failures[0]['error']}")
@@ -80,6 +85,7 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
             "growth": growth,
             "basis_overlap": overlap,
             "failures": failures,
+            "network_notes": sorted(set(network_notes)),
         }
 
 

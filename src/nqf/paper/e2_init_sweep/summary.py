@@ -74,7 +74,15 @@ def summarise(config: InitSweepConfig, records: dict[str, dict]) -> ExperimentRe
     measured = {model: as_array(records[f"sweep-{model}"]["switch_steps"]) for model in MODELS}  # (S, seeds, m)
     predicted = {name: as_array(pred[name]) for name in PREDICTED_SOURCES}
     fits = _fits(sigma0s, measured, predicted, modes)
-    claims = _slope_claims(fits, discrete, scales, modes) + _linearity_claims(fits, scales, modes)
+    network_flow = pred.get("network_flow")
+    network_fits = (
+        [fit_mode(sigma0s, as_array(network_flow)[:, :, k], f"mode {k + 1} (mean field)") for k in range(modes)]
+        if network_flow is not None
+        else None
+    )
+    why_no_network = "; ".join(pred.get("network_notes") or ()) or "the run recorded no mean-field flow"
+    claims = _slope_claims(fits, discrete, scales, modes, network_fits, why_no_network)
+    claims += _linearity_claims(fits, scales, modes)
     failures = list(pred.get("failures") or [])
     failed = sorted({float(f["sigma0"]) for f in failures}, reverse=True)
     claims.append(_mflow_claim(sigma0s, measured, predicted, failures, failed))
@@ -113,13 +121,25 @@ def _fits(sigma0s: np.ndarray, measured: dict, predicted: dict, modes: int) -> d
     }
 
 
-def _slope_claims(fits: dict, discrete: np.ndarray, scales: str, modes: int) -> list[Claim]:
-    """Each trained model's mode k moves by the GD escape slope 1/ln(1 + 2 lr c_k)."""
+def _slope_claims(
+    fits: dict, discrete: np.ndarray, scales: str, modes: int, network_fits=None, why_no_network: str = ""
+) -> list[Claim]:
+    """Each trained model's mode k moves by the GD escape slope 1/ln(1 + 2 lr c_k). The tanh
+    network's claims also carry the network's own prediction: the slope fitted to the mean-field
+    flow's switch-on steps at the same scales (``network_fits``)."""
     claims: list[Claim] = []
     for model in MODELS:
         for k in range(modes):
             fit = fits[model][k]
             resolved = not fit.problem and math.isfinite(fit.slope)
+            second: dict = {}
+            if model == "network":
+                own = None if network_fits is None else network_fits[k]
+                ok = own is not None and not own.problem and math.isfinite(own.slope)
+                second = {
+                    "network_predicted": own.slope if ok else None,
+                    "network_why_missing": "" if ok else (own.problem if own is not None else why_no_network),
+                }
             claims.append(
                 Claim(
                     claim=f"GD: mode {k + 1}'s switch-on step moves by 1/ln(1 + 2 lr c_k) per unit ln(1/sigma0) "
@@ -131,6 +151,7 @@ def _slope_claims(fits: dict, discrete: np.ndarray, scales: str, modes: int) -> 
                     tolerance=Tolerance("relative", SLOPE_TOLERANCE),
                     unit="steps",
                     why_missing="" if resolved else fit.problem,
+                    **second,
                 )
             )
     return claims

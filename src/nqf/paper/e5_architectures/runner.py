@@ -105,7 +105,8 @@ def _compare(run: dict[str, Any]):
 
 
 def _grouped_curves(comparison, groups: list[list[int]], horizon: float) -> dict[str, dict[str, Any]]:
-    """{"switch", "plateau", "steps", "loss"}: {source: values} for the network, quadratic model and M-flow.
+    """{"switch", "plateau", "steps", "loss"}: {source: values} for the network, quadratic model and
+    M-flow, and the mean-field flow (``mean_field``) where predict computed it.
 
     Switch steps are per group of modes (:func:`group_switch_steps`); the plateau after a
     group is read at the log-time midpoint of the source's own switch steps.
@@ -122,6 +123,9 @@ def _grouped_curves(comparison, groups: list[list[int]], horizon: float) -> dict
         "quadratic": (np.asarray(quad.steps), np.asarray(quad.loss[0, 0]), np.asarray(quad.occupations[0, 0])),
         "mflow": (np.asarray(flow.steps), np.asarray(flow.loss), np.asarray(flow.occupations)),
     }
+    own = comparison.prediction.network  # the network's own prediction: the mean-field flow of its units
+    if own is not None:
+        curves["mean_field"] = (np.asarray(own.steps), np.asarray(own.loss), np.asarray(own.occupations))
     switch, plateau, loss, steps = {}, {}, {}, {}
     for source, (s, l, occ) in curves.items():
         switch[source] = group_switch_steps(s, occ[:, :g], thresholds, groups)
@@ -159,6 +163,10 @@ def _case_record(run: dict[str, Any], comparison, A: np.ndarray, sample, groups,
         "lv_applies": bool(comparison.prediction.lv_applies),
         "singular_plateau": comparison.plateau_predicted["singular_limit"][0],
         "comparison": comparison.to_json(),
+        # why the network's own prediction (the mean-field flow) is missing, when it is
+        "network_note": next(
+            (note for note in comparison.prediction.notes if note.startswith("network (mean field): not computed")), ""
+        ),
         "extras": _structure_extras(run["case"], arch, A, sample),
     }
 

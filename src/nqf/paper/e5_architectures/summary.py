@@ -33,11 +33,31 @@ from .runner import case_specs
 
 
 def early_mode_claims(name: str, record: dict) -> list[Claim]:
-    """Network versus M-flow switch-on step and plateau loss of the case's early groups."""
+    """Network versus M-flow switch-on step and plateau loss of the case's early groups; each claim
+    also carries the network's own prediction, the mean-field flow's step and plateau (its second
+    verdict), or why there is none."""
     claims = []
     switch = {s: _array(record["switch"][s]) for s in SOURCES}
     plateau = {s: _array(record["plateau"][s]) for s in SOURCES}
     label = _label(name, record)
+    own = "mean_field" in record["switch"]
+    own_switch = _array(record["switch"]["mean_field"]) if own else None
+    own_plateau = _array(record["plateau"]["mean_field"]) if own else None
+    no_own = (record.get("network_note") or "the run recorded no mean-field flow").removeprefix(
+        "network (mean field): not computed: "
+    )
+
+    def second(values, k: int, what: str) -> dict:
+        if values is None:
+            return {"network_predicted": None, "network_why_missing": f"no mean-field flow: {no_own}"}
+        value = _num(values[k])
+        return {
+            "network_predicted": value,
+            "network_why_missing": ""
+            if value is not None
+            else f"{what}: none in the mean-field flow within the horizon",
+        }
+
     for k in range(min(_claimed_groups(record), len(record["groups"]))):
         what = _group_name(record, k)
         flow, net = switch["mflow"][k], switch["network"][k]
@@ -56,6 +76,7 @@ def early_mode_claims(name: str, record: dict) -> list[Claim]:
                 tolerance=Tolerance("relative", SWITCH_TOLERANCE),
                 unit="steps",
                 why_missing=missing,
+                **second(own_switch, k, what),
             )
         )
         p_flow, p_net = plateau["mflow"][k], plateau["network"][k]
@@ -70,6 +91,7 @@ def early_mode_claims(name: str, record: dict) -> list[Claim]:
                 measured=_num(p_net),
                 tolerance=Tolerance("relative", PLATEAU_TOLERANCE),
                 why_missing=missing,
+                **second(own_plateau, k, what),
             )
         )
     return claims
