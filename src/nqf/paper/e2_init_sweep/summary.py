@@ -135,11 +135,10 @@ def _slope_claims(
             second: dict = {}
             if model == "network":
                 own = None if network_fits is None else network_fits[k]
-                ok = own is not None and not own.problem and math.isfinite(own.slope)
-                second = {
-                    "network_predicted": own.slope if ok else None,
-                    "network_why_missing": "" if ok else (own.problem if own is not None else why_no_network),
-                }
+                if own is not None and not own.problem and math.isfinite(own.slope):
+                    second = {"network_predicted": own.slope}
+                else:
+                    second = {"network_why_missing": own.problem if own is not None else why_no_network}
             claims.append(
                 Claim(
                     claim=f"GD: mode {k + 1}'s switch-on step moves by 1/ln(1 + 2 lr c_k) per unit ln(1/sigma0) "
