@@ -65,9 +65,13 @@ PARTICLES = 64
 SETS = 2
 # a mode whose two particle sets' steps differ by more than this fraction gets no number
 SPREAD_LIMIT = 0.05
-# flops a second of the particle flow, for the time estimate: measured 0.75e10 (mlp on the staircase,
-# small matrices) to 3.3e10 (mlp on digits) on the 2-core CPU machine, 0.9e10 for conv and attention units
+# The time estimate of the particle flow (:func:`flow_seconds`): per step STEP_SECONDS, plus per
+# particle and sample 3 unit evaluations' flops at FLOPS_PER_SECOND and PAIR_SECONDS of overhead.
+# Fitted on the 2-core CPU machine (measured / estimated: mlp on the staircase 0.4, on wine, breast
+# cancer, diabetes 0.7-0.8, on digits 0.3; 1 - cos units 1.3; softmax attention 1.0).
+STEP_SECONDS = 1e-4
 FLOPS_PER_SECOND = 1e10
+PAIR_SECONDS = 1.5e-8
 # particle draws: set k uses numpy's default_rng(_SEED + k)
 _SEED = 0
 # numbers held per particle, sample and (d + K) while a step runs (forward and backward; a rough bound)
@@ -171,10 +175,11 @@ def unit_flops(arch: Architecture, x) -> float:
 
 
 def flow_seconds(arch: Architecture, X, steps: int, particles: int) -> float:
-    """Estimated time of the particle flow: steps x 3 (forward and backward) x SETS particles x N
-    samples x a unit's flops (:func:`unit_flops`), at FLOPS_PER_SECOND."""
-    work = 3.0 * steps * SETS * particles * int(X.shape[0]) * unit_flops(arch, X[0])
-    return work / FLOPS_PER_SECOND
+    """Estimated time of the particle flow: steps x (STEP_SECONDS + SETS x particles x N samples x
+    (3 x a unit's flops (:func:`unit_flops`, forward and backward) / FLOPS_PER_SECOND + PAIR_SECONDS))."""
+    pairs = SETS * particles * int(X.shape[0])
+    per_pair = 3.0 * unit_flops(arch, X[0]) / FLOPS_PER_SECOND + PAIR_SECONDS
+    return steps * (STEP_SECONDS + pairs * per_pair)
 
 
 def whitened_draws(d: int, particles: int, sets: int = SETS, seed: int = _SEED) -> np.ndarray:

@@ -1,0 +1,309 @@
+#!/usr/bin/env python
+"""The network's own prediction (the mean-field flow, nqf.theory.departure.mean_field) against training.
+
+    .venv/bin/python benchmarks/bench_network_flow.py [--quick]     # or run.py --only network_accuracy,network_cost
+
+network_accuracy: per case, the switch-on steps and plateau losses of the trained network
+(``nqf.train``, full batch, every step recorded; it equals an independent numpy loop to 1e-13,
+tests/test_network_flow.py checks the mean field against such a loop) against the M-flow (the
+quadratic model) and the mean-field flow; the worst relative error over the modes the network
+switches on. network_cost: a fresh ``nqf predict`` process with the mean-field flow, without
+it, and a fresh process running ``nqf.train`` of the same network (each with an empty
+compilation cache), and the warm in-process ratio predict(network) / predict(no network).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+
+import nqf  # noqa: E402
+from nqf.core.measure import measured_plateau_losses, switch_steps  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import Outcome  # noqa: E402
+
+TARGET = 0.05  # worst relative error of the mean field's switch-on steps and plateau losses
+WARM_TARGET = 3.0  # warm predict with the network / without
+FRESH_TARGET = 1.0  # fresh predict process with the network / fresh nqf.train process
+
+
+def _whitened(X, k):
+    Xc = X - X.mean(axis=0)
+    U, _, _ = np.linalg.svd(Xc, full_matrices=False)
+    return U[:, :k] * math.sqrt(len(X))
+
+
+def _standardised(Y):
+    return (Y - Y.mean(axis=0)) / Y.std(axis=0)
+
+
+def real_data(name: str):
+    """scikit-learn's bundled data sets as regressions with several modes: whitened principal
+    components of some features in, other features (and the target) standardised out.
+
+    breast cancer: the 10 "mean" features (6 components) -> 6 of the "worst" features; wine: the
+    first 6 features (6 components) -> the other 7; diabetes: age, sex, bmi, bp, s1, s2 (6
+    components) -> s3-s6 and the target; digits: 16 components of the pixels -> the 10 classes."""
+    from sklearn import datasets
+
+    if name == "breast cancer":
+        X = datasets.load_breast_cancer().data
+        return _whitened(X[:, :10], 6), _standardised(X[:, 20:26])
+    if name == "wine":
+        X = datasets.load_wine().data
+        return _whitened(X[:, :6], 6), _standardised(X[:, 6:])
+    if name == "diabetes":
+        X, y = datasets.load_diabetes(return_X_y=True)
+        return _whitened(X[:, :6], 6), _standardised(np.column_stack([X[:, 6:], y]))
+    if name == "digits":
+        X, y = datasets.load_digits(return_X_y=True)
+        return _whitened(X, 16), _standardised(np.eye(10)[y])
+    raise ValueError(name)
+
+
+def problem(data: str):
+    """(X, Y, architecture) of a case's data."""
+    if data in ("breast cancer", "wine", "diabetes", "digits"):
+        X, Y = real_data(data)
+        return X, Y, nqf.get_architecture("mlp", inputs=X.shape[1], outputs=Y.shape[1])
+    if data == "1 - cos":
+        task = nqf.get_task("quadratic")
+        X, Y = task.generate(0)
+        return np.asarray(X), np.asarray(Y), nqf.get_architecture("mlp-fixed", activation="one_minus_cos")
+    task = nqf.get_task(*data.split(":")) if ":" not in data else nqf.get_task("experts", experts=int(data[-1]))
+    X, Y = task.generate(0)
+    return np.asarray(X), np.asarray(Y), task.architecture()
+
+
+# (data, width, sigma0, lr, steps, optimizer)
+CASES = [
+    ("staircase", 32, 1e-2, 0.05, 600, "gd"),
+    ("staircase", 32, 1e-6, 0.05, 1000, "gd"),
+    ("staircase", 32, 1e-12, 0.05, 1500, "gd"),
+    ("staircase", 8, 1e-3, 0.05, 1000, "gd"),
+    ("staircase", 8, 1e-6, 0.05, 1000, "gd"),
+    ("staircase", 8, 1e-9, 0.05, 1500, "gd"),
+    ("staircase", 8, 1e-12, 0.05, 1500, "gd"),
+    ("staircase", 128, 1e-6, 0.05, 1000, "gd"),
+    ("staircase", 32, 1e-6, 0.05, 400, "momentum"),
+    ("1 - cos", 32, 1e-6, 0.05, 2000, "gd"),
+    ("breast cancer", 64, 1e-6, 0.2, 1500, "gd"),
+    ("wine", 64, 1e-6, 0.2, 1500, "gd"),
+    ("diabetes", 64, 1e-6, 0.2, 1500, "gd"),
+    ("digits", 64, 1e-6, 0.2, 1000, "gd"),
+    ("experts:4", 4, 1e-6, 0.1, 1200, "gd"),
+]
+QUICK = [CASES[1], CASES[4], CASES[10]]
+
+
+def _errors(predicted, trained):
+    """Relative errors per mode the network or the prediction switches on (inf: only one of them does)."""
+    out = []
+    for p, t in zip(predicted, trained, strict=True):
+        if math.isfinite(t) and math.isfinite(p):
+            out.append(abs(p - t) / t)
+        elif math.isfinite(t) or math.isfinite(p):
+            out.append(math.inf)
+    return out
+
+
+def one_case(data, width, sigma0, lr, steps, optimizer) -> dict:
+    X, Y, arch = problem(data)
+    # no time budget: the benchmark measures the mean field wherever it applies
+    config = nqf.PredictConfig(width=width, sigma0=sigma0, lr=lr, steps=steps, optimizer=optimizer, network_budget=None)
+    start = time.perf_counter()
+    p = nqf.predict(arch, X, Y, config)
+    seconds = time.perf_counter() - start
+    g = p.num_growing
+    basis = np.asarray(p.modes.full_basis)[:, :g]
+    run = nqf.train(
+        arch, X, Y, nqf.TrainConfig(width=width, sigma0=sigma0, lr=lr, steps=steps, optimizer=optimizer), basis=basis
+    )
+    trained = switch_steps(run.steps, run.occupations, p.thresholds)
+    trained_plateau = measured_plateau_losses(run.steps, run.loss, trained, steps)
+    mflow = np.asarray(p.mflow_switch_steps)
+    mflow_plateau = measured_plateau_losses(p.flow.steps, p.flow.loss, mflow, steps)
+    row = {
+        "case": f"{data}, n {width}, sigma0 {sigma0:g}" + ("" if optimizer == "gd" else f", {optimizer}"),
+        "trained": " ".join("-" if not math.isfinite(t) else f"{t:.0f}" for t in trained),
+        "mflow": " ".join("-" if not math.isfinite(t) else f"{t:.0f}" for t in mflow),
+        "mflow_worst": max(_errors(mflow, trained), default=math.nan),
+        "predict_s": seconds,
+    }
+    if p.network is None:
+        why = next((n for n in p.notes if n.startswith("network (mean field): not computed")), "")
+        row.update(network="not computed", network_worst=math.nan, plateau_worst=math.nan, note=why[:90])
+        return row
+    net = np.asarray(p.network.switch_steps)
+    plateaus = _errors(p.network.plateau_losses[:-1], trained_plateau[:-1])  # the last: at the horizon
+    row.update(
+        network=" ".join("-" if not math.isfinite(t) else f"{t:.1f}" for t in net),
+        network_worst=max(_errors(net, trained), default=math.nan),
+        plateau_worst=max(plateaus, default=math.nan),
+        mflow_plateau_worst=max(_errors(mflow_plateau[:-1], trained_plateau[:-1]), default=math.nan),
+        network_s=p.network.seconds,
+        note="",
+    )
+    return row
+
+
+def network_accuracy(quick: bool, repeats: int) -> Outcome:
+    rows = [one_case(*case) for case in (QUICK if quick else CASES)]
+    applicable = [r for r in rows if r["network"] != "not computed"]
+    worst = max((r["network_worst"] for r in applicable), default=math.nan)
+    worst_plateau = max((r["plateau_worst"] for r in applicable), default=math.nan)
+    return Outcome(
+        params={"cases": [list(c) for c in (QUICK if quick else CASES)], "data_seed": 0, "init_seed": 0},
+        rows=rows,
+        summary={"worst_network_error": worst, "worst_plateau_error": worst_plateau},
+        targets={
+            f"mean-field switch-on steps within {TARGET:.0%} of training": worst <= TARGET,
+            f"mean-field plateau losses within {TARGET:.0%} of training": worst_plateau <= TARGET,
+        },
+        notes=[
+            "trained: nqf.train, full batch, every step recorded; steps at half the LV fixed point; plateau losses at "
+            "the log-midpoint to the next switch-on (the last plateau, at the horizon, left out)"
+        ],
+    )
+
+
+_CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+import nqf
+sys.path.insert(0, sys.argv[1])
+from bench_network_flow import problem
+what, data, width, steps = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+X, Y, arch = problem(data)
+settings = dict(width=width, lr=0.05 if data == "staircase" else 0.2, steps=steps, sigma0=1e-6)
+t1 = time.perf_counter()
+if what == "train":
+    nqf.train(arch, X, Y, nqf.TrainConfig(**settings))
+else:
+    nqf.predict(arch, X, Y, nqf.PredictConfig(**settings, network=what == "predict"))
+call = time.perf_counter() - t1
+r = resource.getrusage(resource.RUSAGE_SELF)
+total = time.perf_counter() - t0
+print(json.dumps({"import_s": t1 - t0, "call_s": call, "total_s": total, "cpu_s": r.ru_utime + r.ru_stime}))
+"""
+
+COST_CASES = [("staircase", 32, 1000), ("wine", 64, 1500), ("breast cancer", 64, 1500)]
+RUN_NAMES = {"predict": "predict (network on)", "quadratic": "predict (network off)", "train": "nqf.train"}
+
+
+def _child(args: list[str], cache: Path) -> dict:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", NQF_CACHE_DIR=str(cache))
+    here = str(Path(__file__).resolve().parent)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, here, *args], capture_output=True, text=True, env=env, timeout=1800
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"child {args} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _warm(data, width, steps, repeats) -> tuple[float, float]:
+    X, Y, arch = problem(data)
+    times = {}
+    for network in (False, True):
+        lr = 0.05 if data == "staircase" else 0.2
+        config = nqf.PredictConfig(width=width, lr=lr, steps=steps, sigma0=1e-6, network=network)
+        nqf.predict(arch, X, Y, config)
+        runs = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            nqf.predict(arch, X, Y, config)
+            runs.append(time.perf_counter() - start)
+        times[network] = min(runs)
+    return times[True], times[False]
+
+
+def network_cost(quick: bool, repeats: int) -> Outcome:
+    rows = []
+    worst_fresh, worst_warm = 0.0, 0.0
+    cases = COST_CASES[:1] if quick else COST_CASES
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, (data, width, steps) in enumerate(cases):
+            args = [data, str(width), str(steps)]
+            runs = {w: _child([w, *args], Path(tmp) / f"{k}-{w}") for w in ("predict", "quadratic", "train")}
+            fresh = runs["predict"]["total_s"] / runs["train"]["total_s"]
+            warm_on, warm_off = _warm(data, width, steps, repeats)
+            warm = warm_on / warm_off
+            worst_fresh, worst_warm = max(worst_fresh, fresh), max(worst_warm, warm)
+            for what, run in runs.items():
+                rows.append(
+                    {
+                        "case": f"{data}, n {width}, {steps} steps",
+                        "run": RUN_NAMES[what],
+                        "total_s": run["total_s"],
+                        "call_s": run["call_s"],
+                        "cpu_s": run["cpu_s"],
+                        "fresh_ratio_to_train": fresh if what == "predict" else None,
+                        "warm_s": warm_on if what == "predict" else warm_off if what == "quadratic" else None,
+                        "warm_ratio": warm if what == "predict" else None,
+                    }
+                )
+    return Outcome(
+        params={"cases": [list(c) for c in cases], "lr": "0.05 (staircase), 0.2", "sigma0": 1e-6},
+        rows=rows,
+        summary={"worst_fresh_ratio_to_train": worst_fresh, "worst_warm_ratio": worst_warm},
+        targets={
+            f"fresh predict (network on) <= {FRESH_TARGET} x a fresh nqf.train process": worst_fresh <= FRESH_TARGET,
+            f"warm predict (network on) <= {WARM_TARGET} x predict (network off)": worst_warm <= WARM_TARGET,
+        },
+        notes=[
+            "fresh: each run a new process with an empty NQF_CACHE_DIR, total_s from before `import jax` to the end; "
+            "warm: the best of `repeats` in-process calls after one"
+        ],
+    )
+
+
+BENCHMARKS = {"network_accuracy": network_accuracy, "network_cost": network_cost}
+COLUMNS = {
+    "network_accuracy": [
+        "case",
+        "trained",
+        "mflow",
+        "network",
+        "mflow_worst",
+        "network_worst",
+        "mflow_plateau_worst",
+        "plateau_worst",
+        "network_s",
+        "note",
+    ],
+    "network_cost": [
+        "case",
+        "run",
+        "total_s",
+        "call_s",
+        "cpu_s",
+        "fresh_ratio_to_train",
+        "warm_s",
+        "warm_ratio",
+    ],
+}
+
+if __name__ == "__main__":
+    from _timing import print_outcome
+
+    quick = "--quick" in sys.argv
+    for name, bench in BENCHMARKS.items():
+        print(f"## {name}")
+        print_outcome(bench(quick, 3), COLUMNS[name])
