@@ -202,31 +202,43 @@ def _square_root(M: np.ndarray) -> np.ndarray:
 
 @partial(jax.jit, static_argnames=("arch", "loss", "momentum", "width"))
 def _particle_flow(arch, loss, momentum, width, W0, X, Y, lr, beta, basis, gaps):
-    """Occupations (R, g) and loss (R,) of one particle set W0 (d, S) at the records (gaps (R - 1,))."""
+    """Occupations (L, g) and loss (L,) of one particle set W0 (d, S) at the records' starts
+    (gaps (L,): the steps from each record to the next, zero past the last), and both at the end.
+
+    One forward and backward pass a step: a record's reading is the loss its first step computes
+    anyway; a zero gap (the padding) computes nothing."""
     S = W0.shape[1]
     scale = width / S
 
     def loss_of(W):
         return jnp.mean(per_sample_loss(loss, scale * network_batch(arch, W, X), Y))
 
-    def readings(W, value):
-        M = scale * (W @ W.T)
-        return jnp.einsum("ik,ij,jk->k", basis, M, basis), value
+    def occupations(W):  # q_k^T M q_k with M = (n / S) W W^T
+        P = basis.T @ W
+        return scale * jnp.sum(P * P, axis=1)
 
-    def step(_, carry):
-        W, V, _ = carry
-        value, grad = jax.value_and_grad(loss_of)(W)
+    def update(W, V, grad):
         g = grad / scale  # each particle's own per-unit gradient
         V = beta * V + g if momentum else g
-        return W - lr * V, V, value
+        return W - lr * V, V
+
+    def step(_, carry):
+        return update(*carry, jax.grad(loss_of)(carry[0]))
+
+    def live(carry, gap):
+        W, V = carry
+        value, grad = jax.value_and_grad(loss_of)(W)
+        reading = (occupations(W), value)
+        return jax.lax.fori_loop(1, gap, step, update(W, V, grad)), reading
+
+    def padding(carry, gap):
+        return carry, (jnp.zeros(basis.shape[1], W0.dtype), jnp.zeros((), W0.dtype))
 
     def segment(carry, gap):
-        W, V, _ = jax.lax.fori_loop(0, gap, step, carry)
-        return (W, V, carry[2]), readings(W, loss_of(W))
+        return jax.lax.cond(gap > 0, live, padding, carry, gap)
 
-    first = readings(W0, loss_of(W0))
-    _, (occ, values) = jax.lax.scan(segment, (W0, jnp.zeros_like(W0), first[1]), gaps)
-    return jnp.concatenate([first[0][None], occ]), jnp.concatenate([first[1][None], values])
+    (W, _), (occ, values) = jax.lax.scan(segment, (W0, jnp.zeros_like(W0)), gaps)
+    return occ, values, occupations(W), loss_of(W)
 
 
 def network_flow(
@@ -293,7 +305,7 @@ def point_flow(
     gaps = np.zeros(bucket_length(record.size - 1, floor=64), dtype=np.int32)
     gaps[: record.size - 1] = np.diff(record)
     run = jax.vmap(_particle_flow, in_axes=(None, None, None, None, 0) + (None,) * 6)
-    occ, loss = run(
+    occ, loss, last_occ, last_loss = run(
         arch,
         config.loss,
         momentum,
@@ -306,9 +318,10 @@ def point_flow(
         jnp.asarray(basis, dtype=dtype),
         jnp.asarray(gaps),
     )
-    keep = record.size
-    occ = np.asarray(occ, dtype=np.float64)[:, :keep]
-    loss = np.asarray(loss, dtype=np.float64)[:, :keep]
+    # the records' readings: each segment's start, then the end of the last
+    keep = record.size - 1
+    occ = np.concatenate([np.asarray(occ)[:, :keep], np.asarray(last_occ)[:, None]], axis=1).astype(np.float64)
+    loss = np.concatenate([np.asarray(loss)[:, :keep], np.asarray(last_loss)[:, None]], axis=1).astype(np.float64)
     thresholds = np.asarray(thresholds, dtype=np.float64)
     per_set = switch_steps(record, occ, thresholds)  # (SETS, g)
     steps = per_set.mean(axis=0)
