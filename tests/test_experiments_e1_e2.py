@@ -109,6 +109,15 @@ def test_e2_claims(e2_records):
     assert mflow.measured == 0.0
     (flow,) = _claims(result, "discrete-step correction")
     assert flow.verdict.status == "confirmed"
+    # the tanh network's slopes carry the network's own prediction: the mean-field flow's fitted slope
+    network = [c for c in result.claims if "moves by" in c.claim and "tanh network" in c.claim]
+    assert len(network) == 4 and all(c.network_verdict is not None for c in network)
+    assert all(c.network_predicted is not None and np.isfinite(c.network_predicted) for c in network)
+    # mode 1 switches on before the network leaves its quadratic form: the mean field's slope is the network's
+    assert network[0].network_predicted == pytest.approx(network[0].measured, rel=1e-3)
+    # (measured on this tiny config, sigma0 1e-2..1e-4 over 400 steps: modes 2-4 trained 10.64, 21.71, 39.52,
+    # mean field 10.53, 21.06, 36.59, quadratic theory 10.49, 20.50, 40.50; docs/departure.md, part (c))
+    assert all(c.network_verdict is None for c in slopes)  # the quadratic model is the theory's own
 
 
 def test_e2_reports_a_failed_prediction(e2_records):

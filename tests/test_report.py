@@ -93,6 +93,44 @@ def test_bad_tolerances_and_claims_raise():
     assert Tolerance("relative", 0.05).describe() == "±5% of predicted"
 
 
+def test_a_claim_about_the_network_has_a_second_verdict_from_its_own_prediction():
+    """``network_predicted`` (the mean-field flow's number) is judged against the same measurement and
+    tolerance; the quadratic theory's verdict is unchanged by it."""
+    tol = Tolerance("relative", 0.05)
+    claim = _claim(491.0, 363.0, tol, network_predicted=359.0)  # mode 4 of the tanh staircase
+    assert claim.verdict.status == NOT_CONFIRMED
+    second = claim.network_verdict
+    assert second is not None and second.status == CONFIRMED and "≤ 0.05·|predicted|" in second.reason
+    assert _claim(94.0, 93.0, tol).network_verdict is None  # not a claim about a nonlinear network
+    routed = _claim(201.0, 220.0, tol, network_why_missing="a router couples the units").network_verdict
+    assert routed is not None and routed == type(routed)(NOT_APPLICABLE, "a router couples the units")
+    unmeasured = _claim(94.0, None, tol, why_missing="mode 4 never switched on", network_predicted=90.0)
+    assert unmeasured.network_verdict == type(routed)(NOT_APPLICABLE, "mode 4 never switched on")
+    with pytest.raises(NqfError, match="network_why_missing is only"):
+        _claim(94.0, 93.0, tol, network_predicted=93.0, network_why_missing="no")
+    with pytest.raises(NqfError, match="number or None"):
+        _claim(94.0, 93.0, tol, network_predicted="93")
+
+
+def test_the_report_shows_and_counts_the_second_verdicts(tmp_path):
+    tol = Tolerance("relative", 0.05)
+    claims = (
+        _claim(491.0, 363.0, tol, network_predicted=359.0),
+        _claim(201.0, 220.0, tol, network_why_missing="a router couples the units"),
+        _claim(94.0, 93.0, tol),
+    )
+    outcome = ExperimentOutcome(
+        "E5", "architectures", "", {}, (RunStatus("r", "d" * 64, "stored"),), ExperimentResult(claims, text="t")
+    )
+    text = build_report(tmp_path, [outcome], {}, [], mode="quick", version="0.1.0").read_text()
+    assert "<th>Network (mean field)</th><th>Its verdict</th>" in text
+    assert "a second verdict on 2 claims about nonlinear networks" in text
+    group = re.search(r'<details class="claims-group" id="claims-E5"><summary>(.*?)</summary>', text).group(1)
+    assert "network's own prediction (mean field), 2:" in html.unescape(group)
+    assert "359 steps" not in text and '<td class="num">359</td>' in text  # its number, in its column
+    assert text.count("a router couples the units") == 1
+
+
 # ---------------------------------------------------------------- configs
 
 

@@ -4,7 +4,9 @@ r"""Where the network leaves its quadratic model, without training (docs/theory.
   model along the predicted path, and its result :class:`Departure`;
 - ``path``: the weights along the path, propagated by the optimizer's map;
 - ``plateaus``: the network's own fixed points near the quadratic model's plateaus;
-- ``corrections``: the switch-on steps corrected for the network's higher orders.
+- ``corrections``: the switch-on steps corrected for the network's higher orders;
+- ``mean_field``: the network's own prediction, the mean-field flow of its units
+  (:func:`network_flow`, :class:`NetworkFlow`; ``nqf.predict`` runs it by default).
 """
 
 from __future__ import annotations
@@ -20,3 +22,5 @@ from nqf.theory.departure.estimate import path_weights as path_weights
 from nqf.theory.departure.estimate import plateau_state as plateau_state
 from nqf.theory.departure.estimate import propagators as propagators
 from nqf.theory.departure.estimate import quadratic_outputs as quadratic_outputs
+from nqf.theory.departure.mean_field import NetworkFlow as NetworkFlow
+from nqf.theory.departure.mean_field import network_flow as network_flow
