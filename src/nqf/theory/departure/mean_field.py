@@ -223,7 +223,8 @@ def _particle_flow(arch, loss, momentum, width, W0, X, Y, lr, beta, basis, gaps)
         return W - lr * V, V
 
     def step(_, carry):
-        return update(*carry, jax.grad(loss_of)(carry[0]))
+        W, V = carry
+        return update(W, V, jax.grad(loss_of)(W))
 
     def live(carry, gap):
         W, V = carry
