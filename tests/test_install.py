@@ -164,6 +164,7 @@ def test_the_readme_five_lines(venv):
     result = _run([venv["python"], script], venv["env"], venv["cwd"], timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "[ 93. 136. 256. 491.]" in result.stdout, result.stdout
+    assert "[ 94.  138.  234.5 359. ]" in result.stdout, result.stdout  # the network's own prediction
 
 
 def test_nqf_predict_on_an_npz_file(venv):
