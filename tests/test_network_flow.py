@@ -5,6 +5,7 @@ Checked against (1) the M-flow where the unit is exactly quadratic (the flow mus
 whose switch-on steps and plateau losses it must predict within 5% where the M-flow is 20-110% off.
 """
 
+import dataclasses
 import json
 
 import jax.numpy as jnp
@@ -168,3 +169,19 @@ def test_json_and_the_command(capsys):
     )
     assert code == 0, err
     assert "network: step" not in out and "network (mean field)" not in out
+
+
+def test_compare_shows_the_mean_field_beside_training():
+    """compare's network table gets the mean field per optimizer with a flow; off, or over its budget, none."""
+    import nqf
+
+    config = nqf.CompareConfig(width=32, sigma0=1e-3, lr=0.05, steps=400, optimizers=("gd",), closure=False)
+    on = nqf.compare("staircase", None, config)
+    assert np.isfinite(on.mean_field_switch["gd"]).all()
+    assert_allclose(on.mean_field_switch["gd"][0], on.prediction.network.switch_steps, rtol=0)
+    rows = on.to_json()["modes"]
+    assert all(isinstance(row["predicted_by_optimizer"]["gd"]["mean_field"], float) for row in rows)
+    for change in ({"network": False}, {"network_budget": 1e-6}):
+        off = nqf.compare("staircase", None, dataclasses.replace(config, **change))
+        assert np.isnan(off.mean_field_switch["gd"]).all() and off.prediction.network is None
+    assert any("above network_budget = 1e-06 s" in note for note in off.prediction.notes)

@@ -110,6 +110,8 @@ class CompareArgs:
     csv_dir: Path | None
     overlay: Path | None
     departure: bool
+    network: bool
+    network_budget: float
     allow_inapplicable: bool
     extra: tuple[str, ...]
 
@@ -177,6 +179,21 @@ def compare_command(
             "along each predicted path and network-corrected switch-on steps, next to the trained network's.",
         ),
     ] = False,
+    network: Annotated[
+        bool,
+        typer.Option(
+            "--network/--no-network",
+            help="Also predict the network itself beside its training: the mean-field flow of its units "
+            "(docs/departure.md), per optimizer with an M-flow and seed, where it applies.",
+        ),
+    ] = True,
+    network_budget: Annotated[
+        float,
+        typer.Option(
+            "--network-budget",
+            help="Seconds each mean-field flow may take by its estimate; beyond, a note says so. inf: no limit.",
+        ),
+    ] = 5.0,
     allow_inapplicable: bool = setting(CompareSettings, "allow_inapplicable"),
     **rates: float | None,  # --lr-OPT, one per optimizer with a rate of its own (rate_options)
 ) -> None:
@@ -209,6 +226,8 @@ def compare_command(
         csv_dir=csv_dir,
         overlay=overlay,
         departure=departure,
+        network=network,
+        network_budget=network_budget,
         allow_inapplicable=allow_inapplicable,
         extra=tuple(extra),
     )
@@ -281,6 +300,8 @@ def compare_config(args: CompareArgs, chosen: tuple[str, ...]):
     return CompareConfig(
         allow_inapplicable=args.allow_inapplicable,
         departure=args.departure,
+        network=args.network,
+        network_budget=None if args.network_budget == float("inf") else args.network_budget,
         width=args.width,
         sigma0=args.sigma0,
         lr=args.lr,

@@ -82,6 +82,9 @@ class CompareConfig:
         departure: also predict where the network leaves the quadratic model, per flow
             and seed, without training (``PredictConfig.departure``, ``nqf.theory.departure.estimate``):
             the relative gap along the predicted path and the corrected switch-on steps.
+        network, network_budget: the network's own prediction per flow and seed, the mean-field
+            flow of its units (``PredictConfig.network``, ``PredictConfig.network_budget``: seconds
+            per prediction by its estimate, None no limit), beside the trained network's.
     """
 
     width: int = 32
@@ -100,6 +103,8 @@ class CompareConfig:
     closure_fraction: float = 0.9
     allow_inapplicable: bool = False
     departure: bool = False
+    network: bool = True
+    network_budget: float | None = 5.0
     transforms: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
 
     def __post_init__(self):
@@ -107,6 +112,10 @@ class CompareConfig:
             raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
         if not isinstance(self.departure, (bool, np.bool_)):
             raise NqfError(f"departure must be True or False, got {self.departure!r}")
+        if not isinstance(self.network, (bool, np.bool_)):
+            raise NqfError(f"network must be True or False, got {self.network!r}")
+        if self.network_budget is not None and not is_positive_finite(self.network_budget):
+            raise NqfError(f"network_budget must be a positive number of seconds or None, got {self.network_budget!r}")
         try:
             opts = (self.optimizers,) if isinstance(self.optimizers, str) else tuple(self.optimizers)
         except TypeError:  # None, a number: no names

@@ -172,6 +172,8 @@ def _predict_config(config: CompareConfig, flow: str, seed: int) -> PredictConfi
         seed=seed,
         allow_inapplicable=bool(config.allow_inapplicable),
         departure=bool(config.departure),
+        network=bool(config.network),
+        network_budget=config.network_budget,
     )
 
 
