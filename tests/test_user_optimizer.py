@@ -80,7 +80,13 @@ def test_compare_reports_the_network_and_says_there_is_no_mflow():
     assert "custom" not in result["reference_only"] and result["learning_rates"] == {"gd": 0.05, "custom": None}
     assert result["config"]["optimizers"] == ["gd", "custom"] and result["config"]["own_optimizers"] == ["custom"]
     for row in result["modes"]:
-        assert row["predicted_by_optimizer"]["custom"] == {"mflow": None, "flow": None, "reference": False}
+        assert row["predicted_by_optimizer"]["custom"] == {
+            "mflow": None,
+            "mean_field": None,  # no flow: no mean-field prediction either
+            "mean_field_plateau_loss": None,
+            "flow": None,
+            "reference": False,
+        }
         assert row["relative_error"]["network"]["custom"] is None
         assert row["measured"]["network"]["custom"] is not None  # the network switched on
     assert set(c.predictions) == {"gd"}  # no theory invented for it

@@ -509,7 +509,7 @@ def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> No
     if result.get("network") is not None:
         flow = result["network"]
         console.print(
-            f"network (mean field): {flow['sets']} sets of {flow['particles']} particles, {flow['seconds']:.2f} s; "
+            f"network (mean field): {flow['sets']} sets of {flow['particles']} particles; "
             f"loss {flow['loss'][-1]:.6g} at step {steps}"
         )
     if result["departure"] is not None:

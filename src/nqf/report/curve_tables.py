@@ -4,8 +4,9 @@ Two long-format tables (one observation a row), CSV with a header row:
 
 ``curves.csv``: source, optimizer, seed, step, loss
     one row per (source, optimizer, seed, recorded step). Sources: ``network`` (compare,
-    per optimizer), ``quadratic`` (compare, GD), ``mflow`` and ``lv`` (the Lotka-Volterra
-    map) per predicted flow, and ``overlay``, a measured curve given with ``--overlay``
+    per optimizer: the trained network), ``quadratic`` (compare, GD), ``mflow`` and ``lv`` (the
+    Lotka-Volterra map) per predicted flow, ``mean_field`` (the network's own prediction, the
+    mean-field flow of its units, where predict computed it), and ``overlay``, a measured curve given with ``--overlay``
     (optimizer and seed empty).
 ``modes.csv``: source, optimizer, seed, mode, convention, switch_step, plateau_loss
     one row per (source, optimizer, seed, mode, convention). Sources: as above, and

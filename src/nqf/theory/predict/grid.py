@@ -360,11 +360,11 @@ class PredictionGrid:
     def to_dataframes(self) -> dict[str, pd.DataFrame]:
         """The tables of ``nqf predict --csv`` for every point, with the point's lr, sigma0 and
         seed in front: ``"curves"`` (lr, sigma0, seed, source, optimizer, step, loss; sources
-        ``mflow``, ``lv`` and ``network`` where it was computed) and ``"modes"`` (lr, sigma0, seed, source,
+        ``mflow``, ``lv`` and ``mean_field`` where it was computed) and ``"modes"`` (lr, sigma0, seed, source,
         optimizer, mode,
         convention, switch_step, plateau_loss; sources ``mflow``, ``lv``, ``lv_flow``,
-        ``closed_form``, ``singular_limit``, ``network``: the mean-field flow, NaN where it is
-        not computed), long format as ``Prediction.to_dataframes``
+        ``closed_form``, ``singular_limit``, ``mean_field``: the network's own prediction, NaN where
+        it is not computed), long format as ``Prediction.to_dataframes``
         gives them. Needs pandas (the ``dataframe`` extra)."""
         from nqf.core.dataframes import require_pandas
 
@@ -385,8 +385,8 @@ class PredictionGrid:
                     "loss": curve.reshape(-1),
                 }
             )
-            for source, curve in (("mflow", self.mflow_loss), ("lv", self.lv_loss), ("network", self.network_loss))
-            if source != "network" or np.isfinite(curve).any()
+            for source, curve in (("mflow", self.mflow_loss), ("lv", self.lv_loss), ("mean_field", self.network_loss))
+            if source != "mean_field" or np.isfinite(curve).any()
         ]
         nothing = np.full((P, g), np.nan)
         sources = (
@@ -395,7 +395,7 @@ class PredictionGrid:
             ("lv_flow", self.lv_continuous_switch_steps, nothing),
             ("closed_form", self.closed_form_switch_steps, nothing),
             ("singular_limit", self.singular_switch_steps, self.lv_plateau_losses),
-            ("network", self.network_switch_steps, self.network_plateau_losses),
+            ("mean_field", self.network_switch_steps, self.network_plateau_losses),
         )
         modes = [
             pd.DataFrame(

@@ -291,10 +291,11 @@ class Prediction:
         """The tables of ``nqf predict --csv DIR`` as pandas DataFrames, ``{"curves", "modes"}``.
 
         ``"curves"``: columns source, optimizer, seed, step, loss; one row per (source, step),
-        sources ``mflow`` (the M-flow) and ``lv`` (the Lotka-Volterra map), optimizer and seed
-        those of ``config``. ``"modes"``: columns source, optimizer, seed, mode, convention,
-        switch_step, plateau_loss; one row per (source, mode), sources ``mflow``, ``lv``,
-        ``lv_flow``, ``closed_form``, ``singular_limit``, convention ``occupation``. The rows
+        sources ``mflow`` (the M-flow), ``lv`` (the Lotka-Volterra map) and ``mean_field`` (the
+        network's own prediction, where computed), optimizer and seed those of ``config``.
+        ``"modes"``: columns source, optimizer, seed, mode, convention, switch_step, plateau_loss;
+        one row per (source, mode), sources ``mflow``, ``lv``, ``lv_flow``, ``closed_form``,
+        ``singular_limit`` and ``mean_field`` (where computed), convention ``occupation``. The rows
         and columns of curves.csv and modes.csv (``nqf.report.curve_tables``, which says what
         each holds), cells as numbers: NaN where the CSV cell is empty (never switched, not
         available); ``nqf.core.dataframes`` gives the dtypes. Needs pandas (``pip install

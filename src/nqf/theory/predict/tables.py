@@ -109,13 +109,14 @@ def prediction_mode_rows(prediction, optimizer: str, seed) -> list[tuple]:
 
 
 def _network_rows(p, optimizer: str, seed, groups) -> list[tuple]:
-    """The network's mean-field flow's rows (source ``network``), none when it was not computed."""
+    """The network's mean-field flow's rows (source ``mean_field``: ``network`` is the trained network's in
+    compare's tables), none when it was not computed."""
     if p.network is None:
         return []
     if groups is None:
-        return mode_rows("network", optimizer, seed, "occupation", p.network.switch_steps, p.network.plateau_losses)
+        return mode_rows("mean_field", optimizer, seed, "occupation", p.network.switch_steps, p.network.plateau_losses)
     steps, plateau = p.network.group_readings(groups)
-    return mode_rows("network", optimizer, seed, "occupation", steps, plateau, groups)
+    return mode_rows("mean_field", optimizer, seed, "occupation", steps, plateau, groups)
 
 
 def overlay_rows(overlay, optimizer: str, seed) -> tuple[list[tuple], list[tuple]]:
@@ -132,7 +133,7 @@ def prediction_tables(prediction, overlay=None) -> dict[str, tuple[tuple[str, ..
     curves = curve_rows("mflow", opt, seed, prediction.flow.steps, prediction.flow.loss)
     curves += curve_rows("lv", opt, seed, prediction.lv_steps, prediction.lv_loss)
     if prediction.network is not None:
-        curves += curve_rows("network", opt, seed, prediction.network.steps, prediction.network.loss)
+        curves += curve_rows("mean_field", opt, seed, prediction.network.steps, prediction.network.loss)
     modes = prediction_mode_rows(prediction, opt, seed)
     if overlay is not None:
         extra_curves, extra_modes = overlay_rows(overlay, opt, seed)
