@@ -235,6 +235,8 @@ def test_table_rows_and_columns(local_sweep):
         "plateau_network_gd",
         "plateau_singular_limit",
         "closure_defect_gd",
+        "switch_mean_field_gd",  # the network's own prediction, the mean-field flow
+        "plateau_mean_field_gd",
         "seconds",
         "error",
     ):
@@ -459,6 +461,7 @@ sigma0 = [1e-6, 1e-4]
     assert len(rows) == 4 * MODES
     for column in ("switch_mflow", "switch_lv", "switch_singular_limit", "relerr_lv", "plateau_lv", "stable_lr"):
         assert column in rows[0]
+    assert "switch_mean_field" in rows[0] and "plateau_mean_field" in rows[0]  # the network's own prediction
     assert result.figures["switch_steps"] is not None
 
 

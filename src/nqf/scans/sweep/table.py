@@ -9,17 +9,19 @@ Columns, in order:
 - ``compare`` points: ``growth`` (c_k), ``threshold`` (m_k*/2); switch-on steps
   ``switch_<source>`` for sources ``singular_limit``, ``lv``, ``mflow``, ``closed_form``
   (GD predictions), ``mflow_<opt>`` (the optimizer's own M-flow, GD's for adam/muon),
-  ``quadratic``, ``network_<opt>``, and ``switch_own_...`` at half the run's own final
-  occupation; relative errors against the M-flow ``relerr_<source>``; plateau losses
-  ``plateau_<source>`` (predicted: singular_limit, lv, mflow; measured: quadratic,
-  network_<opt>); ``closure_defect_<opt>``, ``closure_update_defect_<opt>``,
+  ``quadratic``, ``network_<opt>``, ``mean_field_<opt>`` (the network's own prediction, the
+  mean-field flow of its units, where computed), and ``switch_own_...`` at half the run's own
+  final occupation; relative errors against the M-flow ``relerr_<source>``; plateau losses
+  ``plateau_<source>`` (predicted: singular_limit, lv, mflow, mean_field_<opt>; measured:
+  quadratic, network_<opt>); ``closure_defect_<opt>``, ``closure_update_defect_<opt>``,
   ``diverged_<opt>``; ``lv_applies``, ``defect``;
 - ``predict`` points: ``growth``, ``growth_rate``, ``fixed_point``, ``switch_mflow``,
   ``switch_lv``, ``switch_lv_continuous``, ``switch_closed_form``, ``switch_singular_limit``,
   ``relerr_lv``, ``relerr_singular_limit`` (against the M-flow), ``plateau_lv``,
-  ``plateau_singular_limit``, ``exponent`` (of the power-law fit of the point's M-flow loss
-  curve, null where it has none; the column is left out when no point has one, and
-  :func:`table_notes` says why), ``stable_lr``, ``lv_applies``, ``defect``, ``route``;
+  ``plateau_singular_limit``, ``switch_mean_field``, ``plateau_mean_field`` (the network's own
+  prediction, where computed; left out when no point has it), ``exponent`` (of the power-law
+  fit of the point's M-flow loss curve, null where it has none; the column is left out when no
+  point has one, and :func:`table_notes` says why), ``stable_lr``, ``lv_applies``, ``defect``, ``route``;
 - ``seconds`` (compute time of the point; a batch's shared training split evenly),
   ``error`` (one line, empty when the point has a record).
 
@@ -61,6 +63,8 @@ def compare_rows(result: dict) -> list[dict[str, Any]]:
             row[f"switch_{source}"] = m["predicted"][source]
         for opt in opts:
             row[f"switch_mflow_{opt}"] = m["predicted_by_optimizer"][opt]["mflow"]
+        for opt in opts:  # the network's own prediction, the mean-field flow (null where not computed)
+            row[f"switch_mean_field_{opt}"] = m["predicted_by_optimizer"][opt].get("mean_field")
         row["switch_quadratic"] = m["measured"]["quadratic"]
         for opt in opts:
             row[f"switch_network_{opt}"] = m["measured"]["network"][opt]
@@ -82,6 +86,8 @@ def compare_rows(result: dict) -> list[dict[str, Any]]:
         for opt in opts:
             row[f"plateau_network_{opt}"] = plateau["measured"]["network"][opt]
         for opt in opts:
+            row[f"plateau_mean_field_{opt}"] = m["predicted_by_optimizer"][opt].get("mean_field_plateau_loss")
+        for opt in opts:
             row[f"closure_defect_{opt}"] = result["closure_defect"].get(opt)
             row[f"closure_update_defect_{opt}"] = result["closure_update_defect"].get(opt)
             row[f"diverged_{opt}"] = bool(result["diverged"].get(opt))
@@ -101,6 +107,7 @@ def predict_rows(result: dict) -> list[dict[str, Any]]:
             return seq[k] if k < len(seq) else None
 
         mflow = at(result["mflow"]["switch_steps"])
+        network = result.get("network") or {"switch_steps": [], "plateau_losses": []}
         row = {
             "mode": k + 1,
             "growth": at(lv["growth"]),
@@ -115,6 +122,8 @@ def predict_rows(result: dict) -> list[dict[str, Any]]:
             "relerr_singular_limit": _relative(at(sl["switch_steps"]), mflow),
             "plateau_lv": at(lv["plateau_losses"]),
             "plateau_singular_limit": at(sl["plateau_losses"]),
+            "switch_mean_field": at(network["switch_steps"]),
+            "plateau_mean_field": at(network["plateau_losses"]),
             "exponent": exponent,
             "stable_lr": result["stable_lr"],
             "lv_applies": bool(lv["applies"]),
@@ -138,8 +147,11 @@ def point_rows(point, record: dict | None, error: str, axes: list[str]) -> list[
 
 
 # columns left out of the table when no row has a value in them (each would be all null: an
-# object column of None in pandas); table_notes says why
+# object column of None in pandas); table_notes says why for the exponent; the mean field's
+# columns (a name starting with one of MEAN_FIELD_COLUMNS) are left out likewise, the points'
+# notes say why it was not computed
 OPTIONAL_COLUMNS = ("exponent",)
+MEAN_FIELD_COLUMNS = ("switch_mean_field", "plateau_mean_field")
 
 
 def columns_of(rows: list[dict[str, Any]]) -> list[str]:
@@ -149,8 +161,9 @@ def columns_of(rows: list[dict[str, Any]]) -> list[str]:
     for row in rows:
         for key in row:
             seen.setdefault(key, None)
-    for name in OPTIONAL_COLUMNS:
-        if name in seen and all(_cell(row.get(name)) is None for row in rows):
+    optional = [name for name in seen if name in OPTIONAL_COLUMNS or name.startswith(MEAN_FIELD_COLUMNS)]
+    for name in optional:
+        if all(_cell(row.get(name)) is None for row in rows):
             del seen[name]
     tail = [c for c in ("seconds", "error") if c in seen]
     return [c for c in seen if c not in tail] + tail
