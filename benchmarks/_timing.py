@@ -89,6 +89,24 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
+# -- fresh processes --------------------------------------------------------------------
+
+
+def fresh_process(code: str, args: list[str], cache, timeout: float = 1800) -> dict:
+    """``python -c code *args`` in a new process on the CPU with its own compilation cache
+    directory ``cache`` (empty the first time): the JSON of its last line of stdout."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, JAX_PLATFORMS="cpu", NQF_CACHE_DIR=str(cache))
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"child {args} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 # -- output: one format for run.py and the stand-alone bench_*.py scripts ----------------
 
 

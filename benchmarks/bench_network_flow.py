@@ -14,10 +14,7 @@ compilation cache), and the warm in-process ratio predict(network) / predict(no 
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +30,7 @@ import nqf  # noqa: E402
 from nqf.core.measure import measured_plateau_losses, switch_steps  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import Outcome  # noqa: E402
+from _timing import Outcome, fresh_process  # noqa: E402
 
 TARGET = 0.05  # worst relative error of the mean field's switch-on steps and plateau losses
 WARM_TARGET = 3.0  # warm predict with the network / without
@@ -208,14 +205,7 @@ RUN_NAMES = {"predict": "predict (network on)", "quadratic": "predict (network o
 
 
 def _child(args: list[str], cache: Path) -> dict:
-    env = dict(os.environ, JAX_PLATFORMS="cpu", NQF_CACHE_DIR=str(cache))
-    here = str(Path(__file__).resolve().parent)
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, here, *args], capture_output=True, text=True, env=env, timeout=1800
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"child {args} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return fresh_process(_CHILD, [str(Path(__file__).resolve().parent), *args], cache)
 
 
 def _warm(data, width, steps, repeats) -> tuple[float, float]:

@@ -18,14 +18,10 @@ Targets (issue 32): predict <= train and predict <= 2 x built-in for every case.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from _timing import Outcome
+from _timing import Outcome, fresh_process
 
 TRAIN_TARGET = 1.0  # user unit's first predict / first nqf.train of it
 BUILTIN_TARGET = 2.0  # user unit's first predict / the built-in mlp's first predict
@@ -113,11 +109,7 @@ RUN_NAMES = {"predict": "predict (own unit)", "train": "nqf.train (own unit)", "
 
 
 def _child(args: list[str], cache: Path) -> dict:
-    env = dict(os.environ, JAX_PLATFORMS="cpu", NQF_CACHE_DIR=str(cache))
-    done = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, env=env, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"child {args} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return fresh_process(_CHILD, args, cache)
 
 
 def user_units(quick: bool, repeats: int) -> Outcome:
