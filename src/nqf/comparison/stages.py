@@ -219,6 +219,10 @@ def predicted(predictions: Predictions, config: CompareConfig) -> Predicted:
     readings = {flow: [p.group_readings() for p in preds] for flow, preds in predictions.items()}  # once per flow
     gd = readings["gd"]
     horizon = float(config.steps)
+    # an optimizer's own flow only: GD's mean field is no prediction for Adam or Muon (their M-flow reference)
+    mean_field = {
+        opt: _mean_field(predictions, opt if config.flow_of(opt) == opt else None) for opt in config.optimizers
+    }
     return Predicted(
         switch={name: np.stack([r[name] for r in gd]) for name in ("lv", "mflow", "singular_limit", "closed_form")},
         flow_switch={opt: _flow_switch(readings, config.flow_of(opt)) for opt in config.optimizers},
@@ -232,13 +236,8 @@ def predicted(predictions: Predictions, config: CompareConfig) -> Predicted:
             ),
             "mflow": np.stack([r["plateau_mflow"] for r in gd]),
         },
-        # an optimizer's own flow only: GD's mean field is no prediction for Adam or Muon (their M-flow reference)
-        mean_field_switch={
-            opt: _mean_field(predictions, opt if config.flow_of(opt) == opt else None)[0] for opt in config.optimizers
-        },
-        mean_field_plateau={
-            opt: _mean_field(predictions, opt if config.flow_of(opt) == opt else None)[1] for opt in config.optimizers
-        },
+        mean_field_switch={opt: steps for opt, (steps, _) in mean_field.items()},
+        mean_field_plateau={opt: plateaus for opt, (_, plateaus) in mean_field.items()},
     )
 
 

@@ -40,6 +40,7 @@ distribution beyond M0 (measured small at n = 8 on the staircase; docs/departure
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ from nqf.core.programs import bucket_length
 from nqf.theory.data_matrices.samples import per_sample_loss
 from nqf.theory.departure.path import network_unit
 
+# what the JSON calls this prediction
+METHOD = "mean-field flow of the network's units (docs/departure.md, part (c))"
 # Particles per set (at least 2 d: the whitening needs more than d); two sets (their difference is
 # the error estimate). Measured on the tanh staircase (n = 32, sigma0 1e-6, data seed 0), modes 3-4
 # against training: one set of 32 particles within 4.6%, 64 within 2.1%, 2048 within 2.5% (the
@@ -101,6 +104,11 @@ class NetworkFlow:
     seconds: float
     notes: tuple[str, ...] = field(default=())
 
+    @property
+    def method(self) -> str:
+        """What this prediction is, in words (the JSON's ``method``)."""
+        return METHOD
+
     def group_readings(self, groups) -> tuple[np.ndarray, np.ndarray]:
         """(switch steps, plateau losses), (G,) each, per degenerate group (index tuples,
         ``Prediction.groups``): the earliest member's step (as the LV readings) and the loss at the
@@ -114,7 +122,7 @@ class NetworkFlow:
             return [None if not math.isfinite(float(v)) else float(v) for v in np.asarray(a, dtype=np.float64)]
 
         return {
-            "method": "mean-field flow of the network's units (docs/departure.md, part (c))",
+            "method": METHOD,
             "switch_steps": numbers(self.switch_steps),
             "spread": numbers(self.spread),
             "plateau_losses": numbers(self.plateau_losses),
@@ -164,11 +172,16 @@ def flow_bytes(arch: Architecture, samples: int, particles: int) -> float:
 
 
 def unit_flops(arch: Architecture, x) -> float:
-    """Flops of one unit on one sample (XLA's cost analysis of the lowered unit; nothing compiled)."""
+    """Flops of one unit on one sample (XLA's cost analysis of the lowered unit; nothing compiled;
+    lowered once per architecture, sample shape and dtype)."""
+    return _unit_flops(arch, tuple(np.shape(x)), jnp.dtype(jnp.result_type(float)).name)
+
+
+@functools.cache
+def _unit_flops(arch: Architecture, shape: tuple, dtype: str) -> float:
     unit = network_unit(arch)
-    dtype = jnp.result_type(float)
     w = jnp.zeros(arch.dim, dtype=dtype)
-    analysis = jax.jit(lambda w, x: jnp.sum(unit(w, x))).lower(w, jnp.asarray(x, dtype=dtype)).cost_analysis()
+    analysis = jax.jit(lambda w, x: jnp.sum(unit(w, x))).lower(w, jnp.zeros(shape, dtype=dtype)).cost_analysis()
     analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
     return float((analysis or {}).get("flops", 10.0 * (arch.dim + arch.outputs)))
 

@@ -432,7 +432,7 @@ def _prediction_json(groups, readings: dict[str, np.ndarray], departure=None, ne
     ]
     return {
         "source": "mflow",
-        **({} if network is None else {"network_source": network.to_json()["method"]}),
+        **({} if network is None else {"network_source": network.method}),
         "switch_convention": SWITCH_CONVENTION,
         "plateau_convention": PLATEAU_CONVENTION,
         "modes": rows,
