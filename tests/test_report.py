@@ -123,10 +123,10 @@ def test_the_report_shows_and_counts_the_second_verdicts(tmp_path):
         "E5", "architectures", "", {}, (RunStatus("r", "d" * 64, "stored"),), ExperimentResult(claims, text="t")
     )
     text = build_report(tmp_path, [outcome], {}, [], mode="quick", version="0.1.0").read_text()
-    assert "<th>Network (mean field)</th><th>Its verdict</th>" in text
+    assert "<th>Network's own</th><th>Its verdict</th>" in text
     assert "a second verdict on 2 claims about nonlinear networks" in text
     group = re.search(r'<details class="claims-group" id="claims-E5"><summary>(.*?)</summary>', text).group(1)
-    assert "network's own prediction (mean field), 2:" in html.unescape(group)
+    assert "network's own prediction, 2:" in html.unescape(group)
     assert "359 steps" not in text and '<td class="num">359</td>' in text  # its number, in its column
     assert text.count("a router couples the units") == 1
 

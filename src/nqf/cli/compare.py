@@ -351,7 +351,8 @@ def print_comparison(result: dict, console: Console) -> None:
         + "; vs M-flow: (network - M-flow) / M-flow per seed; own thr.: at half the run's own final occupation "
         "(- where the run diverged or the mode never switched on)"
         + (
-            "; mean field: the network's own prediction, the mean-field flow of its units (docs/departure.md), "
+            "; mean field: the network's own prediction, the mean-field flow of its units (a router's: the median "
+            "over networks sharing the init's M0; docs/departure.md), "
             "vs mean field: (network - mean field) / mean field"
             if any(r["predicted_by_optimizer"][o].get("mean_field") is not None for r in result["modes"] for o in opts)
             else ""

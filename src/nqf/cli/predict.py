@@ -508,10 +508,12 @@ def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> No
     console.print(f"engine: {result['engine_reason']}")
     if result.get("network") is not None:
         flow = result["network"]
-        console.print(
-            f"network (mean field): {flow['sets']} sets of {flow['particles']} particles; "
-            f"loss {flow['loss'][-1]:.6g} at step {steps}"
+        what = (
+            f"networks sharing M0): {flow['sets']} networks of {flow['particles']} units"
+            if flow.get("ensemble")
+            else f"mean field): {flow['sets']} sets of {flow['particles']} particles"
         )
+        console.print(f"network ({what}; loss {flow['loss'][-1]:.6g} at step {steps}")
     if result["departure"] is not None:
         print_departure(console, result["departure"], result["mflow"]["switch_steps"])
     for note in result["notes"]:

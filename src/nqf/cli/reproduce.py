@@ -86,7 +86,7 @@ def _print_summary(outcome: ReproduceOutcome) -> None:
         )
         typer.echo(
             f"{result.name:<4} {result.title}: {len(states)} runs ({runs}); {len(statuses)} claims: {counts}"
-            + (f"; the network's own prediction (mean field) on {len(second)}: {network}" if second else "")
+            + (f"; the network's own prediction on {len(second)}: {network}" if second else "")
         )
     for line in outcome.problems:
         typer.echo(f"problem: {line}")

@@ -233,11 +233,11 @@ def _claims_group(outcome: ExperimentOutcome) -> str:
     table = "".join(_claim_row(claim, placeholder, network) for claim, placeholder in rows)
     noun = "claim" if len(rows) == 1 else "claims"
     extra = (
-        f" · network's own prediction (mean field), {sum(second.values())}: {_count_spans(second, mute_zero=True)}"
+        f" · network's own prediction, {sum(second.values())}: {_count_spans(second, mute_zero=True)}"
         if network
         else ""
     )
-    head = "<th>Network (mean field)</th><th>Its verdict</th>" if network else ""
+    head = "<th>Network's own</th><th>Its verdict</th>" if network else ""
     return (
         f'<details class="claims-group" id="claims-{_slug(outcome.name)}">'
         f"<summary><b>{_e(outcome.name)} · {_e(outcome.title)}</b>"

@@ -75,7 +75,7 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
                 rows["closed_form"].append(p.closed_form_switch_steps)
                 rows["singular"].append(p.singular_switch_steps)
                 rows["network_flow"].append(np.full(g, np.nan) if p.network is None else p.network.switch_steps)
-                network_notes += [note for note in p.notes if note.startswith("network (mean field)")]
+                network_notes += [note for note in p.notes if note.startswith("network (")]
             for name in rows:
                 out[name].append(rows[name])
         if growth is None:

@@ -24,6 +24,8 @@ LABELS = {
     "conv": "circular convolution",
 }
 SOURCES = ("network", "quadratic", "mflow")
+# what a prediction's note says when the network's own prediction was not computed (then why)
+NOT_COMPUTED = ": not computed: "
 
 # Stated in advance (docs/theory.md section 5); deliberately not config fields.
 SWITCH_TOLERANCE = 0.10  # network vs M-flow switch-on step, relative

@@ -14,7 +14,7 @@ import numpy as np
 from .._base import RunSpec
 from .attention import attention_specs
 from .attention import structure_extras as attention_extras
-from .common import CASES, _autodiff_structure, group_switch_steps
+from .common import CASES, NOT_COMPUTED, _autodiff_structure, group_switch_steps
 from .config import ArchitecturesConfig
 from .conv import conv_specs, frequency_extras
 from .linear_attention import icl_specs
@@ -165,7 +165,8 @@ def _case_record(run: dict[str, Any], comparison, A: np.ndarray, sample, groups,
         "comparison": comparison.to_json(),
         # why the network's own prediction (the mean-field flow) is missing, when it is
         "network_note": next(
-            (note for note in comparison.prediction.notes if note.startswith("network (mean field): not computed")), ""
+            (note for note in comparison.prediction.notes if note.startswith("network (") and NOT_COMPUTED in note),
+            "",
         ),
         "extras": _structure_extras(run["case"], arch, A, sample),
     }

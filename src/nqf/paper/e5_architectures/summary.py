@@ -14,6 +14,7 @@ from .._base import ExperimentResult
 from .._common import percent
 from .attention import attention_claims, attention_text
 from .common import (
+    NOT_COMPUTED,
     PLATEAU_TOLERANCE,
     SOURCES,
     SWITCH_TOLERANCE,
@@ -43,9 +44,7 @@ def early_mode_claims(name: str, record: dict) -> list[Claim]:
     own = "mean_field" in record["switch"]
     own_switch = _array(record["switch"]["mean_field"]) if own else None
     own_plateau = _array(record["plateau"]["mean_field"]) if own else None
-    no_own = (record.get("network_note") or "the run recorded no mean-field flow").removeprefix(
-        "network (mean field): not computed: "
-    )
+    no_own = (record.get("network_note") or "the run recorded no mean-field flow").split(NOT_COMPUTED)[-1]
 
     def second(values, k: int, what: str) -> dict:
         if values is None:

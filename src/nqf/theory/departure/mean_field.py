@@ -32,10 +32,25 @@ Cost. A step is one forward and backward pass of the unit over 2 S particles and
 M-flow's step costs no samples at all). Memory ~ 2 S N (d + K) numbers for the
 activations, estimated before compiling.
 
-What it does not cover. Units coupled through a router (a mixture of experts' softmax gate
-over its E experts: the layer is not a sum of independent units); minibatch SGD (the particles
-would need the training batches); the finite-width fluctuations of the n units around their
-distribution beyond M0 (measured small at n = 8 on the staircase; docs/departure.md).
+Units coupled through a router (a mixture of experts: f = sum_e route(l)_e h_e over its E
+experts). The mean field does not hold there: once the gate logits reach O(1) the softmax
+concentrates on the extreme units of the distribution, and the particle flow does not converge
+as S grows (measured on E = 4: steps 232/433/661 with 64 particles a set, the sets disagreeing
+at 256, the loss diverging at 1024, where a winning particle's step is S/n times a unit's). A
+few experts are a finite set, so the prediction is the finite-width one instead (docs/departure.md
+part (d)): the mean over the networks that share the init's second moment M0. Given
+W0 W0^T = M0, a Gaussian init is W0 O with O Haar-distributed on O(n) (its density depends on
+W W^T alone), so K networks started at W0 O_k (O_k drawn, not W0 itself) and trained as the
+network is give E[ . | M0], a prediction from M0 alone as the M-flow's and the mean field's are
+(for a quadratic unit every one of them is the M-flow: M_t is the same for all). The switch-on
+step is their median, ``spread`` half the interquartile range: how much the step varies from init
+to init given M0, not a numerical error; a mode whose spread exceeds SPREAD_LIMIT, or that fewer
+than half of them switch on within the horizon, gets no number. K = max(NETWORKS,
+SETS x particles / n): the mean field's cost.
+
+What it does not cover: minibatch SGD (the particles would need the training batches); the
+finite-width fluctuations of the n units around their distribution beyond M0 for units without
+a router (measured small at n = 8 on the staircase; docs/departure.md).
 """
 
 from __future__ import annotations
@@ -75,8 +90,11 @@ SPREAD_LIMIT = 0.05
 STEP_SECONDS = 1e-4
 FLOPS_PER_SECOND = 1e10
 PAIR_SECONDS = 1.5e-8
-# particle draws: set k uses numpy's default_rng(_SEED + k)
+# particle draws: set k uses numpy's default_rng(_SEED + k); the rotations of the networks sharing M0 one rng
 _SEED = 0
+# networks sharing M0 (units coupled by a router): at least this many
+NETWORKS = 16
+ENSEMBLE_METHOD = "median over networks sharing the init's M0 (rotated inits W0 O; docs/departure.md, part (d))"
 # numbers held per particle, sample and (d + K) while a step runs (forward and backward; a rough bound)
 _HELD = 4.0
 
@@ -92,6 +110,10 @@ class NetworkFlow:
     difference (steps); plateau_losses (g,): the loss at sqrt(t_k t_next) of its own steps
     (``nqf.core.measure.measured_plateau_losses``, the convention of the trained network's);
     particles: per set; seconds: wall time (not in :meth:`to_json`, whose output is reproducible).
+
+    ``ensemble``: units coupled by a router, so the sets are ``sets`` networks of ``particles``
+    = n units each sharing the init's M0 (module docstring): switch_steps their median, spread
+    half their interquartile range, loss and occupations their mean.
     """
 
     steps: np.ndarray
@@ -103,11 +125,18 @@ class NetworkFlow:
     particles: int
     seconds: float
     notes: tuple[str, ...] = field(default=())
+    sets: int = SETS
+    ensemble: bool = False
 
     @property
     def method(self) -> str:
         """What this prediction is, in words (the JSON's ``method``)."""
-        return METHOD
+        return ENSEMBLE_METHOD if self.ensemble else METHOD
+
+    @property
+    def label(self) -> str:
+        """A short name for notes and printed lines."""
+        return "networks sharing M0" if self.ensemble else "mean field"
 
     def group_readings(self, groups) -> tuple[np.ndarray, np.ndarray]:
         """(switch steps, plateau losses), (G,) each, per degenerate group (index tuples,
@@ -122,14 +151,15 @@ class NetworkFlow:
             return [None if not math.isfinite(float(v)) else float(v) for v in np.asarray(a, dtype=np.float64)]
 
         return {
-            "method": METHOD,
+            "method": self.method,
             "switch_steps": numbers(self.switch_steps),
             "spread": numbers(self.spread),
             "plateau_losses": numbers(self.plateau_losses),
             "steps": [int(s) for s in self.steps],
             "loss": numbers(self.loss),
             "particles": int(self.particles),
-            "sets": SETS,
+            "sets": int(self.sets),
+            "ensemble": bool(self.ensemble),
             "notes": list(self.notes),
         }
 
@@ -149,26 +179,34 @@ class NetworkFlow:
             particles=int(data["particles"]),
             seconds=float("nan"),  # not in the JSON: outputs are reproducible to the byte
             notes=tuple(data.get("notes", ())),
+            sets=int(data.get("sets", SETS)),
+            ensemble=bool(data.get("ensemble", False)),
         )
+
+
+def flow_label(arch: Architecture) -> str:
+    """What the network's own prediction of ``arch`` is called in notes: the mean field, or the
+    networks sharing M0 (units coupled by a router; module docstring)."""
+    return "networks sharing M0" if arch.router is not None else "mean field"
+
+
+def not_computed_note(arch: Architecture, why: str) -> str:
+    """The note a prediction carries when the network's own prediction is not computed."""
+    return f"network ({flow_label(arch)}): not computed: {why}; the predictions are the quadratic model's"
 
 
 def not_applicable(arch: Architecture, optimizer: str) -> str | None:
     """Why the mean-field flow is not computed for ``arch`` under ``optimizer``, or None."""
-    if arch.router is not None:
-        return (
-            f"{arch.name}'s units are coupled through a router (a gate over a fixed set of experts), "
-            "not a sum of independent units"
-        )
     record = optimizer_record(optimizer)
     if not record.deterministic_flow:
         return f"{optimizer} draws minibatches; the mean-field flow is computed for full-batch gd and momentum"
     return None
 
 
-def flow_bytes(arch: Architecture, samples: int, particles: int) -> float:
-    """Bytes a step holds: SETS * particles * samples * (d + K) numbers, _HELD times (module docstring)."""
+def flow_bytes(arch: Architecture, samples: int, units: int) -> float:
+    """Bytes a step holds: units (all sets') * samples * (d + K) numbers, _HELD times (module docstring)."""
     itemsize = jnp.dtype(jnp.result_type(float)).itemsize
-    return _HELD * itemsize * SETS * particles * samples * (arch.dim + arch.outputs)
+    return _HELD * itemsize * units * samples * (arch.dim + arch.outputs)
 
 
 def unit_flops(arch: Architecture, x) -> float:
@@ -186,10 +224,10 @@ def _unit_flops(arch: Architecture, shape: tuple, dtype: str) -> float:
     return float((analysis or {}).get("flops", 10.0 * (arch.dim + arch.outputs)))
 
 
-def flow_seconds(arch: Architecture, X, steps: int, particles: int) -> float:
-    """Estimated time of the particle flow: steps x (STEP_SECONDS + SETS x particles x N samples x
+def flow_seconds(arch: Architecture, X, steps: int, units: int) -> float:
+    """Estimated time of the particle flow: steps x (STEP_SECONDS + units (all sets') x N samples x
     (3 x a unit's flops (:func:`unit_flops`, forward and backward) / FLOPS_PER_SECOND + PAIR_SECONDS))."""
-    pairs = SETS * particles * int(X.shape[0])
+    pairs = units * int(X.shape[0])
     per_pair = 3.0 * unit_flops(arch, X[0]) / FLOPS_PER_SECOND + PAIR_SECONDS
     return steps * (STEP_SECONDS + pairs * per_pair)
 
@@ -203,6 +241,18 @@ def whitened_draws(d: int, particles: int, sets: int = SETS, seed: int = _SEED) 
         xi -= xi.mean(axis=1, keepdims=True)
         chol = np.linalg.cholesky(xi @ xi.T / particles)
         out[k] = np.linalg.solve(chol, xi)
+    return out
+
+
+def rotated_inits(W0: np.ndarray, networks: int, seed: int = _SEED) -> np.ndarray:
+    """(networks, d, n): W0 O_k with O_k Haar-distributed on O(n) (QR of a Gaussian matrix, the
+    signs fixed by R's diagonal), so that every network has W W^T = W0 W0^T exactly."""
+    rng = np.random.default_rng(seed)
+    n = W0.shape[1]
+    out = np.empty((networks, *W0.shape))
+    for k in range(networks):
+        Q, R = np.linalg.qr(rng.standard_normal((n, n)))
+        out[k] = W0 @ (Q * np.sign(np.diag(R)))
     return out
 
 
@@ -292,26 +342,36 @@ def point_flow(
     if why is not None:
         return None, why
     d, N = arch.dim, int(X.shape[0])
+    W0 = np.asarray(W0, dtype=np.float64)
+    width = W0.shape[1]
     particles = max(PARTICLES, 2 * d) if particles is None else int(particles)
-    if particles <= d:
-        return None, f"{particles} particles do not exceed the {d} weights of a unit"
+    ensemble = arch.router is not None
+    if ensemble:  # networks of the n units each, sharing M0, at the mean field's cost
+        sets, per_set = max(NETWORKS, -(-SETS * particles // width)), width
+        what = f"{sets} networks x {width} units"
+    else:
+        if particles <= d:
+            return None, f"{particles} particles do not exceed the {d} weights of a unit"
+        sets, per_set = SETS, particles
+        what = f"{SETS} x {particles} particles"
     budget = config.network_budget if budget is None else budget
     horizon = int(np.asarray(record)[-1])
-    if budget is not None and (estimate := flow_seconds(arch, X, horizon, particles)) > budget:
+    if budget is not None and (estimate := flow_seconds(arch, X, horizon, sets * per_set)) > budget:
         return None, (
-            f"it would take about {estimate:.2g} s ({SETS} x {particles} particles x {N} samples x {horizon} "
+            f"it would take about {estimate:.2g} s ({what} x {N} samples x {horizon} "
             f"steps), above network_budget = {budget:g} s (raise it, or None for no limit)"
         )
-    needed = flow_bytes(arch, N, particles)
+    needed = flow_bytes(arch, N, sets * per_set)
     if needed > available_bytes() / 2:
         return None, f"it would hold about {size_text(needed)} for {N} samples (more than half the memory available)"
     start = time.perf_counter()
     dtype = jnp.result_type(float)
     record = np.asarray(record, dtype=np.int64)
-    W0 = np.asarray(W0, dtype=np.float64)
-    width = W0.shape[1]
-    root = _square_root(W0 @ W0.T / width)
-    draws = jnp.asarray(root @ whitened_draws(d, particles), dtype=dtype)  # (SETS, d, S)
+    if ensemble:
+        draws = jnp.asarray(rotated_inits(W0, sets), dtype=dtype)  # (K, d, n)
+    else:
+        root = _square_root(W0 @ W0.T / width)
+        draws = jnp.asarray(root @ whitened_draws(d, particles), dtype=dtype)  # (SETS, d, S)
     momentum = optimizer_record(config.optimizer).flow_takes_beta
     beta = config.beta if momentum else 0.0
     # the records' gaps padded to a power of two (a zero gap is no step): fewer programs to compile
@@ -336,7 +396,34 @@ def point_flow(
     occ = np.concatenate([np.asarray(occ)[:, :keep], np.asarray(last_occ)[:, None]], axis=1).astype(np.float64)
     loss = np.concatenate([np.asarray(loss)[:, :keep], np.asarray(last_loss)[:, None]], axis=1).astype(np.float64)
     thresholds = np.asarray(thresholds, dtype=np.float64)
-    per_set = switch_steps(record, occ, thresholds)  # (SETS, g)
+    found = switch_steps(record, occ, thresholds)  # (sets, g)
+    label = flow_label(arch)
+    steps, spread, notes = (_ensemble_steps if ensemble else _particle_steps)(found)
+    curve = loss.mean(axis=0)
+    if not np.isfinite(curve).all():
+        notes.append(f"network ({label}): the loss left the finite numbers (the learning rate is too large for it)")
+    plateau = measured_plateau_losses(record, curve, steps, float(record[-1]))
+    return (
+        NetworkFlow(
+            steps=record,
+            loss=curve,
+            occupations=occ.mean(axis=0),
+            switch_steps=steps,
+            spread=spread,
+            plateau_losses=plateau,
+            particles=per_set,
+            seconds=time.perf_counter() - start,
+            notes=tuple(notes),
+            sets=sets,
+            ensemble=ensemble,
+        ),
+        None,
+    )
+
+
+def _particle_steps(per_set: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(steps, spread, notes) of the mean field from its particle sets' steps (SETS, g): their
+    mean and half their difference; no step where they disagree by more than SPREAD_LIMIT."""
     steps = per_set.mean(axis=0)
     spread = 0.5 * np.abs(per_set[0] - per_set[-1])
     notes = []
@@ -348,22 +435,34 @@ def point_flow(
             f"network (mean field): mode {k + 1} has no step: its two particle sets disagree ({what}; more than "
             f"{SPREAD_LIMIT:.0%}); more particles would settle it"
         )
-    steps = np.where(one_sided | wide, np.nan, steps)
-    curve = loss.mean(axis=0)
-    if not np.isfinite(curve).all():
-        notes.append("network (mean field): the loss left the finite numbers (the learning rate is too large for it)")
-    plateau = measured_plateau_losses(record, curve, steps, float(record[-1]))
-    return (
-        NetworkFlow(
-            steps=record,
-            loss=curve,
-            occupations=occ.mean(axis=0),
-            switch_steps=steps,
-            spread=spread,
-            plateau_losses=plateau,
-            particles=particles,
-            seconds=time.perf_counter() - start,
-            notes=tuple(notes),
-        ),
-        None,
-    )
+    return np.where(one_sided | wide, np.nan, steps), spread, notes
+
+
+def _ensemble_steps(per_network: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(steps, spread, notes) of the networks sharing M0 from their steps (K, g): the median (a
+    network that does not switch a mode on within the horizon counts as later than all) and half
+    the interquartile range; no step where fewer than half switch the mode on, or the spread
+    exceeds SPREAD_LIMIT of the step (the step depends on the init beyond M0 by more than that)."""
+    later = np.where(np.isfinite(per_network), per_network, np.inf)
+    steps = np.median(later, axis=0)
+    with np.errstate(invalid="ignore"):
+        low, high = np.percentile(later, [25.0, 75.0], axis=0)
+        spread = 0.5 * (high - low)
+    notes = []
+    K = per_network.shape[0]
+    for k in range(per_network.shape[1]):
+        switched = int(np.isfinite(per_network[:, k]).sum())
+        if not np.isfinite(steps[k]):
+            if switched:
+                notes.append(
+                    f"network (networks sharing M0): mode {k + 1} has no step: {switched} of {K} networks that "
+                    "share the init's M0 switch it on within the horizon (fewer than half)"
+                )
+        elif spread[k] > SPREAD_LIMIT * steps[k]:
+            notes.append(
+                f"network (networks sharing M0): mode {k + 1} has no step: the networks that share the init's M0 "
+                f"switch it on between steps {low[k]:.0f} and {high[k]:.0f} (quartiles; a spread above "
+                f"{SPREAD_LIMIT:.0%}): the step depends on the init beyond M0"
+            )
+    wide = ~np.isfinite(steps) | ~np.isfinite(spread) | (spread > SPREAD_LIMIT * steps)
+    return np.where(wide, np.nan, steps), np.where(np.isfinite(spread), spread, np.nan), notes

@@ -681,12 +681,12 @@ def _network_flows(arch, X, Y, config: PredictConfig, lr_axis, inits, record, ba
     if not config.network:
         return ()
     from nqf.theory.data_matrices.build import checked_samples
-    from nqf.theory.departure.mean_field import point_flow
+    from nqf.theory.departure.mean_field import not_computed_note, point_flow
 
     P = lr_axis.size * len(inits)
     if X is None or Y is None:
         why = "it needs the samples X, Y (only data matrices were given)"
-        return (f"network (mean field): not computed: {why}; the predictions are the quadratic model's",) * P
+        return (not_computed_note(arch, why),) * P
     Xc, targets, _ = checked_samples(arch, X, Y, config.loss, jnp.result_type(float))
     out: list = []
     for lr in lr_axis:
@@ -694,7 +694,7 @@ def _network_flows(arch, X, Y, config: PredictConfig, lr_axis, inits, record, ba
             # the budget is a prediction's, each point's as predict's (the same estimate at every point)
             flow, reason = point_flow(arch, Xc, targets, W0, replace(config, lr=float(lr)), record, basis, thresholds)
             if flow is None:
-                return (f"network (mean field): not computed: {reason}; the predictions are the quadratic model's",) * P
+                return (not_computed_note(arch, reason),) * P
             out.append(flow)
     return tuple(out)
 

@@ -221,7 +221,7 @@ def with_network(prediction: Prediction, arch: Architecture, X, Y, W0) -> Predic
     """``prediction`` with the network's own prediction, the mean-field flow of its units
     (``nqf.theory.departure.mean_field``), or a note saying why it is not computed."""
     from nqf.theory.data_matrices.build import checked_samples
-    from nqf.theory.departure.mean_field import network_flow
+    from nqf.theory.departure.mean_field import network_flow, not_computed_note
 
     why: str | None = "it needs the samples X, Y (only data matrices were given)"
     found = None
@@ -229,8 +229,7 @@ def with_network(prediction: Prediction, arch: Architecture, X, Y, W0) -> Predic
         Xc, targets, _ = checked_samples(arch, X, Y, prediction.config.loss, jnp.result_type(float))
         found, why = network_flow(arch, Xc, targets, prediction, W0)
     if found is None:
-        note = f"network (mean field): not computed: {why}; the predictions are the quadratic model's"
-        return replace(prediction, notes=prediction.notes + (note,))
+        return replace(prediction, notes=prediction.notes + (not_computed_note(arch, why),))
     return replace(prediction, network=found, notes=prediction.notes + found.notes)
 
 

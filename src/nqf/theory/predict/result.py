@@ -504,7 +504,7 @@ def _register_departure() -> None:
     register_fields(
         NetworkFlow,
         ("steps", "loss", "occupations", "switch_steps", "spread", "plateau_losses", "seconds"),
-        ("particles", "notes"),
+        ("particles", "notes", "sets", "ensemble"),
     )
     register_fields(
         Departure,
