@@ -190,7 +190,7 @@ def flow_label(arch: Architecture) -> str:
     return "networks sharing M0" if arch.router is not None else "mean field"
 
 
-def not_computed_note(arch: Architecture, why: str) -> str:
+def not_computed_note(arch: Architecture, why: str | None) -> str:
     """The note a prediction carries when the network's own prediction is not computed."""
     return f"network ({flow_label(arch)}): not computed: {why}; the predictions are the quadratic model's"
 
