@@ -105,10 +105,10 @@ def test_the_overlay_names_the_w0_it_was_compared_with(wine, tmp_path):
     assert json.loads(drawn.stdout)["overlay"]["against"] == "M-flow (gd), seed 3"
 
 
-def test_the_prediction_block_leads_and_carries_the_corrected_steps():
+def test_the_prediction_block_leads_and_carries_the_networks_own_steps():
     """``to_json()`` leads with ``prediction`` (the M-flow's steps and plateaus, the conventions
-    stated); with the departure each mode also has its network-corrected step (issue 31's
-    correction, where it applies)."""
+    stated); each mode also has the network's own predicted step (the mean-field flow, on by
+    default), and the departure block is the curve alone."""
     X, Y = nqf.get_task("staircase").generate(0)
     config = PredictConfig(width=32, lr=0.05, steps=800, sigma0=1e-6, departure=True)
     prediction = nqf.predict(nqf.get_architecture("mlp", activation="tanh"), X, Y, config)
@@ -117,8 +117,15 @@ def test_the_prediction_block_leads_and_carries_the_corrected_steps():
     block = result["prediction"]
     assert "half its LV fixed point" in block["switch_convention"] and "log-midpoint" in block["plateau_convention"]
     assert [row["switch_step"] for row in block["modes"]] == result["mflow"]["switch_steps"]
-    corrected = [row["network_corrected_switch_step"] for row in block["modes"]]
-    assert corrected == result["departure"]["corrected_switch_steps"] and all(v is not None for v in corrected)
+    own = [row["network_switch_step"] for row in block["modes"]]
+    assert own == result["network"]["switch_steps"] and all(v is not None for v in own)
+    assert "network_corrected_switch_step" not in block["modes"][0]
+    assert set(result["departure"]) == {"steps", "relative_gap", "network_loss", "quadratic_loss"} | {
+        "samples",
+        "subsampled",
+        "seconds",
+        "notes",
+    }
 
 
 @pytest.mark.slow  # two comparisons through the console script, ~10 s each

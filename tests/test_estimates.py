@@ -50,20 +50,16 @@ def test_can_jump_is_the_flows_own_condition():
             assert can_jump(d, kind == "momentum") == maps._jumpable(kind, d)
 
 
-@pytest.mark.parametrize(("name", "width", "benchmarked"), [("mlp", 32, True), ("moe", 4, False)])
-def test_the_departure_time_is_printed_only_where_its_estimate_is_benchmarked(capsys, name, width, benchmarked):
-    """The factored path's estimate is checked against fresh processes (benchmarks/bench_departure.py,
-    0.76-0.96 of measured); the other paths' is not (a gated unit on 16 components of digits was
-    estimated at 13 min and had not finished after 34): there the note gives no number."""
-    from nqf.architectures import get_architecture
-
-    arch = get_architecture(name, inputs=16, outputs=10)
-    _, _, path = departure_cost(arch, 1797, width, 2000)
-    assert (path == "factored") == benchmarked
-    check_departure(arch, 1797, width, 2000, "squared", "auto")
+def test_the_departure_curve_is_estimated_before_it_runs(capsys):
+    """The departure is the curve alone: its memory grows with the samples (at most 2048) and the
+    width, its time with the evaluated steps; a long one is announced in one note."""
+    arch = mlp(inputs=16, outputs=10)
+    small, fast = departure_cost(arch, 1797, 32, 2000)
+    wide, slow = departure_cost(arch, 1797, 64, 2000)
+    assert wide > small and slow > fast
+    assert departure_cost(arch, 5000, 32, 2000) == departure_cost(arch, 2048, 32, 2000)  # a subset beyond 2048
+    check_departure(mlp(), 256, 32, 1000, "squared", "auto")  # the staircase's: about 2 s, no note
+    assert capsys.readouterr().err == ""
+    check_departure(arch, 1797, 64, 10**6, "squared", "auto")
     note = capsys.readouterr().err.strip().splitlines()[-1]
-    assert note.startswith("note: departure (--departure; the unlearned rows' maps")
-    if benchmarked:
-        assert "up to roughly" in note
-    else:
-        assert "not estimated on this path" in note and "roughly" not in note
+    assert note.startswith("note: departure (--departure)")

@@ -295,6 +295,7 @@ def _prediction(modes: int):
         lv_switch_steps=switch * 1.01,
         singular_switch_steps=0.95 * switch,
         departure=None,
+        network=None,
         degenerate=False,  # distinct c_k: per-mode steps (Prediction.group_readings otherwise)
     )
 

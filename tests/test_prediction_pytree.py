@@ -68,12 +68,11 @@ def test_departure_is_part_of_the_tree(staircase):
         quadratic_loss=np.ones(3),
         samples=256,
         subsampled=False,
-        corrected_switch_steps={"linearised": np.array([93.0, 140.0])},
     )
     with_departure = dataclasses.replace(p, departure=departure)
     doubled = jax.tree.map(lambda a: 2 * a, with_departure)
     np.testing.assert_array_equal(doubled.departure.relative_gap, 2e-3)
-    np.testing.assert_array_equal(doubled.departure.corrected_switch_steps["linearised"], [186.0, 280.0])
+    np.testing.assert_array_equal(doubled.departure.network_loss, 2.0)
     assert doubled.departure.samples == 256  # metadata, not a leaf
 
 

@@ -54,7 +54,6 @@ if TYPE_CHECKING:  # the public API, one name a line: imported on first use (nqf
     from nqf.theory.data_matrices import population_data_matrices as population_data_matrices
     from nqf.theory.departure import Departure as Departure
     from nqf.theory.departure import NetworkFlow as NetworkFlow
-    from nqf.theory.departure import corrected_switch_steps as corrected_switch_steps
     from nqf.theory.departure import departure as departure
     from nqf.theory.departure import network_flow as network_flow
     from nqf.theory.lotka_volterra import LotkaVolterra as LotkaVolterra

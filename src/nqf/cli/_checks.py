@@ -6,9 +6,7 @@ refusal and the note are ``nqf.comparison.checks``' (shared with the library and
 
 from __future__ import annotations
 
-import sys
-
-from nqf.comparison.checks import ANNOUNCE_AFTER_S, announce, check_memory
+from nqf.comparison.checks import announce, check_memory
 from nqf.theory.costs import departure_total_cost, structure_bytes
 
 
@@ -27,20 +25,11 @@ def check_departure(
     """Refuse a departure (``predict --departure``) that cannot fit with its prediction; announce a long one.
     ``runs``: how many departures the command computes one after another (``compare``: one per
     M-flow and seed); the memory is one's, the time all of theirs."""
-    total, seconds, path = departure_total_cost(arch, samples, width, steps, loss, route, optimizer, runs)
+    total, seconds = departure_total_cost(arch, samples, width, steps, loss, route, optimizer, runs)
     used = min(int(samples), 2048)
     check_memory(
         f"the departure (--departure) with d = {arch.dim}, width {width}, {used} samples",
         total,
         "use a smaller --width, fewer samples or leave out --departure",
     )
-    maps = "" if path == "none" else f"; the unlearned rows' maps {path.replace('_', '-')}, d n = {arch.dim * width}"
-    if path in ("none", "factored"):  # the benchmarked paths (benchmarks/bench_departure.py: 0.76-0.96 of measured)
-        announce(f"departure (--departure{maps})", seconds, bound=True)
-    elif seconds > ANNOUNCE_AFTER_S:  # a gated unit on 16 components of digits: 13 min estimated, over 34 measured
-        print(
-            f"note: departure (--departure{maps}): its time is not estimated on this path (only the factored "
-            "path's estimate is checked against measurements); it may take many minutes (interrupt with Ctrl-C)",
-            file=sys.stderr,
-            flush=True,
-        )
+    announce("departure (--departure)", seconds, bound=True)

@@ -248,11 +248,8 @@ def print_outputs(console, result: dict, plot: Path | None, csv_dir: Path | None
         console.print(f"tables: {', '.join(os.fspath(csv_dir / name) for name in TABLE_FILES)}", highlight=False)
 
 
-def print_departure(console, block: dict, mflow_steps: list, network_steps: list | None = None) -> None:
-    """The ``departure`` block as text: the gap at a few recorded steps, corrected switch-on steps per mode."""
-    from rich import box
-    from rich.table import Table
-
+def print_departure(console, block: dict) -> None:
+    """The ``departure`` block as text: the relative gap at a few recorded steps."""
     steps, gap = block["steps"], block["relative_gap"]
     picks = sorted({int(round(q * (len(steps) - 1))) for q in (0.1, 0.25, 0.5, 0.75, 1.0)}) if steps else []
     shown = ", ".join(f"{100 * gap[i]:.1f}% at {steps[i]}" for i in picks if gap[i] is not None)
@@ -261,23 +258,3 @@ def print_departure(console, block: dict, mflow_steps: list, network_steps: list
         f"{shown or '-'}; not an error bar on switch-on steps",
         highlight=False,
     )
-    corrected = block["corrected_switch_steps"]
-    if corrected is None:
-        return
-    table = Table(
-        title="network-corrected switch-on steps (docs/departure.md)", title_justify="left", box=box.SIMPLE_HEAD
-    )
-    columns = ["mode", "M-flow", "corrected", "change"] + (["network"] if network_steps is not None else [])
-    for column in columns:
-        table.add_column(column, justify="right", overflow="fold")
-    for k, (flow, fixed) in enumerate(zip(mflow_steps, corrected, strict=True)):
-        change = "-" if flow is None or fixed is None or flow == 0 else f"{100 * (fixed - flow) / flow:+.1f}%"
-        row = [str(k + 1), _number(flow), _number(fixed), change]
-        if network_steps is not None:
-            row.append(_number(network_steps[k] if k < len(network_steps) else None))
-        table.add_row(*row)
-    print_table(console, table)
-
-
-def _number(value) -> str:
-    return "-" if value is None else f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:.1f}"

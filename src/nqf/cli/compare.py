@@ -175,8 +175,8 @@ def compare_command(
         bool,
         typer.Option(
             "--departure",
-            help="Also predict, without training, where the network leaves the quadratic model: the relative gap "
-            "along each predicted path and network-corrected switch-on steps, next to the trained network's.",
+            help="Also evaluate, without training, the network along each predicted path: the relative gap "
+            "between the network and its quadratic form there (docs/departure.md).",
         ),
     ] = False,
     network: Annotated[
@@ -325,9 +325,7 @@ def print_departures(comparison, result: dict, console: Console) -> None:
         if opt not in result["departure"]:
             continue
         console.print(f"[bold]{opt}[/bold], seed {first}:", highlight=False)
-        mflow = [None if v != v else float(v) for v in comparison.predictions[opt][0].mflow_switch_steps]
-        network = [row["measured"]["network"][opt] for row in result["modes"]]
-        print_departure(console, result["departure"][opt][0], mflow, network)
+        print_departure(console, result["departure"][opt][0])
 
 
 def write_plot(comparison, plot: Path, overlay=None) -> None:

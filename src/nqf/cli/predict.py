@@ -36,16 +36,13 @@ M-flow's (``nqf.comparison.curves``). Files are written at the end, each atomica
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from nqf.cli.app import app, start_jax
@@ -188,9 +185,8 @@ def predict(
         bool,
         typer.Option(
             "--departure",
-            help="Also predict where the network leaves the quadratic model, without training: the relative gap "
-            "of the network along the predicted path, and network-corrected switch-on steps (docs/departure.md; "
-            "seconds more).",
+            help="Also evaluate the network along the quadratic model's predicted path, without training: the "
+            "relative gap between the network and its quadratic form there (docs/departure.md; seconds more).",
         ),
     ] = False,
     network: Annotated[
@@ -337,33 +333,10 @@ def run_prediction(args: PredictArgs):
     samples = (np.asarray(X, dtype=np.float64), Y) if args.departure or args.network else (None, None)
     del X, Y
     X_kept, Y_kept = samples
-    with _departure_bar(args.departure):
-        prediction = run_predict(
-            architecture, X_kept, Y_kept, config, W0=W0, data=data_route[0], route_choice=data_route[1]
-        )
+    prediction = run_predict(
+        architecture, X_kept, Y_kept, config, W0=W0, data=data_route[0], route_choice=data_route[1]
+    )
     return prediction, architecture, label
-
-
-@contextlib.contextmanager
-def _departure_bar(departure: bool):
-    """A progress bar on a terminal's stderr for ``--departure``'s corrections (minutes on real
-    data), fed by the library's progress reports (``nqf.core.progress``); nothing otherwise."""
-    if not departure or not sys.stderr.isatty():
-        yield
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from nqf.core.progress import progress_to
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("departure", total=None)
-
-        def update(stage: str, done: int, total: int) -> None:
-            bar.update(task, description=stage, completed=done, total=total)
-
-        with progress_to(update):
-            yield
 
 
 def load_problem(args: PredictArgs):
@@ -515,7 +488,7 @@ def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> No
         )
         console.print(f"network ({what}; loss {flow['loss'][-1]:.6g} at step {steps}")
     if result["departure"] is not None:
-        print_departure(console, result["departure"], result["mflow"]["switch_steps"])
+        print_departure(console, result["departure"])
     for note in result["notes"]:
         console.print(f"note: {note}")
     print_outputs(console, result, args.plot, args.csv_dir)
@@ -534,10 +507,9 @@ def prediction_table(result: dict) -> Table:
         + (" (a group's total, for modes with equal c_k)" if grouped else "")
         + " reaches half its fixed point m*; plateau loss at the log-midpoint to the next switch-on"
     )
-    corrected = any("network_corrected_switch_step" in row for row in block["modes"])  # with --departure
     columns = ["modes" if grouped else "mode", "c_k", "m*" if grouped else "m_k*", "switch-on step", "plateau loss"]
     columns += ["network: step", "network: plateau"] if network else []
-    for column in columns + (["network-corrected step"] if corrected else []):
+    for column in columns:
         table.add_column(column, justify="right", overflow="fold")
     for row in block["modes"]:
         first, last = row["modes"][0], row["modes"][-1]
@@ -549,7 +521,7 @@ def prediction_table(result: dict) -> Table:
             _fmt(row["plateau_loss"]),
         ]
         cells += [_fmt(row.get("network_switch_step")), _fmt(row.get("network_plateau_loss"))] if network else []
-        table.add_row(*cells, *([_fmt(row.get("network_corrected_switch_step"))] if corrected else []))
+        table.add_row(*cells)
     return table
 
 

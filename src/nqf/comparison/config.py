@@ -79,9 +79,9 @@ class CompareConfig:
             fraction of its fixed-point occupation (module docstring).
         allow_inapplicable: run even when the expansion check says the quadratic-form
             theory does not apply to the unit (the verdict is reported either way).
-        departure: also predict where the network leaves the quadratic model, per flow
-            and seed, without training (``PredictConfig.departure``, ``nqf.theory.departure.estimate``):
-            the relative gap along the predicted path and the corrected switch-on steps.
+        departure: also evaluate the network along each predicted path, per flow and seed,
+            without training (``PredictConfig.departure``, ``nqf.theory.departure.estimate``): the
+            relative gap between the network and its quadratic form there.
         network, network_budget: the network's own prediction per flow and seed, the mean-field
             flow of its units (``PredictConfig.network``, ``PredictConfig.network_budget``: seconds
             per prediction by its estimate, None no limit), beside the trained network's.

@@ -93,7 +93,7 @@ class Optimizer:
     @property
     def deterministic_flow(self) -> bool:
         """It closes on M with a full-batch M-flow: a map of M alone (the grid of ``predict_grid`` and
-        the departure's corrected switch-on steps take these)."""
+        the network's own prediction take these)."""
         return self.closes_on_m and not self.minibatches
 
 

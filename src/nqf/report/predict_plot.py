@@ -1,10 +1,10 @@
 """The figure of ``nqf predict --plot``: the predicted loss curves on one log-log axis.
 
-The M-flow loss (dotted), the Lotka-Volterra map's loss (dash-dot) and the vanishing-init
-limit's staircase (its plateau losses, stepping down at its step times), with the
+The M-flow loss (dotted), the Lotka-Volterra map's loss (dash-dot), the vanishing-init
+limit's staircase (its plateau losses, stepping down at its step times) and, where predict
+computed it, the network's own predicted loss (solid, ``Prediction.network``), with the
 switch-on steps of each source as short ticks in the source's colour along the top edge
-(one row a source: M-flow, LV map, singular limit, and with ``--departure`` the
-network-corrected steps; up to a few modes the M-flow's also as
+(one row a source: M-flow, LV map, singular limit, the network's own prediction; up to a few modes the M-flow's also as
 thin dotted lines), the M-flow's mode numbers above the axes (thinned where they would
 collide), the plateau losses as thin horizontal lines, and, when given, a measured loss
 curve (solid black) with its switch-on steps and the M-flow's by the loss convention
@@ -26,7 +26,7 @@ from nqf.theory.predict.pipeline import Prediction
 from .panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
 from .style import PALETTE, SOURCES, axis_label, curve, new_figure, plain_text, setup_axes, write_figure
 
-_MFLOW, _LV, _LIMIT, _MEASURED = 0, 1, 2, 6  # PALETTE indices: blue, orange, green, black
+_MFLOW, _LV, _LIMIT, _NETWORK, _MEASURED = 0, 1, 2, 3, 6  # PALETTE indices: blue, orange, green, vermillion, black
 
 
 def _positive(steps, loss):
@@ -123,14 +123,17 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
 
 
 def _draw_loss_curves(ax, prediction: Prediction, horizon: float) -> tuple[float, float]:
-    """The M-flow's and the LV map's losses and the singular limit's staircase; returns the highest
-    and the lowest loss of the two curves (0 and inf if none)."""
+    """The M-flow's and the LV map's losses, the network's own predicted loss where computed and the
+    singular limit's staircase; returns the highest and the lowest loss of the curves (0 and inf if none)."""
     cfg = prediction.config
     lv_detail = "map" if prediction.lv_applies else "map, approximate"
     curves = [
         ("M-flow", _MFLOW, cfg.optimizer, prediction.flow.steps, prediction.flow.loss),
         ("LV", _LV, lv_detail, prediction.lv_steps, prediction.lv_loss),
     ]
+    if prediction.network is not None:
+        found = prediction.network
+        curves.append(("network", _NETWORK, f"predicted: {found.label}", found.steps, found.loss))
     highest, lowest = 0.0, np.inf
     for source, colour, detail, steps, loss in curves:
         x, y = _positive(steps, loss)
@@ -190,9 +193,10 @@ def _draw_switch_steps(ax, prediction: Prediction, horizon: float) -> tuple[floa
         (PALETTE[_LV], "LV map", "LV", shown["lv"]),
         (PALETTE[_LIMIT], "vanishing-init limit", "limit", shown["singular_limit"]),
     ]
-    corrected = None if prediction.departure is None else prediction.departure.corrected_switch_steps
-    if corrected and corrected.get("linearised") is not None:
-        sources.append(("0.2", "network-corrected", "corrected", corrected["linearised"]))
+    if prediction.network is not None:
+        found = prediction.network
+        steps = found.group_readings(prediction.groups)[0] if prediction.degenerate else found.switch_steps
+        sources.append((PALETTE[_NETWORK], f"network, predicted: {found.label}", "network", steps))
     rows = []
     for colour, name, short, switch in sources:
         t = np.asarray(switch, dtype=np.float64)
@@ -225,7 +229,7 @@ def _set_limits(
 
 def _draw_departure(ax, prediction: Prediction, handles: list, labels: list, reserved: float = 0.0):
     """The network-vs-quadratic-model gap on a right-hand axis (percent), below the top ``reserved``
-    fraction (the switch-on ticks, the network-corrected ones among them)."""
+    fraction (the switch-on ticks)."""
     found = prediction.departure
     steps = np.asarray(found.steps, dtype=np.float64)
     gap = 100.0 * np.asarray(found.relative_gap, dtype=np.float64)

@@ -32,23 +32,9 @@ and ``nqf.train_sweep`` train's (``nqf.training.runs.check_train_memory``).
                 running alongside
     departure   predict's, plus (N: at most 2048 samples, P <= 1000 evaluated steps) the
                 samples 3 N (D + K), the path's weights and velocities 2 P d n, and the
-                larger of the curve (8 steps at once: 8 N n (K + 4)) and the corrections:
-                the unlearned rows' maps, pushing c basis directions of D at a time through
-                the linearised gradient (where the layer is no sum over units: a mixture
-                of experts' network; else the units' Jacobians, a chunk of samples at a
-                time within the same budget: ``factored``), N n (h + c e) with (h, e) = (15, 14 K + 3) for the
-                quadratic model's ``linearised`` map (``nqf.theory.departure.plateaus.map_numbers``,
-                measured from XLA's buffer sizes on mlp units), c as many as fit
-                ``nqf.theory.departure.plateaus.MAP_BYTES`` (32 MiB, one direction at least; all d n
-                when they fit: ``choose_path``), plus the maps' matrices J (d n x d n):
-                4 (d n)^2 held at once, 3 more for the lowest curvature up to 1024 weights;
-                beyond 4096 weights no J, one direction a step. And the process itself
-                (Python, JAX, XLA and compiled programs): RUNTIME_BYTES, and
-                DEPARTURE_RUNTIME_BYTES for the departure's own programs. Measured peak
-                RSS of ``nqf predict --departure`` against this estimate: iris (width 64,
-                3000 steps) 0.48 GiB against 0.54, the staircase (width 32, 600 steps) 0.52
-                against 0.54, 569 samples, 6 inputs, 10 outputs (width 64, 600 steps) 0.60
-                against 0.61
+                curve (8 steps at once: 8 N n (K + 4)). And the process itself (Python, JAX,
+                XLA and compiled programs): RUNTIME_BYTES, and DEPARTURE_RUNTIME_BYTES for the
+                departure's own programs
 
 Time estimates (printed on stderr, ``note: ...``, when above ~10 s) are rough on
 purpose: about 2e9 flops a second on the CPU plus ~1 microsecond a step (measured
@@ -58,13 +44,9 @@ at 4000-100000 steps on the staircase; a lower bound ("at least") for other unit
 ``nqf.predict_grid`` steps every point through every step: steps x (points x the M-flow's
 flops a step / 2e9 + ``GRID_SECONDS_PER_STEP``, 10 microseconds, measured), refused above an
 hour (``MAX_GRID_SECONDS``), where ``nqf.predict`` jumps the linear stretches.
-The departure's corrections: per plateau (up to
-min(K, d / 2) of them) the maps' matrices: from the units' own derivatives where the layer is a
-sum over units (``factored``: N n Jacobians of one unit and the Gauss-Newton sum N K (d n)^2,
-a matrix product, at 1.5e10 flops a second), else d n directions each, about N n (90 K + 10)
-flops a direction over a model's two maps; their steps ((d n)^2 a step, eight runs over the
-horizon, matrix-vector products), and ~5 s of compiling; `benchmarks/bench_departure.py`
-compares the estimate with the first call's wall time.
+The departure curve: the quadratic path stepped one step at a time, the network and its
+quadratic form at P evaluated steps (about 10 (K + d) flops a sample and unit each), and
+DEPARTURE_COMPILE_S of compiling.
 """
 
 from __future__ import annotations
@@ -84,9 +66,9 @@ COMPILE_SECONDS_PER_RUN = 2.0
 # departure's programs add (their compiling and code: 0.2-0.24 GiB more on both, its arrays ~0.05)
 RUNTIME_BYTES = 0.3 * 2**30
 DEPARTURE_RUNTIME_BYTES = 0.2 * 2**30
-# Compiling the departure's programs (the path, the curve, the plateau states and four maps):
-# 4-8 s measured with the factored maps (benchmarks/bench_departure.py's first calls)
-DEPARTURE_COMPILE_S = 5.0
+# Compiling the departure's programs (the path and the curve): a fresh `nqf predict --departure`
+# of the staircase (width 32, 1000 steps) took 0.95 s more than without it, nearly all compiling
+DEPARTURE_COMPILE_S = 1.0
 
 
 def structure_bytes(arch) -> float:
@@ -129,65 +111,31 @@ def compare_seconds(
     return seconds, calibrated
 
 
-def departure_cost(arch, samples: int, width: int, steps: int, corrections: bool = True) -> tuple[float, float, str]:
-    """(bytes, seconds, path) of ``nqf.theory.departure.estimate`` on ``samples`` samples, on top of the
-    prediction and the runtime (module docstring); ``corrections``: with the corrected switch-on
-    steps (gd and momentum). ``path``: how the unlearned rows' maps are built (``factored``,
-    ``dense``, ``chunked`` or ``matrix_free``: ``nqf.theory.departure.plateaus.choose_path`` for
-    the network, the quadratic model being factored whenever the network's map is a matrix;
-    ``none`` without corrections)."""
+def departure_cost(arch, samples: int, width: int, steps: int) -> tuple[float, float]:
+    """(bytes, seconds) of ``nqf.theory.departure.estimate`` (the departure curve) on ``samples``
+    samples, on top of the prediction and the runtime (module docstring)."""
     from nqf.theory.departure.path import DEFAULT_SAMPLES
-    from nqf.theory.departure.plateaus import EIGEN_LIMIT, choose_path, held_directions, map_bytes
 
     N, d, n, K = min(int(samples), DEFAULT_SAMPLES), arch.dim, int(width), arch.outputs
-    size = d * n
     points = min(int(steps) + 1, 1000)  # at most nqf.theory.departure.estimate.DEFAULT_POINTS evaluated steps
-    held = BYTES * (3.0 * N * (_numbers(arch.input_shape) + K) + 2.0 * points * size)
+    held = BYTES * (3.0 * N * (_numbers(arch.input_shape) + K) + 2.0 * points * d * n)
     curve = BYTES * 8.0 * N * n * (K + 4.0)
     curve_flops = points * N * n * 10.0 * (K + d)
-    if not corrections:
-        return held + curve, curve_flops / FLOPS_PER_SECOND, "none"
-    paths = {model: choose_path(arch, N, n, model=model) for model in ("network", "quadratic")}
-    path = paths["network"][0]
-    matrices = 0.0 if path == "matrix_free" else BYTES * size * size * (4.0 + (3.0 if size <= EIGEN_LIMIT else 0.0))
-    maps, flops, matmul_flops = 0.0, 0.0, 0.0
-    for model, (model_path, chunk) in paths.items():
-        if model_path == "factored":
-            # the Jacobians of one chunk of samples (4 n K d + n d numbers a sample), then per
-            # construction: N n Jacobians of one unit (d passes of ~10 (K + d) flops), the
-            # Gauss-Newton sum N K (d n)^2 (matrix products), the units' Hessians
-            maps = max(maps, BYTES * chunk * n * (4.0 * K * d + d))
-            flops += 2.0 * N * n * d * 10.0 * (K + d) * (1.0 + d)
-            matmul_flops += 2.0 * N * K * float(size) ** 2
-        elif model_path == "matrix_free":  # one direction a step, four runs over the horizon
-            flops += 4.0 * steps * N * n * (90.0 * K + 10.0)
-        else:  # d n directions pushed through the whole layer, two constructions
-            maps = max(
-                maps,
-                *(map_bytes(arch, model, c, N, n, held_directions(size, chunk)) for c in ("linearised", "near_zero")),
-            )
-            flops += size * N * n * (90.0 * K + 10.0)
-    if path != "matrix_free":  # the maps' steps: (d n)^2 a step, eight runs over the horizon
-        matmul_flops += 8.0 * steps * float(size) ** 2
-    plateaus = max(1, min(K, d // 2))
-    work = plateaus * (flops / FLOPS_PER_SECOND + matmul_flops / MATMUL_FLOPS_PER_SECOND)
-    seconds = DEPARTURE_COMPILE_S + work + curve_flops / FLOPS_PER_SECOND
-    shown = "factored" if all(p == "factored" for p, _ in paths.values()) else path
-    return held + max(curve, maps + matrices), seconds, shown
+    return held + curve, DEPARTURE_COMPILE_S + curve_flops / FLOPS_PER_SECOND
 
 
 def departure_total_cost(
     arch, samples: int, width: int, steps: int, loss: str, route: str, optimizer: str = "gd", runs: int = 1
-) -> tuple[float, float, str]:
-    """(bytes, seconds, path) of ``predict --departure``: the departure (:func:`departure_cost`) with
+) -> tuple[float, float]:
+    """(bytes, seconds) of ``predict --departure``: the departure (:func:`departure_cost`) with
     its prediction's M-flow, W0 and M (3 d n) and the runtime; the seconds add the quadratic path,
     run step by step, and count ``runs`` departures one after another (``compare``: one per M-flow
     and seed), the bytes one's."""
     record = optimizer_record(optimizer)
     flow_bytes, flow_flops = flow_cost(arch, samples, loss, route, record.minibatches)
-    nbytes, seconds, path = departure_cost(arch, samples, width, steps, corrections=record.deterministic_flow)
+    nbytes, seconds = departure_cost(arch, samples, width, steps)
     total = RUNTIME_BYTES + DEPARTURE_RUNTIME_BYTES + flow_bytes + BYTES * 3.0 * arch.dim * width + nbytes
-    # the quadratic path is run step by step (the curve's weights and the corrections' start)
-    seconds += 2.0 * steps * (flow_flops / FLOPS_PER_SECOND + SECONDS_PER_STEP)
+    # the quadratic path is run step by step (the curve's weights)
+    seconds += steps * (flow_flops / FLOPS_PER_SECOND + SECONDS_PER_STEP)
     seconds *= max(1, int(runs))
-    return total, seconds, path
+    return total, seconds

@@ -25,42 +25,11 @@ network agrees with it; it is not an error bar on the switch-on steps (docs/depa
 on the staircase the gap is 17-21% from step 200 on while the network's modes 1-2 switch
 within 0-3.8% of the M-flow's steps).
 
-**(b) Network-corrected switch-on steps.** After each switch-on the learned modes L sit on
-a plateau. The network's own plateau state is found in the family the GD path lives in,
-
-    W(B) = Q_L B Rhat_L,      Rhat_L = rows Q_L^T W0, each normalised,      B in R^{|L| x |L|},
-
-by minimising the network's loss over B (|L|^2 parameters; the quadratic model's minimum
-in this family is its LV fixed point). The unlearned rows Delta = Q_U^T W (Q_U the rest of
-the eigenbasis of C) then evolve by the optimizer's step with the gradient linearised
-about W(B*) (construction ``linearised``):
-
-    Delta+ = Delta - lr (g + H_UU Delta),   g = Q_U^T grad L(W*),  H_UU its Jacobian in Delta,
-
-the same for the quadratic model at its own plateau state. (Heavy-ball momentum runs the
-same linear map through its velocity.) Construction ``near_zero`` replaces g + H_UU Delta
-by 2 Q_U^T G_net Q_U Delta, G_net = E[r_net(x) A(x)]: the growth of a unit *near zero* in the
-network's residual. It ignores that every unit already carries the learned modes (with
-random init every unit has a component along each mode), so the unlearned components grow
-by the network's Hessian at W*, not at 0; ``linearised`` is the default for that reason
-(decided before measuring; both are reported).
-
-Corrected steps, sequentially from the first switch-on T_1 (before it the network is its
-quadratic form to O(sigma0)): both linear maps start at T_1 from the quadratic path's
-unlearned rows Q_U^T P(T_1) W0. Mode j's quadratic switch level is Lambda_j = ln of the
-quadratic linearised occupation ||Delta_quad,j||^2 at the M-flow's switch step t_j; the
-network's corrected switch step is the first step at which ln ||Delta_net,j||^2 reaches
-Lambda_j. The earliest such mode becomes learned, a new plateau state is found and both
-maps restart from there. For a unit that is exactly quadratic both maps coincide and the
-corrected steps equal the M-flow's. What is left out: the finite rise time of a switching
-mode (the plateau state is used from the switch step on) and, with interacting modes
-(K_jl != 0), the shift of the quadratic model's own later steps by an earlier switch.
-
-Measured (docs/departure.md, tanh staircase, data seeds 0-4): against the trained network the
-M-flow is +14% late on mode 3 and +42% on mode 4 (means); ``linearised`` +3.1% and -4.1%
-(largest 5.9% and 17%); ``near_zero`` leaves the M-flow's steps nearly unchanged. On E5's
-mixture of experts the correction goes the wrong way; a note flags the plateau states there
-(a direction of curvature steeper than every growing one of the quadratic model).
+**The network's own switch-on steps** are the mean-field flow's (``nqf.theory.departure.
+mean_field``, on by default in ``nqf.predict``). A linearised correction of the switch-on steps
+about the network's plateau states stood here before it; the mean field is within 1-4% where
+that correction drifted by up to 24% (59% on a mixture of experts) at 20-330x the cost of
+training, so it was retired (docs/departure.md).
 """
 
 from __future__ import annotations
@@ -77,7 +46,6 @@ from nqf.core.errors import NqfError
 from nqf.core.optimizers import optimizer_record
 from nqf.core.sampling import minibatch_indices, training_keys
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSampleDataMatrices
-from nqf.theory.departure.corrections import CONSTRUCTIONS, corrected_switch_steps
 from nqf.theory.departure.path import (
     DEFAULT_SAMPLES,
     departure_inputs,
@@ -88,21 +56,17 @@ from nqf.theory.departure.path import (
     quadratic_outputs,
     thin,
 )
-from nqf.theory.departure.plateaus import plateau_state
 
 if TYPE_CHECKING:  # jaxtyping imports JAX; annotations only, so this module stays JAX-free
     from jaxtyping import ArrayLike, Float, Real
 
 __all__ = [
-    "CONSTRUCTIONS",
     "DEFAULT_POINTS",
     "DEFAULT_SAMPLES",
     "Departure",
-    "corrected_switch_steps",
     "departure",
     "network_outputs",
     "path_weights",
-    "plateau_state",
     "propagators",
     "quadratic_outputs",
 ]
@@ -119,14 +83,7 @@ class Departure:
         relative_gap: (R,) ||f_net - f_quad|| / ||f_quad|| at W_t = P(t) W0.
         network_loss, quadratic_loss: (R,) both models' losses at W_t (on the samples used).
         samples: number of samples used; subsampled: whether that is a fixed random subset.
-        corrected_switch_steps: {construction: (g,)} network-corrected switch-on steps
-            (NaN: not within the horizon / not computed); None when not asked.
-        activation_order: {construction: [mode, ...]} the corrected order (0-based).
-        plateau_curvature: {"network", "quadratic"}: (g,) the lowest eigenvalue of the unlearned
-            rows' Hessian at each model's plateau state after mode k (``linearised``).
-        plateau_losses: {"network", "quadratic"}: (g,) the minimum loss of each model on the
-            plateau after mode k switched on (the learned set of the ``linearised`` order).
-        seconds: {"path", "curve", "corrections"} wall time.
+        seconds: {"path", "curve"} wall time.
         notes: what a reader needs to know.
     """
 
@@ -136,41 +93,21 @@ class Departure:
     quadratic_loss: np.ndarray
     samples: int
     subsampled: bool
-    corrected_switch_steps: dict | None = None
-    activation_order: dict | None = None
-    plateau_losses: dict | None = None
-    plateau_curvature: dict | None = None
     seconds: dict | None = None
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         """The ``"departure"`` block of ``Prediction.to_json``."""
-        out = {
+        return {
             "steps": [int(s) for s in self.steps],
             "relative_gap": _floats(self.relative_gap),
             "network_loss": _floats(self.network_loss),
             "quadratic_loss": _floats(self.quadratic_loss),
             "samples": int(self.samples),
             "subsampled": bool(self.subsampled),
-            "corrected_switch_steps": None,
-            "corrected_switch_steps_near_zero": None,
-            "corrected_order": None,
-            "plateau_losses": None,
-            "plateau_curvature": None,
             "seconds": {k: float(v) for k, v in (self.seconds or {}).items()},
             "notes": list(self.notes),
         }
-        if self.corrected_switch_steps is not None:
-            out["corrected_switch_steps"] = _floats(self.corrected_switch_steps["linearised"])
-            if "near_zero" in self.corrected_switch_steps:
-                out["corrected_switch_steps_near_zero"] = _floats(self.corrected_switch_steps["near_zero"])
-            if self.activation_order is not None:  # set together with corrected_switch_steps
-                out["corrected_order"] = [int(k) + 1 for k in self.activation_order["linearised"]]
-        if self.plateau_losses is not None:
-            out["plateau_losses"] = {k: _floats(v) for k, v in self.plateau_losses.items()}
-        if self.plateau_curvature is not None:
-            out["plateau_curvature"] = {k: _floats(v) for k, v in self.plateau_curvature.items()}
-        return out
 
 
 def _floats(a) -> list:
@@ -189,15 +126,14 @@ def departure(
     data: AbstractDataMatrices | None = None,
     samples: int = DEFAULT_SAMPLES,
     points: int = DEFAULT_POINTS,
-    corrections: bool = True,
 ) -> Departure:
-    """The network along ``prediction``'s quadratic path (a) and corrected switch-on steps (b).
+    """The network along ``prediction``'s quadratic path (the departure curve).
 
     arch, X (N, *input_shape), Y (N, K): as given to ``nqf.predict``; prediction: its
     result; W0 (d, n): the init if ``predict`` was given one (else drawn as ``predict`` does);
     data: the data matrices ``predict`` used (else rebuilt). ``samples``: at most this many
     samples (a fixed random subset beyond); ``points``: at most about this many evaluated
-    steps of the curve. ``corrections``: also compute (b) (gd and momentum only).
+    steps of the curve.
     """
     Xs, Ys, W0, data, subsampled = departure_inputs(arch, X, Y, prediction, W0, data, samples)
     config = prediction.config
@@ -222,17 +158,6 @@ def departure(
     seconds["curve"] = time.perf_counter() - clock
     if subsampled:
         notes.append(f"departure on a fixed random subset of {int(samples)} of the samples")
-    corrected = order = plateau = curvature = None
-    if corrections:
-        if optimizer_record(config.optimizer).deterministic_flow:
-            clock = time.perf_counter()
-            corrected, order, plateau, curvature, more = corrected_switch_steps(
-                arch, X, Y, prediction, W0=W0, data=data, samples=samples
-            )
-            seconds["corrections"] = time.perf_counter() - clock
-            notes.extend(more)
-        else:
-            notes.append(f"corrected switch steps are not computed for {config.optimizer} (gd and momentum only)")
     return Departure(
         steps=steps,
         relative_gap=gap,
@@ -240,10 +165,6 @@ def departure(
         quadratic_loss=quad_loss,
         samples=int(Xs.shape[0]),
         subsampled=bool(subsampled),
-        corrected_switch_steps=corrected,
-        activation_order=order,
-        plateau_losses=plateau,
-        plateau_curvature=curvature,
         seconds=seconds,
         notes=tuple(notes),
     )

@@ -24,7 +24,7 @@ from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSamp
 from nqf.theory.data_matrices.samples import per_sample_loss
 from nqf.theory.flow.maps import square_factor
 
-DEFAULT_SAMPLES = 2048  # departure curve and corrections on at most this many samples
+DEFAULT_SAMPLES = 2048  # the departure curve on at most this many samples
 _SUBSET_SEED = 0  # the fixed random subset beyond them
 
 
@@ -58,14 +58,6 @@ def network_unit(arch: Architecture):
     return lambda w, x: jnp.reshape(arch.unit(arch.unravel(w), x), (arch.outputs,))
 
 
-def unit_outputs(arch: Architecture, model: str):
-    """The per-unit function whose sum over units is ``model``'s layer, or None (the network of an
-    architecture with a router: the gate couples the units)."""
-    if model == "quadratic":
-        return quadratic_unit(arch)
-    return network_unit(arch) if arch.router is None else None
-
-
 def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:
     """f_quad(x_n; W) = sum_i w_i^T A(x_n) w_i, (N, K), A = (1/2) Hessian of g0 phi at 0.
 
@@ -78,10 +70,6 @@ def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:
         return jnp.sum(jax.vmap(unit_form, in_axes=(1, None))(W, x), axis=0)
 
     return jax.vmap(per_sample)(X)
-
-
-def model_outputs(arch, model: str):
-    return partial(network_outputs, arch) if model == "network" else partial(quadratic_outputs, arch)
 
 
 def _path_step(optimizer, data: AbstractDataMatrices, B, hyper, carry, t):

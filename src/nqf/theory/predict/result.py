@@ -64,9 +64,10 @@ class PredictConfig:
             through the switch-ons) or ``every`` (the step-by-step map, the reference).
         allow_inapplicable: run even when the expansion check says the quadratic-form
             theory does not apply to the unit (the verdict is reported either way).
-        departure: also evaluate the network along the predicted path and correct the
-            switch-on steps by the network's plateau states (``nqf.theory.departure.estimate``; off by default:
-            it steps the map one step at a time and runs the network).
+        departure: also evaluate the network along the predicted path: the departure curve,
+            the relative gap between the network and its quadratic form there
+            (``nqf.theory.departure.estimate``; off by default: it steps the map one step at a
+            time and runs the network).
         network: also predict the network itself, not only its quadratic model: the mean-field
             flow of its units (``nqf.theory.departure.mean_field``: switch-on steps, plateau
             losses and loss curve where the network leaves the quadratic model). On by default;
@@ -328,7 +329,7 @@ class Prediction:
         return {
             # the prediction first: the M-flow's switch-on steps and plateau losses, per mode or degenerate
             # group; the blocks after it are the run and the analysis (LV, closed form, singular limit)
-            "prediction": _prediction_json(self.groups, readings, self.departure, self.network),
+            "prediction": _prediction_json(self.groups, readings, self.network),
             "config": {
                 **json_value(asdict(self.config)),  # its numbers are leaves: arrays after jax.tree.map
                 "arch": self.arch_name,
@@ -395,18 +396,13 @@ SWITCH_CONVENTION = (
 PLATEAU_CONVENTION = "plateau loss: the M-flow's loss at the log-midpoint between this switch-on and the next"
 
 
-def _prediction_json(groups, readings: dict[str, np.ndarray], departure=None, network=None) -> dict:
+def _prediction_json(groups, readings: dict[str, np.ndarray], network=None) -> dict:
     """The ``prediction`` block: the M-flow's switch-on step and plateau loss per mode (per degenerate
     group where modes share c_k), with the conventions; null: not within the horizon. With the
     network's mean-field flow (``config.network``, where it applies) each mode also has the
     network's predicted switch-on step and plateau loss (``network_switch_step``,
-    ``network_plateau_loss``; a group's: its earliest member's step, the plateau after it). With the
-    departure (``config.departure``) each mode also has the network-corrected switch-on step
-    (docs/departure.md; null inside a degenerate group, where it is not defined per group)."""
+    ``network_plateau_loss``; a group's: its earliest member's step, the plateau after it)."""
     mean_field = None if network is None else network.group_readings(groups)
-    corrected = None
-    if departure is not None and departure.corrected_switch_steps is not None:
-        corrected = np.asarray(departure.corrected_switch_steps["linearised"], dtype=np.float64)
     rows = [
         {
             "modes": [int(k) + 1 for k in group],
@@ -421,11 +417,6 @@ def _prediction_json(groups, readings: dict[str, np.ndarray], departure=None, ne
                     "network_switch_step": _floats([mean_field[0][j]])[0],
                     "network_plateau_loss": _floats([mean_field[1][j]])[0],
                 }
-            ),
-            **(
-                {}
-                if corrected is None
-                else {"network_corrected_switch_step": _floats([corrected[group[0]]])[0] if len(group) == 1 else None}
             ),
         }
         for j, group in enumerate(groups)
@@ -508,8 +499,7 @@ def _register_departure() -> None:
     )
     register_fields(
         Departure,
-        ("steps", "relative_gap", "network_loss", "quadratic_loss", "corrected_switch_steps", "activation_order")
-        + ("plateau_losses", "plateau_curvature", "seconds"),
+        ("steps", "relative_gap", "network_loss", "quadratic_loss", "seconds"),
         ("samples", "subsampled", "notes"),
     )
 
