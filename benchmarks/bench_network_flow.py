@@ -131,10 +131,18 @@ def _flagged(notes) -> set[int]:
     return found
 
 
-def one_case(data, width, sigma0, lr, steps, optimizer) -> dict:
+def one_case(data, width, sigma0, lr, steps, optimizer, method: str = "auto") -> dict:
     X, Y, arch = problem(data)
     # no time budget: the benchmark measures the mean field wherever it applies
-    config = nqf.PredictConfig(width=width, sigma0=sigma0, lr=lr, steps=steps, optimizer=optimizer, network_budget=None)
+    config = nqf.PredictConfig(
+        width=width,
+        sigma0=sigma0,
+        lr=lr,
+        steps=steps,
+        optimizer=optimizer,
+        network_budget=None,
+        network_method=method,
+    )
     start = time.perf_counter()
     p = nqf.predict(arch, X, Y, config)
     seconds = time.perf_counter() - start
@@ -162,8 +170,12 @@ def one_case(data, width, sigma0, lr, steps, optimizer) -> dict:
     flagged = _flagged(p.network.notes)
     # the last plateau, at the horizon, left out; a flagged mode's plateau too (it ends at no step)
     plateaus = _errors(p.network.plateau_losses[:-1], trained_plateau[:-1], flagged | {k - 1 for k in flagged})
+    spread = np.asarray(p.network.spread)
+    within = [abs(a - b) <= h for a, b, h in zip(net, trained, spread, strict=True) if math.isfinite(a) and math.isfinite(b)]
     row.update(
         network=" ".join("-" if not math.isfinite(t) else f"{t:.1f}" for t in net),
+        spread=" ".join("-" if not math.isfinite(h) else f"{h:.1f}" for h in spread),
+        trained_within_spread=f"{sum(within)} of {len(within)}",
         network_worst=max(_errors(net, trained, flagged), default=math.nan),
         flagged=" ".join(str(k + 1) for k in sorted(flagged)) or "-",
         plateau_worst=max(plateaus, default=math.nan),
@@ -287,7 +299,28 @@ def network_cost(quick: bool, repeats: int) -> Outcome:
     )
 
 
-BENCHMARKS = {"network_accuracy": network_accuracy, "network_cost": network_cost}
+def network_finite_width(quick: bool, repeats: int) -> Outcome:
+    """The networks sharing the init's M0 (``network_method="networks"``) on every case: their
+    median against training, and their spread (half the interquartile range over networks that
+    differ only in the init beyond M0) as the finite-width error bar."""
+    cases = QUICK if quick else CASES
+    rows = [one_case(*case, method="networks") for case in cases]
+    worst = max((r["network_worst"] for r in rows if r["network"] != "not computed"), default=math.nan)
+    return Outcome(
+        params={"cases": [list(c) for c in cases], "method": "networks", "data_seed": 0, "init_seed": 0},
+        rows=rows,
+        summary={"worst_network_error": worst},
+        targets={f"networks sharing M0: switch-on steps within {TARGET:.0%} of training": worst <= TARGET},
+        notes=["spread: half the interquartile range of the networks' steps; within: modes whose trained step is "
+               "within one spread of the median"],
+    )
+
+
+BENCHMARKS = {
+    "network_accuracy": network_accuracy,
+    "network_cost": network_cost,
+    "network_finite_width": network_finite_width,
+}
 COLUMNS = {
     "network_accuracy": [
         "case",
@@ -301,6 +334,17 @@ COLUMNS = {
         "plateau_worst",
         "network_s",
         "note",
+    ],
+    "network_finite_width": [
+        "case",
+        "trained",
+        "network",
+        "spread",
+        "trained_within_spread",
+        "flagged",
+        "network_worst",
+        "plateau_worst",
+        "network_s",
     ],
     "network_cost": [
         "case",

@@ -15,6 +15,7 @@ import pytest
 from nqf import PredictConfig, get_task, predict
 from nqf.architectures import mlp
 from nqf.architectures.architecture import init_weights
+from nqf.core.errors import NqfError
 from nqf.core.measure import measured_plateau_losses, switch_steps
 from nqf.theory.departure.mean_field import NetworkFlow, rotated_inits, whitened_draws
 from nqf.training.runs import training_keys
@@ -77,6 +78,31 @@ def test_a_quadratic_unit_gives_the_m_flow_back():
     assert_allclose(p.network.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
     assert_allclose(p.network.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
     assert np.all(p.network.spread <= 0.5)
+
+
+def test_every_network_sharing_m0_of_a_quadratic_unit_is_the_m_flow():
+    """For an exactly quadratic unit M_t depends on M0 alone, so every rotated init W0 O gives the
+    M-flow: the median is its steps and the spread (the finite-width error bar) is zero."""
+    task = get_task("staircase")
+    X, Y = task.generate(0, dtype=np.float64)
+    arch = mlp(inputs=8, outputs=4, activation="linear")
+    config = PredictConfig(width=8, lr=0.05, steps=600, sigma0=1e-6, network_method="networks")
+    p = predict(arch, X, Y, config)
+    assert p.network.ensemble and p.network.particles == 8 and p.network.sets >= 16
+    assert_allclose(p.network.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
+    assert_allclose(p.network.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
+    assert np.all(p.network.spread <= 0.5)
+
+
+def test_the_network_method_is_checked_and_the_mean_field_refuses_a_router():
+    with pytest.raises(NqfError, match="network_method must be one of auto, mean_field, networks"):
+        PredictConfig(width=8, lr=0.05, steps=10, sigma0=1e-6, network_method="particles")
+    task = get_task("experts", experts=2)
+    X, Y = task.generate(0, dtype=np.float64)
+    config = PredictConfig(width=2, lr=0.1, steps=50, sigma0=1e-6, network_method="mean_field")
+    p = predict(task.architecture(), X, Y, config)
+    assert p.network is None
+    assert any(note.startswith("network (mean field): not computed: the mean field does not hold") for note in p.notes)
 
 
 @pytest.mark.parametrize(

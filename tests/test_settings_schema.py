@@ -206,7 +206,8 @@ def test_compare_without_beta_passes_the_momentum_records_default():
     args = CompareArgs(
         task="staircase", width=4, sigma0=1e-3, lr=0.05, steps=10, arch=None, unit=None, optimizers="momentum",
         rates=(), seeds=1, seed=0, data_seed=0, batch=None, beta=None, as_json=True, plot=None, csv_dir=None,
-        overlay=None, departure=False, network=False, network_budget=5.0, allow_inapplicable=False, extra=(),
+        overlay=None, departure=False, network=False, network_budget=5.0, network_method="auto",
+        allow_inapplicable=False, extra=(),
     )  # fmt: skip
     assert compare_config(args, ("momentum",)).beta == BETA
     assert compare_config(CompareArgs(**{**args.__dict__, "beta": 0.5}), ("momentum",)).beta == 0.5

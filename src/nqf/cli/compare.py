@@ -112,6 +112,7 @@ class CompareArgs:
     departure: bool
     network: bool
     network_budget: float
+    network_method: str
     allow_inapplicable: bool
     extra: tuple[str, ...]
 
@@ -194,6 +195,14 @@ def compare_command(
             help="Seconds each mean-field flow may take by its estimate; beyond, a note says so. inf: no limit.",
         ),
     ] = 5.0,
+    network_method: Annotated[
+        str,
+        typer.Option(
+            "--network-method",
+            help="How the network's own prediction is computed: mean_field, networks (sharing the init's M0) or "
+            "auto (the mean field; the networks where a router couples the units).",
+        ),
+    ] = "auto",
     allow_inapplicable: bool = setting(CompareSettings, "allow_inapplicable"),
     **rates: float | None,  # --lr-OPT, one per optimizer with a rate of its own (rate_options)
 ) -> None:
@@ -228,6 +237,7 @@ def compare_command(
         departure=departure,
         network=network,
         network_budget=network_budget,
+        network_method=network_method,
         allow_inapplicable=allow_inapplicable,
         extra=tuple(extra),
     )
@@ -302,6 +312,7 @@ def compare_config(args: CompareArgs, chosen: tuple[str, ...]):
         departure=args.departure,
         network=args.network,
         network_budget=None if args.network_budget == float("inf") else args.network_budget,
+        network_method=args.network_method,
         width=args.width,
         sigma0=args.sigma0,
         lr=args.lr,

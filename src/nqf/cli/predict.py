@@ -143,6 +143,7 @@ class PredictArgs:
     departure: bool
     network: bool
     network_budget: float
+    network_method: str
     as_json: bool
     plot: Path | None
     csv_dir: Path | None
@@ -206,6 +207,15 @@ def predict(
             "unit's flops); beyond, a note says so instead. inf: no limit.",
         ),
     ] = 5.0,
+    network_method: Annotated[
+        str,
+        typer.Option(
+            "--network-method",
+            help="How the network's own prediction is computed: mean_field (its units' distribution), networks "
+            "(16 or more networks sharing the init's M0: their median, and half their interquartile range as the "
+            "finite-width spread), or auto (the mean field; the networks where a router couples the units).",
+        ),
+    ] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON.")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
     csv_dir: Annotated[
@@ -247,6 +257,7 @@ def predict(
         departure=departure,
         network=network,
         network_budget=network_budget,
+        network_method=network_method,
         as_json=as_json,
         plot=plot,
         csv_dir=csv_dir,
@@ -438,6 +449,7 @@ def predict_config(args: PredictArgs):
         departure=args.departure,
         network=args.network,
         network_budget=None if args.network_budget == float("inf") else args.network_budget,
+        network_method=args.network_method,
         width=args.width,
         lr=args.lr,
         steps=args.steps,

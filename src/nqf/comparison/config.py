@@ -15,6 +15,7 @@ import numpy as np
 
 from nqf.core.arguments import check_count, check_seed, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
+from nqf.core.names import NETWORK_METHODS
 from nqf.core.optimizers import (
     MINIBATCH_OPTIMIZERS,
     OPTIMIZER_RECORDS,
@@ -84,7 +85,8 @@ class CompareConfig:
             relative gap between the network and its quadratic form there.
         network, network_budget: the network's own prediction per flow and seed, the mean-field
             flow of its units (``PredictConfig.network``, ``PredictConfig.network_budget``: seconds
-            per prediction by its estimate, None no limit), beside the trained network's.
+            per prediction by its estimate, None no limit), beside the trained network's;
+            network_method: ``PredictConfig.network_method``.
     """
 
     width: int = 32
@@ -105,6 +107,7 @@ class CompareConfig:
     departure: bool = False
     network: bool = True
     network_budget: float | None = 5.0
+    network_method: str = "auto"
     transforms: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
 
     def __post_init__(self):
@@ -116,6 +119,8 @@ class CompareConfig:
             raise NqfError(f"network must be True or False, got {self.network!r}")
         if self.network_budget is not None and not is_positive_finite(self.network_budget):
             raise NqfError(f"network_budget must be a positive number of seconds or None, got {self.network_budget!r}")
+        if not isinstance(self.network_method, str) or self.network_method not in NETWORK_METHODS:
+            raise NqfError(f"network_method must be one of {', '.join(NETWORK_METHODS)}, got {self.network_method!r}")
         try:
             opts = (self.optimizers,) if isinstance(self.optimizers, str) else tuple(self.optimizers)
         except TypeError:  # None, a number: no names

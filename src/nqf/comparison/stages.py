@@ -174,6 +174,7 @@ def _predict_config(config: CompareConfig, flow: str, seed: int) -> PredictConfi
         departure=bool(config.departure),
         network=bool(config.network),
         network_budget=config.network_budget,
+        network_method=config.network_method,
     )
 
 

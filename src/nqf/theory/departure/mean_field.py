@@ -46,7 +46,9 @@ network is give E[ . | M0], a prediction from M0 alone as the M-flow's and the m
 step is their median, ``spread`` half the interquartile range: how much the step varies from init
 to init given M0, not a numerical error; a mode whose spread exceeds SPREAD_LIMIT, or that fewer
 than half of them switch on within the horizon, gets no number. K = max(NETWORKS,
-SETS x particles / n): the mean field's cost.
+SETS x particles / n): the mean field's cost. ``PredictConfig.network_method = "networks"``
+computes it for any unit: its spread is then the finite-width error bar the mean field lacks
+(how much a network of n units started from this M0 varies); ``"mean_field"`` refuses a router.
 
 What it does not cover: minibatch SGD (the particles would need the training batches); the
 finite-width fluctuations of the n units around their distribution beyond M0 for units without
@@ -184,15 +186,17 @@ class NetworkFlow:
         )
 
 
-def flow_label(arch: Architecture) -> str:
-    """What the network's own prediction of ``arch`` is called in notes: the mean field, or the
-    networks sharing M0 (units coupled by a router; module docstring)."""
-    return "networks sharing M0" if arch.router is not None else "mean field"
+def flow_label(arch: Architecture, method: str = "auto") -> str:
+    """What the network's own prediction of ``arch`` by ``method`` (``PredictConfig.network_method``)
+    is called in notes: the mean field, or the networks sharing M0 (asked for, or units coupled by a
+    router; module docstring)."""
+    networks = method == "networks" or (method == "auto" and arch.router is not None)
+    return "networks sharing M0" if networks else "mean field"
 
 
-def not_computed_note(arch: Architecture, why: str | None) -> str:
+def not_computed_note(arch: Architecture, why: str | None, method: str = "auto") -> str:
     """The note a prediction carries when the network's own prediction is not computed."""
-    return f"network ({flow_label(arch)}): not computed: {why}; the predictions are the quadratic model's"
+    return f"network ({flow_label(arch, method)}): not computed: {why}; the predictions are the quadratic model's"
 
 
 def not_applicable(arch: Architecture, optimizer: str) -> str | None:
@@ -345,7 +349,13 @@ def point_flow(
     W0 = np.asarray(W0, dtype=np.float64)
     width = W0.shape[1]
     particles = max(PARTICLES, 2 * d) if particles is None else int(particles)
-    ensemble = arch.router is not None
+    method = getattr(config, "network_method", "auto")
+    if method == "mean_field" and arch.router is not None:
+        return None, (
+            "the mean field does not hold for units coupled by a router (the gate concentrates on the extreme "
+            "units; docs/departure.md, part (d)): network_method 'networks' or 'auto' computes it"
+        )
+    ensemble = method == "networks" or (method == "auto" and arch.router is not None)
     if ensemble:  # networks of the n units each, sharing M0, at the mean field's cost
         sets, per_set = max(NETWORKS, -(-SETS * particles // width)), width
         what = f"{sets} networks x {width} units"
@@ -397,7 +407,7 @@ def point_flow(
     loss = np.concatenate([np.asarray(loss)[:, :keep], np.asarray(last_loss)[:, None]], axis=1).astype(np.float64)
     thresholds = np.asarray(thresholds, dtype=np.float64)
     found = switch_steps(record, occ, thresholds)  # (sets, g)
-    label = flow_label(arch)
+    label = flow_label(arch, method)
     steps, spread, notes = (_ensemble_steps if ensemble else _particle_steps)(found)
     curve = loss.mean(axis=0)
     if not np.isfinite(curve).all():

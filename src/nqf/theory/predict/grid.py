@@ -686,7 +686,7 @@ def _network_flows(arch, X, Y, config: PredictConfig, lr_axis, inits, record, ba
     P = lr_axis.size * len(inits)
     if X is None or Y is None:
         why = "it needs the samples X, Y (only data matrices were given)"
-        return (not_computed_note(arch, why),) * P
+        return (not_computed_note(arch, why, config.network_method),) * P
     Xc, targets, _ = checked_samples(arch, X, Y, config.loss, jnp.result_type(float))
     out: list = []
     for lr in lr_axis:
@@ -694,7 +694,7 @@ def _network_flows(arch, X, Y, config: PredictConfig, lr_axis, inits, record, ba
             # the budget is a prediction's, each point's as predict's (the same estimate at every point)
             flow, reason = point_flow(arch, Xc, targets, W0, replace(config, lr=float(lr)), record, basis, thresholds)
             if flow is None:
-                return (not_computed_note(arch, reason),) * P
+                return (not_computed_note(arch, reason, config.network_method),) * P
             out.append(flow)
     return tuple(out)
 

@@ -229,7 +229,8 @@ def with_network(prediction: Prediction, arch: Architecture, X, Y, W0) -> Predic
         Xc, targets, _ = checked_samples(arch, X, Y, prediction.config.loss, jnp.result_type(float))
         found, why = network_flow(arch, Xc, targets, prediction, W0)
     if found is None:
-        return replace(prediction, notes=prediction.notes + (not_computed_note(arch, why),))
+        note = not_computed_note(arch, why, prediction.config.network_method)
+        return replace(prediction, notes=prediction.notes + (note,))
     return replace(prediction, network=found, notes=prediction.notes + found.notes)
 
 

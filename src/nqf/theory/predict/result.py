@@ -26,6 +26,7 @@ from nqf.core.measure import (
     mode_groups,
 )
 from nqf.core.names import ENGINES as ENGINES
+from nqf.core.names import NETWORK_METHODS as NETWORK_METHODS
 from nqf.core.names import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
 from nqf.core.names import ROUTES as ROUTES
 from nqf.core.names import STEPPINGS as STEPPINGS
@@ -76,6 +77,11 @@ class PredictConfig:
         network_budget: seconds the mean-field flow of one prediction (of each point of
             ``nqf.predict_grid``) may take by its estimate (``2 x 64`` particles x samples x
             steps x a unit's flops; None: no limit).
+        network_method: how the network's own prediction is computed: ``mean_field`` (the
+            units' distribution, n -> infinity at the init's M0), ``networks`` (16 or more
+            networks sharing the init's M0, W0 O with O drawn: their median, and half their
+            interquartile range as ``spread``, the finite-width error bar), or ``auto`` (the
+            mean field, the networks where a router couples the units: docs/departure.md (d)).
         engine: how the stages after the data matrices run: ``compiled`` (JAX programs),
             ``numpy`` (nothing compiled: ``nqf.theory.flow.host``; the moments route, GD or
             momentum, small S and horizon) or ``auto`` (numpy where it applies; the two give
@@ -99,6 +105,7 @@ class PredictConfig:
     engine: str = "auto"
     network: bool = True
     network_budget: float | None = 5.0
+    network_method: str = "auto"
 
     def __post_init__(self):
         if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
@@ -107,6 +114,8 @@ class PredictConfig:
             raise NqfError(f"departure must be True or False, got {self.departure!r}")
         if not isinstance(self.network, (bool, np.bool_)):
             raise NqfError(f"network must be True or False, got {self.network!r}")
+        if not isinstance(self.network_method, str) or self.network_method not in NETWORK_METHODS:
+            raise NqfError(f"network_method must be one of {', '.join(NETWORK_METHODS)}, got {self.network_method!r}")
         if self.network_budget is not None and not _traced(self.network_budget):
             if not is_positive_finite(self.network_budget):
                 raise NqfError(
@@ -544,7 +553,7 @@ def _register_prediction() -> None:
         PredictConfig,
         ("lr", "sigma0", "beta", "seed"),
         ("width", "steps", "optimizer", "batch_size", "loss", "check_lr", "route", "stepping")
-        + ("allow_inapplicable", "departure", "engine", "network", "network_budget"),
+        + ("allow_inapplicable", "departure", "engine", "network", "network_budget", "network_method"),
     )
     register_fields(ModeBasis, ("basis", "growth", "interactions", "defect", "full_basis"), ())
     register_fields(LotkaVolterra, ("c", "K", "m0", "lr", "loss0"), ())
