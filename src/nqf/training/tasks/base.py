@@ -23,7 +23,7 @@ from nqf.core.precision import resolve_dtype
 # -- helpers ---------------------------------------------------------------------------
 
 
-def _rng(key) -> np.random.Generator:
+def task_rng(key) -> np.random.Generator:
     """A NumPy generator from an int seed (``check_seed``: an integer in [0, 2^32 - 1]) or a JAX
     PRNG key (typed, or raw non-negative integer words); a float, a bool or a negative number is
     no seed."""
@@ -42,26 +42,26 @@ def _rng(key) -> np.random.Generator:
     return np.random.default_rng(words.astype(np.uint64).ravel().tolist())
 
 
-def _orthogonal(rng: np.random.Generator, size: int) -> np.ndarray:
+def random_orthogonal(rng: np.random.Generator, size: int) -> np.ndarray:
     """Haar-random orthogonal matrix (QR of a Gaussian matrix with the sign fix)."""
     q, r = np.linalg.qr(rng.standard_normal((size, size)))
     return q * np.sign(np.diag(r))
 
 
-def _sym_power(S: np.ndarray, power: float) -> np.ndarray:
+def symmetric_power(S: np.ndarray, power: float) -> np.ndarray:
     """S^power for a symmetric positive definite S."""
     vals, vecs = np.linalg.eigh(S)
     return (vecs * vals**power) @ vecs.T
 
 
-def _whiten_to(Z: np.ndarray, target: np.ndarray | None) -> np.ndarray:
+def whiten_to(Z: np.ndarray, target: np.ndarray | None) -> np.ndarray:
     """Z (N, D) mapped linearly so that its sample second moment is exactly ``target`` (I when None)."""
     S = Z.T @ Z / Z.shape[0]
-    X = Z @ _sym_power(S, -0.5)
-    return X if target is None else X @ _sym_power(target, 0.5)
+    X = Z @ symmetric_power(S, -0.5)
+    return X if target is None else X @ symmetric_power(target, 0.5)
 
 
-def _toeplitz_correlation(D: int, rho: float) -> np.ndarray:
+def toeplitz_correlation(D: int, rho: float) -> np.ndarray:
     idx = np.arange(D)
     return rho ** np.abs(idx[:, None] - idx[None, :])
 
@@ -71,7 +71,7 @@ def _cast(dtype, *arrays: np.ndarray) -> tuple[jax.Array, ...]:
     return tuple(jnp.asarray(np.asarray(a, dtype=np.float64), dtype=dt) for a in arrays)
 
 
-def _positive_int(task: str, option: str, value) -> int:
+def positive_int(task: str, option: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise NqfError(f"task {task}: option {option} must be a positive integer, got {value!r}")
     return int(value)
@@ -85,7 +85,7 @@ def _check_bool(task: str, option: str, value) -> bool:
     return bool(value)
 
 
-def _positive_values(task: str, option: str, values) -> tuple[float, ...]:
+def positive_values(task: str, option: str, values) -> tuple[float, ...]:
     try:
         out = tuple(float(v) for v in values)
     except (TypeError, ValueError):
@@ -95,7 +95,7 @@ def _positive_values(task: str, option: str, values) -> tuple[float, ...]:
     return out
 
 
-def _check_float(task: str, option: str, value, low: float = -math.inf, high: float = math.inf, open_: bool = False):
+def check_float(task: str, option: str, value, low: float = -math.inf, high: float = math.inf, open_: bool = False):
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -131,7 +131,7 @@ class Task:
     def generate(self, key=0, dtype=None) -> tuple[jax.Array, jax.Array]:
         """Draw the data set: X (N, *input_shape), Y (N, K), both of ``dtype``."""
         dt = resolve_dtype(dtype)  # fail before drawing
-        X, Y = self._draw(_rng(key))
+        X, Y = self._draw(task_rng(key))
         Xc, Yc = _cast(dt, X, Y)
         return Xc, Yc
 

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .base import _positive_int, _positive_values
+from .base import positive_int, positive_values
 from .linear_teacher import _LinearTeacher
 
 
@@ -33,10 +33,8 @@ class Experts(_LinearTeacher):
     activation: str = "tanh"
 
     def _check_options(self):
-        object.__setattr__(
-            self, "singular_values", _positive_values(self.name, "singular_values", self.singular_values)
-        )
-        _positive_int(self.name, "experts", self.experts)
+        object.__setattr__(self, "singular_values", positive_values(self.name, "singular_values", self.singular_values))
+        positive_int(self.name, "experts", self.experts)
         self._check_linear()
 
     def _singular_values(self):

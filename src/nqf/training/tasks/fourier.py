@@ -10,7 +10,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import Task, _check_float, _positive_int, _sym_power, _whiten_to
+from .base import Task, check_float, positive_int, symmetric_power, whiten_to
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,9 @@ class Fourier(Task):
     activation: str = "tanh"
 
     def _check_options(self):
-        _positive_int(self.name, "length", self.length)
-        _positive_int(self.name, "samples", self.samples)
-        _check_float(self.name, "alpha", self.alpha, 0.0, math.inf)
+        positive_int(self.name, "length", self.length)
+        positive_int(self.name, "samples", self.samples)
+        check_float(self.name, "alpha", self.alpha, 0.0, math.inf)
         if self.exact and self.samples < self.length:
             raise NqfError(f"task {self.name}: exact covariance needs samples >= length ({self.length})")
 
@@ -54,7 +54,7 @@ class Fourier(Task):
     def _draw(self, rng):
         Z = rng.standard_normal((self.samples, self.length))
         Sigma = self.covariance()
-        X = _whiten_to(Z, Sigma) if self.exact else Z @ _sym_power(Sigma, 0.5)
+        X = whiten_to(Z, Sigma) if self.exact else Z @ symmetric_power(Sigma, 0.5)
         return X, X[:, :1].copy()
 
     def spectrum(self, key=0) -> np.ndarray:

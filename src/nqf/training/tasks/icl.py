@@ -10,7 +10,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import Task, _check_float, _positive_int, _positive_values
+from .base import Task, check_float, positive_int, positive_values
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,11 @@ class ICL(Task):
     noise: float = 0.0
 
     def _check_options(self):
-        object.__setattr__(self, "task_variances", _positive_values(self.name, "task_variances", self.task_variances))
-        _positive_int(self.name, "dim", self.dim)
-        _positive_int(self.name, "context", self.context)
-        _positive_int(self.name, "prompts", self.prompts)
-        _check_float(self.name, "noise", self.noise, 0.0, math.inf)
+        object.__setattr__(self, "task_variances", positive_values(self.name, "task_variances", self.task_variances))
+        positive_int(self.name, "dim", self.dim)
+        positive_int(self.name, "context", self.context)
+        positive_int(self.name, "prompts", self.prompts)
+        check_float(self.name, "noise", self.noise, 0.0, math.inf)
         if len(self.task_variances) != self.dim:
             raise NqfError(
                 f"task {self.name}: task_variances needs {self.dim} entries (dim), got {len(self.task_variances)}"

@@ -10,7 +10,16 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import Task, _check_float, _orthogonal, _positive_int, _rng, _sym_power, _toeplitz_correlation, _whiten_to
+from .base import (
+    Task,
+    check_float,
+    positive_int,
+    random_orthogonal,
+    symmetric_power,
+    task_rng,
+    toeplitz_correlation,
+    whiten_to,
+)
 
 
 @dataclass(frozen=True)
@@ -39,10 +48,10 @@ class _LinearTeacher(Task):
 
     def _check_linear(self):
         D, K, N, whiten, rho = self._dims()
-        _positive_int(self.name, "inputs", D)
-        _positive_int(self.name, "outputs", K)
-        _positive_int(self.name, "samples", N)
-        _check_float(self.name, "correlation", rho, -1.0, 1.0, open_=True)
+        positive_int(self.name, "inputs", D)
+        positive_int(self.name, "outputs", K)
+        positive_int(self.name, "samples", N)
+        check_float(self.name, "correlation", rho, -1.0, 1.0, open_=True)
         r = len(self._singular_values())
         if r > min(D, K):
             raise NqfError(f"task {self.name}: {r} singular values need inputs and outputs >= {r} (got {D}, {K})")
@@ -51,18 +60,18 @@ class _LinearTeacher(Task):
 
     def input_covariance(self) -> np.ndarray:
         D, _, _, _, rho = self._dims()
-        return _toeplitz_correlation(D, rho) if rho != 0 else np.eye(D)
+        return toeplitz_correlation(D, rho) if rho != 0 else np.eye(D)
 
     def teacher(self, key=0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(U (K, r), s (r,), V (D, r)) with T = U diag(s) V^T, float64 NumPy."""
-        return self._teacher(_rng(key))
+        return self._teacher(task_rng(key))
 
     def _teacher(self, rng):
         D, K, _, _, _ = self._dims()
         s = self._singular_values()
         r = len(s)
-        U = _orthogonal(rng, K)[:, :r]
-        V = _orthogonal(rng, D)[:, :r]
+        U = random_orthogonal(rng, K)[:, :r]
+        V = random_orthogonal(rng, D)[:, :r]
         return U, s, V
 
     def _draw(self, rng):
@@ -71,9 +80,9 @@ class _LinearTeacher(Task):
         Z = rng.standard_normal((N, D))
         Sigma = self.input_covariance()
         if whiten:
-            X = _whiten_to(Z, None if rho == 0 else Sigma)
+            X = whiten_to(Z, None if rho == 0 else Sigma)
         else:
-            X = Z @ _sym_power(Sigma, 0.5)
+            X = Z @ symmetric_power(Sigma, 0.5)
         Y = X @ (V * s) @ U.T  # rows y_n = T x_n
         return X, Y
 

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .base import _check_float, _positive_int
+from .base import check_float, positive_int
 from .linear_teacher import _LinearTeacher
 
 
@@ -33,9 +33,9 @@ class PowerLaw(_LinearTeacher):
     activation: str = "tanh"
 
     def _check_options(self):
-        _positive_int(self.name, "modes", self.modes)
-        _check_float(self.name, "alpha", self.alpha, 0.0, math.inf, open_=True)
-        _check_float(self.name, "scale", self.scale, 0.0, math.inf, open_=True)
+        positive_int(self.name, "modes", self.modes)
+        check_float(self.name, "alpha", self.alpha, 0.0, math.inf, open_=True)
+        check_float(self.name, "scale", self.scale, 0.0, math.inf, open_=True)
         self._check_linear()
 
     def _singular_values(self):

@@ -9,7 +9,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import Task, _orthogonal, _positive_int, _positive_values, _rng
+from .base import Task, positive_int, positive_values, random_orthogonal, task_rng
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,9 @@ class Quadratic(Task):
     samples: int = 2048
 
     def _check_options(self):
-        object.__setattr__(self, "eigenvalues", _positive_values(self.name, "eigenvalues", self.eigenvalues))
-        _positive_int(self.name, "inputs", self.inputs)
-        _positive_int(self.name, "samples", self.samples)
+        object.__setattr__(self, "eigenvalues", positive_values(self.name, "eigenvalues", self.eigenvalues))
+        positive_int(self.name, "inputs", self.inputs)
+        positive_int(self.name, "samples", self.samples)
         if len(self.eigenvalues) > self.inputs:
             raise NqfError(
                 f"task {self.name}: {len(self.eigenvalues)} eigenvalues need inputs >= that, got {self.inputs}"
@@ -40,10 +40,10 @@ class Quadratic(Task):
 
     def teacher(self, key=0) -> np.ndarray:
         """Q (D, D), float64 NumPy."""
-        return self._teacher(_rng(key))
+        return self._teacher(task_rng(key))
 
     def _teacher(self, rng):
-        R = _orthogonal(rng, self.inputs)[:, : len(self.eigenvalues)]
+        R = random_orthogonal(rng, self.inputs)[:, : len(self.eigenvalues)]
         return (R * np.asarray(self.eigenvalues)) @ R.T
 
     def _draw(self, rng):

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .base import _positive_values
+from .base import positive_values
 from .linear_teacher import _LinearTeacher
 
 
@@ -33,9 +33,7 @@ class Staircase(_LinearTeacher):
     activation: str = "tanh"
 
     def _check_options(self):
-        object.__setattr__(
-            self, "singular_values", _positive_values(self.name, "singular_values", self.singular_values)
-        )
+        object.__setattr__(self, "singular_values", positive_values(self.name, "singular_values", self.singular_values))
         self._check_linear()
 
     def _singular_values(self):

@@ -9,7 +9,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import Task, _check_float, _orthogonal, _positive_int, _positive_values, _rng, _sym_power
+from .base import Task, check_float, positive_int, positive_values, random_orthogonal, symmetric_power, task_rng
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,10 @@ class Tokens(Task):
     value_dim: int = 4
 
     def _check_options(self):
-        object.__setattr__(
-            self, "singular_values", _positive_values(self.name, "singular_values", self.singular_values)
-        )
+        object.__setattr__(self, "singular_values", positive_values(self.name, "singular_values", self.singular_values))
         for opt in ("tokens", "dim", "outputs", "samples", "key_dim", "value_dim"):
-            _positive_int(self.name, opt, getattr(self, opt))
-        _check_float(self.name, "query_weight", self.query_weight)
+            positive_int(self.name, opt, getattr(self, opt))
+        check_float(self.name, "query_weight", self.query_weight)
         r = len(self.singular_values)
         if r > min(self.dim, self.outputs):
             raise NqfError(f"task {self.name}: {r} singular values need dim and outputs >= {r}")
@@ -53,17 +51,17 @@ class Tokens(Task):
 
     def teacher(self, key=0):
         """(U (K, r), s (r,), V (D, r)) with T = U diag(s) V^T."""
-        return self._teacher(_rng(key))
+        return self._teacher(task_rng(key))
 
     def _teacher(self, rng):
         s = np.asarray(self.singular_values)
-        return _orthogonal(rng, self.outputs)[:, : len(s)], s, _orthogonal(rng, self.dim)[:, : len(s)]
+        return random_orthogonal(rng, self.outputs)[:, : len(s)], s, random_orthogonal(rng, self.dim)[:, : len(s)]
 
     def _draw(self, rng):
         U, s, V = self._teacher(rng)
         Xt = rng.standard_normal((self.samples, self.tokens, self.dim))
         xbar = Xt.mean(axis=1)
-        Xt = Xt @ _sym_power(xbar.T @ xbar / self.samples, -0.5)
+        Xt = Xt @ symmetric_power(xbar.T @ xbar / self.samples, -0.5)
         xbar = Xt.mean(axis=1)
         r = Xt[:, -1] - xbar
         r = r - xbar @ np.linalg.solve(xbar.T @ xbar, xbar.T @ r)  # exactly uncorrelated with xbar
