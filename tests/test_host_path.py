@@ -153,3 +153,21 @@ def test_numpy_engine_refuses_what_it_cannot_do():
     assert long.engine == "compiled" and "steps" in long.engine_reason
     with pytest.raises(nqf.NqfError, match="unknown engine"):
         nqf.PredictConfig(width=8, lr=0.05, steps=300, engine="gpu")
+
+
+def test_the_numpy_map_never_steps_an_optimizer_it_does_not_know(monkeypatch):
+    """host_map has GD's and heavy ball's maps only: another optimizer's M-flow is refused there, and
+    predict's engine choice sends such an optimizer to the compiled engine with the reason (here
+    momentum, taken off the numpy engine's list, stands for an optimizer with a map of its own)."""
+    import nqf.theory.predict.stages as stages
+    from nqf.core.errors import NqfError
+    from nqf.theory.flow.host import host_map
+
+    with pytest.raises(NqfError, match="steps gd and momentum only, not 'adam'"):
+        host_map(None, "adam", 0.1, 3, np.eye(2), np.eye(2))
+    X, Y = nqf.get_task("staircase").generate(0, dtype=np.float64)
+    config = nqf.PredictConfig(width=8, lr=0.05, steps=200, sigma0=1e-3, optimizer="momentum", network=False)
+    assert nqf.predict(nqf.get_architecture("mlp"), X, Y, config).engine == "numpy"
+    monkeypatch.setattr(stages, "HOST_OPTIMIZERS", ("gd",))
+    p = nqf.predict(nqf.get_architecture("mlp"), X, Y, config)
+    assert p.engine == "compiled" and "the numpy engine has no map of momentum" in p.engine_reason

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nqf.core.errors import NqfError
 from nqf.theory.data_matrices.moments import HostMoments
 from nqf.theory.flow.base import FlowResult
 
@@ -52,6 +53,10 @@ _STEP_OVERHEAD_S = 20e-6
 _FLOPS_PER_S = 1e10
 
 
+# the optimizers whose map on M host_map steps (an optimizer with another M-flow runs compiled)
+HOST_OPTIMIZERS = ("gd", "momentum")
+
+
 def host_seconds(packed_size: int, steps: int) -> float:
     """The estimated time of the numpy M-flow: steps x (overhead + 2 p^2 / flop rate)."""
     return steps * (_STEP_OVERHEAD_S + 2.0 * packed_size * packed_size / _FLOPS_PER_S)
@@ -73,6 +78,8 @@ def host_map(
     |Q^T F|^2 per column of basis (d, m) at every step (T + 1, m), and for momentum the
     closed state (P, Q) = (F V^T, V V^T).
     """
+    if optimizer not in HOST_OPTIMIZERS:  # never another optimizer's flow under GD's or heavy ball's map
+        raise NqfError(f"the numpy M-flow steps {' and '.join(HOST_OPTIMIZERS)} only, not {optimizer!r}")
     dtype = data.dtype
     F = np.array(factor, dtype=dtype)
     Qt = np.asarray(basis, dtype=dtype).T

@@ -22,7 +22,7 @@ from nqf.theory.data_matrices.build import flow_data
 from nqf.theory.data_matrices.moments import HostMoments, MomentDataMatrices, RouteChoice
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.flow.base import FlowResult
-from nqf.theory.flow.host import HOST_BUDGET_S, HOST_MAX_STEPS, host_map, host_seconds
+from nqf.theory.flow.host import HOST_BUDGET_S, HOST_MAX_STEPS, HOST_OPTIMIZERS, host_map, host_seconds
 from nqf.theory.flow.maps import gd_map, momentum_map, sgd_map, square_factor
 from nqf.theory.flow.stability import LearningRateBound, stable_lr_bound
 from nqf.theory.lotka_volterra.maps import lv_map_records
@@ -154,6 +154,8 @@ def engine_of(data: AbstractDataMatrices, config: PredictConfig) -> tuple[str, s
         blockers.append("the numpy engine reads the data through their moments, not the per-sample route")
     if not optimizer_record(config.optimizer).deterministic_flow:
         blockers.append(f"{config.optimizer} replays minibatches (per-sample route)")
+    elif config.optimizer not in HOST_OPTIMIZERS:
+        blockers.append(f"the numpy engine has no map of {config.optimizer}")
     if config.steps > min(HOST_MAX_STEPS, _EVERY_STEP_LIMIT):  # the numpy map records every step
         blockers.append(f"{config.steps} steps, above {HOST_MAX_STEPS} (the compiled map jumps long horizons)")
     elif isinstance(data, MomentDataMatrices) and host_seconds(data.size, config.steps) > HOST_BUDGET_S:
