@@ -68,7 +68,7 @@ check: $(STAMP)
 	@rc=0; \
 	echo '+ ruff check src tests'; $(BIN)/ruff check --output-format concise src tests || rc=1; \
 	echo '+ ruff format --check src tests'; $(BIN)/ruff format --check --output-format concise src tests || rc=1; \
-	echo '+ mypy (src/nqf, config in pyproject.toml)'; $(BIN)/mypy || rc=1; \
+	echo '+ mypy (src/nqf, src/nqf_paper; config in pyproject.toml)'; $(BIN)/mypy || rc=1; \
 	exit $$rc
 
 # The documentation site (mkdocs.yml) into build/site. --strict: any warning fails the build (a

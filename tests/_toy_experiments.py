@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 
 from nqf.core.errors import NqfError
-from nqf.paper import Claim, Experiment, ExperimentResult, RunSpec, Tolerance
+from nqf_paper import Claim, Experiment, ExperimentResult, RunSpec, Tolerance
 
 
 @dataclass(frozen=True)
@@ -155,14 +155,14 @@ def make_registry() -> dict[str, Experiment]:
 
 def register() -> None:
     """Put the toy experiments into nqf's registry (for CLI subprocesses)."""
-    from nqf.paper import EXPERIMENTS
+    from nqf_paper import EXPERIMENTS
 
     EXPERIMENTS.clear()
     EXPERIMENTS.update(make_registry())
 
 
 if __name__ == "__main__":
-    from nqf.paper.reproduce import reproduce
+    from nqf_paper.reproduce import reproduce
 
     out = sys.argv[1]
     args = dict(zip(sys.argv[2::2], sys.argv[3::2], strict=True))

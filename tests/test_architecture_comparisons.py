@@ -7,7 +7,7 @@ regression (D = 3, N = 15, Lambda = (3, 2, 1)/10, 1000 prompts; E5 itself uses d
 D = 4, N = 31), the mixture of experts with E = 2 and 4, circular convolution with L = 8
 (its cos/sin pairs exercise the degenerate mode groups). The sizes keep the LV systems
 at 8 or 16 modes, so the compiled solvers are shared across cases. Each test checks the claims
-E5 states for the case with E5's own tolerances (``nqf.paper.e5_architectures``):
+E5 states for the case with E5's own tolerances (``nqf_paper.e5_architectures``):
 network versus M-flow switch-on steps of the early mode groups within 10%, and the
 architecture's own claim. Plateau losses that E5 reports as not confirmed (the tanh
 perceptron's second plateau, the fixed readout, the mixture of experts: see E5's text)
@@ -19,7 +19,8 @@ import json
 import numpy as np
 import pytest
 
-from nqf.paper.e5_architectures import (
+from nqf.store.results import to_jsonable
+from nqf_paper.e5_architectures import (
     SWITCH_TOLERANCE,
     ArchitecturesConfig,
     case_run,
@@ -27,7 +28,6 @@ from nqf.paper.e5_architectures import (
     icl_plateau_ratio,
     summarise,
 )
-from nqf.store.results import to_jsonable
 
 pytestmark = pytest.mark.slow  # every architecture end to end (E5's cases)
 
@@ -178,8 +178,8 @@ def test_unconfirmed_claims_are_explained(result):
 
 
 def test_figures(result, tmp_path):
-    from nqf.paper.e5_architectures.figures import plot
     from nqf.report.style import check_saved
+    from nqf_paper.e5_architectures.figures import plot
 
     figures = check_saved(plot(result[1], tmp_path), "E5")
     assert {f.png.name for f in figures} == {
@@ -192,8 +192,8 @@ def test_figures(result, tmp_path):
 
 
 def test_registered():
-    from nqf.paper import EXPERIMENTS
-    from nqf.paper.e5_architectures import E5
+    from nqf_paper import EXPERIMENTS
+    from nqf_paper.e5_architectures import E5
 
     assert EXPERIMENTS["E5"] is E5
     assert E5.config("quick").icl_context == 31 and E5.config("full").icl_prompts == 20000

@@ -362,7 +362,7 @@ for name in nqf.__all__:
     getattr(nqf, name)
 import nqf.architectures
 assert nqf.architectures.mlp is nqf.architectures.mlp and callable(nqf.architectures.mlp)
-assert nqf.theory.flow.gd_map is nqf.theory.flow.gd_map and nqf.paper.EXPERIMENTS["E1"].name == "E1"
+assert nqf.theory.flow.gd_map is nqf.theory.flow.gd_map and nqf_paper.EXPERIMENTS["E1"].name == "E1"
 try:
     nqf.no_such_name
 except AttributeError:

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.paper import EXPERIMENTS
-from nqf.paper.e6_optimizers import OptimizersConfig, _setup, _task_dict
-from nqf.paper.reproduce import reproduce
-from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE
+from nqf_paper import EXPERIMENTS
+from nqf_paper.e6_optimizers import OptimizersConfig, _setup, _task_dict
+from nqf_paper.reproduce import reproduce
+from nqf_paper.verdict import CONFIRMED, NOT_APPLICABLE
 from tests.conftest import assert_allclose
 
 pytestmark = pytest.mark.slow  # runs the experiment

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.paper import EXPERIMENTS
-from nqf.paper.e7_digits import E7, DigitsConfig, relative_loss_gap
 from nqf.report.style import check_saved
 from nqf.store.results import to_jsonable
+from nqf_paper import EXPERIMENTS
+from nqf_paper.e7_digits import E7, DigitsConfig, relative_loss_gap
 from tests.conftest import assert_allclose
 
 pytestmark = pytest.mark.slow  # runs the experiment
@@ -114,7 +114,7 @@ def test_relative_loss_gap():
 
 
 def test_figures(result, tmp_path):
-    from nqf.paper.e7_digits.figures import plot
+    from nqf_paper.e7_digits.figures import plot
 
     saved = check_saved(plot(result, tmp_path), "E7")
     assert [f.png.name for f in saved] == ["E7_loss.png", "E7_spectrum.png", "E7_switch_steps.png"]

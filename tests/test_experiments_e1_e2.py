@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.paper import EXPERIMENTS
-from nqf.paper.e1_staircase import E1, StaircaseConfig, plateau_losses
-from nqf.paper.e2_init_sweep import E2, InitSweepConfig, fit_mode
 from nqf.report.style import check_saved
 from nqf.store.results import to_jsonable
+from nqf_paper import EXPERIMENTS
+from nqf_paper.e1_staircase import E1, StaircaseConfig, plateau_losses
+from nqf_paper.e2_init_sweep import E2, InitSweepConfig, fit_mode
 from tests.conftest import assert_allclose
 
 pytestmark = pytest.mark.slow  # runs the experiments
@@ -78,7 +78,7 @@ def test_e1_claims(e1_result):
 
 
 def test_e1_figures(e1_result, tmp_path):
-    from nqf.paper.e1_staircase.figures import plot
+    from nqf_paper.e1_staircase.figures import plot
 
     saved = check_saved(plot(e1_result, tmp_path), "E1")
     assert [f.png.name for f in saved] == ["E1_loss.png", "E1_occupations.png", "E1_switch_steps.png"]
@@ -134,7 +134,7 @@ def test_e2_reports_a_failed_prediction(e2_records):
 
 
 def test_e2_figures(e2_records, tmp_path):
-    from nqf.paper.e2_init_sweep.figures import plot
+    from nqf_paper.e2_init_sweep.figures import plot
 
     result = E2.summarise(E2_TINY, e2_records)
     saved = check_saved(plot(result, tmp_path), "E2")

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.paper import EXPERIMENTS
-from nqf.paper.e3_singular_limit import E3, limit_paths, step_function
-from nqf.paper.e4_power_law import E4
 from nqf.store.results import to_jsonable
-from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
+from nqf_paper import EXPERIMENTS
+from nqf_paper.e3_singular_limit import E3, limit_paths, step_function
+from nqf_paper.e4_power_law import E4
+from nqf_paper.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
 
 pytestmark = pytest.mark.slow  # runs the experiments
 
@@ -45,7 +45,7 @@ def test_registered():
 
 
 def test_e3_tiny(tmp_path):
-    from nqf.paper.e3_singular_limit.figures import plot
+    from nqf_paper.e3_singular_limit.figures import plot
 
     config = dataclasses.replace(
         E3.config("quick"),
@@ -68,7 +68,7 @@ def test_e3_tiny(tmp_path):
 
 
 def test_e4_tiny(tmp_path):
-    from nqf.paper.e4_power_law.figures import plot
+    from nqf_paper.e4_power_law.figures import plot
 
     config = dataclasses.replace(
         E4.config("quick"),

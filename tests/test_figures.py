@@ -15,7 +15,6 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
-from nqf.paper.e1_staircase import figures as figures_e1
 from nqf.report import predict_plot, style, sweep_figures
 from nqf.report.panels import LINED_MODES, mode_numbers
 from nqf.report.style import (
@@ -26,6 +25,7 @@ from nqf.report.style import (
     series_colours,
     text_colour_on,
 )
+from nqf_paper.e1_staircase import figures as figures_e1
 
 # ---------------------------------------------------------------- helpers
 

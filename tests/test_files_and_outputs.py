@@ -296,8 +296,8 @@ def test_read_toml_refuses_what_is_not_a_small_regular_file(tmp_path):
 @pytest.mark.timeout(120)
 def test_a_manifest_that_is_a_fifo_or_huge_is_one_line(tmp_path, capfd):
     from nqf.core.errors import NqfError
-    from nqf.paper.plan import read_manifest
     from nqf.store.results import MAX_READ_BYTES
+    from nqf_paper.plan import read_manifest
 
     fifo_out = tmp_path / "fifo"
     fifo_out.mkdir()

@@ -4,10 +4,11 @@ itself back through others (no circles, lazy imports inside functions included).
 Floors, lowest first (a package may import its own floor and the ones below)::
 
     core < architectures < theory < training < comparison < store < executors
-         < report < scans < paper < cli < demo < __main__
+         < report < scans < cli < demo < __main__
 
-``paper`` (the reproduction of the paper: experiments, their figures, the ``reproduce``
-driver) sits above the library: only the command line imports it, lazily.
+The paper's reproduction (experiments, their figures, the ``reproduce`` driver) is a package
+of its own, ``nqf_paper``, a user of nqf: it imports nqf's public modules and names only, and
+of nqf only the command line (``nqf reproduce``, ``nqf report``) loads it, lazily.
 
 ``nqf/__init__.py`` sits above everything (it re-exports the public API lazily);
 ``nqf/__main__.py`` (``python -m nqf``) only runs the command line.
@@ -16,6 +17,7 @@ driver) sits above the library: only the command line imports it, lazily.
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -33,7 +35,6 @@ FLOORS = (
     "executors",
     "report",
     "scans",
-    "paper",
     "cli",
     "demo",
     "__main__",
@@ -175,7 +176,45 @@ def test_no_private_name_is_imported_from_another_module():
     assert found == [], "\n".join(found)
 
 
-LAZY_PACKAGES = ("nqf", "nqf.paper", "nqf.theory.lotka_volterra", "nqf.theory.predict")
+PAPER = Path(importlib.util.find_spec("nqf_paper").origin).resolve().parent
+
+
+def _absolute_imports(path: Path) -> set[str]:
+    """The absolute module names ``path`` imports (``import a.b``, ``from a.b import c``), anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_only_the_command_line_loads_the_paper():
+    """Below the command line, nqf never imports the paper's package (nqf.cli.reproduce does, lazily)."""
+    found = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] != "cli"
+        for name in _absolute_imports(path)
+        if name.split(".")[0] == "nqf_paper"
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_paper_uses_nqfs_public_names_only():
+    """The paper's package is written against nqf's public API: no ``_private`` module or name of nqf."""
+    found = [
+        f"{path.relative_to(PAPER)}: {name}"
+        for path in sorted(PAPER.rglob("*.py"))
+        for name in _absolute_imports(path)
+        if name.split(".")[0] == "nqf" and any(part.startswith("_") for part in name.split(".")[1:])
+    ]
+    assert found == [], "\n".join(found)
+
+
+LAZY_PACKAGES = ("nqf", "nqf_paper", "nqf.theory.lotka_volterra", "nqf.theory.predict")
 EAGER_PACKAGES = ("nqf.theory.data_matrices", "nqf.theory.flow", "nqf.theory.departure")
 
 

@@ -16,7 +16,7 @@ architecture, task, optimizer or experiment is tested here without editing this 
   that closes on M) and the records import without JAX; with an M-flow (in
   ``PREDICT_OPTIMIZERS``) ``nqf.predict``'s exact map on M equals training the quadratic
   model to 1e-9 relative; without one, ``nqf.predict`` refuses it with one NqfError line.
-* ``nqf.paper.EXPERIMENTS``: quick() and full() configs that round-trip through the
+* ``nqf_paper.EXPERIMENTS``: quick() and full() configs that round-trip through the
   TOML/--set form; runs with unique names, JSON configs and picklable computes; a figure
   function in ``nqf.report``; its claims exercised by a test file.
 
@@ -44,6 +44,7 @@ import pytest
 from typer.testing import CliRunner
 
 import nqf
+import nqf_paper.verdict
 from nqf.architectures import ARCHITECTURES, architecture_options, get_architecture
 from nqf.architectures.architecture import Architecture, arch_key
 from nqf.architectures.expansion_report import APPLIES, LINEAR_TERM, NOT_SMOOTH, VANISHING_FORM
@@ -58,11 +59,11 @@ from nqf.core.optimizers import (
     REFERENCE_FLOW,
     optimizer_record,
 )
-from nqf.paper import EXPERIMENTS, config_from_dict, config_to_dict
 from nqf.store.results import run_key
 from nqf.theory.predict.pipeline import PREDICT_OPTIMIZERS
 from nqf.training.config import OPTIMIZERS, TrainConfig, make_optimizer
 from nqf.training.tasks import TASKS, get_task, task_options
+from nqf_paper import EXPERIMENTS, config_from_dict, config_to_dict
 from tests.conftest import assert_allclose
 from tests.test_architectures import _relative
 from tests.test_flow import small_arch
@@ -420,11 +421,11 @@ def test_experiment_configs_and_runs(name):
 @pytest.mark.parametrize("name", sorted(EXPERIMENTS))
 def test_experiment_has_a_report_figure(name):
     figures = EXPERIMENTS[name].figures
-    assert figures, f"{name}: figures='nqf.paper.<its folder>.figures:plot' is missing"
+    assert figures, f"{name}: figures='nqf_paper.<its folder>.figures:plot' is missing"
     module_name, _, function_name = figures.partition(":")
-    folder = EXPERIMENTS[name].summarise.__module__.split(".")[2]  # nqf.paper.<folder>[.summary]
-    assert folder.startswith(f"{name.lower()}_"), f"{name}: its folder is nqf/paper/{name.lower()}_<topic>/"
-    assert module_name == f"nqf.paper.{folder}.figures", f"{name}: figures live in nqf/paper/{folder}/figures.py"
+    folder = EXPERIMENTS[name].summarise.__module__.split(".")[1]  # nqf_paper.<folder>[.summary]
+    assert folder.startswith(f"{name.lower()}_"), f"{name}: its folder is nqf_paper/{name.lower()}_<topic>/"
+    assert module_name == f"nqf_paper.{folder}.figures", f"{name}: figures live in nqf_paper/{folder}/figures.py"
     plot = getattr(importlib.import_module(module_name), function_name)  # as `nqf reproduce` finds it
     assert len(inspect.signature(plot).parameters) >= 2, "plot(result, figure_dir)"
 
@@ -433,19 +434,19 @@ def test_experiment_has_a_report_figure(name):
 def test_experiment_claims_are_tested(name):
     """The claims need computed runs, so each experiment's own test file judges them (tiny
     configs): one that imports the experiment's module and summarises it (or reproduces it)."""
-    package = EXPERIMENTS[name].summarise.__module__.split(".")[2]  # nqf.paper.<package>[.summary]
+    package = EXPERIMENTS[name].summarise.__module__.split(".")[1]  # nqf_paper.<package>[.summary]
     testers = [
         path.name
         for path in TESTS.glob("test_*.py")
         if path.name != Path(__file__).name
-        and f"nqf.paper.{package}" in (text := path.read_text())
+        and f"nqf_paper.{package}" in (text := path.read_text())
         and ("summarise(" in text or "reproduce(" in text)
     ]
-    assert testers, f"{name}: no test file imports nqf.paper.{package} and judges its claims (summarise)"
+    assert testers, f"{name}: no test file imports nqf_paper.{package} and judges its claims (summarise)"
 
 
 def test_a_claim_cannot_lack_a_tolerance():
     """What ``summarise`` returns is judged by its stated tolerance: Claim refuses anything else."""
     with pytest.raises(NqfError, match="tolerance") as err:
-        nqf.store.verdict.Claim("a claim", "what was measured", 1.0, 1.0, tolerance=None)
+        nqf_paper.verdict.Claim("a claim", "what was measured", 1.0, 1.0, tolerance=None)
     _one_line(err)

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.paper import Experiment, ExperimentResult, build_config, load_config_file, parse_overrides
-from nqf.paper._base import ExperimentOutcome, RunStatus
-from nqf.paper.report_page import build_report
 from nqf.report import SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
-from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim, Tolerance, judge
+from nqf_paper import Experiment, ExperimentResult, build_config, load_config_file, parse_overrides
+from nqf_paper._base import ExperimentOutcome, RunStatus
+from nqf_paper.report_page import build_report
+from nqf_paper.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED, Claim, Tolerance, judge
 from tests._toy_experiments import ToyConfig, make_registry
 
 pytestmark = pytest.mark.slow  # a headless browser
@@ -362,7 +362,7 @@ def test_figures_are_capped_by_their_panel_count(tmp_path):
 
 def _seven_experiments(tmp_path):
     """E1..E7 with their real titles and descriptions, a few claims and a figure each (varied shapes)."""
-    from nqf.paper import EXPERIMENTS
+    from nqf_paper import EXPERIMENTS
 
     shapes = [(1050, 660), (1950, 660), (1650, 660), (1725, 720), (2250, 1380), (2070, 1050), (1800, 690)]
     outcomes, figures = [], {}

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from nqf.core.errors import NqfError
-from nqf.paper.reproduce import rebuild_report, reproduce
 from nqf.store.results import ResultsStore
+from nqf_paper.reproduce import rebuild_report, reproduce
 from tests._toy_experiments import make_registry
 
 pytestmark = pytest.mark.slow  # nqf reproduce, subprocesses
@@ -208,7 +208,7 @@ def test_cli_reproduce_report_and_errors(tmp_path, monkeypatch, capsys):
     # The rest in this process, with the toy registry patched in.
     from nqf.cli import main
 
-    monkeypatch.setattr("nqf.paper.registry.EXPERIMENTS", make_registry())
+    monkeypatch.setattr("nqf_paper.registry.EXPERIMENTS", make_registry())
     main(["report", "--out", str(out)])
     assert "3 runs (3 stored)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit:
@@ -389,3 +389,27 @@ print(
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"interrupted by [{int(signal.SIGTERM)}]", "handler restored: True True"]
     assert "Exception ignored" not in done.stderr and time.monotonic() - start < 15
+
+
+def test_without_the_papers_package_the_commands_say_how_to_install_it(tmp_path):
+    """nqf_paper is a package of its own: where it is absent, `nqf report` and `nqf reproduce` stop
+    with one line saying where it comes from (exit 2), before any work."""
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'nqf_paper' or name.startswith('nqf_paper.'):\n"
+        "            raise ModuleNotFoundError(f\"No module named '{name}'\", name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from nqf.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    for command in (["report", "--out", str(tmp_path / "r")], ["reproduce", "--quick", "--out", str(tmp_path / "q")]):
+        done = subprocess.run(
+            [sys.executable, "-c", code, *command], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "the package nqf_paper, which is not installed" in lines[0], done.stderr
+        assert "pip install -e ." in lines[0]
+    assert not (tmp_path / "q").exists()  # nothing written

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import nqf
+import nqf_paper
 from nqf.store.code import code_hash, code_identity, source_files
 from nqf.store.results import ResultsStore
 
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.slow  # reruns the real command
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(nqf.__file__).resolve().parent
+PAPER = Path(nqf_paper.__file__).resolve().parent
 
 
 def _reproduce(package_parent: Path, out: Path) -> subprocess.CompletedProcess:
@@ -82,13 +84,15 @@ def test_the_identity_hashes_path_and_bytes_of_the_computing_code_only(tmp_path)
     parent = _copy_package(tmp_path)
     copy = parent / "nqf"
     assert code_hash(copy) == code_hash(PACKAGE)
-    assert code_identity() == f"{nqf.__version__}+code.{code_hash(PACKAGE)[:16]}"
+    # the paper's package, installed beside nqf, is part of the identity
+    assert code_identity() == f"{nqf.__version__}+code.{code_hash(PACKAGE, PAPER)[:16]}"
+    assert code_hash(PACKAGE, PAPER) != code_hash(PACKAGE)
     names = {p.relative_to(copy).parts[0] for p in source_files(copy)}
-    assert {"theory", "training", "architectures", "core", "store", "paper"} <= names
+    assert {"theory", "training", "architectures", "core", "store"} <= names
     assert not names & {"report", "cli"}
-    hashed = {p.relative_to(copy).as_posix() for p in source_files(copy)}
-    assert "paper/e1_staircase/__init__.py" in hashed and "paper/e1_staircase/figures.py" not in hashed
-    assert "paper/report_page.py" not in hashed
+    hashed = {p.relative_to(PAPER).as_posix() for p in source_files(PAPER)}
+    assert "e1_staircase/__init__.py" in hashed and "e1_staircase/figures.py" not in hashed
+    assert "report_page.py" not in hashed and "verdict.py" in hashed
     before = code_hash(copy)
     (copy / "theory" / "flow" / "maps.py").rename(copy / "theory" / "flow" / "maps2.py")  # same bytes, other path
     assert code_hash(copy) != before

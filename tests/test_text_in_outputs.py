@@ -27,8 +27,8 @@ def predict_config(**change) -> nqf.PredictConfig:
 
 
 def test_the_report_escapes_markup_wherever_it_comes_from():
-    from nqf.paper._base import ExperimentOutcome, RunStatus
-    from nqf.paper.report_page import render_report
+    from nqf_paper._base import ExperimentOutcome, RunStatus
+    from nqf_paper.report_page import render_report
 
     attack = "<script>alert(1)</script>&<img src=x onerror=alert(2)>"
     outcome = ExperimentOutcome(

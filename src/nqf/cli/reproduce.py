@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from nqf.cli.app import app, check_executor_options, check_jobs, start_cache
 
 if TYPE_CHECKING:  # the library is imported inside the commands, after parsing
-    from nqf.paper.reproduce import ProgressEvent, ReproduceOutcome
+    from nqf_paper.reproduce import ProgressEvent, ReproduceOutcome
 
 
 class _Bars:
@@ -69,7 +69,8 @@ def _progress_bars(console: Console) -> Progress:
 
 
 def _print_summary(outcome: ReproduceOutcome) -> None:
-    from nqf.store.verdict import CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED
+    verdict = paper_module("verdict")
+    CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED = verdict.CONFIRMED, verdict.NOT_APPLICABLE, verdict.NOT_CONFIRMED
 
     for result in outcome.outcomes:
         statuses: list[str] = [claim.verdict.status for claim, _ in result.rows()]
@@ -140,6 +141,24 @@ def _signals_as_interrupts() -> Iterator[None]:
         sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def paper_module(name: str):
+    """The paper's module ``nqf_paper.<name>`` (the reproduction is a package of its own beside nqf);
+    an NqfError that says how to install it when it is absent."""
+    import importlib
+
+    from nqf.core.errors import NqfError
+
+    try:
+        return importlib.import_module(f"nqf_paper.{name}")
+    except ModuleNotFoundError as err:
+        if err.name not in ("nqf_paper", f"nqf_paper.{name}"):
+            raise
+        raise NqfError(
+            "this command runs the paper's reproduction, the package nqf_paper, which is not installed: it ships "
+            "in nqf's repository (git clone it, then `pip install -e .` installs nqf and nqf_paper)"
+        ) from None
 
 
 def _engine_options(
@@ -231,7 +250,7 @@ def reproduce_command(
             engine = _engine_options(
                 executor, jobs, address, slurm_partition, slurm_time, slurm_array_size, slurm_cluster
             )
-            from nqf.paper.reproduce import reproduce
+            reproduce = paper_module("reproduce").reproduce
 
             try:
                 outcome = reproduce(
@@ -246,7 +265,7 @@ def reproduce_command(
                 )
             finally:
                 bars.stop()
-        except KeyboardInterrupt as err:  # nqf.paper.reproduce.Interrupted once the runs are planned
+        except KeyboardInterrupt as err:  # nqf_paper.reproduce.Interrupted once the runs are planned
             stored, total = getattr(err, "stored", None), getattr(err, "total", None)
             kept = f"{stored} of {total} runs are stored in {out}" if total is not None else "nothing was computed"
             typer.echo(f"interrupted: {kept}; run the same command again to resume", err=True)
@@ -267,6 +286,4 @@ def report_command(
     out: Annotated[Path, typer.Option("--out", help="Results directory written by `nqf reproduce`.")] = Path("results"),
 ) -> None:
     """Rebuild report.html and the figures from the store, computing nothing."""
-    from nqf.paper.reproduce import rebuild_report
-
-    _print_summary(rebuild_report(out))
+    _print_summary(paper_module("reproduce").rebuild_report(out))

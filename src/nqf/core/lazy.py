@@ -1,6 +1,6 @@
 """Package namespaces that import on first use (PEP 562), for the packages whose names cannot all
 be imported when the package is: ``nqf`` itself (``nqf --help`` starts without JAX), those with
-modules the command line reads before JAX starts (``nqf.paper``, ``nqf.theory.predict``), and
+modules the command line reads before JAX starts (``nqf_paper``, ``nqf.theory.predict``), and
 ``nqf.theory.lotka_volterra`` (``nqf.theory.singular_limit`` imports its system, its solvers
 import ``singular_limit``). Importing one submodule of such a package does not import its
 siblings; the other packages import what they re-export.
@@ -15,7 +15,7 @@ The package lists each name it re-exports once, as PEP 484's explicit re-export 
     __getattr__, __dir__, __all__ = lazy_exports(__name__)
 
     if TYPE_CHECKING:
-        from nqf.paper.registry import EXPERIMENTS as EXPERIMENTS
+        from nqf_paper.registry import EXPERIMENTS as EXPERIMENTS
 
 :func:`lazy_exports` reads that block (its ``from MODULE import NAME as NAME`` lines) and imports
 each name from its module on first use. A package without re-exports gets only the lazy
@@ -49,7 +49,7 @@ def lazy_exports(
         module = origin.get(name)
         if module is None:
             return submodules(name)  # nqf.theory, ...; AttributeError for anything else
-        # not cached in the package: a name may also be a submodule's (nqf.paper.reproduce), which
+        # not cached in the package: a name may also be a submodule's (nqf_paper.reproduce), which
         # the import system puts there
         return getattr(importlib.import_module(module), name)
 

@@ -2,7 +2,7 @@
 ``nqf predict``, ``nqf compare`` and ``nqf sweep``, and the tidy tables of curves.
 
 A leaf of the library: it imports the numerical core, the core never imports it. The paper's
-figures and its HTML report live with the paper (``nqf.paper``), and use this style.
+figures and its HTML report live with the paper (``nqf_paper``), and use this style.
 """
 
 from __future__ import annotations

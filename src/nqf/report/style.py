@@ -65,7 +65,7 @@ SEQUENTIAL_MAP = "viridis"
 _SEQUENTIAL_RANGE = (0.0, 0.85)
 
 # Width of a panel column (inches), new_figure's default; the report reads a figure's panel
-# columns from its width in inches (nqf.paper.report_page).
+# columns from its width in inches (nqf_paper.report_page).
 PANEL_WIDTH = 5.2
 
 # Source of a curve -> (line style, line width). Legend text names the source.

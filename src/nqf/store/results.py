@@ -75,7 +75,7 @@ _NQF_FILES = (
     ("temporary", re.compile(r"^\.([0-9a-f]{64})\.[A-Za-z0-9_.]+\.tmp$")),  # atomic_write_bytes: .<key>.json.*.tmp
     ("lock", re.compile(r"^\.([0-9a-f]{64})\.lock$")),
 )
-PROBE_PREFIX = ".nqf-probe-"  # the output-folder write probe (nqf.paper.plan), made and removed at once
+PROBE_PREFIX = ".nqf-probe-"  # the output-folder write probe (nqf_paper.plan), made and removed at once
 
 
 def nqf_file(name: str) -> tuple[str, str] | None:

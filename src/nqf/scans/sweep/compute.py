@@ -1,7 +1,7 @@
 """What a worker runs for one batch of points: compute and store every point's record.
 
 :func:`compute_batch` is the executor task (module level, picklable arguments, a small
-return value). For each point it follows the store's protocol (as ``nqf.paper.reproduce``
+return value). For each point it follows the store's protocol (as ``nqf_paper.reproduce``
 does): claim the point's key, look in the store again, compute, ``put``, release. Each point
 is stored as soon as it is done, so a batch killed midway loses only its unstored points;
 a point that raises is reported (its error line) and the others go on.
