@@ -84,7 +84,7 @@ def test_predict_by_name_takes_the_outputs_from_integer_labels(classes):
 
 @pytest.mark.slow  # loads the command line's modules
 def test_architecture_for_data_maps_labels_as_the_cli_does():
-    from nqf.cli._unit import data_shapes
+    from nqf.cli.unit import data_shapes
 
     X, y = _labelled(classes=5)
     assert architecture_for_data("mlp", X, y).outputs == 5 == data_shapes(X, y)[1]

@@ -74,7 +74,7 @@ def _fake_prediction(modes: int = 4) -> dict:
 
 
 def test_piped_table_keeps_every_header_whole(monkeypatch, capsys):
-    from nqf.cli._outputs import print_table, stdout_console
+    from nqf.cli.outputs import print_table, stdout_console
     from nqf.cli.predict import modes_table, prediction_table
 
     monkeypatch.delenv("COLUMNS", raising=False)
@@ -94,7 +94,7 @@ def test_piped_table_keeps_every_header_whole(monkeypatch, capsys):
 
 
 def test_columns_wins_and_headers_fold_rather_than_cut(monkeypatch, capsys):
-    from nqf.cli._outputs import print_table, stdout_console
+    from nqf.cli.outputs import print_table, stdout_console
     from nqf.cli.predict import modes_table
 
     monkeypatch.setenv("COLUMNS", "60")

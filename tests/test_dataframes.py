@@ -75,7 +75,7 @@ def assert_frame_is_csv(frame, path: Path) -> None:
 
 def write_cli_tables(folder: Path, tables: dict) -> Path:
     """The tables as the command line writes them (``--csv DIR``), in this process."""
-    from nqf.cli._outputs import write_tables
+    from nqf.cli.outputs import write_tables
 
     folder.mkdir()
     write_tables(folder, tables)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nqf.architectures import mlp
-from nqf.cli._checks import check_departure
+from nqf.cli.checks import check_departure
 from nqf.comparison import checks
 from nqf.core.memory import MAX_KRYLOV_STATE, can_jump
 from nqf.theory.costs import departure_cost

@@ -78,7 +78,7 @@ def _one_line(err: pytest.ExceptionInfo) -> str:
 
 
 def _bad_cli_options(options: dict) -> list[str]:
-    """Options whose default has a type the command line cannot convert to (``nqf.cli._options``)."""
+    """Options whose default has a type the command line cannot convert to (``nqf.cli.options``)."""
 
     def ok(value) -> bool:
         if isinstance(value, tuple):

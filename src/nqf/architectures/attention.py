@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from nqf.architectures.architecture import Architecture, ClosedTerm, Readout
 
-from ._options import one_of, positive_int
+from .option_checks import one_of, positive_int
 
 READOUTS = ("last", "pool")
 

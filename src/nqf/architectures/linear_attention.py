@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from nqf.architectures.architecture import Architecture, ClosedTerm, Readout
 
-from ._options import positive_int
+from .option_checks import positive_int
 
 
 def linear_attention(dim: int = 4, context: int = 16) -> Architecture:

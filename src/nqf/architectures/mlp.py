@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from nqf.architectures.activations import activation_derivatives, get_activation
 from nqf.architectures.architecture import Architecture, ClosedTerm, Readout
 
-from ._options import positive_int
+from .option_checks import positive_int
 
 
 def mlp(inputs: int = 8, outputs: int = 4, activation: str = "tanh") -> Architecture:

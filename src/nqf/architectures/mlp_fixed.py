@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from nqf.architectures.activations import activation_derivatives, get_activation
 from nqf.architectures.architecture import Architecture, ClosedTerm
 
-from ._options import positive_int
+from .option_checks import positive_int
 
 
 def mlp_fixed(inputs: int = 8, activation: str = "square") -> Architecture:

@@ -36,7 +36,7 @@ from nqf.architectures.activations import activation_derivatives, get_activation
 from nqf.architectures.architecture import Architecture, ClosedTerm, Readout, Router
 from nqf.core.errors import NqfError
 
-from ._options import one_of, positive_int
+from .option_checks import one_of, positive_int
 
 ROUTINGS = ("softmax", "topk")
 

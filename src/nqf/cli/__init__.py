@@ -32,7 +32,7 @@ from nqf.cli import sweep as _sweep  # noqa: E402,F401
 from nqf.cli.app import app, interrupted_line, on_interrupt_keeps, start_jax  # noqa: F401 (the package's API)
 from nqf.core.errors import NqfError
 
-# os._exit as it was at start: while a --unit's code runs, os._exit raises (nqf.cli._unit.user_code),
+# os._exit as it was at start: while a --unit's code runs, os._exit raises (nqf.cli.unit.user_code),
 # and the interrupt paths below must still be able to leave at once
 _exit_now = os._exit
 

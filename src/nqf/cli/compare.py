@@ -8,7 +8,7 @@
 
 The architecture defaults to the task's natural one with the task's options for it
 (``--arch`` with another name starts from that architecture's own defaults);
-``--unit FILE.py:FUNCTION`` takes your own unit instead (``nqf.cli._unit``), its input
+``--unit FILE.py:FUNCTION`` takes your own unit instead (``nqf.cli.unit``), its input
 shape and outputs by default the task's (for ``--task npz`` its file's X and Y; ``--data FILE``
 is ``--task npz --path FILE``, as ``predict --data FILE`` takes it). Every
 other ``--name value`` is an option of the task or the architecture (``nqf structure
@@ -51,10 +51,10 @@ from nqf.core.arguments import MAX_STEPS, check_seed
 from nqf.core.errors import NqfError
 from nqf.core.optimizers import OPTIMIZER_SETTINGS, OPTIMIZERS, RATE_OPTIMIZERS, unused_setting
 
-from ._checks import check_departure
-from ._options import task_of
-from ._settings import setting
-from ._unit import UNIT_HELP, parse_unit_spec, resolve_task, unit_computing
+from .checks import check_departure
+from .options import task_of
+from .settings import setting
+from .unit import UNIT_HELP, parse_unit_spec, resolve_task, unit_computing
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -247,7 +247,7 @@ def compare_command(
 def run_compare_command(args: CompareArgs) -> None:
     """Check the arguments, train and predict, write the files and print the result (JSON or text)."""
     check_counts(args)
-    from ._outputs import check_outputs, finish_comparison, print_outputs, stdout_console
+    from .outputs import check_outputs, finish_comparison, print_outputs, stdout_console
 
     # the figure's path, the table folder and the measured curve, before any compute
     measured = check_outputs(args.plot, args.csv_dir, args.overlay)
@@ -329,7 +329,7 @@ def compare_config(args: CompareArgs, chosen: tuple[str, ...]):
 
 def print_departures(comparison, result: dict, console: Console) -> None:
     """Per optimizer with an M-flow of its own: the first seed's departure block beside the trained network."""
-    from ._outputs import print_departure
+    from .outputs import print_departure
 
     first = int(comparison.seeds[0])
     for opt in result["config"]["optimizers"]:
@@ -349,7 +349,7 @@ def write_plot(comparison, plot: Path, overlay=None) -> None:
 def print_comparison(result: dict, console: Console) -> None:
     """The text form of ``Comparison.to_json()``: the prediction against the network first, then the
     analysis (the theory's other readings, the quadratic model), the closure check and the notes."""
-    from ._outputs import print_table
+    from .outputs import print_table
 
     opts = list(result["config"]["optimizers"])
     print_header(result, console)

@@ -8,7 +8,7 @@
                 --width N (--sigma0 S | --init W0.npz) --lr ETA --steps T [...]
 
 ``--task TASK`` takes a built-in task (staircase, powerlaw, ...; ``nqf structure --list``) as
-``nqf compare --task`` does, with the same names, options and defaults (``nqf.cli._options``):
+``nqf compare --task`` does, with the same names, options and defaults (``nqf.cli.options``):
 its data ``task.generate(--data-seed)``, the architecture by default the task's natural one
 with the task's options for it (``--arch`` with another name starts from that architecture's
 own defaults; ``--unit`` takes the task's shapes), an option both accept going to both.
@@ -20,10 +20,10 @@ entries real, finite and at most 1e30 in magnitude (``nqf.theory.data_matrices.b
 W0.npz holds W (d x n, units as columns, each flattened in the order that
 ``nqf structure ARCH`` lists as parameter blocks). Architecture options are given as
 ``--name value`` (see ``nqf structure --list``). ``--unit FILE.py:FUNCTION`` takes your own unit
-instead of ``--arch`` (``nqf.cli._unit``); its input shape and outputs default to X's and
+instead of ``--arch`` (``nqf.cli.unit``); its input shape and outputs default to X's and
 Y's. Bad files, shape mismatches,
 non-finite values, an unstable learning rate, a seed outside [0, 2^32), a run that would
-not fit in memory (``nqf.comparison.checks``, ``nqf.cli._checks``), an unwritable --plot or --csv folder, a bad
+not fit in memory (``nqf.comparison.checks``, ``nqf.cli.checks``), an unwritable --plot or --csv folder, a bad
 --overlay curve (``nqf.comparison.curves``) and a unit the theory does not apply to (unless
 ``--allow-inapplicable``) print one ``error:`` line, exit 2. A run estimated to take
 longer than ~10 s says so on stderr first.
@@ -52,10 +52,10 @@ from nqf.core.arguments import MAX_STEPS, check_seed
 from nqf.core.errors import NqfError
 from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS, unused_setting
 
-from ._checks import check_departure
-from ._options import check_task_or_data, parse_factory_options
-from ._settings import is_default, setting
-from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, resolve_task, unit_computing, unit_for_data
+from .checks import check_departure
+from .options import check_task_or_data, parse_factory_options
+from .settings import is_default, setting
+from .unit import UNIT_HELP, parse_unit_options, parse_unit_spec, resolve_task, unit_computing, unit_for_data
 
 if TYPE_CHECKING:
     import numpy as np
@@ -270,7 +270,7 @@ def predict(
 def run_predict_command(args: PredictArgs) -> None:
     """Check the arguments, predict, write the files and print the result (JSON or text)."""
     check_arguments(args)
-    from ._outputs import check_outputs, finish_prediction
+    from .outputs import check_outputs, finish_prediction
 
     # before any compute: a bad path or curve costs nothing
     measured = check_outputs(args.plot, args.csv_dir, args.overlay)
@@ -413,7 +413,7 @@ def load_problem(args: PredictArgs):
 
 def task_problem(args: PredictArgs):
     """(architecture, X, Y) of ``--task``: the task and the architecture as ``compare`` builds them
-    (``nqf.cli._unit.resolve_task``: the task's natural architecture unless ``--arch`` or ``--unit``),
+    (``nqf.cli.unit.resolve_task``: the task's natural architecture unless ``--arch`` or ``--unit``),
     the data ``task.generate(--data-seed)`` in float64, checked as a file's would be."""
     import numpy as np
 
@@ -466,7 +466,7 @@ def predict_config(args: PredictArgs):
 
 def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> None:
     """The text form of ``Prediction.to_json()``: a header, the modes table, the loss and fit, notes and files."""
-    from ._outputs import print_departure, print_outputs, print_table, stdout_console
+    from .outputs import print_departure, print_outputs, print_table, stdout_console
 
     console = stdout_console()
     lv, steps = result["lv"], args.steps

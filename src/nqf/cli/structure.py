@@ -1,5 +1,5 @@
 """``nqf structure ARCH [--OPTION VALUE ...] [--json] [--seed S]``, ``nqf structure --list`` and
-``nqf structure --unit FILE.py:FUNCTION [--inputs D] [--outputs K]`` (your own unit, ``nqf.cli._unit``).
+``nqf structure --unit FILE.py:FUNCTION [--inputs D] [--outputs K]`` (your own unit, ``nqf.cli.unit``).
 
 Shows which parameter blocks of the structure matrix A(x) couple (autodiff at a sample
 input x ~ N(0, I)), the closed form where one is known (and how far it is from
@@ -11,7 +11,7 @@ value converted to the type of the factory's default.
 
 Exit status 2, one ``error: ...`` line on stderr: unknown architecture, unknown option,
 bad option value, a seed outside [0, 2^32), sizes whose A(x) would not fit in memory
-(``nqf.cli._checks``), or an architecture for which the theory does not apply. With
+(``nqf.cli.checks``), or an architecture for which the theory does not apply. With
 ``--json`` the last case still prints the JSON object (``expansion.applies`` false)
 on stdout before exiting with status 2.
 
@@ -36,10 +36,10 @@ from nqf.cli.app import app, start_jax
 from nqf.core.arguments import check_seed
 from nqf.core.errors import NqfError
 
-from ._checks import check_structure
-from ._options import parse_factory_options
-from ._outputs import print_table, stdout_console
-from ._unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_architecture, unit_computing
+from .checks import check_structure
+from .options import parse_factory_options
+from .outputs import print_table, stdout_console
+from .unit import UNIT_HELP, parse_unit_options, parse_unit_spec, unit_architecture, unit_computing
 
 if TYPE_CHECKING:
     import numpy as np

@@ -6,7 +6,7 @@ under a second with one NqfError line (the command line's ``error:`` line, exit 
 builds or runs anything. The estimates are the cost models of ``nqf.theory.predict.sizes`` and
 ``nqf.theory.costs`` (documented there); the refusal is ``nqf.core.memory``'s, against the memory
 available now (:func:`available_bytes`, read here so that a test can set it). The command line's
-own checks (``nqf structure``, ``--departure``) are ``nqf.cli._checks``.
+own checks (``nqf structure``, ``--departure``) are ``nqf.cli.checks``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ one-line description. JAX-free (pydantic and the library's JAX-free names only).
 What derives from them: the keys, types, defaults and checks of a sweep spec's ``[settings]``
 and setting axes (:mod:`nqf.scans.sweep.spec_values`, which turns every pydantic error into one
 ``spec KEY: ...`` line), and the defaults and help texts of the command line options of the same
-settings (``nqf.cli._settings.setting``). The checks that need the data (the learning rate
+settings (``nqf.cli.settings.setting``). The checks that need the data (the learning rate
 against the stability bound, the theory gate, memory) stay in ``nqf.comparison.checks`` and
 ``nqf.scans.sweep.checks``; the library's own configs (``CompareConfig``, ``PredictConfig``)
 keep their checks, as they are built without this schema.

@@ -6,7 +6,7 @@ The estimates themselves live with what they estimate and are documented in
 ``nqf.theory.costs``: the M-flow's and ``predict``'s in ``nqf.theory.predict.sizes``,
 training's in ``nqf.training.runs``, a comparison's, a departure's and ``nqf structure``'s in
 ``nqf.theory.costs``; the checks that refuse with them are ``nqf.comparison.checks`` (the
-library's, the sweeps' and the command line's) and ``nqf.cli._checks``. JAX-free.
+library's, the sweeps' and the command line's) and ``nqf.cli.checks``. JAX-free.
 """
 
 from __future__ import annotations

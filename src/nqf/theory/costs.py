@@ -1,7 +1,7 @@
 """What a run costs, estimated from its sizes before any compute: memory (bytes) and time (seconds)
 of ``nqf structure``, a comparison and a departure. Pure functions of the sizes; the checks that
 refuse or announce a run with them are ``nqf.comparison.checks`` (the library's and the sweeps')
-and ``nqf.cli._checks`` (the command line's own). A prediction's cost (the M-flow's state, W0 and
+and ``nqf.cli.checks`` (the command line's own). A prediction's cost (the M-flow's state, W0 and
 M) is ``nqf.theory.predict.sizes``, training's ``nqf.training.runs.check_train_memory``.
 JAX-free until a departure's cost is asked for.
 

@@ -8,11 +8,11 @@ from typing import ClassVar
 import numpy as np
 
 from .base import positive_int, positive_values
-from .linear_teacher import _LinearTeacher
+from .linear_teacher import LinearTeacher
 
 
 @dataclass(frozen=True)
-class Experts(_LinearTeacher):
+class Experts(LinearTeacher):
     """The staircase teacher y = U diag(s) V^T x, learned by a mixture of experts.
 
     Experts h = a sigma(v.x) as units with a softmax gate; the width must equal

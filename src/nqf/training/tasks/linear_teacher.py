@@ -23,7 +23,7 @@ from .base import (
 
 
 @dataclass(frozen=True)
-class _LinearTeacher(Task):
+class LinearTeacher(Task):
     """y = T x with T = U diag(s) V^T (U: K x r, V: D x r Haar-random orthonormal columns).
 
     Inputs are Gaussian; with ``whiten`` the sample second moment is made exactly

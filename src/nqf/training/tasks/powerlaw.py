@@ -9,11 +9,11 @@ from typing import ClassVar
 import numpy as np
 
 from .base import check_float, positive_int
-from .linear_teacher import _LinearTeacher
+from .linear_teacher import LinearTeacher
 
 
 @dataclass(frozen=True)
-class PowerLaw(_LinearTeacher):
+class PowerLaw(LinearTeacher):
     """Linear teacher with many modes, s_k = scale * k^-alpha for k = 1..modes.
 
     For the tanh perceptron c_k = s_k / 2 ~ k^-alpha and K is diagonal (K_kk = 1/4), so

@@ -8,11 +8,11 @@ from typing import ClassVar
 import numpy as np
 
 from .base import positive_values
-from .linear_teacher import _LinearTeacher
+from .linear_teacher import LinearTeacher
 
 
 @dataclass(frozen=True)
-class Staircase(_LinearTeacher):
+class Staircase(LinearTeacher):
     """Linear teacher with a few well-separated modes: y = U diag(s) V^T x.
 
     Defaults: K = 4 outputs, D = 8 inputs, s = (3, 2, 1, 0.5), N = 256 whitened samples

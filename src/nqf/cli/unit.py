@@ -39,7 +39,7 @@ from typing import Any, NoReturn
 
 from nqf.core.errors import NqfError
 
-from ._options import check_task_file, parse_factory_options, resolve_task_and_arch
+from .options import check_task_file, parse_factory_options, resolve_task_and_arch
 
 UNIT_HELP = (
     "Your own unit instead of --arch: FILE.py:FUNCTION, where FUNCTION returns an nqf.Architecture, an Equinox or "
@@ -405,7 +405,7 @@ def unit_for_data(spec: str, options: dict[str, Any], X, Y, loss: str, source: s
 def resolve_task(task_name: str, arch: str | None, unit: str | None, args: list[str]):
     """compare and predict with ``--task``: the Task and the Architecture, ``--unit spec``
     (:func:`resolve_task_and_unit`) or ``--arch`` (default: the task's natural one;
-    ``nqf.cli._options.resolve_task_and_arch``), the extra options split between them."""
+    ``nqf.cli.options.resolve_task_and_arch``), the extra options split between them."""
     if unit is not None:
         return resolve_task_and_unit(task_name, unit, args)
     return resolve_task_and_arch(task_name, arch, args)
