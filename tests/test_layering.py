@@ -162,17 +162,21 @@ def test_the_checks_catch_a_planted_upward_import_and_circle(module, target):
 
 
 def test_no_private_name_is_imported_from_another_module():
-    """A module's ``_private`` names stay its own: what another module needs is public (issue 21:
-    there were 53 such imports, 9 of them of flow_base's helpers by flow_maps)."""
+    """A module's ``_private`` names, and a package's ``_private`` modules, stay their own: what
+    another module needs is public (relative imports included)."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "nqf":
-                found += [
-                    f"{path.relative_to(PACKAGE)}: from {node.module} import {alias.name}"
-                    for alias in node.names
-                    if alias.name.startswith("_") and not alias.name.startswith("__")
-                ]
+            if not isinstance(node, ast.ImportFrom) or not (node.level or (node.module or "").startswith("nqf")):
+                continue
+            module = "." * node.level + (node.module or "")
+            if any(part.startswith("_") and not part.startswith("__") for part in module.split(".")):
+                found.append(f"{path.relative_to(PACKAGE)}: from {module} import ... (a private module)")
+            found += [
+                f"{path.relative_to(PACKAGE)}: from {module} import {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
     assert found == [], "\n".join(found)
 
 
