@@ -1,6 +1,6 @@
 """Batched runs on one worker: three routes over the same 16 runs, a Python loop of
-``nqf.train`` (compiled once), ``nqf.train_sweep(batching="loop")`` and
-``nqf.train_sweep(batching="vmap")``.
+``nqf.train`` (compiled once), ``nqf.train_grid(batching="loop")`` and
+``nqf.train_grid(batching="vmap")``.
 
 Loaded by ``run.py`` (which enables float64 first); runs on its own too:
 
@@ -13,9 +13,9 @@ every step (``checkpoints=None``, TrainConfig's default); 16 runs = 8 init scale
 - ``train loop``: one ``nqf.train`` per point, the hand-written loop. ``train`` reuses its
   compiled run for calls with equal shapes and static settings (seed and sigma0 are traced
   arguments), so it compiles once, on its first call;
-- ``train_sweep loop``: ``train``'s compiled run once per point, every point dispatched
+- ``train_grid loop``: ``train``'s compiled run once per point, every point dispatched
   before any result is read (what ``batching="auto"`` picks on one CPU device);
-- ``train_sweep vmap``: one program vmapped over the 16 points (the point axis sharded over
+- ``train_grid vmap``: one program vmapped over the 16 points (the point axis sharded over
   the devices: one here).
 
 Each route's first call runs from an empty run cache (compilation included: ``first_s``,
@@ -41,12 +41,12 @@ import nqf
 
 STEPS, WIDTH, LR = 300, 32, 0.05
 SCALES, SEEDS = 8, 2  # 16 runs
-# train_sweep(batching="loop") / train loop, warm, in CPU time (wall time swings by 2x on a
+# train_grid(batching="loop") / train loop, warm, in CPU time (wall time swings by 2x on a
 # shared machine): the batch must not be slower. It runs train's compiled run once per point,
 # the same work as the loop, so allow 5 % of noise.
 TARGET_RATIO = 1.05
 AGREEMENT = 1e-12
-ROUTES = ("train loop", "train_sweep loop", "train_sweep vmap")
+ROUTES = ("train loop", "train_grid loop", "train_grid vmap")
 
 
 def _routes(arch, X, Y, Q, config, sigma0s, seeds):
@@ -60,12 +60,12 @@ def _routes(arch, X, Y, Q, config, sigma0s, seeds):
 
     def sweep(batching):
         def call():
-            r = nqf.train_sweep(arch, X, Y, config, sigma0s, seeds, basis=Q, batching=batching)
+            r = nqf.train_grid(arch, X, Y, config, sigma0s, seeds, basis=Q, batching=batching)
             return r.loss.reshape((-1,) + r.loss.shape[2:]), r.W_final.reshape((-1,) + r.W_final.shape[2:])
 
         return call
 
-    return {"train loop": loop, "train_sweep loop": sweep("loop"), "train_sweep vmap": sweep("vmap")}
+    return {"train loop": loop, "train_grid loop": sweep("loop"), "train_grid vmap": sweep("vmap")}
 
 
 def _rel_diff(a: np.ndarray, b: np.ndarray) -> float:
@@ -79,9 +79,9 @@ def _rel_diff(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def batch_vs_loop(quick: bool, repeats: int) -> Outcome:
-    """A loop of ``train`` against ``train_sweep`` looped and vmapped, over the same 16 runs."""
+    """A loop of ``train`` against ``train_grid`` looped and vmapped, over the same 16 runs."""
+    from nqf.training.grid import default_batching
     from nqf.training.runs import _clear_compiled
-    from nqf.training.sweep import default_batching
 
     task = nqf.get_task("staircase")
     arch = task.architecture()
@@ -152,16 +152,16 @@ def batch_vs_loop(quick: bool, repeats: int) -> Outcome:
         },
         rows=rows,
         summary={
-            "ratio_cpu_sweep_loop_vs_loop": by["train_sweep loop"]["ratio_cpu_vs_loop"],
-            "ratio_cpu_sweep_vmap_vs_loop": by["train_sweep vmap"]["ratio_cpu_vs_loop"],
-            "ratio_wall_sweep_loop_vs_loop": by["train_sweep loop"]["ratio_wall_vs_loop"],
-            "ratio_wall_sweep_vmap_vs_loop": by["train_sweep vmap"]["ratio_wall_vs_loop"],
+            "ratio_cpu_sweep_loop_vs_loop": by["train_grid loop"]["ratio_cpu_vs_loop"],
+            "ratio_cpu_sweep_vmap_vs_loop": by["train_grid vmap"]["ratio_cpu_vs_loop"],
+            "ratio_wall_sweep_loop_vs_loop": by["train_grid loop"]["ratio_wall_vs_loop"],
+            "ratio_wall_sweep_vmap_vs_loop": by["train_grid vmap"]["ratio_wall_vs_loop"],
             "default_batching": default_batching(),
             "max_rel_diff": agreement,
         },
         targets={
-            f"train_sweep(batching='loop') not slower than the loop of train (warm CPU time ratio <= {TARGET_RATIO})": by[
-                "train_sweep loop"
+            f"train_grid(batching='loop') not slower than the loop of train (warm CPU time ratio <= {TARGET_RATIO})": by[
+                "train_grid loop"
             ]["ratio_cpu_vs_loop"]
             <= TARGET_RATIO,
             f"every route equals the loop of train (loss and W_final, {AGREEMENT:g} relative)": agreement <= AGREEMENT,

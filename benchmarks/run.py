@@ -44,7 +44,7 @@ from nqf.theory.lotka_volterra.solve import solve_lv, suggested_horizon, switch_
 from nqf.theory.lotka_volterra.system import LotkaVolterra, fixed_point, logistic_switch_time
 from nqf.training.config import TrainConfig, checkpoint_steps
 from nqf.training.runs import _build_run, train, training_keys
-from nqf.training.sweep import train_sweep
+from nqf.training.grid import train_grid
 from nqf.training.tasks import get_task  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
@@ -272,7 +272,7 @@ def lv_many_modes(quick: bool, repeats: int) -> Outcome:
 
 
 def sweep_vs_loop(quick: bool, repeats: int) -> Outcome:
-    """``train_sweep(batching="vmap")`` over init scales x seeds (one compiled, vmapped call)
+    """``train_grid(batching="vmap")`` over init scales x seeds (one compiled, vmapped call)
     versus a Python loop of ``train`` over the same runs (tanh network, GD, staircase).
     (``batching="auto"`` loops ``train``'s own compiled run on one CPU device: see
     ``bench_batch.py`` for that route.)
@@ -294,7 +294,7 @@ def sweep_vs_loop(quick: bool, repeats: int) -> Outcome:
     _clear_compiled()
 
     sweep_s, sweep_compile_s, sweep = timed_with_compile(
-        lambda: train_sweep(arch, X, Y, config, sigma0s, seeds, basis=Q, batching="vmap").loss
+        lambda: train_grid(arch, X, Y, config, sigma0s, seeds, basis=Q, batching="vmap").loss
     )
 
     def loop():

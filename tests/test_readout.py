@@ -6,7 +6,7 @@ equal the generic path (``network`` vmapped over samples, the reference that eve
 to 1e-12 of max |f|, at random O(1) weights: for every built-in architecture (and several
 option settings: activations, readouts, paddings, routings), for a user's unit with r = 2
 features, for an Equinox module that declares its readout, and through ``nqf.train``
-(losses, final weights) and ``nqf.train_sweep`` for mlp, attention and moe. Which built-in
+(losses, final weights) and ``nqf.train_grid`` for mlp, attention and moe. Which built-in
 families declare a readout is pinned, so a declaration cannot silently disappear."""
 
 import dataclasses
@@ -162,8 +162,8 @@ def test_training_through_the_readout_equals_the_generic_path(optimizer):
     slow = nqf.train(_generic(arch), X, Y, config)
     assert_allclose(fast.loss, slow.loss, rtol=1e-12, atol=1e-15)
     assert_allclose(fast.W_final, slow.W_final, rtol=1e-10, atol=1e-14)
-    sweep_fast = nqf.train_sweep(arch, X, Y, config, [1e-3, 1e-4], [0, 1])
-    sweep_slow = nqf.train_sweep(_generic(arch), X, Y, config, [1e-3, 1e-4], [0, 1])
+    sweep_fast = nqf.train_grid(arch, X, Y, config, [1e-3, 1e-4], [0, 1])
+    sweep_slow = nqf.train_grid(_generic(arch), X, Y, config, [1e-3, 1e-4], [0, 1])
     assert_allclose(sweep_fast.loss, sweep_slow.loss, rtol=1e-12, atol=1e-15)
 
 

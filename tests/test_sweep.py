@@ -350,18 +350,18 @@ def _plan(tmp_path, batch_size, text=SPEC, name="spec.toml"):
 
 
 def test_batched_equals_per_point(tmp_path, monkeypatch):
-    """One batch of 12 points (2 train_sweep calls: network and quadratic model) equals 12 batches of one."""
-    import nqf.training.sweep as runs
+    """One batch of 12 points (2 train_grid calls: network and quadratic model) equals 12 batches of one."""
+    import nqf.training.grid as runs
     from nqf.scans.sweep.run import run_sweep
 
     calls = []
-    original = runs.train_sweep
+    original = runs.train_grid
 
     def counting(*args, **kwargs):
         calls.append(len(args[4]) * len(args[5]))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(runs, "train_sweep", counting)
+    monkeypatch.setattr(runs, "train_grid", counting)
     text = SPEC.replace("{logspace = [-6, -2, 6]}", "[1e-6, 1e-4, 1e-2]").replace("curves = [0, 23]", "curves = 1")
     batched = _plan(tmp_path, 12, text)
     assert len(batched.batches) == 1

@@ -24,8 +24,8 @@ from nqf.core.measure import (
 )
 from nqf.core.sampling import minibatch_indices
 from nqf.training.config import TrainConfig, checkpoint_steps
+from nqf.training.grid import train_grid
 from nqf.training.runs import train, training_keys
-from nqf.training.sweep import train_sweep
 from nqf.training.tasks import get_task
 from tests.conftest import assert_allclose
 
@@ -124,7 +124,7 @@ def test_sweep_shapes_and_entry_equals_single_run():
         optimizer="sgd", lr=0.05, steps=50, batch_size=64, width=16, model="quadratic", dtype="float64", checkpoints=12
     )
     sigma0s, seeds = [1e-1, 1e-3, 1e-30], [0, 5]
-    sweep = train_sweep(ARCH, X, Y, config, sigma0s, seeds, basis=BASIS)
+    sweep = train_grid(ARCH, X, Y, config, sigma0s, seeds, basis=BASIS)
     R = len(sweep.steps)
     assert sweep.steps[0] == 0 and sweep.steps[-1] == 50 and np.all(np.diff(sweep.steps) > 0)
     assert sweep.loss.shape == (3, 2, R) and sweep.occupations.shape == (3, 2, R, 4)
@@ -143,7 +143,7 @@ def test_staircase_switch_steps_and_escape_slopes():
     """docs/theory.md section 5: quadratic model, GD, lr 0.05, n = 32: 93, 138, 258, 488 at sigma0 = 1e-6."""
     config = TrainConfig(optimizer="gd", lr=0.05, steps=720, width=32, model="quadratic", dtype="float64")
     sigma0s = [1e-2, 1e-4, 1e-6, 1e-8]
-    sweep = train_sweep(ARCH, X, Y, config, sigma0s, [0], basis=BASIS)
+    sweep = train_grid(ARCH, X, Y, config, sigma0s, [0], basis=BASIS)
     steps = switch_steps(sweep.steps, sweep.occupations, THRESHOLDS)[:, 0]  # (scales, modes)
     # measured with this data seed: 93, 136, 256, 491 (seed spread about +-4 steps)
     assert_allclose(steps[2], [93, 138, 258, 488], rtol=0.03)

@@ -1,4 +1,4 @@
-"""``train`` and ``train_sweep`` reuse compiled runs: equal shapes and static settings compile once."""
+"""``train`` and ``train_grid`` reuse compiled runs: equal shapes and static settings compile once."""
 
 from dataclasses import replace
 
@@ -12,8 +12,8 @@ from nqf.architectures import get_architecture
 from nqf.architectures.architecture import Architecture, init_weights
 from nqf.core.sampling import minibatch_indices
 from nqf.training.config import TrainConfig, checkpoint_steps, make_optimizer
+from nqf.training.grid import train_grid
 from nqf.training.runs import _build_run, _clear_compiled, _trace_count, loss_function, train, training_keys
-from nqf.training.sweep import train_sweep
 from nqf.training.tasks import get_task
 from tests.conftest import assert_allclose
 
@@ -98,9 +98,9 @@ def test_loop_of_train_compiles_once_and_matches_the_uncached_path():
     assert not np.allclose(results[0].loss, results[1].loss) and not np.allclose(results[1].loss, results[2].loss)
 
 
-def test_loop_of_train_equals_train_sweep():
+def test_loop_of_train_equals_train_grid():
     seeds, sigma0s = [0, 3, 4], [1e-2, 1e-4]
-    sweep = train_sweep(STAIRCASE.architecture(), X, Y, CONFIG, sigma0s, seeds, basis=BASIS)
+    sweep = train_grid(STAIRCASE.architecture(), X, Y, CONFIG, sigma0s, seeds, basis=BASIS)
     for i, sigma0 in enumerate(sigma0s):
         for j, seed in enumerate(seeds):
             single = train(STAIRCASE.architecture(), X, Y, replace(CONFIG, sigma0=sigma0, seed=seed), basis=BASIS)
@@ -183,25 +183,25 @@ def test_user_architectures_with_different_units_do_not_share_a_compiled_run():
     assert _traces_of(lambda: train(one, Xu, Yu, replace(config, seed=1))) == 0  # same object: reused
 
 
-def test_train_sweep_twice_compiles_once():
+def test_train_grid_twice_compiles_once():
     _clear_compiled()
     config = replace(CONFIG, model="quadratic")
     traces = [
-        _traces_of(lambda: train_sweep(STAIRCASE.architecture(), X, Y, config, [1e-2, 1e-3], [0, 1], basis=BASIS)),
+        _traces_of(lambda: train_grid(STAIRCASE.architecture(), X, Y, config, [1e-2, 1e-3], [0, 1], basis=BASIS)),
         _traces_of(
-            lambda: train_sweep(
+            lambda: train_grid(
                 STAIRCASE.architecture(), X, Y, replace(config, lr=0.02), [1e-1, 1e-4], [5, 6], basis=BASIS
             )
         ),
     ]
     assert traces == [1, 0]
     before = len(_BACKEND_COMPILES)
-    second = train_sweep(STAIRCASE.architecture(), X, Y, replace(config, lr=0.02), [1e-1, 1e-4], [5, 6], basis=BASIS)
+    second = train_grid(STAIRCASE.architecture(), X, Y, replace(config, lr=0.02), [1e-1, 1e-4], [5, 6], basis=BASIS)
     assert len(_BACKEND_COMPILES) == before
     single = train(STAIRCASE.architecture(), X, Y, replace(config, lr=0.02, sigma0=1e-4, seed=6), basis=BASIS)
     assert_allclose(second.run(1, 1).loss, single.loss, rtol=1e-12)
-    # a different number of seeds runs the same compiled run (train_sweep shares train's): no compile
-    assert _traces_of(lambda: train_sweep(STAIRCASE.architecture(), X, Y, config, [1e-2], [0, 1, 2], basis=BASIS)) == 0
+    # a different number of seeds runs the same compiled run (train_grid shares train's): no compile
+    assert _traces_of(lambda: train_grid(STAIRCASE.architecture(), X, Y, config, [1e-2], [0, 1, 2], basis=BASIS)) == 0
     assert _traces_of(lambda: train(STAIRCASE.architecture(), X, Y, config, basis=BASIS)) == 0
 
 

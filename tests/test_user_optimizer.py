@@ -16,8 +16,8 @@ import pytest
 
 import nqf
 from nqf.core.errors import NqfError
+from nqf.training.grid import train_grid
 from nqf.training.runs import _clear_compiled, _trace_count
-from nqf.training.sweep import train_sweep
 from tests.conftest import assert_allclose
 
 STAIRCASE = nqf.get_task("staircase")
@@ -64,7 +64,7 @@ def test_two_transformations_in_one_process_keep_their_own_training():
     assert _trace_count() == traced  # the same object: its compiled run, not traced again
     assert not np.array_equal(again.loss, first.loss)  # another W0
     for batching in ("loop", "vmap"):  # a sweep keys the same way
-        swept = train_sweep(ARCH, X, Y, replace(CONFIG, optimizer=fast), [1e-2], [0], batching=batching)
+        swept = train_grid(ARCH, X, Y, replace(CONFIG, optimizer=fast), [1e-2], [0], batching=batching)
         assert_allclose(swept.loss[0, 0], second.loss, rtol=1e-12, atol=1e-15)
 
 

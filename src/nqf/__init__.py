@@ -73,10 +73,10 @@ if TYPE_CHECKING:  # the public API, one name a line: imported on first use (nqf
     from nqf.training.closure import closure_diagnostic as closure_diagnostic
     from nqf.training.config import OPTIMIZERS as OPTIMIZERS
     from nqf.training.config import TrainConfig as TrainConfig
+    from nqf.training.grid import TrainingGrid as TrainingGrid
+    from nqf.training.grid import train_grid as train_grid
     from nqf.training.runs import TrainResult as TrainResult
     from nqf.training.runs import train as train
-    from nqf.training.sweep import SweepResult as SweepResult
-    from nqf.training.sweep import train_sweep as train_sweep
     from nqf.training.tasks import TASKS as TASKS
     from nqf.training.tasks import Task as Task
     from nqf.training.tasks import get_task as get_task

@@ -12,7 +12,7 @@ W0 = ``init_weights(arch, training_keys(seed)[0], width, sigma0)``:
   has no M-flow and no reference: its rows report the trained network alone, and a note says so;
 - the quadratic model f = <W W^T, A(x)> trained by GD (it must reproduce the GD M-flow:
   same W0, exact map);
-- the full network trained by each optimizer (``nqf.train_sweep`` over the seeds);
+- the full network trained by each optimizer (``nqf.train_grid`` over the seeds);
 - the closure diagnostic of each optimizer on the quadratic model (``nqf.closure_diagnostic``).
 
 Measurements, per mode k (the eigenvectors q_k of C with c_k > 0, sorted by growth,
@@ -63,7 +63,7 @@ from nqf.comparison.measures import measured_plateau_losses
 from nqf.comparison.result import Comparison
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
-from nqf.training.sweep import train_sweep
+from nqf.training.grid import train_grid
 
 __all__ = ["COMPARE_OPTIMIZERS", "FLOW_OF", "CompareConfig", "Comparison", "compare", "measured_plateau_losses"]
 
@@ -82,13 +82,13 @@ def compare(task, arch: Architecture | str | None, config: CompareConfig, *, tra
     predictions) -> the reference modes and predicted numbers -> train and measure the
     quadratic model and the networks -> closure -> assemble the Comparison.
 
-    ``train`` (default :func:`nqf.train_sweep`) runs each training grid, with train_sweep's
+    ``train`` (default :func:`nqf.train_grid`) runs each training grid, with train_grid's
     signature and result. ``nqf sweep`` passes one that answers the points of a batch from
     one batched call over all their init scales and seeds.
     """
     task, arch = _by_name(task, arch)
     ensure_default_cache()
-    train = train_sweep if train is None else train
+    train = train_grid if train is None else train
     prep = stages.prepare(task, arch, config)
     predictions = stages.theory(prep, config)
     modes = stages.reference_modes(predictions)

@@ -19,7 +19,7 @@ from nqf.theory.predict.pipeline import Prediction
 from nqf.theory.predict.result import PLATEAU_CONVENTION, SWITCH_CONVENTION
 from nqf.training.closure import ClosureResult
 from nqf.training.config import DIVERGENCE_FACTOR
-from nqf.training.sweep import SweepResult
+from nqf.training.grid import TrainingGrid
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,9 +41,9 @@ class Comparison:
         flow_switch: {optimizer: (S, g)} switch steps of the optimizer's M-flow (GD's for
             Adam/Muon, see ``reference_only``; NaN for a user's own optax transformation, which
             has none: ``config.own``).
-        quadratic: SweepResult of the quadratic model (GD) or None;
+        quadratic: TrainingGrid of the quadratic model (GD) or None;
         quadratic_switch, quadratic_switch_own: (S, g) or None.
-        network: {optimizer: SweepResult}; network_switch, network_switch_own: {optimizer: (S, g)}.
+        network: {optimizer: TrainingGrid}; network_switch, network_switch_own: {optimizer: (S, g)}.
         plateau_predicted: {"singular_limit", "lv", "mflow"}: (S, g) (GD);
         plateau_quadratic: (S, g) or None; plateau_network: {optimizer: (S, g)}.
         mean_field_switch, plateau_mean_field: {optimizer: (S, g)} the network's own prediction,
@@ -66,10 +66,10 @@ class Comparison:
     predictions: dict[str, tuple[Prediction, ...]] = field(repr=False)
     predicted: dict[str, np.ndarray]
     flow_switch: dict[str, np.ndarray]
-    quadratic: SweepResult | None = field(repr=False)
+    quadratic: TrainingGrid | None = field(repr=False)
     quadratic_switch: np.ndarray | None
     quadratic_switch_own: np.ndarray | None
-    network: dict[str, SweepResult] = field(repr=False)
+    network: dict[str, TrainingGrid] = field(repr=False)
     network_switch: dict[str, np.ndarray]
     network_switch_own: dict[str, np.ndarray]
     plateau_predicted: dict[str, np.ndarray]
@@ -431,7 +431,7 @@ def _floats(a) -> list:
 
 
 # A Comparison is a pytree of what it measured (issue 20): its leaves are the arrays and numbers
-# of the predictions, the trained runs (``SweepResult``), the closure checks and the switch-on
+# of the predictions, the trained runs (``TrainingGrid``), the closure checks and the switch-on
 # and plateau tables; the task, the architecture, the config, the notes and the expansion report
 # are static metadata (``nqf.core.pytrees``).
 register_fields(

@@ -4,7 +4,7 @@
 2. :func:`theory`: predict every flow of ``config.flows`` for every seed (``nqf.predict``);
 3. :func:`reference_modes` and :func:`predicted`: the modes, thresholds and the predicted
    switch steps and plateau losses read off the GD predictions;
-4. :func:`train_quadratic` and :func:`train_networks`: ``train_sweep`` per source, each
+4. :func:`train_quadratic` and :func:`train_networks`: ``train_grid`` per source, each
    run measured by :func:`measure` (switch steps and plateau losses);
 5. :func:`closure`: the closure diagnostic of each optimizer;
 6. :func:`assemble`: the :class:`Comparison`.
@@ -40,7 +40,7 @@ from nqf.theory.data_matrices.build import DataMatrices, data_matrices, flow_dat
 from nqf.theory.predict.pipeline import PredictConfig, Prediction, predict
 from nqf.training.closure import ClosureResult, closure_diagnostic
 from nqf.training.config import DIVERGENCE_FACTOR
-from nqf.training.sweep import SweepResult, train_sweep
+from nqf.training.grid import TrainingGrid, train_grid
 
 Predictions = dict[str, tuple[Prediction, ...]]
 
@@ -119,7 +119,7 @@ class Predicted:
 
 @dataclass(frozen=True)
 class Measured:
-    """One source trained by ``train_sweep`` and measured (:func:`measure`); per-seed arrays have the seeds first.
+    """One source trained by ``train_grid`` and measured (:func:`measure`); per-seed arrays have the seeds first.
 
     Attributes:
         sweep: the runs; switch: (S, g) switch steps at the common thresholds;
@@ -128,7 +128,7 @@ class Measured:
         plateau: (S, g) plateau losses after each switch.
     """
 
-    sweep: SweepResult
+    sweep: TrainingGrid
     switch: np.ndarray
     own: np.ndarray
     plateau: np.ndarray
@@ -285,7 +285,7 @@ def reference_notes(config: CompareConfig) -> tuple[tuple[str, ...], list[str]]:
     return reference_only, notes
 
 
-def measure(sweep: SweepResult, modes: Modes, horizon: float) -> Measured:
+def measure(sweep: TrainingGrid, modes: Modes, horizon: float) -> Measured:
     """Stage 4, per source: switch steps (common and own thresholds) and plateau losses of every seed of ``sweep``."""
     # per degenerate group: its total occupation (a group of one is its mode)
     occupations = np.asarray(sweep.occupations[0], dtype=np.float64) @ group_members(modes.groups, modes.growth.size)
@@ -300,10 +300,10 @@ def measure(sweep: SweepResult, modes: Modes, horizon: float) -> Measured:
     return Measured(sweep, switch, own, plateau)
 
 
-def train_quadratic(prep: Prepared, config: CompareConfig, modes: Modes, train=train_sweep) -> Measured | None:
+def train_quadratic(prep: Prepared, config: CompareConfig, modes: Modes, train=train_grid) -> Measured | None:
     """Stage 4a: the quadratic model trained by GD over the seeds and measured; None unless ``include_quadratic``.
 
-    ``train`` runs the grid (``train_sweep``'s signature; see :func:`nqf.comparison.compare.compare`)."""
+    ``train`` runs the grid (``train_grid``'s signature; see :func:`nqf.comparison.compare.compare`)."""
     if not config.include_quadratic:
         return None
     tc = config.train_config("gd", "quadratic")
@@ -312,7 +312,7 @@ def train_quadratic(prep: Prepared, config: CompareConfig, modes: Modes, train=t
 
 
 def train_networks(
-    prep: Prepared, config: CompareConfig, modes: Modes, train=train_sweep
+    prep: Prepared, config: CompareConfig, modes: Modes, train=train_grid
 ) -> tuple[dict[str, Measured], list[str]]:
     """Stage 4b: the network trained by each optimizer over the seeds (by ``train``) and measured.
 

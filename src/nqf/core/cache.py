@@ -2,7 +2,7 @@
 second run of the same computation loads them instead of compiling them again.
 
 It is on by default, for the command line and the library alike: importing nqf changes no
-global JAX setting, but the first ``predict``, ``train``, ``train_sweep`` or ``compare`` of a
+global JAX setting, but the first ``predict``, ``train``, ``train_grid`` or ``compare`` of a
 process calls :func:`ensure_default_cache`, which switches the cache on at :func:`cache_dir`
 unless ``NQF_CACHE_DIR`` is set and empty (the switch the command line's ``--no-cache``
 sets too) or JAX already has a cache directory of the user's own (then that one is used and

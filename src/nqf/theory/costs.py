@@ -12,7 +12,7 @@ when its estimate exceeds half of the memory available now (``psutil``). The mec
 is ``nqf.core.memory``; the library refuses with the same estimates, before it allocates:
 ``nqf.predict`` and ``nqf.predict_grid`` predict's (``nqf.theory.predict.sizes``), ``nqf.compare``
 compare's (:func:`compare_bytes`, ``nqf.comparison.checks.check_compare_memory``), ``nqf.train``
-and ``nqf.train_sweep`` train's (``nqf.training.runs.check_train_memory``).
+and ``nqf.train_grid`` train's (``nqf.training.runs.check_train_memory``).
 
     structure   A(x) by autodiff at one input, its Hessian and the expansion check:
                 6 K d^2

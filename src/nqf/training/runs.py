@@ -25,9 +25,9 @@ on are NaN, so a blown-up state never counts as a switch-on. 100 x L(W0): the sq
 loss of a stable run stays below L(W0) ~ L(0) apart from transients (GD on M decreases
 L; momentum and Adam overshoot by O(1) factors); Adam at lr 100 on the staircase reaches
 1e3 x L(W0) within a few steps.
-``train_sweep`` (:mod:`nqf.training.sweep`) runs the same compiled run over init scales and seeds.
+``train_grid`` (:mod:`nqf.training.grid`) runs the same compiled run over init scales and seeds.
 
-Compiled runs are reused. ``train`` and ``train_sweep`` keep one jitted function per
+Compiled runs are reused. ``train`` and ``train_grid`` keep one jitted function per
 (architecture, static settings) in a small module-level cache; data X, Y, the basis, W0,
 the batch key and the learning rate are its traced arguments, so calls that differ only in seed, sigma0, lr, W0
 or data values, with equal shapes and dtypes, run the same executable without compiling

@@ -15,7 +15,7 @@ m_k >= m_k*/2, m_k* the LV fixed point, docs/theory.md section 5) is therefore
 
 where gradient flow would give b_k = 1/(2 lr c_k): 7% larger at 2 lr c_1 = 0.15.
 
-Measured: one compiled ``train_sweep`` per model (vmapped over sigma0 and seeds) records
+Measured: one compiled ``train_grid`` per model (vmapped over sigma0 and seeds) records
 the occupations at every step; ``fit_switch_slope`` fits t_k against ln(1/sigma0) with a
 standard error. Predicted: ``predict`` at every (sigma0, seed) gives the M-flow's and the
 LV discrete map's switch-on steps (the LV gradient flow, closed form and singular limit

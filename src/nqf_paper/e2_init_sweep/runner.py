@@ -20,14 +20,14 @@ def sweep_run(run: dict[str, Any]) -> dict[str, Any]:
     """GD on one model for every (sigma0, seed) in one compiled call: switch-on steps (S, seeds, m)."""
     from nqf.core.measure import switch_steps
     from nqf.training.config import TrainConfig
-    from nqf.training.sweep import train_sweep
+    from nqf.training.grid import train_grid
 
     with jax.enable_x64(True):
         s = setup(run["task"])
         config = TrainConfig(
             optimizer="gd", lr=run["lr"], steps=run["steps"], width=run["width"], dtype="float64", model=run["model"]
         )
-        result = train_sweep(s.arch, s.X, s.Y, config, run["sigma0s"], run["seeds"], basis=s.Q)
+        result = train_grid(s.arch, s.X, s.Y, config, run["sigma0s"], run["seeds"], basis=s.Q)
         return {
             "switch_steps": switch_steps(result.steps, result.occupations, s.thresholds),
             "thresholds": s.thresholds,

@@ -23,7 +23,7 @@ off-diagonal mass is reported). For each sigma0 in ``sigma0s``:
   so its limit is s_k^GD = 1 / (2 ln(1 + 2 lr c_k)), 7% later than the flow's at
   2 lr c_k = 0.15 (docs/theory.md section 2); for K diagonal (the staircase) nothing else
   changes, active sets and plateau losses are the flow limit's;
-* the quadratic model f = <W W^T, A(x)> trained by GD in float64 (``train_sweep``),
+* the quadratic model f = <W W^T, A(x)> trained by GD in float64 (``train_grid``),
   switch steps at m_k*/2 (docs/theory.md section 5) against s_k^GD, and its loss on each plateau
   against the limit's plateau loss.
 

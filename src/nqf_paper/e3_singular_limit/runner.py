@@ -67,7 +67,7 @@ def quadratic_gd_run(run: dict[str, Any]) -> dict[str, Any]:
     """The staircase's quadratic model trained by GD at every sigma0 (one compiled sweep)."""
     from nqf.core.measure import switch_steps
     from nqf.training.config import TrainConfig
-    from nqf.training.sweep import train_sweep
+    from nqf.training.grid import train_grid
 
     with jax.enable_x64(True):
         s = setup(run["task"])
@@ -79,7 +79,7 @@ def quadratic_gd_run(run: dict[str, Any]) -> dict[str, Any]:
         config = TrainConfig(
             optimizer="gd", lr=lr, steps=steps, seed=run["seed"], width=width, dtype="float64", model="quadratic"
         )
-        sweep = train_sweep(s.arch, s.X, s.Y, config, sigma0s, [run["seed"]], basis=s.Q)
+        sweep = train_grid(s.arch, s.X, s.Y, config, sigma0s, [run["seed"]], basis=s.Q)
         switch = switch_steps(sweep.steps, sweep.occupations, s.thresholds)[:, 0]  # (scales, modes)
         s_gd = np.linspace(0.0, HORIZON * gd_limit[-1], run["curve_points"])
         probe = np.minimum(np.rint(s_gd[None, :] * eps[:, None]).astype(int), steps)

@@ -15,7 +15,7 @@ docs/theory.md section 5) is linear in ln(1/sigma0) with slope
 * the "effective lr" rule:  1 / ln(1 + 2 eta c_k / (1 - beta)) (valid only for 2 eta c_k << (1 - beta)^2;
   shown to be far off here).
 
-For each optimizer one compiled ``train_sweep`` per model (vmapped over sigma0 and seeds)
+For each optimizer one compiled ``train_grid`` per model (vmapped over sigma0 and seeds)
 records m_k at every step; ``fit_switch_slope`` fits t_k = a + b ln(1/sigma0) with a
 standard error. Claims (relative tolerance 3%, docs/theory.md section 4's "linear with slope
 within 3%"): GD and momentum slopes of the quadratic model for every mode, and of the

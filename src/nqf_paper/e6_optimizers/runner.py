@@ -1,4 +1,4 @@
-r"""E6's runs: one compiled ``train_sweep`` per optimizer and model (switch-on steps at every init
+r"""E6's runs: one compiled ``train_grid`` per optimizer and model (switch-on steps at every init
 scale and seed) and one closure diagnostic per optimizer, under ``jax.enable_x64(True)``."""
 
 from __future__ import annotations
@@ -61,12 +61,12 @@ def _train_config(run: dict[str, Any], **extra):
 def sweep_run(run: dict[str, Any]) -> dict[str, Any]:
     """One optimizer and model, every (sigma0, seed): switch-on steps of each mode (one compiled call)."""
     from nqf.core.measure import half_fixed_point, switch_steps
-    from nqf.training.sweep import train_sweep
+    from nqf.training.grid import train_grid
 
     with jax.enable_x64(True):
         arch, X, Y, Q, c, K, m_star, closed_c = _setup(run["task"])
         thresholds = half_fixed_point(m_star)
-        result = train_sweep(arch, X, Y, _train_config(run), run["sigma0s"], run["seeds"], basis=Q)
+        result = train_grid(arch, X, Y, _train_config(run), run["sigma0s"], run["seeds"], basis=Q)
         switch = switch_steps(result.steps, result.occupations, thresholds)  # (S, seeds, m)
         return {
             "switch_steps": switch,

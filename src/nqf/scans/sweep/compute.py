@@ -8,8 +8,8 @@ a point that raises is reported (its error line) and the others go on.
 
 Batching (``compare``): the points of a batch differ only in sigma0 and seed, so every
 training run of the batch, the network per optimizer and the quadratic model, is one
-``train_sweep`` over the batch's sigma0s x seeds (looped on one CPU device, vmapped and
-sharded over several devices: ``nqf.training.sweep``). The per-point computation is
+``train_grid`` over the batch's sigma0s x seeds (looped on one CPU device, vmapped and
+sharded over several devices: ``nqf.training.grid``). The per-point computation is
 ``nqf.compare`` itself, with its ``train`` argument set to :class:`SharedRuns`, which answers
 a one-point call with its slice of the batch's call (made on first use, with the same
 config, data and basis). So every point's record is what ``compare`` computes for it alone;
@@ -67,28 +67,28 @@ def _digest(*arrays) -> str:
 
 
 class SharedRuns:
-    """A stand-in for ``train_sweep`` serving one batch (module docstring).
+    """A stand-in for ``train_grid`` serving one batch (module docstring).
 
-    A call for one (sigma0, seed) of the batch's grid is answered from one ``train_sweep``
+    A call for one (sigma0, seed) of the batch's grid is answered from one ``train_grid``
     over the whole grid with the same architecture, data, config (sigma0 and seed aside) and
-    basis; any other call goes to ``train_sweep`` itself. If the batch's call fails (e.g. one
+    basis; any other call goes to ``train_grid`` itself. If the batch's call fails (e.g. one
     sigma0 underflows), each point runs alone, so the failure stays with its point.
     """
 
     def __init__(self, sigma0s, seeds):
-        from nqf.training.sweep import train_sweep
+        from nqf.training.grid import train_grid
 
-        self._train_sweep = train_sweep
+        self._train_grid = train_grid
         self.sigma0s = np.unique(np.asarray(sigma0s, dtype=np.float64))
         self.seeds = np.unique(np.asarray(seeds, dtype=np.int64))
         self._runs: dict[tuple, Any] = {}
-        self.calls = 0  # batched train_sweep calls made
+        self.calls = 0  # batched train_grid calls made
         self.seconds = 0.0  # time spent in them
 
     def __call__(self, arch, X, Y, config, sigma0s, seeds, basis=None):
         s, k = np.asarray(sigma0s, dtype=np.float64).ravel(), np.asarray(seeds).ravel()
         if s.size != 1 or k.size != 1 or s[0] not in self.sigma0s or int(k[0]) not in self.seeds:
-            return self._train_sweep(arch, X, Y, config, sigma0s, seeds, basis=basis)
+            return self._train_grid(arch, X, Y, config, sigma0s, seeds, basis=basis)
         from nqf.architectures.architecture import arch_key  # an id() could be reused by another architecture
 
         key = (
@@ -101,14 +101,14 @@ class SharedRuns:
             start = time.perf_counter()
             try:
                 self.calls += 1
-                self._runs[key] = self._train_sweep(arch, X, Y, config, self.sigma0s, self.seeds, basis=basis)
+                self._runs[key] = self._train_grid(arch, X, Y, config, self.sigma0s, self.seeds, basis=basis)
             except Exception:  # noqa: BLE001 (run alone: the point that fails then says why)
                 self._runs[key] = None
             finally:
                 self.seconds += time.perf_counter() - start
         whole = self._runs[key]
         if whole is None:
-            return self._train_sweep(arch, X, Y, config, sigma0s, seeds, basis=basis)
+            return self._train_grid(arch, X, Y, config, sigma0s, seeds, basis=basis)
         i = int(np.flatnonzero(self.sigma0s == s[0])[0])
         j = int(np.flatnonzero(self.seeds == int(k[0]))[0])
         return replace(

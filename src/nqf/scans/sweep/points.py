@@ -7,11 +7,11 @@ fully determines its record and keys it in the results store. Points are numbere
 product order (the last axis varies fastest; zipped axes move together).
 
 Batches: points whose configs agree in everything except the values a compiled training
-run takes as traced arguments (``sigma0`` and ``seed``: ``train_sweep`` vmaps over both)
+run takes as traced arguments (``sigma0`` and ``seed``: ``train_grid`` vmaps over both)
 share shapes and static settings, and go to a worker as one task
 (:func:`nqf.scans.sweep.compute.compute_batch`). Within such a group, points are ordered by
 (sigma0, seed) and cut into batches of at most ``batch_size`` points, whole sigma0 rows where
-they fit, so that a batch is (nearly) a product grid: one ``train_sweep`` call over its
+they fit, so that a batch is (nearly) a product grid: one ``train_grid`` call over its
 sigma0s x seeds trains every point, and nothing is trained that is not asked for unless
 rows carry different seeds.
 

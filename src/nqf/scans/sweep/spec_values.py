@@ -30,7 +30,7 @@ SETTINGS: dict[str, dict[str, tuple[FieldInfo, Any]]] = {
 }
 REQUIRED = required(SETTINGS_MODELS["compare"])
 # values that a compiled training run takes as traced arguments: points differing only in
-# these share one batch (train_sweep vmaps over sigma0 and seed; lr is one scalar per call)
+# these share one batch (train_grid vmaps over sigma0 and seed; lr is one scalar per call)
 TRACED = ("sigma0", "seed")
 MAX_POINTS = 1_000_000
 AXIS_FORMS = "an axis is a list or one of {logspace = [a, b, n]}, {linspace = [a, b, n]}, {range = [a, b]}"

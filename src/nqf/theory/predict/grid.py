@@ -18,7 +18,7 @@ basis, the LV fixed point, the stability bound. Only four things depend on the p
 :func:`predict_grid` computes the shared stages once (on the host, as ``predict``'s numpy engine
 does), then runs the M-flow and the LV map of every point in one program: :func:`grid_point`
 is written for one point and ``jax.vmap``-ed over the grid, the point axis sharded over the
-devices when there are several (as ``nqf.train_sweep`` does for training). The program
+devices when there are several (as ``nqf.train_grid`` does for training). The program
 reduces as it steps: it keeps the two loss curves at the recorded steps, the first step at
 which each mode crosses its threshold m_k*/2 (M-flow and LV), and the smallest weight share
 of each mode before its LV switch-on (the M-flow's resolution, ``nqf.theory.predict.pipeline``'s

@@ -1,4 +1,4 @@
-"""``train_sweep``: ``train`` over a grid of init scales x seeds, batched the way the machine runs best.
+"""``train_grid``: ``train`` over a grid of init scales x seeds, batched the way the machine runs best.
 
 Run (i, j) of a sweep equals ``train(arch, X, Y, replace(config, sigma0=sigma0s[i],
 seed=seeds[j]))``. Two ways to run the grid, chosen by ``batching``:
@@ -50,13 +50,13 @@ from nqf.training.runs import (
     static_settings,
 )
 
-__all__ = ["BATCHING", "SweepResult", "default_batching", "train_sweep"]
+__all__ = ["BATCHING", "TrainingGrid", "default_batching", "train_grid"]
 
 BATCHING = ("auto", "loop", "vmap")
 
 
 @dataclass(frozen=True)
-class SweepResult:
+class TrainingGrid:
     """Records of a sweep over init scales (axis 0) and seeds (axis 1); arrays as in
     :class:`TrainResult` with two leading axes; ``diverged_at`` is -1 where finite."""
 
@@ -89,7 +89,7 @@ class SweepResult:
 
 
 register_fields(
-    SweepResult,
+    TrainingGrid,
     ("sigma0s", "seeds", "steps", "loss", "occupations", "weight_norm", "block_norms", "diverged_at", "W_final"),
     ("config", "block_names"),
 )
@@ -159,7 +159,7 @@ def _vmapped(arch, config, dtype, inputs, Y, Qt, sigma0s, seeds):
     return jax.tree_util.tree_map(lambda a: np.asarray(a)[:points], out), ckpts, names
 
 
-def train_sweep(
+def train_grid(
     arch: Architecture,
     X: Float[ArrayLike, " N *input"],
     Y: Float[ArrayLike, "N K"] | Real[ArrayLike, " N"],
@@ -168,7 +168,7 @@ def train_sweep(
     seeds: Int[ArrayLike, " R"] | Sequence[int],
     basis: Float[ArrayLike, "d m"] | None = None,
     batching: str = "auto",
-) -> SweepResult:
+) -> TrainingGrid:
     """``train`` for every (sigma0, seed) pair, batched as ``batching`` says (module docstring).
 
     Run (i, j) equals ``train(arch, X, Y, replace(config, sigma0=sigma0s[i], seed=seeds[j]))``
@@ -194,7 +194,7 @@ def train_sweep(
     (recs, div, W), ckpts, names = runner(arch, config, dtype, inputs, Y, Qt, sigma0_grid, seed_grid)
     grid = (sigma0_grid.size, seed_grid.size)
     recs, div, W = jax.tree_util.tree_map(lambda a: a.reshape(grid + a.shape[1:]), (recs, div, W))
-    return SweepResult(
+    return TrainingGrid(
         config=config,
         sigma0s=sigma0_grid,
         seeds=seed_grid,
