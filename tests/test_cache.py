@@ -361,6 +361,7 @@ from nqf import enable_compilation_cache, predict, PredictConfig, get_task, NqfE
 for name in nqf.__all__:
     getattr(nqf, name)
 import nqf.architectures
+import nqf_paper
 assert nqf.architectures.mlp is nqf.architectures.mlp and callable(nqf.architectures.mlp)
 assert nqf.theory.flow.gd_map is nqf.theory.flow.gd_map and nqf_paper.EXPERIMENTS["E1"].name == "E1"
 try:
