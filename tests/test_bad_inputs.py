@@ -570,6 +570,10 @@ case("predict-unit-nan-at-zero", with_option(PREDICT, "--arch", None) + ["--unit
 case("predict-unit-generator-exit", with_option(PREDICT, "--arch", None) + ["--unit", UNIT + "generator_exit"])
 case("structure-unit-generator-exit-at-import", ["structure", "--unit", "{D}/unit_generator_exit.py:perceptron"])
 
+# the network's own prediction: a method the library does not have, refused before JAX starts
+case("predict-network-method-unknown", PREDICT + ["--network-method", "particles"])
+case("compare-network-method-unknown", COMPARE + ["--network-method", "particles"])
+
 # the departure's memory, estimated before anything runs (about 320 GiB at width 2,000,000)
 case("predict-departure-too-wide", with_option(PREDICT, "--width", "2000000") + ["--departure"])
 case("compare-departure-too-wide", with_option(COMPARE, "--width", "2000000") + ["--departure"])

@@ -52,7 +52,7 @@ from nqf.core.errors import NqfError
 from nqf.core.optimizers import OPTIMIZER_SETTINGS, OPTIMIZERS, RATE_OPTIMIZERS, unused_setting
 
 from .checks import check_departure
-from .options import task_of
+from .options import check_network_method, task_of
 from .settings import setting
 from .unit import UNIT_HELP, parse_unit_spec, resolve_task, unit_computing
 
@@ -258,6 +258,7 @@ def run_compare_command(args: CompareArgs) -> None:
         if unused:
             users = " or ".join(OPTIMIZER_SETTINGS[name][1])
             raise NqfError(f"{unused}; add {users} to --optimizers or drop it")
+    check_network_method(args.network_method)
     if args.unit is not None:
         if args.arch is not None:
             raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION, not both")

@@ -53,7 +53,7 @@ from nqf.core.errors import NqfError
 from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS, unused_setting
 
 from .checks import check_departure
-from .options import check_task_or_data, parse_factory_options
+from .options import check_network_method, check_task_or_data, parse_factory_options
 from .settings import is_default, setting
 from .unit import UNIT_HELP, parse_unit_options, parse_unit_spec, resolve_task, unit_computing, unit_for_data
 
@@ -297,6 +297,7 @@ def check_arguments(args: PredictArgs) -> None:
         raise NqfError(f"unknown stepping {args.stepping!r}; choose one of adaptive, every")
     if args.loss not in ("squared", "cross_entropy"):
         raise NqfError(f"unknown loss {args.loss!r}; choose one of squared, cross_entropy")
+    check_network_method(args.network_method)
     _check_numbers(
         width=args.width,
         lr=args.lr,

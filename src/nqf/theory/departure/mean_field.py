@@ -38,7 +38,7 @@ concentrates on the extreme units of the distribution, and the particle flow doe
 as S grows (measured on E = 4: steps 232/433/661 with 64 particles a set, the sets disagreeing
 at 256, the loss diverging at 1024, where a winning particle's step is S/n times a unit's). A
 few experts are a finite set, so the prediction is the finite-width one instead (docs/departure.md
-part (d)): the mean over the networks that share the init's second moment M0. Given
+part (d)): the median of the networks that share the init's second moment M0. Given
 W0 W0^T = M0, a Gaussian init is W0 O with O Haar-distributed on O(n) (its density depends on
 W W^T alone), so K networks started at W0 O_k (O_k drawn, not W0 itself) and trained as the
 network is give E[ . | M0], a prediction from M0 alone as the M-flow's and the mean field's are
@@ -97,6 +97,8 @@ _SEED = 0
 # networks sharing M0 (units coupled by a router): at least this many
 NETWORKS = 16
 ENSEMBLE_METHOD = "median over networks sharing the init's M0 (rotated inits W0 O; docs/departure.md, part (d))"
+# how notes and printed lines call the two constructions, by whether it is the networks sharing M0
+_LABELS = {False: "mean field", True: "networks sharing M0"}
 # numbers held per particle, sample and (d + K) while a step runs (forward and backward; a rough bound)
 _HELD = 4.0
 
@@ -138,7 +140,7 @@ class NetworkFlow:
     @property
     def label(self) -> str:
         """A short name for notes and printed lines."""
-        return "networks sharing M0" if self.ensemble else "mean field"
+        return _LABELS[self.ensemble]
 
     def group_readings(self, groups) -> tuple[np.ndarray, np.ndarray]:
         """(switch steps, plateau losses), (G,) each, per degenerate group (index tuples,
@@ -186,12 +188,16 @@ class NetworkFlow:
         )
 
 
+def uses_networks(arch: Architecture, method: str = "auto") -> bool:
+    """Whether the network's own prediction of ``arch`` by ``method`` (``PredictConfig.network_method``)
+    is the networks sharing M0 (asked for, or ``auto`` with units coupled by a router) rather than
+    the mean field (module docstring)."""
+    return method == "networks" or (method == "auto" and arch.router is not None)
+
+
 def flow_label(arch: Architecture, method: str = "auto") -> str:
-    """What the network's own prediction of ``arch`` by ``method`` (``PredictConfig.network_method``)
-    is called in notes: the mean field, or the networks sharing M0 (asked for, or units coupled by a
-    router; module docstring)."""
-    networks = method == "networks" or (method == "auto" and arch.router is not None)
-    return "networks sharing M0" if networks else "mean field"
+    """What the network's own prediction of ``arch`` by ``method`` is called in notes."""
+    return _LABELS[uses_networks(arch, method)]
 
 
 def not_computed_note(arch: Architecture, why: str | None, method: str = "auto") -> str:
@@ -349,13 +355,13 @@ def point_flow(
     W0 = np.asarray(W0, dtype=np.float64)
     width = W0.shape[1]
     particles = max(PARTICLES, 2 * d) if particles is None else int(particles)
-    method = getattr(config, "network_method", "auto")
+    method = config.network_method
     if method == "mean_field" and arch.router is not None:
         return None, (
             "the mean field does not hold for units coupled by a router (the gate concentrates on the extreme "
             "units; docs/departure.md, part (d)): network_method 'networks' or 'auto' computes it"
         )
-    ensemble = method == "networks" or (method == "auto" and arch.router is not None)
+    ensemble = uses_networks(arch, method)
     if ensemble:  # networks of the n units each, sharing M0, at the mean field's cost
         sets, per_set = max(NETWORKS, -(-SETS * particles // width)), width
         what = f"{sets} networks x {width} units"
@@ -469,9 +475,10 @@ def _ensemble_steps(per_network: np.ndarray) -> tuple[np.ndarray, np.ndarray, li
                     "share the init's M0 switch it on within the horizon (fewer than half)"
                 )
         elif spread[k] > SPREAD_LIMIT * steps[k]:
+            upper = f"{high[k]:.0f}" if np.isfinite(high[k]) else "beyond the horizon"
             notes.append(
                 f"network (networks sharing M0): mode {k + 1} has no step: the networks that share the init's M0 "
-                f"switch it on between steps {low[k]:.0f} and {high[k]:.0f} (quartiles; a spread above "
+                f"switch it on between steps {low[k]:.0f} and {upper} (quartiles; a spread above "
                 f"{SPREAD_LIMIT:.0%}): the step depends on the init beyond M0"
             )
     wide = ~np.isfinite(steps) | ~np.isfinite(spread) | (spread > SPREAD_LIMIT * steps)

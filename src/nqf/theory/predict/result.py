@@ -114,8 +114,6 @@ class PredictConfig:
             raise NqfError(f"departure must be True or False, got {self.departure!r}")
         if not isinstance(self.network, (bool, np.bool_)):
             raise NqfError(f"network must be True or False, got {self.network!r}")
-        if not isinstance(self.network_method, str) or self.network_method not in NETWORK_METHODS:
-            raise NqfError(f"network_method must be one of {', '.join(NETWORK_METHODS)}, got {self.network_method!r}")
         if self.network_budget is not None and not _traced(self.network_budget):
             if not is_positive_finite(self.network_budget):
                 raise NqfError(
@@ -128,7 +126,7 @@ class PredictConfig:
                 f"the M-flow exists only for the named optimizers {', '.join(PREDICT_OPTIMIZERS)}; a user's own optax "
                 "transformation has none (nqf.train and nqf.compare train the network with it)"
             )
-        for name in ("optimizer", "loss", "route", "stepping", "engine"):  # before `in` (an array breaks it)
+        for name in ("optimizer", "loss", "route", "stepping", "engine", "network_method"):  # before `in`
             if not isinstance(getattr(self, name), str):
                 raise NqfError(f"{name} must be a name (a str), got {type(getattr(self, name)).__name__}")
         if self.optimizer not in PREDICT_OPTIMIZERS:
@@ -155,6 +153,8 @@ class PredictConfig:
             raise NqfError(f"unknown stepping {self.stepping!r}; choose one of {', '.join(STEPPINGS)}")
         if self.engine not in ENGINES:
             raise NqfError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
+        if self.network_method not in NETWORK_METHODS:
+            raise NqfError(f"network_method must be one of {', '.join(NETWORK_METHODS)}, got {self.network_method!r}")
         beta = self.beta
         if optimizer_record(self.optimizer).flow_takes_beta and not _traced(beta) and not _unit_interval(beta):
             raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
