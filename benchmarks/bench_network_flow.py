@@ -171,7 +171,9 @@ def one_case(data, width, sigma0, lr, steps, optimizer, method: str = "auto") ->
     # the last plateau, at the horizon, left out; a flagged mode's plateau too (it ends at no step)
     plateaus = _errors(p.network.plateau_losses[:-1], trained_plateau[:-1], flagged | {k - 1 for k in flagged})
     spread = np.asarray(p.network.spread)
-    within = [abs(a - b) <= h for a, b, h in zip(net, trained, spread, strict=True) if math.isfinite(a) and math.isfinite(b)]
+    within = [
+        abs(a - b) <= h for a, b, h in zip(net, trained, spread, strict=True) if math.isfinite(a) and math.isfinite(b)
+    ]
     row.update(
         network=" ".join("-" if not math.isfinite(t) else f"{t:.1f}" for t in net),
         spread=" ".join("-" if not math.isfinite(h) else f"{h:.1f}" for h in spread),
@@ -311,8 +313,10 @@ def network_finite_width(quick: bool, repeats: int) -> Outcome:
         rows=rows,
         summary={"worst_network_error": worst},
         targets={f"networks sharing M0: switch-on steps within {TARGET:.0%} of training": worst <= TARGET},
-        notes=["spread: half the interquartile range of the networks' steps; within: modes whose trained step is "
-               "within one spread of the median"],
+        notes=[
+            "spread: half the interquartile range of the networks' steps; within: modes whose trained step is "
+            "within one spread of the median"
+        ],
     )
 
 

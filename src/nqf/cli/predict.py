@@ -495,11 +495,11 @@ def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> No
     if result.get("network") is not None:
         flow = result["network"]
         what = (
-            f"networks sharing M0): {flow['sets']} networks of {flow['particles']} units"
+            f"networks sharing M0: {flow['sets']} networks of {flow['particles']} units"
             if flow.get("ensemble")
-            else f"mean field): {flow['sets']} sets of {flow['particles']} particles"
+            else f"mean field: {flow['sets']} sets of {flow['particles']} particles"
         )
-        console.print(f"network ({what}; loss {flow['loss'][-1]:.6g} at step {steps}")
+        console.print(f"network ({what}); loss {flow['loss'][-1]:.6g} at step {steps}")
     if result["departure"] is not None:
         print_departure(console, result["departure"])
     for note in result["notes"]:

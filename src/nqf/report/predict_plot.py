@@ -4,8 +4,8 @@ The M-flow loss (dotted), the Lotka-Volterra map's loss (dash-dot), the vanishin
 limit's staircase (its plateau losses, stepping down at its step times) and, where predict
 computed it, the network's own predicted loss (solid, ``Prediction.network``), with the
 switch-on steps of each source as short ticks in the source's colour along the top edge
-(one row a source: M-flow, LV map, singular limit, the network's own prediction; up to a few modes the M-flow's also as
-thin dotted lines), the M-flow's mode numbers above the axes (thinned where they would
+(one row a source: M-flow, LV map, singular limit, the network's own prediction; up to a few
+modes the M-flow's also as thin dotted lines), the M-flow's mode numbers above the axes (thinned where they would
 collide), the plateau losses as thin horizontal lines, and, when given, a measured loss
 curve (solid black) with its switch-on steps and the M-flow's by the loss convention
 (``nqf.comparison.curves``) as markers on the curves. Colours and line styles:
