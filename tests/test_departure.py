@@ -11,7 +11,7 @@ from nqf.architectures.architecture import init_weights
 from nqf.core.errors import NqfError
 from nqf.theory.data_matrices.build import data_matrices
 from nqf.theory.departure.estimate import departure, path_weights, propagators
-from nqf.theory.flow import gd_map, momentum_map, square_factor
+from nqf.theory.flow import optimizer_map, square_factor
 from nqf.training.runs import training_keys
 
 from .conftest import assert_allclose
@@ -31,7 +31,7 @@ def test_propagator_reproduces_the_m_flow(optimizer, width):
     steps = np.array([0, 1, 7, 40, 120, 200])
     lr = 0.05 if optimizer == "gd" else 0.01
     kw = {"checkpoints": steps, "factor": square_factor(W0=W0), "record_M": True}
-    flow = gd_map(data, None, lr, 200, **kw) if optimizer == "gd" else momentum_map(data, None, lr, 0.9, 200, **kw)
+    flow = optimizer_map(data, None, lr, 200, optimizer, beta=0.9, **kw)
     Ws, _ = path_weights(data, W0, optimizer, lr, steps, beta=0.9)
     for W, M in zip(np.asarray(Ws), np.asarray(flow.M), strict=True):
         assert_allclose(W @ W.T, M, rtol=0, atol=1e-10 * np.abs(M).max())

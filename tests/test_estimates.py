@@ -14,9 +14,7 @@ from nqf.theory.costs import departure_cost
 
 
 def _note(capsys, arch, momentum: bool) -> str:
-    checks.check_predict(
-        arch, 10_000, 64, 10**7, "squared", "auto", minibatches=False, adaptive=True, momentum=momentum
-    )
+    checks.check_predict(arch, 10_000, 64, 10**7, "squared", "auto", "momentum" if momentum else "gd", adaptive=True)
     return capsys.readouterr().err
 
 
@@ -38,16 +36,20 @@ def test_the_time_note_says_whether_the_flow_can_jump(capsys, inputs, momentum, 
 
 def test_can_jump_is_the_flows_own_condition():
     """The JAX-free test the command line reads is the one the M-flow's stepping applies."""
+    from nqf.optimizers import closed_optimizer
     from nqf.theory.flow import maps
 
     for d in range(1, 80):
-        for kind in ("gd", "momentum"):
-            D = 2 * d if kind == "momentum" else d
-            assert can_jump(d, kind == "momentum") == maps._jumpable(kind, d) == (D * (D + 1) // 2 <= MAX_KRYLOV_STATE)
-    assert can_jump(1023, False) and not can_jump(1024, False) and np.isscalar(MAX_KRYLOV_STATE)
+        for kind in ("gd", "momentum", "nesterov"):
+            optimizer = closed_optimizer(kind)
+            D = (1 + optimizer.buffers) * d
+            jumps = D * (D + 1) // 2 <= MAX_KRYLOV_STATE
+            assert can_jump(d, 1 + optimizer.buffers) == maps._jumpable(optimizer, d) == jumps
+    assert can_jump(1023, 1) and not can_jump(1024, 1) and np.isscalar(MAX_KRYLOV_STATE)
     for d in (1023, 1024, 511, 512):
         for kind in ("gd", "momentum"):
-            assert can_jump(d, kind == "momentum") == maps._jumpable(kind, d)
+            optimizer = closed_optimizer(kind)
+            assert can_jump(d, 1 + optimizer.buffers) == maps._jumpable(optimizer, d)
 
 
 def test_the_departure_curve_is_estimated_before_it_runs(capsys):

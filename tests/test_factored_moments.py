@@ -15,7 +15,7 @@ from nqf.core.memory import MAX_JUMP_STATE
 from nqf.theory.data_matrices import moments
 from nqf.theory.data_matrices.build import checked_samples
 from nqf.theory.data_matrices.moments import FactoredSecond, MomentDataMatrices, choose_route, moment_data_matrices
-from nqf.theory.flow.maps import gd_map, momentum_map, square_factor
+from nqf.theory.flow.maps import gd_map, optimizer_map, square_factor
 
 from .conftest import assert_allclose
 
@@ -97,13 +97,13 @@ def test_factored_route_predicts_as_the_dense_route(monkeypatch, engine):
 
 
 def test_blockwise_maps_equal_the_dense_maps():
-    """gd_map and momentum_map step with gradient_times on factored S: the dense maps' numbers."""
+    """gd_map and optimizer_map (heavy ball) step with gradient_times on factored S: the dense maps' numbers."""
     dense, factored = _both(*_staircase())
     rng = np.random.default_rng(2)
     F0 = square_factor(W0=rng.standard_normal((dense.dim, 16)) * 1e-3)
     for run in (
         lambda d: gd_map(d, None, 0.05, 600, record_every=50, factor=F0),
-        lambda d: momentum_map(d, None, 0.02, 0.9, 300, record_every=50, factor=F0),
+        lambda d: optimizer_map(d, None, 0.02, 300, "momentum", beta=0.9, record_every=50, factor=F0),
     ):
         a, b = run(dense), run(factored)
         assert_allclose(b.loss, a.loss, rtol=1e-10, atol=1e-14)

@@ -175,13 +175,13 @@ def test_lanczos_bound_equals_the_dense_hessian(engine, monkeypatch):
     assert_allclose(bound.curvature, top, rtol=1e-8)
 
 
-@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+@pytest.mark.parametrize("optimizer", ["gd", "momentum", "nesterov"])
 def test_lv_map_records_equal_every_step(optimizer):
     """Blocks and the settled-rate extrapolation give the full scan's occupations at the records
     (1e-10 relative) and the same switch-on steps."""
     from nqf.theory.lotka_volterra.maps import lv_map_records
-    from nqf.theory.lotka_volterra.system import LotkaVolterra, fixed_point, gd_occupations
-    from nqf.theory.predict.pipeline import first_crossing, momentum_occupations, record_steps
+    from nqf.theory.lotka_volterra.system import LotkaVolterra, fixed_point
+    from nqf.theory.predict.pipeline import first_crossing, lv_occupations, record_steps
 
     s = np.array([3.0, 2.0, 1.0, 0.5])
     c = np.concatenate([s / 2, -s / 2])  # growing modes and their decaying partners
@@ -192,7 +192,7 @@ def test_lv_map_records_equal_every_step(optimizer):
     steps = 60000
     record = record_steps(steps)
     occ, switch, stats = lv_map_records(system, steps, record, thresholds, optimizer=optimizer, beta=0.9)
-    full = gd_occupations(system, steps) if optimizer == "gd" else momentum_occupations(system, 0.9, steps)
+    full = lv_occupations(system, steps, optimizer, 0.9)
     np.testing.assert_array_equal(switch, first_crossing(np.arange(steps + 1), full[:, :4], thresholds))
     assert_allclose(occ, full[record], rtol=1e-10, atol=0)
     assert stats["extrapolated"] > 0

@@ -19,7 +19,7 @@ from nqf.architectures.architecture import structure
 from nqf.core.errors import NqfError
 from nqf.core.sampling import minibatch_indices
 from nqf.theory.data_matrices.build import data_matrices
-from nqf.theory.flow import FlowResult, continuous_flow, gd_map, momentum_map, sgd_map, stable_lr_bound
+from nqf.theory.flow import FlowResult, continuous_flow, gd_map, optimizer_map, sgd_map, stable_lr_bound
 
 SMALL = {
     "inputs": 3,
@@ -172,14 +172,14 @@ def test_momentum_map_equals_optax_sgd_momentum(name):
         W = optax.apply_updates(W, updates)
         Ms.append(W @ W.T)
     velocity = state[0].trace
-    result = momentum_map(data, M0, lr, beta, steps)
+    result = optimizer_map(data, M0, lr, steps, "momentum", beta=beta)
     assert rel(Ms[-1], Ms[0]) > 0.1
     assert rel(result.M, np.stack(Ms)) <= MAP_RTOL
     P, Q = result.state
     assert rel(P, W @ velocity.T) <= MAP_RTOL
     assert rel(Q, velocity @ velocity.T) <= MAP_RTOL
     # beta = 0 is plain GD
-    assert rel(momentum_map(data, M0, lr, 0.0, 10).M, gd_map(data, M0, lr, 10).M) <= 1e-12
+    assert rel(optimizer_map(data, M0, lr, 10, "momentum", beta=0.0).M, gd_map(data, M0, lr, 10).M) <= 1e-12
 
 
 @pytest.mark.slow  # heavy for the dev loop (make test-fast); CI runs it
@@ -218,7 +218,7 @@ def test_flow_depends_on_width_only_through_M0():
     assert rel(on_w17, on_w3) <= 1e-11
     result = gd_map(data, W3 @ W3.T, lr, 20)
     assert rel(result.M, on_w3) <= MAP_RTOL
-    for fn in (gd_map, sgd_map, momentum_map, continuous_flow):
+    for fn in (gd_map, sgd_map, optimizer_map, continuous_flow):
         assert "M0" in inspect.signature(fn).parameters
         assert not {"W", "W0", "width", "n"} & set(inspect.signature(fn).parameters)
     # every array the map returns is built from d, never from n
@@ -268,7 +268,9 @@ def test_stable_lr_bound_whitened_two_layer_network():
     np.testing.assert_allclose(bound.curvature, 2 * s[0], rtol=1e-6)
     np.testing.assert_allclose(float(bound), 1 / s[0], rtol=1e-6)
     assert bound.worst_point == 0
-    np.testing.assert_allclose(stable_lr_bound(data, end, beta=0.9).bound, 1.9 / s[0], rtol=1e-6)
+    np.testing.assert_allclose(stable_lr_bound(data, end, 0.9, "momentum").bound, 1.9 / s[0], rtol=1e-6)
+    # Nesterov: stable while lr lambda < 2 (1 + beta) / (1 + 2 beta)
+    np.testing.assert_allclose(stable_lr_bound(data, end, 0.9, "nesterov").bound, 1.9 / 2.8 / s[0], rtol=1e-6)
 
     below = gd_map(data, M0, 0.95 * bound.bound, 1500, record_every=1500)
     above = gd_map(data, M0, 1.05 * bound.bound, 1500, record_every=1500)
@@ -297,7 +299,13 @@ def test_maps_accept_population_data_matrices():
     W0 = 0.1 * rng.normal(size=(arch.dim, 4))
     M0, lr = W0 @ W0.T, 0.05
     assert rel(gd_map(population, M0, lr, 50).M, gd_map(samples, M0, lr, 50).M) <= MAP_RTOL
-    assert rel(momentum_map(population, M0, lr, 0.5, 50).M, momentum_map(samples, M0, lr, 0.5, 50).M) <= MAP_RTOL
+    assert (
+        rel(
+            optimizer_map(population, M0, lr, 50, "momentum", beta=0.5).M,
+            optimizer_map(samples, M0, lr, 50, "momentum", beta=0.5).M,
+        )
+        <= MAP_RTOL
+    )
     np.testing.assert_allclose(
         continuous_flow(population, M0, lr, 50.0).M, continuous_flow(samples, M0, lr, 50.0).M, rtol=1e-8, atol=1e-12
     )
@@ -331,7 +339,7 @@ def test_map_input_errors():
     with pytest.raises(NqfError, match="batch size"):
         sgd_map(data, good, 0.1, 3, batch_size=100, key=jax.random.PRNGKey(0))
     with pytest.raises(NqfError, match="beta"):
-        momentum_map(data, good, 0.1, 1.0, 3)
+        optimizer_map(data, good, 0.1, 3, "momentum", beta=1.0)
     with pytest.raises(NqfError, match="saveat"):
         continuous_flow(data, good, 0.1, 5.0, saveat=[0.0, 6.0])
     with pytest.raises(NqfError, match="points"):

@@ -2,7 +2,7 @@
 
 Both compute the same formulas; the numpy engine only skips compiling. Required: the same
 data matrices to 1e-13 on every built-in architecture, and on real cases (the staircase, a
-correlated staircase, in-context regression, digits, iris), for GD and momentum, identical
+correlated staircase, in-context regression, digits, iris), for every full-batch optimizer, identical
 switch-on steps of every source and losses to 1e-10 relative against the compiled
 step-by-step map (``stepping="every"``, the reference); the real-valued switch-on times of the
 LV flow, the closed form and the singular limit to 1e-12."""
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import nqf
+from nqf.optimizers import PREDICT_OPTIMIZERS, closed_optimizer
 from nqf.theory.data_matrices.build import flow_data
-from nqf.theory.flow.host import host_gd_log_occupations, host_hessian_vector_product, host_momentum_block
+from nqf.theory.flow.host import host_hessian_vector_product
 from nqf.theory.flow.stability import _hessian_vector_product
-from nqf.theory.lotka_volterra.maps import momentum_block
-from nqf.theory.lotka_volterra.system import gd_log_occupations
+from nqf.theory.lotka_volterra.maps import host_lv_block, lv_block
 
 from .conftest import assert_allclose
 
@@ -54,21 +54,26 @@ def test_host_moments_equal_the_compiled_moments(name):
     _close(compiled_hvp, host_hessian_vector_product(host, W, V), f"{name}: H V", rel=1e-12)
 
 
-def test_host_lv_maps_equal_the_compiled_scans():
+@pytest.mark.parametrize("name", [n for n in PREDICT_OPTIMIZERS if closed_optimizer(n).deterministic_flow])
+def test_host_lv_maps_equal_the_compiled_scans(name):
+    optimizer = closed_optimizer(name)
     s = np.array([3.0, 2.0, 1.0, 0.5])
     c = np.concatenate([s / 2, -s / 2])
     K = np.block([[np.eye(4) / 4, -np.eye(4) / 4], [-np.eye(4) / 4, np.eye(4) / 4]]) + 0.01
+    lr = 0.05 if optimizer.buffers == 0 else 0.01
     u0 = np.log(np.full(8, 1e-12))
-    compiled = np.asarray(gd_log_occupations(jnp.asarray(c), jnp.asarray(K), jnp.asarray(0.05), jnp.asarray(u0), 700))
-    assert_allclose(host_gd_log_occupations(c, K, 0.05, u0, 700), compiled, rtol=1e-12, atol=1e-12)
-    state = (np.exp(u0), np.zeros(8), np.zeros(8))
-    compiled = momentum_block(*(jnp.asarray(a) for a in (c, K, 0.01, 0.9)), tuple(map(jnp.asarray, state)), 700)
-    # m - 2 lr R + lr^2 q and R - lr q cancel (decaying modes fall to ~1e-27, p crosses zero):
-    # there the relative digits are rounding in either engine (measured up to 1.6e-7 relative,
-    # 2.3e-14 absolute), so each of m, p, q is compared on the scale of its largest entry
-    for host, ref in zip(host_momentum_block(c, K, 0.01, 0.9, state, 700), compiled, strict=True):
+    state = (u0, (np.zeros(8),) * optimizer.buffers)
+    compiled = lv_block(
+        optimizer,
+        *(jnp.asarray(a) for a in (c, K, lr, 0.9)),
+        (jnp.asarray(u0), tuple(jnp.asarray(r) for r in state[1])),
+        700,
+    )
+    host = host_lv_block(optimizer, c, K, lr, 0.9, state, 700)
+    assert_allclose(host[0], np.asarray(compiled[0]), rtol=1e-11, atol=1e-11)
+    for h, ref in zip(host[1], compiled[1], strict=True):  # the buffers' ratios
         ref = np.asarray(ref)
-        assert_allclose(host, ref, rtol=1e-11, atol=1e-12 * np.abs(ref).max())
+        assert_allclose(h, ref, rtol=1e-9, atol=1e-11 * np.abs(ref).max())
 
 
 def _iris():
@@ -101,17 +106,17 @@ def _cases():
 
 
 def case_config(name, optimizer):
-    """(arch, X, Y, PredictConfig) of a case of ``_cases``: width 16, lr / 5 for momentum (beta 0.5)."""
+    """(arch, X, Y, PredictConfig) of a case of ``_cases``: width 16, lr / 5 with a momentum (beta 0.5)."""
     (X, Y), options, lr, sigma0, steps = _cases()[name]
     options = dict(options)
     arch = nqf.get_architecture(options.pop("name"), **options)
-    if optimizer == "momentum":
+    if closed_optimizer(optimizer).buffers:
         lr = lr / 5
     cfg = nqf.PredictConfig(width=16, lr=lr, steps=steps, sigma0=sigma0, optimizer=optimizer, beta=0.5)
     return arch, X, Y, cfg
 
 
-@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+@pytest.mark.parametrize("optimizer", [n for n in PREDICT_OPTIMIZERS if closed_optimizer(n).deterministic_flow])
 @pytest.mark.parametrize(
     "case", ["staircase", "correlated", "icl", pytest.param("digits", marks=pytest.mark.slow), "iris"]
 )
@@ -155,19 +160,16 @@ def test_numpy_engine_refuses_what_it_cannot_do():
         nqf.PredictConfig(width=8, lr=0.05, steps=300, engine="gpu")
 
 
-def test_the_numpy_map_never_steps_an_optimizer_it_does_not_know(monkeypatch):
-    """host_map has GD's and heavy ball's maps only: another optimizer's M-flow is refused there, and
-    predict's engine choice sends such an optimizer to the compiled engine with the reason (here
-    momentum, taken off the numpy engine's list, stands for an optimizer with a map of its own)."""
-    import nqf.theory.predict.stages as stages
+def test_the_numpy_map_steps_full_batch_optimizers_only():
+    """host_map steps any full-batch optimizer by its own step; a minibatch one (its M-flow
+    replays the batches on the samples) is refused there, and predict sends it to the compiled
+    engine with the reason."""
     from nqf.core.errors import NqfError
     from nqf.theory.flow.host import host_map
 
-    with pytest.raises(NqfError, match="steps gd and momentum only, not 'adam'"):
-        host_map(None, "adam", 0.1, 3, np.eye(2), np.eye(2))
+    with pytest.raises(NqfError, match="full-batch optimizers only, not 'sgd'"):
+        host_map(None, closed_optimizer("sgd"), 0.1, 3, np.eye(2), np.eye(2))
     X, Y = nqf.get_task("staircase").generate(0, dtype=np.float64)
-    config = nqf.PredictConfig(width=8, lr=0.05, steps=200, sigma0=1e-3, optimizer="momentum", network=False)
-    assert nqf.predict(nqf.get_architecture("mlp"), X, Y, config).engine == "numpy"
-    monkeypatch.setattr(stages, "HOST_OPTIMIZERS", ("gd",))
+    config = nqf.PredictConfig(width=8, lr=0.05, steps=200, sigma0=1e-3, optimizer="sgd", batch_size=16, network=False)
     p = nqf.predict(nqf.get_architecture("mlp"), X, Y, config)
-    assert p.engine == "compiled" and "the numpy engine has no map of momentum" in p.engine_reason
+    assert p.engine == "compiled" and "sgd replays minibatches" in p.engine_reason

@@ -3,7 +3,7 @@ itself back through others (no circles, lazy imports inside functions included).
 
 Floors, lowest first (a package may import its own floor and the ones below)::
 
-    core < architectures < theory < training < comparison < store < executors
+    core < optimizers < architectures < theory < training < comparison < store < executors
          < report < scans < cli < demo < __main__
 
 The paper's reproduction (experiments, their figures, the ``reproduce`` driver) is a package
@@ -27,6 +27,7 @@ import nqf
 PACKAGE = Path(nqf.__file__).resolve().parent
 FLOORS = (
     "core",
+    "optimizers",
     "architectures",
     "theory",
     "training",

@@ -13,21 +13,23 @@ import numpy as np
 import pytest
 
 from nqf.core.errors import NqfError
+from nqf.optimizers import closed_optimizer
+from nqf.theory.lotka_volterra.maps import lv_occupations
 from nqf.theory.lotka_volterra.solve import solve_lv, switch_times
 from nqf.theory.lotka_volterra.system import (
     LotkaVolterra,
     equilibrium,
     excess_loss,
     fixed_point,
-    gd_occupations,
     logistic_occupation,
     logistic_switch_time,
     staircase_switch_time,
     switch_slope_continuous,
-    switch_slope_gd,
-    switch_slope_momentum,
 )
 from tests.conftest import assert_allclose
+
+switch_slope_gd = closed_optimizer("gd").switch_slope
+switch_slope_momentum = closed_optimizer("momentum").switch_slope
 
 LR = 0.05
 S = np.array([3.0, 2.0, 1.0, 0.5])  # docs/theory.md worked case: c = s/2, K = I/4
@@ -185,7 +187,7 @@ def test_gd_map_escape_slope():
     steps = []
     sigmas = (1e-5, 1e-60)
     for sigma0 in sigmas:
-        m = gd_occupations(LotkaVolterra(c=[c], K=[0.25], m0=sigma0**2, lr=LR), 2000)[:, 0]
+        m = lv_occupations(LotkaVolterra(c=[c], K=[0.25], m0=sigma0**2, lr=LR), 2000)[:, 0]
         steps.append(np.argmax(m >= 0.5 * c / 0.25))
     slope = (steps[1] - steps[0]) / math.log(sigmas[0] / sigmas[1])
     assert slope == pytest.approx(switch_slope_gd(c, LR), abs=0.02)

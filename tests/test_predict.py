@@ -16,8 +16,8 @@ from nqf.theory.data_matrices.build import data_matrices
 from nqf.theory.flow import continuous_flow
 from nqf.theory.lotka_volterra.modes import mode_basis
 from nqf.theory.lotka_volterra.solve import solve_lv
-from nqf.theory.lotka_volterra.system import gd_occupations, logistic_occupation
-from nqf.theory.predict.pipeline import PredictConfig, first_crossing, momentum_occupations, predict
+from nqf.theory.lotka_volterra.system import logistic_occupation
+from nqf.theory.predict.pipeline import PredictConfig, first_crossing, lv_occupations, predict
 from tests.conftest import assert_allclose
 
 NQF = str(Path(sys.executable).with_name("nqf"))
@@ -52,7 +52,7 @@ def test_lv_equals_mflow_when_data_commute_and_init_is_diagonal(staircase):
     assert p.init_defect < 1e-12
     g = p.num_growing
     flow_occ = np.asarray(p.flow.occupations)
-    lv_occ = gd_occupations(p.lv, config.steps)[:, :g]
+    lv_occ = lv_occupations(p.lv, config.steps)[:, :g]
     assert_allclose(flow_occ, lv_occ, rtol=1e-8, atol=0)
     assert_allclose(p.mflow_switch_steps, p.lv_switch_steps, rtol=0, atol=0)
     # the LV loss is the M-flow loss
@@ -119,7 +119,8 @@ def test_defect_separates_whitened_from_correlated_inputs():
     assert pc.to_json()["lv"]["applies"] is False
 
 
-def test_momentum_lv_map_equals_momentum_mflow_on_diagonal_data(staircase):
+@pytest.mark.parametrize("optimizer", ["momentum", "nesterov"])
+def test_lv_map_with_a_buffer_equals_the_mflow_on_diagonal_data(staircase, optimizer):
     arch, X, Y = staircase
     data = data_matrices(arch, X, Y)
     modes = mode_basis(data)
@@ -127,9 +128,9 @@ def test_momentum_lv_map_equals_momentum_mflow_on_diagonal_data(staircase):
     W0 = np.zeros((arch.dim, arch.dim))
     W0[:, :m] = diagonal_init(modes.basis, np.full(m, 1e-8))
     p = predict(
-        arch, X, Y, PredictConfig(width=arch.dim, lr=0.02, steps=300, optimizer="momentum", beta=0.8), W0=W0, data=data
+        arch, X, Y, PredictConfig(width=arch.dim, lr=0.02, steps=300, optimizer=optimizer, beta=0.8), W0=W0, data=data
     )
-    occ = momentum_occupations(p.lv, 0.8, 300)[:, : p.num_growing]
+    occ = lv_occupations(p.lv, 300, optimizer, 0.8)[:, : p.num_growing]
     assert_allclose(np.asarray(p.flow.occupations), occ, rtol=1e-8)
 
 

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from nqf.comparison.settings import BETA, SETTINGS_MODELS, CompareSettings, PredictSettings, defaults, required
-from nqf.core.names import LOSSES, PREDICT_OPTIMIZERS, ROUTES, STEPPINGS
-from nqf.core.optimizers import OPTIMIZERS, RATE_OPTIMIZERS
+from nqf.core.names import LOSSES, ROUTES, STEPPINGS
+from nqf.optimizers import OPTIMIZERS, PREDICT_OPTIMIZERS, RATE_OPTIMIZERS
 from nqf.scans.sweep.spec import REQUIRED, SETTINGS, SpecError, parse_spec
 from tests.conftest import run_nqf
 

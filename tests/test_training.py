@@ -14,7 +14,6 @@ from nqf.architectures.architecture import structure
 from nqf.core.errors import NqfError
 from nqf.core.measure import (
     fit_switch_slope,
-    gd_escape_slope,
     half_fixed_point,
     loss_crossings,
     own_thresholds,
@@ -23,6 +22,7 @@ from nqf.core.measure import (
     switch_steps_own,
 )
 from nqf.core.sampling import minibatch_indices
+from nqf.optimizers import closed_optimizer
 from nqf.training.config import TrainConfig, checkpoint_steps
 from nqf.training.grid import train_grid
 from nqf.training.runs import train, training_keys
@@ -150,7 +150,7 @@ def test_staircase_switch_steps_and_escape_slopes():
     assert np.all(steps == np.round(steps))  # recorded every step: exact integer steps
     for k, c in enumerate(STAIRCASE.spectrum()):
         fit = fit_switch_slope(sigma0s, steps[:, k])
-        predicted = gd_escape_slope(0.05, c)  # 1 / ln(1 + 2 lr c_k): 7.155, 10.49, 20.50, 40.50
+        predicted = closed_optimizer("gd").switch_slope(c, 0.05)  # 1 / ln(1 + 2 lr c_k): 7.155, 10.49, 20.50, 40.50
         assert abs(fit.slope - predicted) < 0.02 * predicted, (k, fit, predicted)
     # plateau losses of the whitened staircase, reached between switch-ons
     levels = plateau_levels(STAIRCASE.plateau_losses())
@@ -201,9 +201,10 @@ def test_checkpoints_and_measure_helpers():
     )
     assert fit.points == 5
     assert math.isnan(fit_switch_slope(sig[:2], y[:2]).stderr)
-    assert_allclose(gd_escape_slope(0.05, 1.5), 1 / math.log(1.15), rtol=1e-15)
+    assert_allclose(closed_optimizer("gd").switch_slope(1.5, 0.05), 1 / math.log(1.15), rtol=1e-15)
     # heavy ball: larger root of z^2 - 2.05 z + 0.9 = 0
-    assert_allclose(gd_escape_slope(0.05, 1.5, 0.9), 1 / math.log((2.05 + math.sqrt(2.05**2 - 3.6)) / 2), rtol=1e-15)
+    heavy = closed_optimizer("momentum").switch_slope(1.5, 0.05, 0.9)
+    assert_allclose(heavy, 1 / math.log((2.05 + math.sqrt(2.05**2 - 3.6)) / 2), rtol=1e-15)
 
 
 def test_switch_steps_own_public_helper_takes_the_common_thresholds_and_divergence():

@@ -2,7 +2,7 @@
 
     nqf compare (--task TASK [task options] | --data FILE.npz) [--arch ARCH [arch options] | --unit FILE.py:FUNCTION]
                 --width N --sigma0 S --lr ETA --steps T
-                [--optimizers gd,sgd,momentum,adam,muon] [--lr-adam ETA] [--lr-muon ETA] ...
+                [--optimizers gd,sgd,momentum,adam,muon,nesterov] [--lr-adam ETA] [--lr-muon ETA] ...
                 [--seeds K] [--seed S] [--data-seed D] [--batch B] [--beta B]
                 [--json] [--plot FILE.png|FILE.pdf] [--csv DIR] [--overlay CURVE]
 
@@ -13,8 +13,8 @@ shape and outputs by default the task's (for ``--task npz`` its file's X and Y; 
 is ``--task npz --path FILE``, as ``predict --data FILE`` takes it). Every
 other ``--name value`` is an option of the task or the architecture (``nqf structure
 --list``); an option both accept (e.g. ``--inputs``) goes to both. One ``--lr`` serves
-every optimizer unless ``--lr-OPT`` overrides it for one. ``--beta`` is the heavy-ball
-momentum of ``momentum``; ``--batch`` the minibatch of ``sgd`` (the others are full
+every optimizer unless ``--lr-OPT`` overrides it for one. ``--beta`` is the momentum
+of the optimizers with one (``momentum``, ``nesterov``); ``--batch`` the minibatch of ``sgd`` (the others are full
 batch). Seeds ``S .. S+K-1`` set W0 and the minibatches; numbers are means over them.
 
 What is compared and how (thresholds, plateau losses, closure window): ``nqf.comparison.compare``.
@@ -49,7 +49,7 @@ from nqf.comparison.checks import check_compare, task_samples
 from nqf.comparison.settings import BETA, CompareSettings
 from nqf.core.arguments import MAX_STEPS, check_seed
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import OPTIMIZER_SETTINGS, OPTIMIZERS, RATE_OPTIMIZERS, unused_setting
+from nqf.optimizers import OPTIMIZER_SETTINGS, OPTIMIZERS, RATE_OPTIMIZERS, unused_setting
 
 from .checks import check_departure
 from .options import check_network_method, task_of
@@ -87,7 +87,7 @@ class CompareArgs:
     """The command line of ``nqf compare`` as typer read it.
 
     ``rates``: (optimizer, its ``--lr-OPT`` or None) for every optimizer with a rate of its own
-    (``nqf.core.optimizers.RATE_OPTIMIZERS``). ``extra``: the remaining ``--name value`` pairs,
+    (``nqf.optimizers.RATE_OPTIMIZERS``). ``extra``: the remaining ``--name value`` pairs,
     the options of the task, the architecture or the unit.
     """
 

@@ -2,7 +2,7 @@
 
     nqf predict --data FILE.npz (--arch ARCH [arch options] | --unit FILE.py:FUNCTION) --width N
                 (--sigma0 S | --init W0.npz) --lr ETA --steps T
-                [--optimizer gd|sgd|momentum] [--batch B] [--beta B] [--seed S] [--json]
+                [--optimizer gd|sgd|momentum|nesterov] [--batch B] [--beta B] [--seed S] [--json]
                 [--plot FILE.png|FILE.pdf] [--csv DIR] [--overlay CURVE]
     nqf predict --task TASK [task options] [--data-seed D] [--arch ARCH [arch options] | --unit FILE.py:FUNCTION]
                 --width N (--sigma0 S | --init W0.npz) --lr ETA --steps T [...]
@@ -50,7 +50,7 @@ from nqf.comparison.checks import check_predict
 from nqf.comparison.settings import PredictSettings
 from nqf.core.arguments import MAX_STEPS, check_seed
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS, unused_setting
+from nqf.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS, unused_setting
 
 from .checks import check_departure
 from .options import check_network_method, check_task_or_data, parse_factory_options
@@ -77,7 +77,7 @@ def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
 def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str, batch, beta: float | None) -> None:
     """The argument checks of ``PredictConfig`` (same messages), without loading the library (and
     JAX), so that a bad argument costs no startup; and ``--batch`` or ``--beta`` (None: not given)
-    given to an optimizer that does not use it (``nqf.core.optimizers.unused_setting``)."""
+    given to an optimizer that does not use it (``nqf.optimizers.unused_setting``)."""
     if optimizer not in PREDICT_OPTIMIZERS:
         raise NqfError(
             f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {optimizer!r}"
@@ -196,7 +196,7 @@ def predict(
             "--network/--no-network",
             help="Also predict the network itself, not only its quadratic model: the mean-field flow of its units "
             "(switch-on steps and plateau losses where nonlinear units leave the quadratic model; docs/departure.md). "
-            "Computed where it applies (no router, gd or momentum).",
+            "Computed where it applies (no router, a full-batch optimizer).",
         ),
     ] = True,
     network_budget: Annotated[
@@ -403,9 +403,8 @@ def load_problem(args: PredictArgs):
         args.steps,
         args.loss,
         args.route,
-        minibatches=args.optimizer in MINIBATCH_OPTIMIZERS,
-        adaptive=args.stepping == "adaptive" and args.optimizer not in MINIBATCH_OPTIMIZERS,
-        momentum=args.optimizer == "momentum",
+        args.optimizer,
+        adaptive=args.stepping == "adaptive",
     )
     if args.departure:  # its memory and time on top of the prediction's
         check_departure(architecture, X.shape[0], args.width, args.steps, args.loss, args.route, args.optimizer)

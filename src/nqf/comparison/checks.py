@@ -16,6 +16,7 @@ import sys
 from nqf.core import memory
 from nqf.core.memory import can_jump, duration_text
 from nqf.core.memory import check_memory as _check_memory
+from nqf.optimizers import AbstractClosedOptimizer, optimizer_record
 from nqf.theory.costs import compare_bytes, compare_seconds, flow_seconds
 from nqf.theory.predict.sizes import flow_cost, predict_bytes
 
@@ -53,13 +54,17 @@ def check_predict(
     steps: int,
     loss: str,
     route: str,
-    minibatches: bool,
+    optimizer: str = "gd",
     adaptive: bool = False,
-    momentum: bool = False,
 ) -> None:
-    """Refuse a prediction that cannot fit; announce a long one. ``adaptive``: the stepping may
-    jump linear stretches, which it can only where the jump's state is small enough
-    (``nqf.core.memory.can_jump``; ``momentum`` doubles it); elsewhere every step is counted."""
+    """Refuse a prediction by ``optimizer`` that cannot fit; announce a long one. ``adaptive``:
+    the stepping may jump linear stretches, which it can only on the full batch and where the
+    jump's state (d rows per block of the optimizer's carry) is small enough
+    (``nqf.core.memory.can_jump``); elsewhere every step is counted."""
+    record = optimizer_record(optimizer)
+    minibatches = record.minibatches
+    adaptive = adaptive and not minibatches
+    blocks = 1 + record.buffers if isinstance(record, AbstractClosedOptimizer) else 1
     _, flops = flow_cost(arch, samples, loss, route, minibatches)
     nbytes = predict_bytes(arch, samples, width, loss, route, minibatches)
     check_memory(
@@ -68,7 +73,7 @@ def check_predict(
         "use a smaller --width, fewer samples or a smaller architecture",
     )
     what = f"M-flow of {steps} steps at ~{flops:.2g} flops a step"
-    jumps = adaptive and can_jump(arch.dim, momentum)
+    jumps = adaptive and can_jump(arch.dim, blocks)
     if jumps:
         what += " (adaptive stepping usually jumps most of them)"
     elif adaptive:

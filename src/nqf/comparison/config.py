@@ -16,13 +16,13 @@ import numpy as np
 from nqf.core.arguments import check_count, check_seed, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
 from nqf.core.names import NETWORK_METHODS
-from nqf.core.optimizers import (
+from nqf.optimizers import (
     MINIBATCH_OPTIMIZERS,
     OPTIMIZER_RECORDS,
     OWN_OPTIMIZER,
     OWN_OPTIMIZER_TEXT,
     REFERENCE_FLOW,
-    Optimizer,
+    AbstractOptimizer,
     is_transform,
     optimizer_record,
     own_record,
@@ -57,7 +57,7 @@ class CompareConfig:
         lr: learning rate of every optimizer (and of the GD reference flow) unless
             overridden in ``learning_rates``.
         steps: horizon in optimizer steps (the same for every source).
-        optimizers: which optimizers train the network: any of gd, sgd, momentum, adam, muon,
+        optimizers: which optimizers train the network: any of ``nqf.optimizers.OPTIMIZERS``,
             and a user's own optax GradientTransformations (objects with init and update). Such a
             transformation is named ``custom`` (``custom1``, ``custom2``, ... for several) in the
             result, trains as given (its own learning rate: ``lr`` and ``learning_rates`` are not
@@ -67,8 +67,8 @@ class CompareConfig:
         learning_rates: per-optimizer overrides, (optimizer, lr) pairs (a mapping is
             accepted and stored sorted), e.g. (("adam", 1e-3),). An override for ``gd``
             also sets the GD reference flow's learning rate.
-        beta: heavy-ball momentum of ``momentum`` (None: 0.9); Adam (b1 0.9) and Muon
-            (beta 0.95) keep their optax defaults.
+        beta: the momentum of the optimizers whose M-flow carries one (None: each one's default);
+            Adam (b1 0.9) and Muon (beta 0.95) keep their optax defaults.
         batch_size: minibatch size of ``sgd`` (required with sgd, refused without it; the
             other optimizers are full batch, as their M-flows are).
         seeds: number of seeds K (init and minibatches): seed, seed + 1, ..., seed + K - 1.
@@ -163,7 +163,7 @@ class CompareConfig:
         check_seed("seed", self.seed, count=self.seeds)  # seed .. seed + seeds - 1 are all seeds
         check_seed("data_seed", self.data_seed)
         if self.beta is not None and not (is_real_number(self.beta) and 0 <= self.beta < 1):
-            raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
+            raise NqfError(f"beta must lie in [0, 1), got {self.beta!r}")
         if self.beta is not None and not isinstance(self.beta, (int, float)):  # a NumPy scalar: its float
             object.__setattr__(self, "beta", float(self.beta))
         batched = [opt for opt in opts if self.record(opt).minibatches]
@@ -215,7 +215,7 @@ class CompareConfig:
         """{name: a user's own optax transformation} among the optimizers (none: empty)."""
         return dict(self.transforms)
 
-    def record(self, optimizer: str) -> Optimizer:
+    def record(self, optimizer: str) -> AbstractOptimizer:
         """The record of ``optimizer``: a built-in's, or ``own_record`` of a user's own transformation."""
         own = self.own
         return own_record(own[optimizer], optimizer) if optimizer in own else optimizer_record(optimizer)
@@ -239,7 +239,7 @@ class CompareConfig:
 
     @property
     def flows(self) -> tuple[str, ...]:
-        """The M-flows computed: gd (always, the reference) then sgd/momentum as asked."""
+        """The M-flows computed: gd (always, the reference) then those of the other optimizers that close on M, as asked."""
         out = [REFERENCE_FLOW]
         for opt in self.optimizers:
             flow = self.flow_of(opt)

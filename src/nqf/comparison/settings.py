@@ -33,7 +33,7 @@ from pydantic_core import PydanticCustomError
 
 from nqf.core.arguments import MAX_SEED, MAX_STEPS
 from nqf.core.names import LOSSES, ROUTES, STEPPINGS
-from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, OPTIMIZERS, PREDICT_OPTIMIZERS, RATE_OPTIMIZERS
+from nqf.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, OPTIMIZERS, PREDICT_OPTIMIZERS, RATE_OPTIMIZERS
 
 __all__ = [
     "BETA",

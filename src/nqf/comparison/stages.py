@@ -34,8 +34,8 @@ from nqf.core.measure import (
     switch_steps,
     switch_steps_own,
 )
-from nqf.core.optimizers import PREDICT_OPTIMIZERS, optimizer_record
 from nqf.core.precision import resolve_dtype
+from nqf.optimizers import PREDICT_OPTIMIZERS, optimizer_record
 from nqf.theory.data_matrices.build import DataMatrices, data_matrices, flow_data
 from nqf.theory.predict.pipeline import PredictConfig, Prediction, predict
 from nqf.training.closure import ClosureResult, closure_diagnostic

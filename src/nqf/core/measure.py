@@ -180,18 +180,6 @@ def fit_switch_slope(sigma0s, steps) -> SlopeFit:
     return SlopeFit(float(slope), float(se), float(intercept), float(se_int), int(n))
 
 
-def gd_escape_slope(lr: float, growth: float, beta: float = 0.0) -> float:
-    """Predicted switch-step shift per unit ln(1/sigma0) near M = 0 (docs/theory.md section 2).
-
-    Plain GD (beta = 0): 1 / ln(1 + 2 lr c). Heavy-ball momentum beta: 1 / ln z with z the
-    larger root of z^2 - (1 + beta + 2 lr c) z + beta = 0 (the weight grows by z per step,
-    the occupation by z^2, and sigma0 enters M squared).
-    """
-    b = 1.0 + beta + 2.0 * lr * growth
-    z = 0.5 * (b + math.sqrt(b * b - 4.0 * beta))
-    return 1.0 / math.log(z)
-
-
 def measured_plateau_losses(steps, loss, switch, horizon: float) -> np.ndarray:
     """Loss on the plateau after each switch: loss at sqrt(t_k t_next), the middle of the
     plateau on the log-time axis (``nqf.comparison.compare``'s docstring).

@@ -19,8 +19,9 @@ BYTES = 8  # float64
 # the cost model of the time estimates (measured for small problems on a 2-core machine)
 FLOPS_PER_SECOND = 2e9
 SECONDS_PER_STEP = 1e-6
-# The M-flow's jumps take powers of an s x s matrix, s = D (D + 1) / 2 (D = d, or 2 d for
-# momentum's rows), up to this size (d = 39, 27 with momentum); beyond, of its Krylov model
+# The M-flow's jumps take powers of an s x s matrix, s = D (D + 1) / 2 (D = d times the blocks of
+# the optimizer's carry: 1 for GD, 2 with a momentum buffer), up to this size (d = 39, 27 with a
+# buffer); beyond, of its Krylov model
 # (``nqf.theory.flow.jumps``).
 MAX_JUMP_STATE = 800
 
@@ -30,9 +31,10 @@ MAX_JUMP_STATE = 800
 MAX_KRYLOV_STATE = 1 << 19
 
 
-def can_jump(d: int, momentum: bool) -> bool:
-    """Whether the M-flow of d parameters a unit can jump linear stretches at all."""
-    D = 2 * d if momentum else d
+def can_jump(d: int, blocks: int) -> bool:
+    """Whether the M-flow of d parameters a unit, carried in ``blocks`` factors of d rows (the
+    factor and the optimizer's buffers), can jump linear stretches at all."""
+    D = blocks * d
     return D * (D + 1) // 2 <= MAX_KRYLOV_STATE
 
 

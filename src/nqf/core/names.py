@@ -1,4 +1,4 @@
-"""The names a user may pass for a choice (optimizers, routes, steppings, engines, models, losses),
+"""The names a user may pass for a choice (routes, steppings, engines, models, losses),
 in one JAX-free place.
 
 The library's modules re-export these tuples, and the command line and the sweep spec check their
@@ -7,10 +7,6 @@ needs one edit.
 """
 
 from __future__ import annotations
-
-# optimizers nqf.train runs, and those with an M-flow: read off their records (nqf.core.optimizers)
-from nqf.core.optimizers import OPTIMIZERS as OPTIMIZERS
-from nqf.core.optimizers import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
 
 # what the M-flow is driven by: the moments of the data, the samples, or the cheaper of the two
 ROUTES = ("auto", "moments", "samples")

@@ -18,7 +18,7 @@ import numpy as np
 from nqf.comparison.compare import Comparison
 from nqf.core.errors import NqfError
 from nqf.core.measure import group_label
-from nqf.core.optimizers import OPTIMIZER_RECORDS, REFERENCE_FLOW, own_record
+from nqf.optimizers import OPTIMIZER_RECORDS, REFERENCE_FLOW, own_record
 
 from .panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
 from .style import PALETTE, axis_label, curve, new_figure, plain_text, setup_axes, write_figure

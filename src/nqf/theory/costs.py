@@ -52,7 +52,7 @@ DEPARTURE_COMPILE_S of compiling.
 from __future__ import annotations
 
 from nqf.core.memory import BYTES, FLOPS_PER_SECOND, SECONDS_PER_STEP
-from nqf.core.optimizers import optimizer_record
+from nqf.optimizers import optimizer_record
 from nqf.theory.predict.sizes import flow_cost
 from nqf.theory.predict.sizes import numbers_in as _numbers
 

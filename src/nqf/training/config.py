@@ -1,25 +1,11 @@
 r"""What a training run is: its settings (``TrainConfig``), the optimizers and the checkpoint steps.
 
-Optimizers (``TrainConfig.optimizer``), all from optax, acting on W (d x n) as one array:
-
-- ``gd``: ``optax.sgd(lr)``, full batch: W <- W - lr grad L.
-- ``sgd``: the same on minibatches of ``batch_size`` samples; step t uses row t of
-  ``minibatch_indices(batch_key, N, batch_size, steps)`` (``nqf.core.sampling``) with
-  ``batch_key = training_keys(seed)[1]``, so an SGD map on M can replay the batches.
-- ``momentum``: heavy ball ``optax.sgd(lr, momentum=beta)`` (v <- g + beta v, W <- W - lr v).
-- ``adam``: ``optax.adam(lr, b1=beta)`` (b2 = 0.999).
-- ``muon``: ``optax.contrib.muon(lr, beta=beta)`` with W declared a matrix
-  (``MuonDimensionNumbers(reduction_axis=0, output_axis=1)``): the whole d x n W is
-  orthogonalised by Newton-Schulz (never the Adam fallback optax uses for non-2-D
-  leaves). Muon's update is equivariant under W -> W O. optax normalises the momentum
-  by (||mu||_F + eps) before Newton-Schulz, so while ||mu|| << eps (tiny sigma0) the
-  update is proportional to the momentum rather than orthogonalised (fast exponential
-  growth instead of linear); measured on the staircase at lr 0.01 this delays the
-  switch-ons by at most one step down to sigma0 = 1e-20. ``eps`` can lower it.
-
-``beta`` defaults to each optimizer's usual value (momentum 0.9, Adam b1 0.9, Muon 0.95);
-``eps`` (Adam, Muon) to optax's 1e-8. Any optimizer but ``gd`` may take ``batch_size``.
-All of this is read off the optimizers' records (``nqf.core.optimizers``), one per optimizer.
+Optimizers (``TrainConfig.optimizer``): the names of ``nqf.optimizers`` (one file each: its optax
+transformation acting on W (d x n) as one array, its default ``beta``, whether it takes ``eps``
+and minibatches). ``sgd`` step t uses row t of ``minibatch_indices(batch_key, N, batch_size,
+steps)`` (``nqf.core.sampling``) with ``batch_key = training_keys(seed)[1]``, so an SGD map on M
+can replay the batches. ``eps`` (Adam, Muon) defaults to optax's 1e-8. Any optimizer but ``gd``
+may take ``batch_size``.
 
 A user's own optax transformation (``optax.GradientTransformation``, or any object with
 ``init`` and ``update``) is an optimizer too: ``TrainConfig(optimizer=optax.adamw(1e-3))``
@@ -41,9 +27,9 @@ import optax
 from nqf.core.arguments import check_count, check_seed, is_integer, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
 from nqf.core.names import MODELS as MODELS
-from nqf.core.optimizers import OPTIMIZERS as OPTIMIZERS
-from nqf.core.optimizers import optimizer_record
 from nqf.core.precision import resolve_dtype
+from nqf.optimizers import OPTIMIZERS as OPTIMIZERS
+from nqf.optimizers import optimizer_record
 
 # A run has diverged once its loss exceeds this multiple of the initial full-data loss.
 DIVERGENCE_FACTOR = 100.0
@@ -54,8 +40,8 @@ class TrainConfig:
     """Everything that determines a training run (besides architecture, data and basis).
 
     Attributes:
-        optimizer: one of ``gd``, ``sgd``, ``momentum``, ``adam``, ``muon``, or a user's own
-            optax GradientTransformation (module docstring).
+        optimizer: a name of ``nqf.optimizers.OPTIMIZERS`` (gd, sgd, momentum, adam, muon,
+            nesterov), or a user's own optax GradientTransformation (module docstring).
         lr: learning rate eta (not used by a user's own transformation: it has its own).
         steps: number of updates.
         batch_size: minibatch size (required for ``sgd``; None = full batch).
@@ -135,9 +121,9 @@ def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> 
 
 def optax_optimizer(name, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
     """The optax transformation of optimizer ``name`` with exactly this ``beta`` and ``eps`` (its
-    record's ``make``; :meth:`nqf.core.optimizers.Optimizer.build` fills in the default beta); a
+    :meth:`~nqf.optimizers.AbstractOptimizer.transform`; ``build`` fills in the default beta); a
     user's own transformation ``name`` is itself."""
-    return optimizer_record(name).make(lr, beta, eps)
+    return optimizer_record(name).transform(lr, beta, eps)
 
 
 def checkpoint_count(steps: int, count: int | None = None) -> int:

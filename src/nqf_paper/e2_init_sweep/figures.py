@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
+from nqf.optimizers import closed_optimizer
 from nqf.report.panels import BLACK as _BLACK
 from nqf.report.panels import GREY as _GREY
 from nqf.report.panels import labelled_errorbar
 from nqf.report.style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
-from nqf.theory.lotka_volterra.system import switch_slope_continuous, switch_slope_gd
+from nqf.theory.lotka_volterra.system import switch_slope_continuous
 
 _MODELS = (
     ("network", "network", "tanh network", "o", True),
@@ -114,7 +115,7 @@ def _slope_figure(data, figure_dir: Path) -> SavedFigure:
         err = np.where(np.isfinite(fit[:, 1]), fit[:, 1], 0.0)
         handles.append(_labelled_errorbar(ax, c, fit[:, 0], err, style, marker, filled))
     cs = np.geomspace(c.min() / 1.3, c.max() * 1.3, 64)
-    (line,) = ax.plot(cs, switch_slope_gd(cs, lr), **_GD_FORMULA)
+    (line,) = ax.plot(cs, closed_optimizer("gd").switch_slope(cs, lr), **_GD_FORMULA)
     handles.append(line)
     (line,) = ax.plot(cs, switch_slope_continuous(cs, lr), **_FLOW_FORMULA)
     handles.append(line)

@@ -60,14 +60,15 @@ def fit_mode(sigma0s, steps, what: str) -> ModeFit:
 
 
 def summarise(config: InitSweepConfig, records: dict[str, dict]) -> ExperimentResult:
-    from nqf.theory.lotka_volterra.system import switch_slope_continuous, switch_slope_gd
+    from nqf.optimizers import closed_optimizer
+    from nqf.theory.lotka_volterra.system import switch_slope_continuous
 
     sigma0s = np.asarray(config.sigma0s, dtype=np.float64)
     x = np.log(1.0 / sigma0s)
     pred = records["predict"]
     c = as_array(pred["growth"])
     modes = c.size
-    discrete = np.asarray(switch_slope_gd(c, config.lr), dtype=np.float64)
+    discrete = np.asarray(closed_optimizer("gd").switch_slope(c, config.lr), dtype=np.float64)
     continuous = np.asarray(switch_slope_continuous(c, config.lr), dtype=np.float64)
     scales = f"{sigma0s.size} scales sigma0 = {sigma0s.max():g}..{sigma0s.min():g} x {len(config.seeds)} seed(s)"
 

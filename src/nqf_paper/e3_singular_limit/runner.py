@@ -16,10 +16,11 @@ from .limit import _competition_system, _level_crossings, eps_of, gd_limit_times
 
 
 def lv_staircase_run(run: dict[str, Any]) -> dict[str, Any]:
-    """The staircase's LV flow (solve_lv) and exact GD map (gd_occupations) at every sigma0."""
+    """The staircase's LV flow (solve_lv) and exact GD map (lv_occupations) at every sigma0."""
     from nqf.core.measure import switch_steps
+    from nqf.theory.lotka_volterra.maps import lv_occupations
     from nqf.theory.lotka_volterra.solve import solve_lv, switch_times
-    from nqf.theory.lotka_volterra.system import LotkaVolterra, gd_occupations
+    from nqf.theory.lotka_volterra.system import LotkaVolterra
     from nqf.theory.singular_limit import singular_limit
 
     with jax.enable_x64(True):
@@ -42,7 +43,7 @@ def lv_staircase_run(run: dict[str, Any]) -> dict[str, Any]:
             sol = solve_lv(system, s_flow[-1] * eps, s_flow * eps)
             out["flow_switch"].append(switch_times(sol))
             out["flow_loss"].append(sol.losses)
-            occ = gd_occupations(system, num_steps)
+            occ = lv_occupations(system, num_steps)
             out["gd_switch"].append(switch_steps(np.arange(num_steps + 1), occ, s.thresholds))
             probe = np.minimum(np.rint(s_gd * eps).astype(int), num_steps)
             out["gd_loss"].append(system.loss(occ[probe]))

@@ -56,8 +56,9 @@ def _powerlaw_task(run: dict[str, Any]):
 def own_spectrum_run(run: dict[str, Any]) -> dict[str, Any]:
     """The LV system of the trained task's own spectrum: exact GD map (and the flow) at every step."""
     from nqf.core.measure import switch_steps
+    from nqf.theory.lotka_volterra.maps import lv_occupations
     from nqf.theory.lotka_volterra.solve import solve_lv
-    from nqf.theory.lotka_volterra.system import LotkaVolterra, gd_occupations
+    from nqf.theory.lotka_volterra.system import LotkaVolterra
 
     with jax.enable_x64(True):
         task = _powerlaw_task(run)
@@ -67,7 +68,7 @@ def own_spectrum_run(run: dict[str, Any]) -> dict[str, Any]:
         m0 = run["width"] * run["sigma0"] ** 2
         system = LotkaVolterra(c=c, K=c / m_star, m0=m0, lr=run["lr"], loss0=loss0)
         steps = run["steps"]
-        occ = gd_occupations(system, steps)
+        occ = lv_occupations(system, steps)
         flow = solve_lv(system, float(steps), np.arange(steps + 1, dtype=np.float64), save_occupations=False)
         return {
             "eps": system.eps,

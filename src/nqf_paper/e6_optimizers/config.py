@@ -5,14 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import OPTIMIZER_RECORDS
+from nqf.optimizers import OPTIMIZER_RECORDS, AbstractClosedOptimizer
 
 from .._common import check_sigma0s
 
 # The optimizers E6 studies, each with its own step count below (<name>_steps): a design choice
 # of the experiment, so a new optimizer record joins E6 only when added here. Their order,
-# names and equivariance are the records' (nqf.core.optimizers).
+# names and equivariance are the records' (nqf.optimizers).
 STUDIED = frozenset({"gd", "sgd", "momentum", "adam", "muon"})
+
+
+def escape_of(optimizer: str) -> str | None:
+    """Whose escape-rate formula predicts ``optimizer``'s switch-on slope: its own full-batch
+    flow's (SGD: GD's), or None for an optimizer that does not close on M (normalised updates)."""
+    record = OPTIMIZER_RECORDS[optimizer]
+    return record.mean_flow if isinstance(record, AbstractClosedOptimizer) else None
+
+
 OPTIMIZER_ORDER = tuple(name for name in OPTIMIZER_RECORDS if name in STUDIED)
 OPTIMIZER_NAMES = {name: OPTIMIZER_RECORDS[name].label for name in OPTIMIZER_ORDER}
 EQUIVARIANT = tuple(name for name in OPTIMIZER_ORDER if OPTIMIZER_RECORDS[name].equivariant)

@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 from matplotlib.lines import Line2D
 
-from nqf.core.optimizers import optimizer_record
+from nqf.optimizers import closed_optimizer, optimizer_record
 from nqf.report.panels import BLACK as _BLACK
 from nqf.report.panels import labelled_errorbar
 from nqf.report.style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
-from nqf.theory.lotka_volterra.system import switch_slope_gd, switch_slope_momentum
+
+from .config import escape_of
 
 _MARKERS = {"network": "o", "quadratic model": "s"}
 
@@ -90,7 +91,7 @@ def _switch_figure(data, figure_dir: Path) -> SavedFigure:
     # strict=False: the grid can have more panels than optimizers; the spare ones stay empty
     for ax, optimizer in zip(axes, optimizers, strict=False):
         name = names[optimizer]
-        reference = optimizer_record(optimizer).escape  # whose escape-rate formula predicts it (None: none)
+        reference = escape_of(optimizer)  # whose escape-rate formula predicts it (None: none)
         for k in range(modes):
             for model, source, filled in (("network", "network", True), ("quadratic", "quadratic model", False)):
                 steps = np.asarray(data["switch"][optimizer][model], dtype=float)[:, :, k]  # (S, seeds)
@@ -142,8 +143,8 @@ def _slope_figure(data, figure_dir: Path) -> SavedFigure:
     c = np.asarray(data["c"], dtype=float)
     fits = data["fits"]
     # with an escape-rate prediction (geometric growth), and without one (normalised updates)
-    geometric = [o for o in optimizers if optimizer_record(o).escape is not None]
-    normalised = [o for o in optimizers if optimizer_record(o).escape is None]
+    geometric = [o for o in optimizers if escape_of(o) is not None]
+    normalised = [o for o in optimizers if escape_of(o) is None]
     ncols = int(bool(geometric)) + int(bool(normalised))
     fig, axes = new_figure(1, ncols, size=(5.6 * ncols, 5.0))
     axes = list(np.atleast_1d(axes))
@@ -167,11 +168,11 @@ def _slope_figure(data, figure_dir: Path) -> SavedFigure:
             if key.startswith("momentum") and "momentum" not in geometric:
                 continue
             if key == "gd":
-                values = switch_slope_gd(cs, lr)
+                values = closed_optimizer("gd").switch_slope(cs, lr)
             elif key == "momentum":
-                values = switch_slope_momentum(cs, lr, beta)
+                values = closed_optimizer("momentum").switch_slope(cs, lr, beta)
             else:
-                values = switch_slope_gd(cs, lr / (1.0 - beta))
+                values = closed_optimizer("gd").switch_slope(cs, lr / (1.0 - beta))
             (line,) = ax.plot(cs, values, **curve("limit", colour, what))
             handles.append(line)
         setup_axes(

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from nqf.core.optimizers import optimizer_record
+from nqf.optimizers import optimizer_record
 
 from .._base import RunSpec
 from .._staircase import setup, task_dict

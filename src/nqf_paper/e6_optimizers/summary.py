@@ -53,12 +53,12 @@ def _fit_mode(sigma0s: np.ndarray, steps: np.ndarray, what: str) -> _Fit:
 
 
 def _predictions(c: np.ndarray, config: OptimizersConfig) -> dict[str, np.ndarray]:
-    from nqf.theory.lotka_volterra.system import switch_slope_gd, switch_slope_momentum
+    from nqf.optimizers import closed_optimizer
 
     return {
-        "gd": switch_slope_gd(c, config.lr),
-        "momentum": switch_slope_momentum(c, config.lr, config.beta),
-        "momentum_naive": switch_slope_gd(c, config.lr / (1.0 - config.beta)),
+        "gd": closed_optimizer("gd").switch_slope(c, config.lr),
+        "momentum": closed_optimizer("momentum").switch_slope(c, config.lr, config.beta),
+        "momentum_naive": closed_optimizer("gd").switch_slope(c, config.lr / (1.0 - config.beta)),
     }
 
 

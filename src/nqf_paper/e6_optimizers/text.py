@@ -7,16 +7,16 @@ from functools import partial
 
 import numpy as np
 
-from nqf.core.optimizers import OPTIMIZER_RECORDS
+from nqf.optimizers import OPTIMIZER_RECORDS
 
 from .._common import as_array, fmt_fit
-from .config import ADAM_BOUND, EQUIVARIANT_BOUND, OPTIMIZER_NAMES
+from .config import ADAM_BOUND, EQUIVARIANT_BOUND, OPTIMIZER_NAMES, escape_of
 
 
 def _text(config, c, first, predicted, switch, fits, closure, network_closure, closure_index) -> str:
     paragraphs = [_setup_paragraph(config, c, first), *_slope_paragraphs(config, predicted, fits)]
-    for optimizer, record in OPTIMIZER_RECORDS.items():  # no escape-rate prediction: normalised updates
-        if record.escape is None and optimizer in fits:
+    for optimizer in OPTIMIZER_RECORDS:  # no escape-rate prediction: normalised updates
+        if escape_of(optimizer) is None and optimizer in fits:
             paragraphs.append(_normalised_paragraph(config, optimizer, switch, fits, closure_index))
     if closure:
         paragraphs.append(_closure_paragraph(config, closure, network_closure))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, REFERENCE_FLOW, optimizer_record
+from nqf.optimizers import MINIBATCH_OPTIMIZERS, REFERENCE_FLOW, optimizer_record
 
 from .points import Point, Resolver, blame, one_line
 from .spec import TRACED, Spec, SpecError
@@ -148,9 +148,8 @@ def _check_memory(spec: Spec, task, arch, s: dict, problems: dict[str, str]) -> 
                 s["steps"],
                 s["loss"],
                 s["route"],
-                minibatches=s["optimizer"] in MINIBATCH_OPTIMIZERS,
-                adaptive=s["stepping"] == "adaptive" and s["optimizer"] not in MINIBATCH_OPTIMIZERS,
-                momentum=s["optimizer"] == "momentum",
+                s["optimizer"],
+                adaptive=s["stepping"] == "adaptive",
             )
     except NqfError as err:
         _note(problems, blame(str(err), spec, "settings"), err)

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, optimizer_record
+from nqf.optimizers import MINIBATCH_OPTIMIZERS, optimizer_record
 
 CURVE_POINTS = 512
 

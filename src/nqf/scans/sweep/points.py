@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import RATE_OPTIMIZERS
+from nqf.optimizers import RATE_OPTIMIZERS
 
 from .spec import SETTINGS, TRACED, Spec, SpecError
 

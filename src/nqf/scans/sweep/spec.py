@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import OPTIMIZERS as COMPARE_OPTIMIZERS
+from nqf.optimizers import OPTIMIZERS as COMPARE_OPTIMIZERS
 
 from .spec_axes import (
     check_optimizers,

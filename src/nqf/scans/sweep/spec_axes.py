@@ -8,7 +8,7 @@ format is in :mod:`nqf.scans.sweep.spec`.
 
 from __future__ import annotations
 
-from nqf.core.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_SETTINGS, RATE_OPTIMIZERS, unused_setting
+from nqf.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_SETTINGS, RATE_OPTIMIZERS, unused_setting
 
 from .spec_sections import Owner, Problems
 from .spec_values import MAX_POINTS, REQUIRED, SETTING_AXES, SETTINGS, expand_axis, option_model, validate
@@ -191,7 +191,7 @@ def check_optimizers(mode: str, settings: dict, axes: dict[str, list], problems:
 def _unused(names: tuple[str, ...], settings: dict, axes: dict[str, list], optimizers: tuple[str, ...], remedy: str,
             problems: Problems, mode: str = "compare") -> None:  # fmt: skip
     """A problem for each of the settings ``names`` given (as a setting or an axis) that none of the
-    sweep's ``optimizers`` uses (``nqf.core.optimizers.unused_setting``): refused, not ignored. A
+    sweep's ``optimizers`` uses (``nqf.optimizers.unused_setting``): refused, not ignored. A
     setting given as its default (predict's ``beta = 0.9``) is the spec without it: taken."""
     for name in names:
         if name not in axes and (name not in settings or settings[name] == SETTINGS[mode][name][1]):

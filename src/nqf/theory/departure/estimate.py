@@ -43,8 +43,8 @@ import numpy as np
 
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import optimizer_record
 from nqf.core.sampling import minibatch_indices, training_keys
+from nqf.optimizers import optimizer_record
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.departure.path import (
     DEFAULT_SAMPLES,

@@ -6,7 +6,8 @@ gradient descent moves every unit by the same function of its own weights,
     w_i+ = w_i - lr g_t(w_i),   g_t(w) = (1/N) sum_x l'(f_t(x), y) . du(w, x)/dw,
 
 the residual l' being shared. So w_i(t) = Phi_t(w_i(0)) for one map Phi_t of R^d common to
-all units (heavy-ball momentum: the pair (w, v) likewise). The mean-field flow replaces the
+all units (an optimizer with a buffer: the pair (w, v) likewise; each particle is stepped by the
+optimizer's own ``flow_step``). The mean-field flow replaces the
 n units by their distribution, started where the init is, rho_0 = N(0, M0 / n)
 (M0 = W0 W0^T, the init's own second moment), and pushed by the same map:
 
@@ -70,8 +71,8 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, network_batch
 from nqf.core.measure import group_first, measured_plateau_losses, switch_steps
 from nqf.core.memory import available_bytes, size_text
-from nqf.core.optimizers import optimizer_record
 from nqf.core.programs import bucket_length
+from nqf.optimizers import OPTIMIZER_RECORDS, closed_optimizer, optimizer_record
 from nqf.theory.data_matrices.samples import per_sample_loss
 from nqf.theory.departure.path import network_unit
 
@@ -209,7 +210,8 @@ def not_applicable(arch: Architecture, optimizer: str) -> str | None:
     """Why the mean-field flow is not computed for ``arch`` under ``optimizer``, or None."""
     record = optimizer_record(optimizer)
     if not record.deterministic_flow:
-        return f"{optimizer} draws minibatches; the mean-field flow is computed for full-batch gd and momentum"
+        closed = ", ".join(name for name, o in OPTIMIZER_RECORDS.items() if o.deterministic_flow)
+        return f"{optimizer} draws minibatches; the mean-field flow is computed for the full-batch {closed}"
     return None
 
 
@@ -272,8 +274,8 @@ def _square_root(M: np.ndarray) -> np.ndarray:
     return U * np.sqrt(np.clip(lam, 0.0, None))
 
 
-@partial(jax.jit, static_argnames=("arch", "loss", "momentum", "width"))
-def _particle_flow(arch, loss, momentum, width, W0, X, Y, lr, beta, basis, gaps):
+@partial(jax.jit, static_argnames=("arch", "loss", "optimizer", "width"))
+def _particle_flow(arch, loss, optimizer, width, W0, X, Y, lr, beta, basis, gaps):
     """Occupations (L, g) and loss (L,) of one particle set W0 (d, S) at the records' starts
     (gaps (L,): the steps from each record to the next, zero past the last), and both at the end.
 
@@ -289,20 +291,16 @@ def _particle_flow(arch, loss, momentum, width, W0, X, Y, lr, beta, basis, gaps)
         P = basis.T @ W
         return scale * jnp.sum(P * P, axis=1)
 
-    def update(W, V, grad):
-        g = grad / scale  # each particle's own per-unit gradient
-        V = beta * V + g if momentum else g
-        return W - lr * V, V
+    def update(carry, grad):  # the optimizer's own step with each particle's per-unit gradient
+        return optimizer.flow_step(grad / scale, carry, lr, beta)
 
     def step(_, carry):
-        W, V = carry
-        return update(W, V, jax.grad(loss_of)(W))
+        return update(carry, jax.grad(loss_of)(carry[0]))
 
     def live(carry, gap):
-        W, V = carry
-        value, grad = jax.value_and_grad(loss_of)(W)
-        reading = (occupations(W), value)
-        return jax.lax.fori_loop(1, gap, step, update(W, V, grad)), reading
+        value, grad = jax.value_and_grad(loss_of)(carry[0])
+        reading = (occupations(carry[0]), value)
+        return jax.lax.fori_loop(1, gap, step, update(carry, grad)), reading
 
     def padding(carry, gap):
         return carry, (jnp.zeros(basis.shape[1], W0.dtype), jnp.zeros((), W0.dtype))
@@ -310,8 +308,9 @@ def _particle_flow(arch, loss, momentum, width, W0, X, Y, lr, beta, basis, gaps)
     def segment(carry, gap):
         return jax.lax.cond(gap > 0, live, padding, carry, gap)
 
-    (W, _), (occ, values) = jax.lax.scan(segment, (W0, jnp.zeros_like(W0)), gaps)
-    return occ, values, occupations(W), loss_of(W)
+    carry0 = (W0, *(jnp.zeros_like(W0) for _ in range(optimizer.buffers)))
+    carry, (occ, values) = jax.lax.scan(segment, carry0, gaps)
+    return occ, values, occupations(carry[0]), loss_of(carry[0])
 
 
 def network_flow(
@@ -388,8 +387,8 @@ def point_flow(
     else:
         root = _square_root(W0 @ W0.T / width)
         draws = jnp.asarray(root @ whitened_draws(d, particles), dtype=dtype)  # (SETS, d, S)
-    momentum = optimizer_record(config.optimizer).flow_takes_beta
-    beta = config.beta if momentum else 0.0
+    optimizer = closed_optimizer(config.optimizer)
+    beta = config.beta if optimizer.takes_beta else 0.0
     # the records' gaps padded to a power of two (a zero gap is no step): fewer programs to compile
     gaps = np.zeros(bucket_length(record.size - 1, floor=64), dtype=np.int32)
     gaps[: record.size - 1] = np.diff(record)
@@ -397,7 +396,7 @@ def point_flow(
     occ, loss, last_occ, last_loss = run(
         arch,
         config.loss,
-        momentum,
+        optimizer,
         width,
         draws,
         jnp.asarray(X, dtype=dtype),

@@ -17,8 +17,8 @@ import numpy as np
 
 from nqf.architectures.architecture import Architecture, init_weights, network_batch
 from nqf.core.errors import NqfError
-from nqf.core.optimizers import optimizer_record
 from nqf.core.sampling import training_keys
+from nqf.optimizers import optimizer_record
 from nqf.theory.data_matrices.build import checked_samples, flow_data
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.data_matrices.samples import per_sample_loss

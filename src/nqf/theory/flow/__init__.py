@@ -9,14 +9,18 @@ so every update that acts on W from the left by a matrix built from M closes on 
 
 - minibatch SGD: the same map with G replaced by the minibatch mean G_b(M)  (sgd_map)
 
-- heavy-ball momentum (optax.sgd(lr, momentum=beta): V+ = g + beta V, W+ = W - lr V+,
-  g = 2 G W, V0 = 0). With P = W V^T and Q = V V^T (both d x d, P not symmetric),
-  U = V+ and R = W U^T:
+- every update built linearly from the gradients and a buffer V (V0 = 0) with scalar
+  coefficients, e.g. heavy ball (optax.sgd(lr, momentum=beta): V+ = g + beta V, W+ = W - lr V+,
+  g = 2 G W): (W, V) = (F, V_F) Q for the fixed Q of W0 = F0 Q, so the Gram state
+  (M, P = W V^T, Q = V V^T) is closed. For heavy ball, with U = V+ and R = W U^T:
 
       R  = 2 M G + beta P                 (= W U^T)
       Q+ = 4 G M G + 2 beta (G P + P^T G) + beta^2 Q      (= U U^T)
       M+ = M - lr (R + R^T) + lr^2 Q+
-      P+ = R - lr Q+                      (= W+ U^T)                      (momentum_map)
+      P+ = R - lr Q+                      (= W+ U^T)                      (optimizer_map)
+
+  Each optimizer carries its step (``nqf.optimizers``); the maps, the jumps' Gram map and the
+  Lotka-Volterra map are derived from it.
 
 - gradient flow dW/dt = -lr grad_W L, in units of steps:
 
@@ -35,7 +39,8 @@ W -> L(W W^T). With L dW = dW W^T + W dW^T (so L L^*[S] = 2 (S M + M S)),
     H = L^* K L + 2 G(M) (x) I_n          (squared loss; cross-entropy adds its l'' weight)
 
 whose spectrum depends on M only (the rotations dW = W Omega are flat at a fixed
-point, where G W = 0). Heavy-ball momentum is stable for lr lambda < 2 (1 + beta).
+point, where G W = 0). An optimizer with a momentum is stable for lr lambda below its own
+``stable_rate`` (heavy ball: 2 (1 + beta); Nesterov: 2 (1 + beta) / (1 + 2 beta)).
 Near M = 0, H = 2 G(0) (= -2 C for squared loss): modes with c_k < 0 oscillate and
 grow once lr > 1 / |c_k|. At an isolated active mode of the Lotka-Volterra
 reduction H has the eigenvalue 4 K_kk m_k* = 4 c_k, i.e. lr < 1 / (2 c_k).
@@ -48,7 +53,7 @@ from nqf.theory.flow.base import FlowResult as FlowResult
 from nqf.theory.flow.continuous import continuous_flow as continuous_flow
 from nqf.theory.flow.maps import STEPPINGS as STEPPINGS
 from nqf.theory.flow.maps import gd_map as gd_map
-from nqf.theory.flow.maps import momentum_map as momentum_map
+from nqf.theory.flow.maps import optimizer_map as optimizer_map
 from nqf.theory.flow.maps import sgd_map as sgd_map
 from nqf.theory.flow.maps import square_factor as square_factor
 from nqf.theory.flow.stability import LearningRateBound as LearningRateBound

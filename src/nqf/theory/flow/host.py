@@ -7,10 +7,9 @@ compilation. For such problems :func:`nqf.predict` runs the stages after the dat
 on the host (``Prediction.engine == "numpy"``, with the reason in ``engine_reason``):
 
 - the data matrices as :class:`nqf.theory.data_matrices.moments.HostMoments` (the same S, u, m_hat);
-- the M-flow of GD and heavy-ball momentum (:func:`host_map`): the exact maps of
-  ``nqf.theory.flow.maps`` on the factor F (M = F F^T), every step recorded, the same
-  formulas in the same order;
-- the LV discrete maps (:func:`host_gd_log_occupations`, :func:`host_momentum_block`);
+- the M-flow of every full-batch optimizer that closes on M (:func:`host_map`): its own step
+  on the factor F (M = F F^T), as in ``nqf.theory.flow.maps``, every step recorded;
+- the LV discrete maps (``nqf.theory.lotka_volterra.maps.host_lv_block``, the same step);
 - the stability bound's curvature (:func:`host_hessian_vector_product`: the Hessian of
   W -> L(W W^T), 2 K[V W^T + W V^T] W + 2 G(W W^T) V, for the squared loss).
 
@@ -18,7 +17,7 @@ The expansion check, the data's moments and the init draw stay compiled: they ev
 unit (autodiff, the closed form) and JAX's random generator, which training shares.
 
 Both engines give the same numbers to rounding: ``tests/test_host_path.py`` runs every
-built-in architecture the moments route takes, GD and momentum, through both and asks for
+built-in architecture the moments route takes, with every full-batch optimizer, through both and asks for
 identical switch-on steps and losses to 1e-12 relative.
 """
 
@@ -27,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from nqf.core.errors import NqfError
+from nqf.optimizers import AbstractClosedOptimizer
 from nqf.theory.data_matrices.moments import HostMoments
 from nqf.theory.flow.base import FlowResult
 
@@ -34,10 +34,8 @@ __all__ = [
     "HOST_BUDGET_S",
     "HOST_MAX_STEPS",
     "host_seconds",
-    "host_gd_log_occupations",
     "host_hessian_vector_product",
     "host_map",
-    "host_momentum_block",
 ]
 
 # The host engine while its estimated time (:func:`host_seconds`) stays below this: a tenth of
@@ -53,10 +51,6 @@ _STEP_OVERHEAD_S = 20e-6
 _FLOPS_PER_S = 1e10
 
 
-# the optimizers whose map on M host_map steps (an optimizer with another M-flow runs compiled)
-HOST_OPTIMIZERS = ("gd", "momentum")
-
-
 def host_seconds(packed_size: int, steps: int) -> float:
     """The estimated time of the numpy M-flow: steps x (overhead + 2 p^2 / flop rate)."""
     return steps * (_STEP_OVERHEAD_S + 2.0 * packed_size * packed_size / _FLOPS_PER_S)
@@ -64,30 +58,30 @@ def host_seconds(packed_size: int, steps: int) -> float:
 
 def host_map(
     data: HostMoments,
-    optimizer: str,
+    optimizer: AbstractClosedOptimizer,
     lr: float,
     steps: int,
     factor: np.ndarray,
     basis: np.ndarray,
-    beta: float = 0.0,
+    beta: float | None = 0.0,
 ) -> FlowResult:
-    """The exact map on M = F F^T of GD (F+ = F - 2 lr G F) or heavy-ball momentum
-    (V+ = 2 G F + beta V, F+ = F - lr V+), from F = factor (d, r), every step recorded.
+    """The exact map on M = F F^T of a full-batch ``optimizer`` (its own step with the gradient
+    2 G F, ``beta`` its momentum), from F = factor (d, r), every step recorded.
 
     Returns a FlowResult with steps (T + 1,), loss (T + 1,), final M (d, d), occupations
-    |Q^T F|^2 per column of basis (d, m) at every step (T + 1, m), and for momentum the
-    closed state (P, Q) = (F V^T, V V^T).
+    |Q^T F|^2 per column of basis (d, m) at every step (T + 1, m), and for an optimizer with a
+    buffer B its closed blocks (F B^T, B B^T) (heavy ball: (P, Q)).
     """
-    if optimizer not in HOST_OPTIMIZERS:  # never another optimizer's flow under GD's or heavy ball's map
-        raise NqfError(f"the numpy M-flow steps {' and '.join(HOST_OPTIMIZERS)} only, not {optimizer!r}")
+    if optimizer.minibatches:  # never a minibatch flow under the full-batch map
+        raise NqfError(f"the numpy M-flow steps full-batch optimizers only, not {optimizer.name!r}")
     dtype = data.dtype
     F = np.array(factor, dtype=dtype)
     Qt = np.asarray(basis, dtype=dtype).T
     step_size = np.asarray(lr, dtype=dtype)
-    momentum = np.asarray(beta, dtype=dtype)
+    momentum = np.asarray(0.0 if beta is None else beta, dtype=dtype)
     loss = np.empty(steps + 1, dtype=dtype)
     occupations = np.empty((steps + 1, Qt.shape[0]), dtype=dtype)
-    V = np.zeros_like(F)
+    carry = (F, *(np.zeros_like(F) for _ in range(optimizer.buffers)))
 
     def observe(t, F):
         # loss and G from one delta = pack(F F^T) - m_hat (the moments' own loss_and_gradient)
@@ -97,50 +91,17 @@ def host_map(
 
     G = observe(0, F)
     for t in range(steps):
-        if optimizer == "gd":
-            F = F - 2 * step_size * G @ F
-        else:
-            V = 2 * G @ F + momentum * V
-            F = F - step_size * V
-        G = observe(t + 1, F)
+        carry = optimizer.flow_step(2 * G @ carry[0], carry, step_size, momentum)
+        G = observe(t + 1, carry[0])
+    F = carry[0]
     return FlowResult(
         steps=np.arange(steps + 1),
         loss=loss,
         final=F @ F.T,
         occupations=occupations,
-        state=None if optimizer == "gd" else (F @ V.T, V @ V.T),
+        state=tuple(x for B in carry[1:] for x in (F @ B.T, B @ B.T)) or None,
         stats=(("stepped", int(steps)), ("jumped", 0), ("jumps", 0)),
     )
-
-
-def host_gd_log_occupations(c, K, lr, u0, num_steps: int) -> np.ndarray:
-    """``nqf.theory.lotka_volterra.system.gd_log_occupations`` in numpy: (num_steps, m) ln m_k after each
-    step of the LV map of GD, m+ = m (1 + 2 lr (c - K m))^2, in log occupations."""
-    c, K, u = np.asarray(c), np.asarray(K), np.array(u0, dtype=np.float64)
-    out = np.empty((num_steps, u.size))
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        for t in range(num_steps):
-            Km = K * np.exp(u) if K.ndim == 1 else K @ np.exp(u)
-            g = 1.0 + 2.0 * lr * (c - Km)
-            u = u + 2.0 * np.log(np.abs(g))
-            out[t] = u
-    return out
-
-
-def host_momentum_block(c, K, lr, beta, state, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``nqf.theory.lotka_volterra.maps.momentum_block`` in numpy: the (length, m) trajectories of (m, p, q)."""
-    c, K = np.asarray(c), np.asarray(K)
-    m, p, q = (np.array(a, dtype=np.float64) for a in state)
-    out = np.empty((3, length, m.size))
-    with np.errstate(over="ignore", invalid="ignore"):
-        for t in range(length):
-            g = (K * m if K.ndim == 1 else K @ m) - c
-            R = 2.0 * m * g + beta * p
-            q = 4.0 * g * g * m + 4.0 * beta * g * p + beta**2 * q
-            m = m - 2.0 * lr * R + lr**2 * q
-            p = R - lr * q
-            out[:, t] = m, p, q
-    return out[0], out[1], out[2]
 
 
 def host_hessian_vector_product(data: HostMoments, W: np.ndarray, V: np.ndarray) -> np.ndarray:

@@ -1,9 +1,9 @@
 r"""Adaptive stepping of the M maps: jump the stretches where the map is linear, step the rest.
 
 Far from a switch-on the exact map is nearly affine in its state. Write the state as the
-Gram matrix Gamma of the propagated factors (GD: Gamma = M = F F^T; heavy-ball momentum:
+Gram matrix Gamma of the propagated factors (GD: Gamma = M = F F^T; with a momentum buffer:
 Gamma = [F; V][F; V]^T = [[M, P], [P^T, Q]]) and the map as Gamma+ = Phi(Gamma)
-(``nqf.theory.flow``). Around the current state Gamma_t,
+(:func:`gram_map`, derived from the optimizer's own step). Around the current state Gamma_t,
 
     Phi(Gamma_t + x) = Gamma_t + r + J x + O(x^2),   r = Phi(Gamma_t) - Gamma_t,  J = dPhi(Gamma_t),
 
@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqf.core.memory import MAX_JUMP_STATE, MAX_KRYLOV_STATE
+from nqf.optimizers import AbstractClosedOptimizer
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
 
 # The accepted mismatch between the true and the affine one-step increment at a landing point.
@@ -64,36 +65,30 @@ def _unpack_sym(v, idx, D):
     return U + jnp.triu(U, 1).T
 
 
-def _gd_gram_map(data: AbstractDataMatrices, hyper, Gamma):
-    lr = hyper
-    B = jnp.eye(Gamma.shape[0], dtype=Gamma.dtype) - 2 * lr * data.gradient_matrix(Gamma)
-    return B @ Gamma @ B.T
+def gram_map(optimizer: AbstractClosedOptimizer, data: AbstractDataMatrices, hyper, Gamma):
+    """One step of ``optimizer``'s map on the Gram matrix Gamma of its stacked carry (k blocks of
+    d rows: the factor and its buffers). With G = G(M) frozen at M = Gamma's first block the step is
+    linear in the carry, C+ = T C (T kd x kd: the optimizer's own step applied to the identity's
+    row blocks), so Gamma+ = T Gamma T^T. GD: T = I - 2 lr G; heavy ball: [[I - 2 lr G, -lr beta
+    I], [2 G, beta I]]."""
+    lr, beta, _ = hyper
+    k = 1 + optimizer.buffers
+    d = Gamma.shape[0] // k
+    G = data.gradient_matrix(Gamma[:d, :d])
+    identity = jnp.eye(k * d, dtype=Gamma.dtype)
+    blocks = tuple(identity[i * d : (i + 1) * d] for i in range(k))
+    T = jnp.concatenate(optimizer.flow_step(2 * G @ blocks[0], blocks, lr, beta), axis=0)
+    return T @ Gamma @ T.T
 
 
-def _momentum_gram_map(data: AbstractDataMatrices, hyper, Gamma):
-    lr, beta = hyper
-    d = Gamma.shape[0] // 2
-    M, P, Q = Gamma[:d, :d], Gamma[:d, d:], Gamma[d:, d:]
-    G = data.gradient_matrix(M)
-    R = 2 * M @ G + beta * P
-    Q_next = 4 * G @ M @ G + 2 * beta * (G @ P + P.T @ G) + beta**2 * Q
-    M_next = M - lr * (R + R.T) + lr**2 * Q_next
-    P_next = R - lr * Q_next
-    return jnp.block([[M_next, P_next], [P_next.T, Q_next]])
-
-
-GRAM_MAPS = {"gd": _gd_gram_map, "momentum": _momentum_gram_map}
-
-
-@partial(jax.jit, static_argnames=("kind",))
-def _linearise(kind, data: AbstractDataMatrices, hyper, Gamma):
+@partial(jax.jit, static_argnames=("optimizer",))
+def _linearise(optimizer, data: AbstractDataMatrices, hyper, Gamma):
     """(r, J) of the packed map at Gamma: r = Phi(Gamma) - Gamma (s,), J (s, s)."""
     D = Gamma.shape[0]
     idx = _triu(D)
-    phi = GRAM_MAPS[kind]
 
     def packed(v):
-        return _pack_sym(phi(data, hyper, _unpack_sym(v, idx, D)), idx)
+        return _pack_sym(gram_map(optimizer, data, hyper, _unpack_sym(v, idx, D)), idx)
 
     v0 = _pack_sym(Gamma, idx)
     r = packed(v0) - v0
@@ -104,24 +99,23 @@ def _linearise(kind, data: AbstractDataMatrices, hyper, Gamma):
     return r, columns.T
 
 
-@partial(jax.jit, static_argnames=("kind",))
-def _directional(kind, data: AbstractDataMatrices, hyper, Gamma, direction):
+@partial(jax.jit, static_argnames=("optimizer",))
+def _directional(optimizer, data: AbstractDataMatrices, hyper, Gamma, direction):
     """J v of the packed map at Gamma for one packed direction v (s,): one JVP of a step."""
     D = Gamma.shape[0]
     idx = _triu(D)
-    phi = GRAM_MAPS[kind]
 
     def packed(v):
-        return _pack_sym(phi(data, hyper, _unpack_sym(v, idx, D)), idx)
+        return _pack_sym(gram_map(optimizer, data, hyper, _unpack_sym(v, idx, D)), idx)
 
     return jax.jvp(packed, (_pack_sym(Gamma, idx),), (direction,))[1]
 
 
-@partial(jax.jit, static_argnames=("kind",))
-def _increment(kind, data: AbstractDataMatrices, hyper, Gamma):
+@partial(jax.jit, static_argnames=("optimizer",))
+def _increment(optimizer, data: AbstractDataMatrices, hyper, Gamma):
     D = Gamma.shape[0]
     idx = _triu(D)
-    return _pack_sym(GRAM_MAPS[kind](data, hyper, Gamma) - Gamma, idx)
+    return _pack_sym(gram_map(optimizer, data, hyper, Gamma) - Gamma, idx)
 
 
 class AffineModel:
@@ -230,7 +224,7 @@ def factors_of(Gamma: np.ndarray, parts: int, rank: int, dtype) -> tuple:
     return tuple(jnp.asarray(Z[i * d : (i + 1) * d], dtype=dtype) for i in range(parts))
 
 
-def try_jump(kind: str, data: AbstractDataMatrices, hyper, carry, length: int):
+def try_jump(optimizer: AbstractClosedOptimizer, data: AbstractDataMatrices, hyper, carry, length: int):
     """Attempt a jump of ``length`` steps from ``carry``.
 
     Returns (model, Gamma_t, accepted) where model can evaluate any step inside the jump.
@@ -244,15 +238,15 @@ def try_jump(kind: str, data: AbstractDataMatrices, hyper, carry, length: int):
     state = jnp.asarray(Gamma, dtype=dtype)
     model: AffineModel | KrylovModel
     if s <= MAX_JUMP_STATE:
-        r, J = _linearise(kind, data, hyper, state)
+        r, J = _linearise(optimizer, data, hyper, state)
         model = AffineModel(np.asarray(r, dtype=np.float64), np.asarray(J, dtype=np.float64))
     else:
-        r = np.asarray(_increment(kind, data, hyper, state), dtype=np.float64)
-        model = KrylovModel(r, lambda v: _directional(kind, data, hyper, state, jnp.asarray(v, dtype=dtype)))
+        r = np.asarray(_increment(optimizer, data, hyper, state), dtype=np.float64)
+        model = KrylovModel(r, lambda v: _directional(optimizer, data, hyper, state, jnp.asarray(v, dtype=dtype)))
     if not model.ok:
         return model, Gamma, False
     landing = states_in_jump(model, Gamma, np.array([length]))[0]
-    true = np.asarray(_increment(kind, data, hyper, jnp.asarray(landing, dtype=dtype)), dtype=np.float64)
+    true = np.asarray(_increment(optimizer, data, hyper, jnp.asarray(landing, dtype=dtype)), dtype=np.float64)
     expected = model.increment_at(length)
     mismatch = np.linalg.norm(true - expected)
     accepted = bool(mismatch <= JUMP_RTOL * np.linalg.norm(expected) + JUMP_ATOL * np.linalg.norm(Gamma))

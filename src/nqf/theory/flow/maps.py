@@ -1,7 +1,10 @@
-r"""The exact discrete maps on M = W W^T (``nqf.theory.flow`` has the equations): gradient
-descent (:func:`gd_map`), minibatch SGD (:func:`sgd_map`) and heavy-ball momentum
-(:func:`momentum_map`), stepped one by one (``_drive``) or, with ``stepping="adaptive"``,
-jumping the stretches where the map is linear (``_run_adaptive``, ``nqf.theory.flow.jumps``).
+r"""The exact discrete maps on M = W W^T (``nqf.theory.flow`` has the equations) of every optimizer
+that closes on M (:func:`optimizer_map`; :func:`gd_map` and :func:`sgd_map` for the two plain
+ones), stepped one by one (``_drive``) or, with ``stepping="adaptive"``, jumping the stretches
+where the map is linear (``_run_adaptive``, ``nqf.theory.flow.jumps``).
+
+Each step is the optimizer's own (``AbstractClosedOptimizer.flow_step``) applied to the factor
+F (M = F F^T) and its buffers, with the gradient 2 G(M) F of the loss at W = F.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from nqf.core.memory import can_jump
 from nqf.core.names import STEPPINGS as STEPPINGS
 from nqf.core.programs import bucket_length, to_device
 from nqf.core.sampling import minibatch_indices
+from nqf.optimizers import AbstractClosedOptimizer, closed_optimizer
 from nqf.theory.data_matrices.moments import FactoredSecond, MomentDataMatrices
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.flow.base import (
@@ -36,16 +40,16 @@ from nqf.theory.flow.base import (
 )
 
 
-@partial(jax.jit, static_argnames=("step", "record_M"))
-def _drive(step, record_M, data: AbstractDataMatrices, carry0, hyper, gaps, remaining, basis):
-    """Iterate ``carry = step(data, hyper, carry, t)``, observing M = F F^T (F = carry[0]) after each gap.
+@partial(jax.jit, static_argnames=("optimizer", "record_M"))
+def _drive(optimizer, record_M, data: AbstractDataMatrices, carry0, hyper, gaps, remaining, basis):
+    """Iterate ``carry = _step(optimizer, data, hyper, carry, t)``, observing M = F F^T (F = carry[0]) after each gap.
 
     gaps: (R,) steps between consecutive checkpoints (the first from step 0);
     remaining: steps after the last checkpoint. Returns (final carry, loss, M, occupations).
     """
 
     def run(carry, t0, count):
-        return jax.lax.fori_loop(0, count, lambda i, c: step(data, hyper, c, t0 + i), carry)
+        return jax.lax.fori_loop(0, count, lambda i, c: _step(optimizer, data, hyper, c, t0 + i), carry)
 
     def between(state, gap):
         carry, t = state
@@ -58,10 +62,11 @@ def _drive(step, record_M, data: AbstractDataMatrices, carry0, hyper, gaps, rema
 
 
 @jax.jit
-def _momentum_state(carry):
-    """The closed momentum state (P, Q) = (W V^T, V V^T) = (F V_F^T, V_F V_F^T), one program."""
-    F, V = carry
-    return F @ V.T, V @ V.T
+def _buffer_state(carry):
+    """The closed state of the buffers B (a momentum V): (F B^T, B B^T) for each, in order (heavy
+    ball: (P, Q) = (W V^T, V V^T)), one program."""
+    F = carry[0]
+    return tuple(x for B in carry[1:] for x in (F @ B.T, B @ B.T))
 
 
 @jax.jit
@@ -98,31 +103,18 @@ def _observe_flow(data: AbstractDataMatrices, F, basis, record_M: bool):
     return observe(data, F, basis, record_M)
 
 
-def _gd_step(data: AbstractDataMatrices, hyper, carry, t):
-    (F,) = carry
-    lr = hyper
-    if _blockwise(data):
-        return (F - 2 * lr * data.gradient_times(F),)
-    G = data.gradient_matrix(F @ F.T)
-    return (F - 2 * lr * G @ F,)
-
-
-def _sgd_step(data: AbstractSampleDataMatrices, hyper, carry, t):
-    (F,) = carry
-    lr, indices = hyper
-    G = data.gradient_matrix(F @ F.T, indices[t])
-    return (F - 2 * lr * G @ F,)
-
-
-def _momentum_step(data: AbstractDataMatrices, hyper, carry, t):
-    F, V = carry
-    lr, beta = hyper
-    if _blockwise(data):
-        V_next = 2 * data.gradient_times(F) + beta * V
-        return (F - lr * V_next, V_next)
-    G = data.gradient_matrix(F @ F.T)
-    V_next = 2 * G @ F + beta * V  # optax trace: V+ = g + beta V, g = 2 G W
-    return (F - lr * V_next, V_next)
+def _step(optimizer: AbstractClosedOptimizer, data: AbstractDataMatrices, hyper, carry, t):
+    """One step of ``optimizer`` on the carry (F, buffers...): its own update with the gradient
+    2 G(M) F at M = F F^T (G of the step's minibatch when ``hyper`` holds minibatch indices)."""
+    lr, beta, indices = hyper
+    F = carry[0]
+    if indices is not None:
+        gradient = 2 * data.gradient_matrix(F @ F.T, indices[t]) @ F  # type: ignore[call-arg]
+    elif _blockwise(data):
+        gradient = 2 * data.gradient_times(F)
+    else:
+        gradient = 2 * data.gradient_matrix(F @ F.T) @ F
+    return optimizer.flow_step(gradient, carry, lr, beta)
 
 
 def square_factor(M0=None, W0=None, dim: int | None = None) -> np.ndarray:
@@ -169,7 +161,7 @@ def _check_stepping(stepping: str) -> str:
 
 
 def _run_map(
-    step,
+    optimizer: AbstractClosedOptimizer,
     data: AbstractDataMatrices,
     carry0,
     hyper,
@@ -178,9 +170,7 @@ def _run_map(
     checkpoints,
     basis,
     record_M,
-    state_out=None,
     stepping="every",
-    kind=None,
     jump_from=None,
     jump_groups=None,
 ):
@@ -192,12 +182,12 @@ def _run_map(
     # there when the Gram state is too large to linearise (``_jumpable``): its tries were refused
     if (
         _check_stepping(stepping) == "adaptive"
-        and kind is not None
-        and _jumpable(kind, data.dim)
+        and hyper[2] is None  # minibatches: every step has its own batch, nothing to jump
+        and _jumpable(optimizer, data.dim)
         and (gaps.max(initial=0) > 1 or steps > cps[-1])
     ):
         carry, loss, Ms, occ, stats = _run_adaptive(
-            step, kind, data, carry0, hyper, steps, cps, basis, record_M, jump_from, jump_groups
+            optimizer, data, carry0, hyper, steps, cps, basis, record_M, jump_from, jump_groups
         )
     else:
         remaining = to_device(steps - cps[-1], dtype=np.int32)
@@ -205,7 +195,7 @@ def _run_map(
         # zero gap takes no step and repeats the last observation, which is dropped below
         padded = np.zeros(bucket_length(gaps.size), dtype=np.int32)
         padded[: gaps.size] = gaps
-        carry, loss, Ms, occ = _drive(step, record_M, data, carry0, hyper, to_device(padded), remaining, basis)
+        carry, loss, Ms, occ = _drive(optimizer, record_M, data, carry0, hyper, to_device(padded), remaining, basis)
         loss, Ms, occ = (None if a is None else to_device(np.asarray(a)[: gaps.size]) for a in (loss, Ms, occ))
         stats = {"stepped": int(steps), "jumped": 0, "jumps": 0}
     return FlowResult(
@@ -214,18 +204,18 @@ def _run_map(
         final=_gram(carry[0]),
         M=Ms,
         occupations=occ,
-        state=None if state_out is None else state_out(carry),
+        state=_buffer_state(carry) if len(carry) > 1 else None,
         stats=tuple((name, int(count)) for name, count in stats.items()),
     )
 
 
-def _jumpable(kind: str, d: int) -> bool:
-    """Whether a jump can be tried at all: the packed Gram state (d(d+1)/2 entries for GD, twice
-    the rows for momentum) within ``nqf.core.memory.MAX_KRYLOV_STATE``. Up to MAX_JUMP_STATE its
+def _jumpable(optimizer: AbstractClosedOptimizer, d: int) -> bool:
+    """Whether a jump can be tried at all: the packed Gram state (D(D+1)/2 entries, D = d times
+    the carry's blocks) within ``nqf.core.memory.MAX_KRYLOV_STATE``. Up to MAX_JUMP_STATE its
     linearisation takes s products of one step each and its powers O(s^3 log j); beyond, its
     Krylov model KRYLOV_DIM products (``nqf.theory.flow.jumps``). Past MAX_KRYLOV_STATE every try
     would be refused (the adaptive loop would only split the stepping), so the map steps."""
-    return can_jump(d, momentum=kind == "momentum")
+    return can_jump(d, 1 + optimizer.buffers)
 
 
 @partial(jax.jit, static_argnames=("record_M",))
@@ -243,7 +233,7 @@ def _bucket(count: int) -> int:
 
 
 def _run_adaptive(
-    step, kind, data: AbstractDataMatrices, carry, hyper, steps, cps, basis, record_M, jump_from=None, jump_groups=None
+    optimizer, data: AbstractDataMatrices, carry, hyper, steps, cps, basis, record_M, jump_from=None, jump_groups=None
 ):
     """The map to ``steps``, jumping where it is linear (``nqf.theory.flow.jumps``), observed at ``cps``.
 
@@ -271,7 +261,7 @@ def _run_adaptive(
         if switched and t >= next_try and steps - t >= MIN_JUMP:
             j = min(length, steps - t)
             stats["tries"] += 1
-            model, Gamma, accepted = try_jump(kind, data, hyper, carry, j)
+            model, Gamma, accepted = try_jump(optimizer, data, hyper, carry, j)
             if accepted:
                 k = i + int(np.searchsorted(cps[i:], t + j, side="right"))
                 states = states_in_jump(model, Gamma, np.append(cps[i:k] - t, j))
@@ -297,7 +287,7 @@ def _run_adaptive(
         padded = np.concatenate([gaps, np.zeros(_bucket(count + 1) - count, dtype=np.int32)])
         after = end - (cps[k - 1] if count else t)
         carry, loss, M_rec, occ = _drive(
-            step, record_M, data, carry, hyper, jnp.asarray(padded), jnp.asarray(after, jnp.int32), basis
+            optimizer, record_M, data, carry, hyper, jnp.asarray(padded), jnp.asarray(after, jnp.int32), basis
         )
         if count:
             _store(losses, Ms, occs, i, count, (loss, M_rec, occ))
@@ -330,11 +320,13 @@ def _store(losses, Ms, occs, first: int, count: int, out) -> None:
         occs[first + n] = None if occ is None else occ[n]
 
 
-def gd_map(
+def optimizer_map(
     data: AbstractDataMatrices,
     M0: Float[ArrayLike, "d d"] | None,
     lr: float,
     steps: int,
+    optimizer: str | AbstractClosedOptimizer = "gd",
+    beta: float | None = None,
     record_every: int | None = None,
     checkpoints: Sequence[int] | Int[ArrayLike, " c"] | None = None,
     basis: Float[ArrayLike, "d m"] | None = None,
@@ -344,16 +336,21 @@ def gd_map(
     jump_from: Float[ArrayLike, " g"] | None = None,
     jump_groups: Sequence[Sequence[int]] | None = None,
 ) -> FlowResult:
-    """Exact gradient descent on M: M+ = (I - 2 lr G(M)) M (I - 2 lr G(M)), ``steps`` times.
+    """The exact map on M of a full-batch ``optimizer`` that closes on M (``nqf.optimizers``:
+    gd, momentum, nesterov), ``steps`` times from M0; ``beta`` its momentum (None: its default).
 
-    Identical (up to rounding) to plain GD W <- W - lr grad_W L on the quadratic model
-    from any W0 with W0 W0^T = M0, whatever the width.
+    GD: M+ = (I - 2 lr G(M)) M (I - 2 lr G(M)). With a momentum buffer V (V0 = 0) the state
+    (M, P = W V^T, Q = V V^T) is closed (``nqf.theory.flow``'s docstring); ``state`` of the
+    result holds its final buffer blocks (P, Q). Identical (up to rounding) to training W with
+    the optimizer on the quadratic model from any W0 with W0 W0^T = M0, whatever the width.
 
     Args:
         data: the data matrices (sample or population).
         M0: (d, d) initial M = W0 W0^T (symmetric, positive semidefinite).
-        lr: learning rate of GD on W.
+        lr: learning rate on W.
         steps: number of updates.
+        optimizer: its name or object.
+        beta: its momentum (optimizers with a buffer), in [0, 1).
         record_every: record every this many steps (default 1); the last step is always recorded.
         checkpoints: explicit increasing steps in [0, steps] to record instead.
         basis: optional (d, m) basis Q; occupations m_k = q_k^T M q_k are then recorded.
@@ -368,21 +365,61 @@ def gd_map(
             a group counts as reached when its total occupation reaches its total threshold (how
             it splits among its members depends on W0); None: every mode a group of its own.
     """
+    opt = closed_optimizer(optimizer)
+    if opt.minibatches:
+        raise NqfError(f"optimizer {opt.name} draws minibatches: use sgd_map, which replays them")
     check_data(data)
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
+    if opt.default_beta is not None:
+        beta = opt.default_beta if beta is None else float(beta)
+        if not 0.0 <= beta < 1.0:
+            raise NqfError(f"{opt.name} beta must lie in [0, 1), got {beta}")
+    zero = to_device(np.zeros(F0.shape, dtype=F0.dtype))
     return _run_map(
-        _gd_step,
+        opt,
         data,
-        (F0,),
-        lr,
+        (F0, *(zero,) * opt.buffers),
+        (lr, jnp.asarray(0.0 if beta is None else beta, dtype=F0.dtype), None),
         steps,
         record_every,
         checkpoints,
         basis,
         record_M,
         stepping=stepping,
-        kind="gd",
         jump_from=None if jump_from is None else np.asarray(jump_from, dtype=np.float64),
+        jump_groups=jump_groups,
+    )
+
+
+def gd_map(
+    data: AbstractDataMatrices,
+    M0: Float[ArrayLike, "d d"] | None,
+    lr: float,
+    steps: int,
+    record_every: int | None = None,
+    checkpoints: Sequence[int] | Int[ArrayLike, " c"] | None = None,
+    basis: Float[ArrayLike, "d m"] | None = None,
+    record_M: bool | None = None,
+    factor: Float[ArrayLike, "d r"] | None = None,
+    stepping: str = "every",
+    jump_from: Float[ArrayLike, " g"] | None = None,
+    jump_groups: Sequence[Sequence[int]] | None = None,
+) -> FlowResult:
+    """Exact gradient descent on M: M+ = (I - 2 lr G(M)) M (I - 2 lr G(M)), ``steps`` times
+    (:func:`optimizer_map` of ``gd``, whose arguments these are)."""
+    return optimizer_map(
+        data,
+        M0,
+        lr,
+        steps,
+        "gd",
+        record_every=record_every,
+        checkpoints=checkpoints,
+        basis=basis,
+        record_M=record_M,
+        factor=factor,
+        stepping=stepping,
+        jump_from=jump_from,
         jump_groups=jump_groups,
     )
 
@@ -423,51 +460,5 @@ def sgd_map(
         )
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= data.num_samples):
         raise NqfError(f"minibatch indices must lie in [0, {data.num_samples})")
-    return _run_map(_sgd_step, data, (F0,), (lr, indices), steps, record_every, checkpoints, basis, record_M)
-
-
-def momentum_map(
-    data: AbstractDataMatrices,
-    M0: Float[ArrayLike, "d d"] | None,
-    lr: float,
-    beta: float,
-    steps: int,
-    record_every: int | None = None,
-    checkpoints: Sequence[int] | Int[ArrayLike, " c"] | None = None,
-    basis: Float[ArrayLike, "d m"] | None = None,
-    record_M: bool | None = None,
-    factor: Float[ArrayLike, "d r"] | None = None,
-    stepping: str = "every",
-    jump_from: Float[ArrayLike, " g"] | None = None,
-    jump_groups: Sequence[Sequence[int]] | None = None,
-) -> FlowResult:
-    """Exact heavy-ball momentum on M, the closed dynamics of ``optax.sgd(lr, momentum=beta)``.
-
-    optax: V+ = g + beta V, W+ = W - lr V+, g = grad_W L = 2 G W, V0 = 0. The state
-    (M, P = W V^T, Q = V V^T) is closed (``nqf.theory.flow``'s docstring); P0 = Q0 = 0. ``state`` of
-    the result holds the final (P, Q). ``stepping``, ``jump_from`` and ``jump_groups`` as in :func:`gd_map`.
-    """
-    check_data(data)
-    F0, lr, steps = _start_map(data, M0, factor, lr, steps)
-    beta = float(beta)
-    if not 0.0 <= beta < 1.0:
-        raise NqfError(f"momentum beta must lie in [0, 1), got {beta}")
-    hyper = (lr, jnp.asarray(beta, dtype=F0.dtype))
-    carry0 = (F0, to_device(np.zeros(F0.shape, dtype=F0.dtype)))  # (F, V_F) with V0 = 0
-    # report the closed state (P, Q) = (W V^T, V V^T) = (F V_F^T, V_F V_F^T)
-    return _run_map(
-        _momentum_step,
-        data,
-        carry0,
-        hyper,
-        steps,
-        record_every,
-        checkpoints,
-        basis,
-        record_M,
-        _momentum_state,
-        stepping=stepping,
-        kind="momentum",
-        jump_from=None if jump_from is None else np.asarray(jump_from, dtype=np.float64),
-        jump_groups=jump_groups,
-    )
+    hyper = (lr, jnp.zeros((), dtype=F0.dtype), indices)
+    return _run_map(closed_optimizer("sgd"), data, (F0,), hyper, steps, record_every, checkpoints, basis, record_M)

@@ -7,7 +7,9 @@ L L^*[S] = 2 (S M + M S)),
     H = L^* K L + 2 G(M) (x) I_n          (squared loss; cross-entropy adds its l'' weight)
 
 whose spectrum depends on M only (the rotations dW = W Omega are flat at a fixed
-point, where G W = 0). Heavy-ball momentum is stable for lr lambda < 2 (1 + beta).
+point, where G W = 0). An optimizer with a momentum is stable for lr lambda below its own
+``stable_rate(beta)`` (``nqf.optimizers``: heavy ball 2 (1 + beta), Nesterov
+2 (1 + beta) / (1 + 2 beta)).
 Near M = 0, H = 2 G(0) (= -2 C for squared loss): modes with c_k < 0 oscillate and
 grow once lr > 1 / |c_k|. At an isolated active mode of the Lotka-Volterra
 reduction H has the eigenvalue 4 K_kk m_k* = 4 c_k, i.e. lr < 1 / (2 c_k).
@@ -24,6 +26,7 @@ from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
 from nqf.core.programs import to_device
+from nqf.optimizers import closed_optimizer
 from nqf.theory.data_matrices.moments import HostMoments
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
 from nqf.theory.flow.base import check_data
@@ -32,14 +35,15 @@ from nqf.theory.flow.host import host_hessian_vector_product
 
 @dataclass(frozen=True)
 class LearningRateBound:
-    """The largest learning rate for which GD (or heavy-ball momentum) is linearly stable.
+    """The largest learning rate for which an optimizer on M is linearly stable.
 
     Attributes:
-        bound: 2 (1 + beta) / curvature (inf when no direction is curved upward).
+        bound: the optimizer's stable rate (GD: 2) / curvature (inf when no direction is curved upward).
         curvature: the largest Hessian eigenvalue found over the checked points.
         curvature_start: 2 lambda_max(G(0)), the largest eigenvalue at M = 0.
         worst_point: index into the given points of the largest curvature, or None when it is at M = 0.
         beta: the momentum the bound is for (0 for GD and SGD).
+        optimizer: the name of the optimizer it is for.
     """
 
     bound: float
@@ -47,6 +51,7 @@ class LearningRateBound:
     curvature_start: float
     worst_point: int | None
     beta: float
+    optimizer: str = "gd"
 
     def __float__(self) -> float:
         return self.bound
@@ -140,13 +145,15 @@ def stable_lr_bound(
     data: AbstractDataMatrices,
     points: Float[ArrayLike, "d d"] | Float[ArrayLike, "R d d"] | None = None,
     beta: float = 0.0,
+    optimizer: str = "gd",
 ) -> LearningRateBound:
     """Largest lr for which GD on M (equivalently on W) is linearly stable at M = 0 and at ``points``.
 
     GD is linearly stable at M when lr < 2 / lambda_max(H(M)), H the Hessian of
-    W -> L(W W^T) at any W with W W^T = M (module docstring); heavy-ball momentum beta
-    when lr < 2 (1 + beta) / lambda_max(H). At M = 0, H = 2 G(0) (x) I (= -2 C for squared
-    loss). Negative eigenvalues are the intended escape from the saddle and do not count.
+    W -> L(W W^T) at any W with W W^T = M (module docstring); another ``optimizer`` (its
+    momentum ``beta``) when lr < stable_rate(beta) / lambda_max(H), heavy ball's 2 (1 + beta).
+    At M = 0, H = 2 G(0) (x) I (= -2 C for squared loss). Negative eigenvalues are the
+    intended escape from the saddle and do not count.
 
     points: None, one M (d, d), or a stack (R, d, d) of points to check, typically the
     end of training predicted by the flow, e.g.
@@ -155,12 +162,13 @@ def stable_lr_bound(
     Intermediate plateaus (saddles) are only checked if they are among ``points``.
     SGD is judged by the full-batch bound.
     """
+    closed = closed_optimizer(optimizer)
     host = isinstance(data, HostMoments)
     if not host:
         check_data(data)
     beta = float(beta)
     if not 0.0 <= beta < 1.0:
-        raise NqfError(f"momentum beta must lie in [0, 1), got {beta}")
+        raise NqfError(f"beta must lie in [0, 1), got {beta}")
     d = data.dim
     if isinstance(data, HostMoments):
         curvature_start = 2.0 * float(np.linalg.eigvalsh(data.gradient_matrix(np.zeros((d, d), data.dtype)))[-1])
@@ -181,5 +189,5 @@ def stable_lr_bound(
             top = _host_hessian_top(data, M) if isinstance(data, HostMoments) else _hessian_top(data, M)
             if top > curvature:
                 curvature, worst = top, i
-    bound = float("inf") if curvature <= 0 else 2.0 * (1.0 + beta) / curvature
-    return LearningRateBound(bound, curvature, curvature_start, worst, beta)
+    bound = float("inf") if curvature <= 0 else closed.stable_rate(beta) / curvature
+    return LearningRateBound(bound, curvature, curvature_start, worst, beta, closed.name)

@@ -3,8 +3,8 @@ r"""Modes and the Lotka-Volterra reduction (docs/theory.md section 3).
 - ``modes``: the shared eigenbasis of the data matrices and the LV coefficients
   (:func:`mode_basis`, :class:`ModeBasis`);
 - ``system``: the LV system, its fixed point, the logistic and staircase closed forms and
-  the switch slopes of each optimizer;
-- ``maps``: the optimizer's own discrete map restricted to diagonal M;
+  gradient flow's switch slope (each optimizer's own: ``AbstractClosedOptimizer.switch_slope``);
+- ``maps``: the optimizer's own discrete map restricted to diagonal M (:func:`lv_occupations`);
 - ``solve``: the gradient-flow ODE in log occupations (diffrax), ``kvaerno`` its numpy
   solver (nothing compiled), ``logistic`` the independent-modes closed form.
 """
@@ -19,6 +19,7 @@ from nqf.core.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(__name__)
 
 if TYPE_CHECKING:  # the names it re-exports, each imported on first use (nqf.core.lazy reads this block)
+    from nqf.theory.lotka_volterra.maps import lv_occupations as lv_occupations
     from nqf.theory.lotka_volterra.modes import ModeBasis as ModeBasis
     from nqf.theory.lotka_volterra.modes import mode_basis as mode_basis
     from nqf.theory.lotka_volterra.solve import LVSolution as LVSolution
@@ -28,10 +29,7 @@ if TYPE_CHECKING:  # the names it re-exports, each imported on first use (nqf.co
     from nqf.theory.lotka_volterra.system import equilibrium as equilibrium
     from nqf.theory.lotka_volterra.system import excess_loss as excess_loss
     from nqf.theory.lotka_volterra.system import fixed_point as fixed_point
-    from nqf.theory.lotka_volterra.system import gd_occupations as gd_occupations
     from nqf.theory.lotka_volterra.system import logistic_occupation as logistic_occupation
     from nqf.theory.lotka_volterra.system import logistic_switch_time as logistic_switch_time
     from nqf.theory.lotka_volterra.system import staircase_switch_time as staircase_switch_time
     from nqf.theory.lotka_volterra.system import switch_slope_continuous as switch_slope_continuous
-    from nqf.theory.lotka_volterra.system import switch_slope_gd as switch_slope_gd
-    from nqf.theory.lotka_volterra.system import switch_slope_momentum as switch_slope_momentum

@@ -32,12 +32,10 @@ is :mod:`nqf.theory.lotka_volterra.solve`, and the singular limit m0 -> 0 is :mo
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import no_type_check
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float
@@ -49,13 +47,10 @@ __all__ = [
     "equilibrium",
     "excess_loss",
     "fixed_point",
-    "gd_occupations",
     "logistic_occupation",
     "logistic_switch_time",
     "staircase_switch_time",
     "switch_slope_continuous",
-    "switch_slope_gd",
-    "switch_slope_momentum",
 ]
 
 
@@ -432,52 +427,3 @@ def switch_slope_continuous(c, lr):
     m grows like e^{4 lr c t} and m0 ~ sigma0^2, so ln(1/m0) = 2 ln(1/sigma0) + const.
     """
     return 1.0 / (2.0 * lr * np.asarray(c, dtype=np.float64))
-
-
-def switch_slope_gd(c, lr):
-    """Switch-on step per unit ln(1/sigma0) under plain GD: 1/ln(1 + 2 lr c).
-
-    Near M = 0 the weight component along q_k grows by (1 + 2 lr c) per step, m by its square.
-    """
-    return 1.0 / np.log1p(2.0 * lr * np.asarray(c, dtype=np.float64))
-
-
-def switch_slope_momentum(c, lr, beta):
-    """Switch-on step per unit ln(1/sigma0) under heavy-ball momentum: 1/ln z.
-
-    z is the larger root of z^2 - (1 + beta + 2 lr c) z + beta = 0, the per-step growth of
-    the weight component (w+ = w + beta (w - w-) + 2 lr c w near M = 0). lr/(1 - beta)
-    scaling is recovered only for 2 lr c << (1 - beta)^2.
-    """
-    c = np.asarray(c, dtype=np.float64)
-    b = 1.0 + beta + 2.0 * lr * c
-    z = 0.5 * (b + np.sqrt(b * b - 4.0 * beta))
-    return 1.0 / np.log(z)
-
-
-def gd_occupations(system: LotkaVolterra, num_steps: int) -> np.ndarray:
-    """The exact discrete GD map on M in the shared eigenbasis, iterated in log space.
-
-    M+ = (I - 2 lr G) M (I - 2 lr G) with G = K[M] - C diagonal gives
-    m_k+ = (1 + 2 lr (c_k - (K m)_k))^2 m_k, i.e. u+ = u + 2 ln|1 + 2 lr (c - K e^u)|.
-
-    Returns:
-        (num_steps + 1, m) occupations at steps 0..num_steps.
-    """
-    if int(num_steps) < 0:
-        raise NqfError("gd_occupations: num_steps must be >= 0")
-    u0 = jnp.asarray(np.log(system.m0))  # log in float64 first: tiny m0 underflows in float32
-    us = gd_log_occupations(jnp.asarray(system.c), jnp.asarray(system.K), jnp.asarray(system.lr), u0, int(num_steps))
-    return np.exp(np.concatenate([np.asarray(u0)[None], np.asarray(us)], axis=0))
-
-
-# module level with arrays as arguments: compiled once per shape, not once per call
-@functools.partial(jax.jit, static_argnames=("num_steps",))
-def gd_log_occupations(c, K, lr, u0, num_steps):
-    def step(u, _):
-        Km = K * jnp.exp(u) if K.ndim == 1 else K @ jnp.exp(u)
-        g = 1.0 + 2.0 * lr * (c - Km)
-        u_next = u + 2.0 * jnp.log(jnp.abs(g))
-        return u_next, u_next
-
-    return jax.lax.scan(step, u0, None, length=num_steps)[1]

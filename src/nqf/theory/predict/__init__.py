@@ -29,6 +29,6 @@ if TYPE_CHECKING:  # the eager form, for type checkers and editors
     from nqf.theory.predict.pipeline import check_init_scale as check_init_scale
     from nqf.theory.predict.pipeline import first_crossing as first_crossing
     from nqf.theory.predict.pipeline import log_occupations as log_occupations
+    from nqf.theory.predict.pipeline import lv_occupations as lv_occupations
     from nqf.theory.predict.pipeline import mflow_resolution as mflow_resolution
-    from nqf.theory.predict.pipeline import momentum_occupations as momentum_occupations
     from nqf.theory.predict.pipeline import predict as predict

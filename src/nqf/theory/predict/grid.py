@@ -7,11 +7,11 @@ basis, the LV fixed point, the stability bound. Only four things depend on the p
 
 - W0 = sigma0 Z_seed (the draw ``nqf.train`` makes), hence the factor F0 (F0 F0^T = M0) and
   the initial occupations m_k(0) = |W0^T q_k|^2;
-- the M-flow of the optimizer from F0 with learning rate lr (GD: F+ = F - 2 lr G(F F^T) F;
-  heavy-ball: V+ = 2 G F + beta V, F+ = F - lr V+), G(M) = unpack(S (pack(M) - m_hat)) from
-  the moments;
-- the LV map from m(0) with lr (GD, in log occupations: u+ = u + 2 ln|1 + 2 lr (c - K e^u)|;
-  heavy-ball on (m, p, q), ``nqf.theory.lotka_volterra.maps``);
+- the M-flow of the optimizer from F0 with learning rate lr (its own step on the factor and
+  its buffers, GD: F+ = F - 2 lr G(F F^T) F), G(M) = unpack(S (pack(M) - m_hat)) from the
+  moments;
+- the LV map from m(0) with lr (the same step on each mode's scalars, in log occupations; GD:
+  u+ = u + 2 ln|1 + 2 lr (c - K e^u)|; ``nqf.theory.lotka_volterra.maps``);
 - the closed forms that read (c, K, m(0), lr): the logistic switch times, the LV gradient
   flow's, and the singular limit.
 
@@ -33,8 +33,8 @@ steps every step; ``predict``'s LV map extrapolates a constant-rate tail after 4
 its compiled M-flow jumps linear stretches above 20000 steps (``stepping="adaptive"``), so
 beyond those horizons the two agree to those maps' tolerances, not to rounding.
 
-Scope: the moments route (squared loss, a unit with a structure the moments take), GD and
-heavy-ball momentum; other cases raise a one-line NqfError naming what does not apply, before
+Scope: the moments route (squared loss, a unit with a structure the moments take), the
+full-batch optimizers that close on M; other cases raise a one-line NqfError naming what does not apply, before
 any heavy work.
 """
 
@@ -57,12 +57,13 @@ from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.measure import measured_plateau_losses
 from nqf.core.memory import FLOPS_PER_SECOND, check_time
-from nqf.core.optimizers import OPTIMIZER_RECORDS, optimizer_record
 from nqf.core.programs import bucket_length, to_device
+from nqf.optimizers import OPTIMIZER_RECORDS, AbstractClosedOptimizer, closed_optimizer, optimizer_record
 from nqf.theory.data_matrices.moments import MomentDataMatrices
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
 from nqf.theory.flow.base import FlowResult
 from nqf.theory.flow.maps import square_factor
+from nqf.theory.lotka_volterra.maps import lv_step
 from nqf.theory.lotka_volterra.modes import ModeBasis
 from nqf.theory.lotka_volterra.solve import flow_switch_times_batch
 from nqf.theory.lotka_volterra.system import logistic_switch_time
@@ -96,16 +97,29 @@ GRID_SECONDS_PER_STEP = 1e-5
 
 
 def grid_point(
-    data: AbstractDataMatrices, F0, V0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, steps, momentum: bool
+    data: AbstractDataMatrices,
+    F0,
+    u0,
+    m0,
+    lr,
+    beta,
+    basis,
+    c,
+    K,
+    thresholds,
+    gaps,
+    steps,
+    optimizer: AbstractClosedOptimizer,
 ):
     r"""The M-flow and the LV map of one point, reduced as they step (module docstring).
 
-    data: the moments (``MomentDataMatrices``, shared); F0 (d, r) with F0 F0^T = M(0); V0 (d, r)
-    the momentum buffer (zeros); u0 (m,) ln m(0) and m0 (m,) m(0) of the LV map (m0 is what
+    data: the moments (``MomentDataMatrices``, shared); F0 (d, r) with F0 F0^T = M(0) (the
+    optimizer's buffers start at zero); u0 (m,) ln m(0) and m0 (m,) m(0) of the LV map (m0 is what
     the record at step 0 shows, as ``predict`` records it); lr, beta scalars; basis (d, g) the
     growing modes; c (m,), K (m,) or (m, m) the LV system; thresholds (g,) m_k*/2; gaps (R,)
     the steps between consecutive records (gaps[0] = 0: step 0 is recorded; trailing zeros
-    pad); steps the horizon (records past it are padding); momentum: heavy-ball (static).
+    pad); steps the horizon (records past it are padding); optimizer: a full-batch one that
+    closes on M (static): its own step drives the M-flow and the LV map.
 
     Returns (M-flow loss (R,), LV loss (R,), M-flow switch steps (g,), LV switch steps (g,),
     the LV's smallest weight share sum_k-normalised m_k / sum_j m_j before each switch-on
@@ -119,13 +133,13 @@ def grid_point(
     never = jnp.full((g,), -1, dtype=gaps.dtype)
 
     def lv_occupations(lv_state, t):
-        occ = jnp.exp(lv_state[0]) if not momentum else lv_state[0]
-        return jnp.where(t == 0, m0, occ)  # step 0 shows m(0) itself, not exp(ln m(0))
+        return jnp.where(t == 0, m0, jnp.exp(lv_state[0]))  # step 0 shows m(0) itself, not exp(ln m(0))
 
-    # state: (F, V, G = G(F F^T), M-flow loss, LV loss, LV state, switch steps x 2, shares)
+    # state: ((F, buffers), G = G(F F^T), M-flow loss, LV loss, LV state, switch steps x 2, shares)
     def observe(state, t):
         """The losses, G and the crossings at step t, from F and the LV state at t."""
-        F, V, _, _, _, lv_state, flow_switch, lv_switch, share = state
+        carry, _, _, _, lv_state, flow_switch, lv_switch, share = state
+        F = carry[0]
         loss, G = data.loss_and_gradient(F @ F.T)
         occ = jnp.sum((Qt @ F) ** 2, axis=1)
         lv_occ = lv_occupations(lv_state, t)
@@ -137,55 +151,49 @@ def grid_point(
         share = jnp.where((lv_switch < 0) & (t <= steps), jnp.minimum(share, current), share)
         flow_switch = jnp.where(live & (flow_switch < 0) & (occ >= thresholds), t, flow_switch)
         lv_switch = jnp.where(live & (lv_switch < 0) & (lv_occ[:g] >= thresholds), t, lv_switch)
-        return (F, V, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share)
+        return (carry, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share)
 
     def step(state):
         """One step of the M-flow (with the G observed at its start) and of the LV map."""
-        F, V, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share = state
-        if momentum:
-            V = 2 * G @ F + beta * V
-            F = F - lr * V
-            m, p, q = lv_state
-            gm = (K * m if diagonal_K else K @ m) - c
-            R = 2.0 * m * gm + beta * p
-            q = 4.0 * gm * gm * m + 4.0 * beta * gm * p + beta**2 * q
-            m = m - 2.0 * lr * R + lr**2 * q
-            p = R - lr * q
-            lv_state = (m, p, q)
-        else:
-            F = F - 2 * lr * G @ F
-            (u,) = lv_state
-            Km = K * jnp.exp(u) if diagonal_K else K @ jnp.exp(u)
-            u = u + 2.0 * jnp.log(jnp.abs(1.0 + 2.0 * lr * (c - Km)))
-            lv_state = (u,)
-        return (F, V, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share)
+        carry, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share = state
+        carry = optimizer.flow_step(2 * G @ carry[0], carry, lr, beta)
+        lv_state = lv_step(optimizer, c, K, lr, beta, lv_state)
+        return (carry, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share)
 
     def between(carry, gap):
         state, t = carry
         # each step is observed once, at its end: the crossings of every step, G for the next
         state = jax.lax.fori_loop(0, gap, lambda i, st: observe(step(st), t + i + 1), state)
-        return (state, t + gap), (state[3], state[4])
+        return (state, t + gap), (state[2], state[3])
 
-    lv_state0 = (m0, jnp.zeros_like(m0), jnp.zeros_like(m0)) if momentum else (u0,)
+    lv_state0 = (u0, tuple(jnp.zeros_like(u0) for _ in range(optimizer.buffers)))
     share0 = jnp.full((g,), jnp.inf, dtype=dtype)
     zero = jnp.zeros((), dtype=dtype)
     t0 = jnp.zeros((), dtype=gaps.dtype)
     state0 = observe(
-        (F0, V0, jnp.zeros((F0.shape[0],) * 2, dtype=dtype), zero, zero, lv_state0, never, never, share0), t0
+        (
+            (F0, *(jnp.zeros_like(F0) for _ in range(optimizer.buffers))),
+            jnp.zeros((F0.shape[0],) * 2, dtype=dtype),
+            zero,
+            zero,
+            lv_state0,
+            never,
+            never,
+            share0,
+        ),
+        t0,
     )
     (state, _), (loss, lv_loss) = jax.lax.scan(between, (state0, t0), gaps)
-    flow_switch, lv_switch, share = state[6:]
+    flow_switch, lv_switch, share = state[5:]
     return loss, lv_loss, flow_switch, lv_switch, share
 
 
-@functools.partial(jax.jit, static_argnames=("momentum",))
-def _grid_program(
-    data: AbstractDataMatrices, F0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, steps, momentum: bool
-):
+@functools.partial(jax.jit, static_argnames=("optimizer",))
+def _grid_program(data: AbstractDataMatrices, F0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, steps, optimizer):
     """:func:`grid_point` vmapped over the point axis of F0, u0, m0 and lr (one program)."""
 
     def one(F, u, m, rate):
-        return grid_point(data, F, jnp.zeros_like(F), u, m, rate, beta, basis, c, K, thresholds, gaps, steps, momentum)
+        return grid_point(data, F, u, m, rate, beta, basis, c, K, thresholds, gaps, steps, optimizer)
 
     return jax.vmap(one)(F0, u0, m0, lr)
 
@@ -794,7 +802,7 @@ def _run_grid(data: AbstractDataMatrices, F0, m0, lr, config: PredictConfig, bas
                 thr,
                 gaps_d,
                 steps,
-                momentum=optimizer_record(config.optimizer).flow_takes_beta,
+                optimizer=closed_optimizer(config.optimizer),
             )
         outs.append(tuple(np.asarray(a)[: min(chunk, P - start)] for a in out))
     loss, lv_loss, flow_switch, lv_switch, share = (np.concatenate(parts) for parts in zip(*outs, strict=True))

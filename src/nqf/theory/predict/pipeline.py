@@ -53,10 +53,10 @@ from nqf.architectures.architecture import Architecture
 from nqf.core.arguments import check_entry_arguments
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError, PrecisionWarning
-from nqf.core.optimizers import optimizer_record
+from nqf.optimizers import optimizer_record
 from nqf.theory.data_matrices.moments import MomentDataMatrices, RouteChoice
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
-from nqf.theory.lotka_volterra.maps import momentum_occupations
+from nqf.theory.lotka_volterra.maps import lv_occupations
 from nqf.theory.predict import stages as stage
 from nqf.theory.predict.init import check_init_scale, initial_weights, log_occupations
 from nqf.theory.predict.result import PREDICT_OPTIMIZERS, STEPPINGS, PredictConfig, Prediction
@@ -80,7 +80,7 @@ __all__ = [
     "first_crossing",
     "log_occupations",
     "mflow_resolution",
-    "momentum_occupations",
+    "lv_occupations",
     "predict",
 ]
 

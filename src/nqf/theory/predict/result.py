@@ -27,11 +27,11 @@ from nqf.core.measure import (
 )
 from nqf.core.names import ENGINES as ENGINES
 from nqf.core.names import NETWORK_METHODS as NETWORK_METHODS
-from nqf.core.names import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
 from nqf.core.names import ROUTES as ROUTES
 from nqf.core.names import STEPPINGS as STEPPINGS
-from nqf.core.optimizers import is_transform, optimizer_record
 from nqf.core.pytrees import json_value, register_fields
+from nqf.optimizers import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
+from nqf.optimizers import is_transform, optimizer_record
 from nqf.theory.flow.base import FlowResult
 from nqf.theory.lotka_volterra.modes import ModeBasis
 from nqf.theory.lotka_volterra.system import LotkaVolterra
@@ -52,8 +52,9 @@ class PredictConfig:
         steps: horizon in optimizer steps.
         sigma0: init scale, W0 ~ N(0, sigma0^2) from ``training_keys(seed)[0]`` (the
             same W0 that ``nqf.train`` uses); ignored when W0 is given to :func:`predict`.
-        optimizer: ``gd``, ``sgd`` (minibatches from ``training_keys(seed)[1]``) or ``momentum``.
-        beta: heavy-ball momentum (optax.sgd(lr, momentum=beta)).
+        optimizer: one that closes on M (``PREDICT_OPTIMIZERS``: gd, sgd with minibatches from
+            ``training_keys(seed)[1]``, and those with a momentum, ``nqf.optimizers``).
+        beta: the momentum of an optimizer with one (its ``beta``, e.g. optax.sgd(lr, momentum=beta)).
         batch_size: minibatch size for ``sgd``.
         seed: init and minibatch seed.
         loss: ``squared`` (LV applies) or ``cross_entropy`` (M-flow only).
@@ -72,7 +73,7 @@ class PredictConfig:
         network: also predict the network itself, not only its quadratic model: the mean-field
             flow of its units (``nqf.theory.departure.mean_field``: switch-on steps, plateau
             losses and loss curve where the network leaves the quadratic model). On by default;
-            computed where it applies (units without a router, gd or momentum, the samples X, Y
+            computed where it applies (units without a router, a full-batch optimizer, the samples X, Y
             given) and its estimated time is within ``network_budget``, else a note says why not.
         network_budget: seconds the mean-field flow of one prediction (of each point of
             ``nqf.predict_grid``) may take by its estimate (``2 x 64`` particles x samples x
@@ -83,8 +84,8 @@ class PredictConfig:
             interquartile range as ``spread``, the finite-width error bar), or ``auto`` (the
             mean field, the networks where a router couples the units: docs/departure.md (d)).
         engine: how the stages after the data matrices run: ``compiled`` (JAX programs),
-            ``numpy`` (nothing compiled: ``nqf.theory.flow.host``; the moments route, GD or
-            momentum, small S and horizon) or ``auto`` (numpy where it applies; the two give
+            ``numpy`` (nothing compiled: ``nqf.theory.flow.host``; the moments route, a
+            full-batch optimizer, small S and horizon) or ``auto`` (numpy where it applies; the two give
             the same numbers to rounding, ``Prediction.engine`` says which ran and why).
     """
 
@@ -157,7 +158,7 @@ class PredictConfig:
             raise NqfError(f"network_method must be one of {', '.join(NETWORK_METHODS)}, got {self.network_method!r}")
         beta = self.beta
         if optimizer_record(self.optimizer).flow_takes_beta and not _traced(beta) and not _unit_interval(beta):
-            raise NqfError(f"momentum beta must lie in [0, 1), got {self.beta!r}")
+            raise NqfError(f"beta must lie in [0, 1), got {self.beta!r}")
 
 
 def _traced(value: object) -> bool:

@@ -15,15 +15,15 @@ from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, label, theory_gate
 from nqf.core.errors import NqfError
 from nqf.core.measure import group_label, mode_groups
-from nqf.core.optimizers import optimizer_record
 from nqf.core.programs import to_device
 from nqf.core.sampling import training_keys
+from nqf.optimizers import closed_optimizer, optimizer_record
 from nqf.theory.data_matrices.build import flow_data
 from nqf.theory.data_matrices.moments import HostMoments, MomentDataMatrices, RouteChoice
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.flow.base import FlowResult
-from nqf.theory.flow.host import HOST_BUDGET_S, HOST_MAX_STEPS, HOST_OPTIMIZERS, host_map, host_seconds
-from nqf.theory.flow.maps import gd_map, momentum_map, sgd_map, square_factor
+from nqf.theory.flow.host import HOST_BUDGET_S, HOST_MAX_STEPS, host_map, host_seconds
+from nqf.theory.flow.maps import optimizer_map, sgd_map, square_factor
 from nqf.theory.flow.stability import LearningRateBound, stable_lr_bound
 from nqf.theory.lotka_volterra.maps import lv_map_records
 from nqf.theory.lotka_volterra.modes import ModeBasis, mode_basis
@@ -142,7 +142,7 @@ def data_route(arch: Architecture, X, Y, config: PredictConfig, data: AbstractDa
 
 def engine_of(data: AbstractDataMatrices, config: PredictConfig) -> tuple[str, str]:
     """(engine, reason): ``numpy`` for the stages after the data matrices when the moments
-    route, GD or momentum, at most HOST_MAX_STEPS steps and an estimated numpy time below
+    route, a full-batch optimizer, at most HOST_MAX_STEPS steps and an estimated numpy time below
     HOST_BUDGET_S (``nqf.theory.flow.host``), and ``config.engine`` allows it; else ``compiled``.
 
     Raises NqfError when ``config.engine == "numpy"`` and it does not apply.
@@ -154,8 +154,6 @@ def engine_of(data: AbstractDataMatrices, config: PredictConfig) -> tuple[str, s
         blockers.append("the numpy engine reads the data through their moments, not the per-sample route")
     if not optimizer_record(config.optimizer).deterministic_flow:
         blockers.append(f"{config.optimizer} replays minibatches (per-sample route)")
-    elif config.optimizer not in HOST_OPTIMIZERS:
-        blockers.append(f"the numpy engine has no map of {config.optimizer}")
     if config.steps > min(HOST_MAX_STEPS, _EVERY_STEP_LIMIT):  # the numpy map records every step
         blockers.append(f"{config.steps} steps, above {HOST_MAX_STEPS} (the compiled map jumps long horizons)")
     elif isinstance(data, MomentDataMatrices) and host_seconds(data.size, config.steps) > HOST_BUDGET_S:
@@ -271,15 +269,17 @@ def init_defect_note(init_defect: float) -> str | None:
 def stability(data: AbstractDataMatrices, modes: ModeBasis, m_star, config: PredictConfig) -> LearningRateBound:
     """The linear-stability bound at M = 0 and at the LV fixed point; NqfError if ``config.lr`` is
     at or above it (unless ``config.check_lr`` is off)."""
+    judged = closed_optimizer(closed_optimizer(config.optimizer).mean_flow)  # SGD by the full-batch bound
     stable = stable_lr_bound(
         data,
         points=(modes.basis * m_star) @ modes.basis.T,
-        beta=config.beta if optimizer_record(config.optimizer).flow_takes_beta else 0.0,
+        beta=config.beta if judged.flow_takes_beta else 0.0,
+        optimizer=judged.name,
     )
     if config.check_lr and config.lr >= stable.bound:
         raise NqfError(
-            f"learning rate {config.lr:g} is unstable for these data: GD on M is linearly stable only for lr < "
-            f"{stable.bound:.4g}"
+            f"learning rate {config.lr:g} is unstable for these data: {judged.label} on M is linearly stable only "
+            f"for lr < {stable.bound:.4g}"
         )
     return stable
 
@@ -300,26 +300,19 @@ def mflow(
     factor = square_factor(W0=np.asarray(W0))
     if isinstance(data, HostMoments):  # engine "numpy": every step, nothing compiled
         flow = host_map(
-            data, config.optimizer, config.lr, config.steps, factor, modes.basis[:, : modes.num_growing], config.beta
+            data,
+            closed_optimizer(config.optimizer),
+            config.lr,
+            config.steps,
+            factor,
+            modes.basis[:, : modes.num_growing],
+            config.beta,
         )
         _check_finite(flow, config, stable)
         return flow
     basis = to_device(modes.basis[:, : modes.num_growing], dtype=dtype)
-    optimizer = optimizer_record(config.optimizer)  # its map on M: minibatches, heavy ball, or GD's
-    if not optimizer.minibatches and not optimizer.flow_takes_beta:
-        flow = gd_map(
-            data,
-            None,
-            config.lr,
-            config.steps,
-            checkpoints=record,
-            basis=basis,
-            factor=factor,
-            stepping=config.stepping,
-            jump_from=thresholds,
-            jump_groups=mode_groups(np.asarray(modes.growth)[: len(thresholds)]),
-        )
-    elif optimizer.minibatches:
+    optimizer = closed_optimizer(config.optimizer)  # its map on M: replaying minibatches, or of M alone
+    if optimizer.minibatches:
         assert config.batch_size is not None  # PredictConfig requires it for sgd
         if not isinstance(data, AbstractSampleDataMatrices):
             raise NqfError(
@@ -338,14 +331,18 @@ def mflow(
             basis=basis,
             factor=factor,
         )
-        notes.append("SGD: the M-flow replays the training minibatches; the LV numbers are its full-batch (GD) mean")
+        notes.append(
+            f"{optimizer.label}: the M-flow replays the training minibatches; the LV numbers are its full-batch "
+            f"({optimizer_record(optimizer.mean_flow).label}) mean"
+        )
     else:
-        flow = momentum_map(
+        flow = optimizer_map(
             data,
             None,
             config.lr,
-            config.beta,
             config.steps,
+            optimizer,
+            beta=config.beta,
             checkpoints=record,
             basis=basis,
             factor=factor,
@@ -374,7 +371,7 @@ def lv_map(system: LVStage, config: PredictConfig, record, never, g: int, engine
     in ``never`` stay at m_k = 0: the LV of the others is solved alone (NaN for them).
     """
     lv, m_star, thresholds = system.lv, system.m_star, system.thresholds
-    lv_optimizer = optimizer_record(config.optimizer).escape or "gd"  # predict's optimizers all have one
+    lv_optimizer = closed_optimizer(config.optimizer).mean_flow  # predict's optimizers all close on M
     horizon = float(config.steps)
     if not never.any():
         lv_occ, lv_switch, lv_stats = lv_map_records(
