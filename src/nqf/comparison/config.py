@@ -239,7 +239,8 @@ class CompareConfig:
 
     @property
     def flows(self) -> tuple[str, ...]:
-        """The M-flows computed: gd (always, the reference) then those of the other optimizers that close on M, as asked."""
+        """The M-flows computed: gd (always, the reference), then those of the other optimizers
+        asked for that close on M."""
         out = [REFERENCE_FLOW]
         for opt in self.optimizers:
             flow = self.flow_of(opt)
