@@ -334,7 +334,7 @@ def test_wrong_kinds_of_arch_or_config_are_one_line(staircase):
         (lambda: predict_config(lr=True), r"learning rate must be a positive finite number, got True"),
         (lambda: predict_config(lr=np.complex128(0.1)), r"learning rate must be a positive finite number"),
         (lambda: predict_config(lr=np.array([0.1, 0.2])), r"learning rate must be a positive finite number"),
-        (lambda: predict_config(optimizer="momentum", beta="0.5"), r"momentum beta must lie in \[0, 1\), got '0.5'"),
+        (lambda: predict_config(optimizer="momentum", beta="0.5"), r"beta must lie in \[0, 1\), got '0.5'"),
         (lambda: predict_config(check_lr="no"), r"check_lr must be True or False, got 'no'"),
         (lambda: nqf.TrainConfig(lr=True), r"learning rate must be a positive finite number, got True"),
         (lambda: nqf.TrainConfig(optimizer="momentum", beta="x"), r"beta must lie in \[0, 1\), got 'x'"),

@@ -18,7 +18,7 @@ off-diagonal mass is reported). For each sigma0 in ``sigma0s``:
   s_k = 1 / (4 lr c_k). K's measured off-diagonal mass is ~1e-17 of its diagonal, so
   below 1e-12 K is taken as diagonal and ``solve_lv`` uses the exact logistic closed
   form (otherwise Kvaerno5 in ln m);
-* the exact GD map of the LV system (``gd_occupations``) -> switch steps / eps against
+* the exact GD map of the LV system (``lv_occupations``) -> switch steps / eps against
   the limit of the GD map. Plain GD grows an inactive mode by (1 + 2 lr c_k)^2 per step,
   so its limit is s_k^GD = 1 / (2 ln(1 + 2 lr c_k)), 7% later than the flow's at
   2 lr c_k = 0.15 (docs/theory.md section 2); for K diagonal (the staircase) nothing else

@@ -28,7 +28,7 @@ tanh perceptron's quadratic model and by the tanh network itself with GD,
 lr 0.5 (2 lr c_1 = 0.5: stable, superstable mode 1), width n = 128, sigma0 = 5e-5
 (eps = ln(1/(n sigma0^2)) = 15: steps merge beyond mode ~4), float64. The prediction
 is the exact GD map of the LV system of the task's own spectrum (c_k = s_k/2, K = 1/4,
-m0 = n sigma0^2, ``gd_occupations``): both curves are fitted on the same window, from
+m0 = n sigma0^2, ``lv_occupations``): both curves are fitted on the same window, from
 the GD-map switch of mode ``train_window_modes[0]`` (4) to that of mode
 ``train_window_modes[1]`` (25), chosen from the theory before training. Claims: the
 trained exponent equals the own-spectrum LV exponent within ``trained_tolerance``
