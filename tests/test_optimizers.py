@@ -40,6 +40,10 @@ def test_every_optimizer_is_one_object_of_its_own_class():
         assert optimizer.closes_on_m == isinstance(optimizer, AbstractClosedOptimizer)
     with pytest.raises(nqf.NqfError, match="adam does not close on M"):
         closed_optimizer("adam")
+    # the settings schema states one default beta for the M-flows that carry one
+    from nqf.comparison.settings import BETA
+
+    assert {o.default_beta for o in OPTIMIZER_RECORDS.values() if o.flow_takes_beta} == {BETA}
 
 
 @pytest.mark.parametrize("name", FULL_BATCH)

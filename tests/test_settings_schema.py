@@ -98,7 +98,7 @@ def test_a_compare_spec_reports_every_error_with_its_key_path(tmp_path):
         "samples, whiten, correlation, activation",
         "spec settings.width: must be a positive integer, got 0",
         "spec settings.lr: must be a positive finite number, got nan",
-        "spec settings.optimizers[1]: unknown optimizer 'rmsprop'; choose from gd, sgd, momentum, adam, muon",
+        f"spec settings.optimizers[1]: unknown optimizer 'rmsprop'; choose from {', '.join(OPTIMIZERS)}",
         "spec settings.beta: must lie in [0, 1), got 1.0",
         "spec axes.sigma0[2]: must be a positive finite number, got -1.0",
         "spec axes.learning_rate: unknown axis; an axis is a setting of mode compare ("
@@ -123,7 +123,7 @@ def test_a_predict_spec_reports_every_error_with_its_key_path(tmp_path):
         "spec sweep.name: must be text, got 5",
         "spec arch.activation: takes text, got 3",
         "spec settings.steps: must be a positive integer <= 2147483647, got 0",
-        "spec settings.optimizer: must be one of gd, sgd, momentum, got 'adam'",
+        f"spec settings.optimizer: must be one of {', '.join(PREDICT_OPTIMIZERS)}, got 'adam'",
         "spec settings.closure: unknown setting (a setting of mode compare); mode predict takes "
         + ", ".join(SETTINGS["predict"]),
         "spec settings.seed: must be an integer in [0, 4294967295], got -1",

@@ -9,7 +9,12 @@ import json
 
 import pytest
 
+from nqf.optimizers import OPTIMIZER_SETTINGS
 from tests.conftest import SWEEP_BASE, error_line, predict_args, run_nqf
+
+# the optimizers whose M-flow carries a momentum, as the messages name them (the registry's)
+BETA_USERS = " and ".join(OPTIMIZER_SETTINGS["beta"][1])
+BETA_QUOTED = " or ".join(f'"{name}"' for name in OPTIMIZER_SETTINGS["beta"][1])
 
 REFUSED_SETTINGS = {
     "predict-gd-batch": (
@@ -18,7 +23,7 @@ REFUSED_SETTINGS = {
     ),
     "predict-gd-beta": (
         ["--beta", "0.5"],
-        "error: --beta is not used by optimizer gd: it is the heavy-ball momentum of momentum only; drop it",
+        f"error: --beta is not used by optimizer gd: it is the momentum of {BETA_USERS} only; drop it",
     ),
     "predict-momentum-batch": (
         ["--optimizer", "momentum", "--batch", "8"],
@@ -26,7 +31,7 @@ REFUSED_SETTINGS = {
     ),
     "predict-sgd-beta": (
         ["--optimizer", "sgd", "--batch", "8", "--beta", "0.5"],
-        "error: --beta is not used by optimizer sgd: it is the heavy-ball momentum of momentum only; drop it",
+        f"error: --beta is not used by optimizer sgd: it is the momentum of {BETA_USERS} only; drop it",
     ),
 }
 
@@ -41,8 +46,8 @@ def test_predict_refuses_a_setting_its_optimizer_does_not_use(case, mlp_data, tm
 @pytest.mark.parametrize(
     "optimizers, extra, expected",
     [
-        ("gd", ["--beta", "0.5"], "--beta is not used by optimizer gd: it is the heavy-ball momentum of momentum"),
-        ("gd,adam", ["--beta", "0.5"], "--beta is not used by optimizers gd, adam: it is the heavy-ball momentum"),
+        ("gd", ["--beta", "0.5"], f"--beta is not used by optimizer gd: it is the momentum of {BETA_USERS} only"),
+        ("gd,adam", ["--beta", "0.5"], "--beta is not used by optimizers gd, adam: it is the momentum of"),
         ("gd", ["--batch", "8"], "--batch is not used by optimizer gd (full batch): it is the minibatch size of sgd"),
     ],
 )
@@ -62,13 +67,13 @@ def test_compare_refuses_a_setting_no_listed_optimizer_uses(optimizers, extra, e
         ),
         (
             '[sweep]\nmode = "predict"\n' + SWEEP_BASE + 'optimizer = "sgd"\nbatch = 8\nbeta = 0.5\n',
-            "error: spec settings.beta: beta is not used by optimizer sgd: it is the heavy-ball momentum of "
-            'momentum only; drop it or set optimizer = "momentum"',
+            f"error: spec settings.beta: beta is not used by optimizer sgd: it is the momentum of {BETA_USERS} "
+            f"only; drop it or set optimizer = {BETA_QUOTED}",
         ),
         (
             SWEEP_BASE + "beta = 0.5\n",
-            "error: spec settings.beta: beta is not used by optimizer gd: it is the heavy-ball momentum of "
-            "momentum only; add momentum to the optimizers or drop it",
+            f"error: spec settings.beta: beta is not used by optimizer gd: it is the momentum of {BETA_USERS} "
+            f"only; add {' or '.join(OPTIMIZER_SETTINGS['beta'][1])} to the optimizers or drop it",
         ),
     ],
 )

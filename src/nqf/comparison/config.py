@@ -36,7 +36,6 @@ FLOW_OF = {name: record.reference_flow for name, record in OPTIMIZER_RECORDS.ite
 # Records every step up to this horizon (as ``predict`` does), else ~2000 log+linear checkpoints.
 _EVERY_STEP_LIMIT = 20000
 _CHECKPOINTS = 2000
-DEFAULT_MOMENTUM = 0.9
 
 
 def _is_int(value) -> bool:

@@ -33,7 +33,14 @@ from pydantic_core import PydanticCustomError
 
 from nqf.core.arguments import MAX_SEED, MAX_STEPS
 from nqf.core.names import LOSSES, ROUTES, STEPPINGS
-from nqf.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, OPTIMIZERS, PREDICT_OPTIMIZERS, RATE_OPTIMIZERS
+from nqf.optimizers import (
+    MINIBATCH_OPTIMIZERS,
+    OPTIMIZER_RECORDS,
+    OPTIMIZER_SETTINGS,
+    OPTIMIZERS,
+    PREDICT_OPTIMIZERS,
+    RATE_OPTIMIZERS,
+)
 
 __all__ = [
     "BETA",
@@ -112,9 +119,9 @@ Optimizers = Annotated[
     says("must be a non-empty list of optimizer names, got {got}", nested=True),
     AfterValidator(_once),
 ]
-# the heavy-ball momentum of the M-flows that carry one (optimizer momentum), by default its record's
+# the momentum of the M-flows that carry one, by default theirs (one default: checked in tests)
 BETA = next(r.default_beta for r in OPTIMIZER_RECORDS.values() if r.flow_takes_beta)
-MOMENTUM = next(name for name, r in OPTIMIZER_RECORDS.items() if r.flow_takes_beta)
+_WITH_BETA = _names(OPTIMIZER_SETTINGS["beta"][1])
 INAPPLICABLE = (
     "even for units the quadratic-form expansion does not apply to (relu, abs, ...); "
     "without it such units are an error."
@@ -154,7 +161,7 @@ CompareSettings: type[BaseModel] = create_model(
             f"lr_{name}": _field(Positive | None, None, f"Learning rate of {name} (default --lr).")
             for name in RATE_OPTIMIZERS
         },
-        "beta": _field(Probability | None, None, f"Heavy-ball momentum (optimizer {MOMENTUM}; default {BETA})."),
+        "beta": _field(Probability | None, None, f"The momentum (of {_WITH_BETA}; default {BETA})."),
         "batch": _BATCH,
         "closure": _field(Flag, True, "Run the closure check per optimizer."),
     },
@@ -169,7 +176,7 @@ PredictSettings: type[BaseModel] = create_model(
         **_COMMON,
         "allow_inapplicable": _field(Flag, False, f"Predict {INAPPLICABLE}"),
         "optimizer": _field(choice(PREDICT_OPTIMIZERS), "gd", f"{_names(PREDICT_OPTIMIZERS)}."),
-        "beta": _field(Probability, BETA, f"Heavy-ball momentum (optimizer {MOMENTUM})."),
+        "beta": _field(Probability, BETA, f"The momentum (of {_WITH_BETA})."),
         "batch": _BATCH,
         "loss": _field(choice(LOSSES), "squared", f"{_names(LOSSES)}."),
         "route": _field(choice(ROUTES), "auto", f"How the M-flow reads the data: {_names(ROUTES)}."),

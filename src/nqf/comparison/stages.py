@@ -22,7 +22,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, theory_gate
 from nqf.comparison.checks import check_compare_memory
-from nqf.comparison.config import DEFAULT_MOMENTUM, CompareConfig
+from nqf.comparison.config import CompareConfig
 from nqf.comparison.measures import closure_until
 from nqf.comparison.result import Comparison
 from nqf.core.errors import NqfError
@@ -167,7 +167,7 @@ def _predict_config(config: CompareConfig, flow: str, seed: int) -> PredictConfi
         steps=int(config.steps),
         sigma0=float(config.sigma0),
         optimizer=flow,
-        beta=DEFAULT_MOMENTUM if config.beta is None else float(config.beta),
+        beta=(optimizer_record(flow).default_beta or 0.0) if config.beta is None else float(config.beta),
         batch_size=config.batch_size if optimizer_record(flow).minibatches else None,
         seed=seed,
         allow_inapplicable=bool(config.allow_inapplicable),

@@ -185,7 +185,7 @@ def check_optimizers(mode: str, settings: dict, axes: dict[str, list], problems:
             problems.bad("settings.batch", f"optimizer {optimizer} needs a minibatch size (batch = B)")
         # every point's optimizer: the setting, or the values of its axis
         optimizers = tuple(axes.get("optimizer", [optimizer]))
-        _unused(("batch", "beta"), settings, axes, optimizers, 'drop it or set optimizer = "{users}"', problems, mode)
+        _unused(("batch", "beta"), settings, axes, optimizers, "drop it or set optimizer = {quoted}", problems, mode)
 
 
 def _unused(names: tuple[str, ...], settings: dict, axes: dict[str, list], optimizers: tuple[str, ...], remedy: str,
@@ -198,6 +198,7 @@ def _unused(names: tuple[str, ...], settings: dict, axes: dict[str, list], optim
             continue
         unused = unused_setting(name, optimizers)
         if unused:
-            users = " or ".join(OPTIMIZER_SETTINGS[name][1])
+            users = OPTIMIZER_SETTINGS[name][1]
             where = f"settings.{name}" if name in settings else f"axes.{name}"
-            problems.bad(where, f"{unused}; {remedy.format(users=users)}")
+            remedy_text = remedy.format(users=" or ".join(users), quoted=" or ".join(f'"{u}"' for u in users))
+            problems.bad(where, f"{unused}; {remedy_text}")
