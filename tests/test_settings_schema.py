@@ -75,6 +75,29 @@ def test_the_schema_checks_what_the_spec_checks():
             CompareSettings.model_validate({**BASE, **bad})
     with pytest.raises(ValidationError):
         PredictSettings.model_validate({**BASE, "optimizer": "adam"})  # adam has no M-flow
+    for bad in ({"network_budget": 0.0}, {"network_budget": math.nan}, {"network_method": "both"}, {"network": 1}):
+        with pytest.raises(ValidationError):
+            PredictSettings.model_validate({**BASE, **bad})
+    assert PredictSettings.model_validate({**BASE, "network_budget": math.inf}).network_budget == math.inf
+
+
+@pytest.mark.parametrize("mode", ["compare", "predict"])
+def test_a_points_network_settings_reach_the_librarys_config(mode):
+    """The network's own prediction is a setting like the others: a sweep point's values reach the
+    config it runs (an infinite budget is no limit)."""
+    from nqf.scans.sweep.compute import compare_config, predict_config
+
+    settings = {
+        **defaults(SETTINGS_MODELS[mode]),
+        **BASE,
+        "network": False,
+        "network_budget": math.inf,
+        "network_method": "networks",
+    }
+    if mode == "compare":
+        settings["learning_rates"] = {}
+    config = (compare_config if mode == "compare" else predict_config)(settings)
+    assert (config.network, config.network_budget, config.network_method) == (False, None, "networks")
 
 
 # -- every error at once, with its key path -------------------------------------------------------

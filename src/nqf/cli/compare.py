@@ -180,29 +180,9 @@ def compare_command(
             "between the network and its quadratic form there (docs/departure.md).",
         ),
     ] = False,
-    network: Annotated[
-        bool,
-        typer.Option(
-            "--network/--no-network",
-            help="Also predict the network itself beside its training: the mean-field flow of its units "
-            "(docs/departure.md), per optimizer with an M-flow and seed, where it applies.",
-        ),
-    ] = True,
-    network_budget: Annotated[
-        float,
-        typer.Option(
-            "--network-budget",
-            help="Seconds each mean-field flow may take by its estimate; beyond, a note says so. inf: no limit.",
-        ),
-    ] = 5.0,
-    network_method: Annotated[
-        str,
-        typer.Option(
-            "--network-method",
-            help="How the network's own prediction is computed: mean_field, networks (sharing the init's M0) or "
-            "auto (the mean field; the networks where a router couples the units).",
-        ),
-    ] = "auto",
+    network: bool = setting(CompareSettings, "network", flag="--network/--no-network"),
+    network_budget: float = setting(CompareSettings, "network_budget"),
+    network_method: str = setting(CompareSettings, "network_method"),
     allow_inapplicable: bool = setting(CompareSettings, "allow_inapplicable"),
     **rates: float | None,  # --lr-OPT, one per optimizer with a rate of its own (rate_options)
 ) -> None:

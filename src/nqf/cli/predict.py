@@ -190,32 +190,9 @@ def predict(
             "relative gap between the network and its quadratic form there (docs/departure.md; seconds more).",
         ),
     ] = False,
-    network: Annotated[
-        bool,
-        typer.Option(
-            "--network/--no-network",
-            help="Also predict the network itself, not only its quadratic model: the mean-field flow of its units "
-            "(switch-on steps and plateau losses where nonlinear units leave the quadratic model; docs/departure.md). "
-            "Computed where it applies (no router, a full-batch optimizer).",
-        ),
-    ] = True,
-    network_budget: Annotated[
-        float,
-        typer.Option(
-            "--network-budget",
-            help="Seconds the network's mean-field flow may take by its estimate (particles x samples x steps x a "
-            "unit's flops); beyond, a note says so instead. inf: no limit.",
-        ),
-    ] = 5.0,
-    network_method: Annotated[
-        str,
-        typer.Option(
-            "--network-method",
-            help="How the network's own prediction is computed: mean_field (its units' distribution), networks "
-            "(16 or more networks sharing the init's M0: their median, and half their interquartile range as the "
-            "finite-width spread), or auto (the mean field; the networks where a router couples the units).",
-        ),
-    ] = "auto",
+    network: bool = setting(PredictSettings, "network", flag="--network/--no-network"),
+    network_budget: float = setting(PredictSettings, "network_budget"),
+    network_method: str = setting(PredictSettings, "network_method"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON.")] = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
     csv_dir: Annotated[

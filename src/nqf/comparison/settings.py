@@ -32,7 +32,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from nqf.core.arguments import MAX_SEED, MAX_STEPS
-from nqf.core.names import LOSSES, ROUTES, STEPPINGS
+from nqf.core.names import LOSSES, NETWORK_METHODS, ROUTES, STEPPINGS
 from nqf.optimizers import (
     MINIBATCH_OPTIMIZERS,
     OPTIMIZER_RECORDS,
@@ -89,6 +89,10 @@ Positive = Annotated[
     float, Strict(), Field(gt=0, allow_inf_nan=False), says("must be a positive finite number, got {got}")
 ]
 Probability = Annotated[float, Strict(), Field(ge=0, lt=1), says("must lie in [0, 1), got {got}")]
+# seconds of an estimate's budget; inf: no limit
+Budget = Annotated[
+    float, Strict(), Field(gt=0), says("must be a positive number of seconds (inf: no limit), got {got}")
+]
 Flag = Annotated[bool, Strict(), says("must be true or false, got {got}")]
 
 
@@ -141,6 +145,26 @@ _COMMON = {
     "seed": _field(Seed, 0, "Init and minibatch seed."),
     "data_seed": _field(Seed, 0, "Seed of the task's data."),
     "allow_inapplicable": _field(Flag, False, f"Run {INAPPLICABLE}"),
+    "network": _field(
+        Flag,
+        True,
+        "Also predict the network itself, not only its quadratic model: the mean-field flow of its units "
+        "(switch-on steps and plateau losses where nonlinear units leave the quadratic model; docs/departure.md), "
+        "where it applies (a full-batch optimizer with an M-flow).",
+    ),
+    "network_budget": _field(
+        Budget,
+        5.0,
+        "Seconds the network's own prediction may take by its estimate (particles x samples x steps x a unit's "
+        "flops); beyond, a note says so instead. inf: no limit.",
+    ),
+    "network_method": _field(
+        choice(NETWORK_METHODS),
+        "auto",
+        "How the network's own prediction is computed: mean_field (its units' distribution), networks (16 or "
+        "more networks sharing the init's M0: their median, and half their interquartile range as the "
+        "finite-width spread), or auto (the mean field; the networks where a router couples the units).",
+    ),
 }
 _BATCH = _field(Count | None, None, f"Minibatch size ({', '.join(MINIBATCH_OPTIMIZERS)}).")
 _MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, defer_build=True)

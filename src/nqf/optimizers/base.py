@@ -26,8 +26,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
 if TYPE_CHECKING:
     import optax
 
@@ -156,6 +154,8 @@ class AbstractClosedOptimizer(AbstractOptimizer):
     def switch_slope(self, c, lr: float, beta: float = 0.0):
         """Switch-on step per unit ln(1/sigma0) of a mode with eigenvalue c > 0: 1 / ln growth (a
         mode's occupation grows by the square of its amplitude's growth, and starts at sigma0^2)."""
+        import numpy as np
+
         return 1.0 / self.log_growth(2.0 * lr * np.asarray(c, dtype=np.float64), beta)
 
 

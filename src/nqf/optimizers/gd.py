@@ -8,8 +8,6 @@ lr lambda < 2.
 
 from __future__ import annotations
 
-import numpy as np
-
 from nqf.optimizers.base import AbstractClosedOptimizer
 
 
@@ -36,6 +34,8 @@ class GD(AbstractClosedOptimizer):
         return descent_step(gradient, carry, lr)
 
     def log_growth(self, rate, beta):
+        import numpy as np  # here: the command line imports this module without numpy
+
         return np.log1p(rate)  # w+ = (1 + rate) w
 
     def stable_rate(self, beta):

@@ -9,8 +9,6 @@ lambda the step is stable while lr lambda < 2 (1 + beta).
 
 from __future__ import annotations
 
-import numpy as np
-
 from nqf.optimizers.base import AbstractClosedOptimizer
 
 
@@ -34,6 +32,8 @@ class HeavyBall(AbstractClosedOptimizer):
         return (F - lr * V_next, V_next)
 
     def log_growth(self, rate, beta):
+        import numpy as np  # here: the command line imports this module without numpy
+
         b = 1.0 + beta + rate
         return np.log(0.5 * (b + np.sqrt(b * b - 4.0 * beta)))
 

@@ -19,8 +19,6 @@ lambda) the characteristic polynomial z^2 - (1 + beta)(1 - b) z + beta (1 - b) h
 
 from __future__ import annotations
 
-import numpy as np
-
 from nqf.optimizers.base import AbstractClosedOptimizer
 
 
@@ -44,6 +42,8 @@ class Nesterov(AbstractClosedOptimizer):
         return (F - lr * (gradient + beta * V_next), V_next)
 
     def log_growth(self, rate, beta):
+        import numpy as np  # here: the command line imports this module without numpy
+
         b = (1.0 + beta) * (1.0 + rate)
         return np.log(0.5 * (b + np.sqrt(b * b - 4.0 * beta * (1.0 + rate))))
 

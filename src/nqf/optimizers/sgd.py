@@ -7,8 +7,6 @@ those of the full-batch mean, GD's.
 
 from __future__ import annotations
 
-import numpy as np
-
 from nqf.optimizers.base import AbstractClosedOptimizer
 from nqf.optimizers.gd import descent_step
 
@@ -30,6 +28,8 @@ class SGD(AbstractClosedOptimizer):
         return descent_step(gradient, carry, lr)  # the engine gives the minibatch gradient
 
     def log_growth(self, rate, beta):
+        import numpy as np  # here: the command line imports this module without numpy
+
         return np.log1p(rate)
 
     def stable_rate(self, beta):

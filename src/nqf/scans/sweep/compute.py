@@ -155,6 +155,17 @@ def thin_predict(result: dict) -> dict:
     return result
 
 
+def network_settings(settings: dict) -> dict:
+    """The network's own prediction's settings of a point, as the library's configs take them
+    (an infinite budget is no limit: None)."""
+    budget = float(settings["network_budget"])
+    return {
+        "network": bool(settings["network"]),
+        "network_budget": None if budget == float("inf") else budget,
+        "network_method": settings["network_method"],
+    }
+
+
 def compare_config(settings: dict):
     from nqf.comparison.compare import CompareConfig
 
@@ -172,6 +183,7 @@ def compare_config(settings: dict):
         data_seed=int(settings["data_seed"]),
         closure=bool(settings["closure"]),
         allow_inapplicable=bool(settings["allow_inapplicable"]),
+        **network_settings(settings),
     )
 
 
@@ -191,6 +203,7 @@ def predict_config(settings: dict):
         route=settings["route"],
         stepping=settings["stepping"],
         allow_inapplicable=bool(settings["allow_inapplicable"]),
+        **network_settings(settings),
     )
 
 
