@@ -9,6 +9,7 @@ from nqf import PredictConfig, get_task, predict
 from nqf.architectures import mlp, mlp_fixed
 from nqf.architectures.architecture import init_weights
 from nqf.core.errors import NqfError
+from nqf.optimizers import PREDICT_OPTIMIZERS, closed_optimizer
 from nqf.theory.data_matrices.build import data_matrices
 from nqf.theory.departure.estimate import departure, path_weights, propagators
 from nqf.theory.flow import optimizer_map, square_factor
@@ -21,7 +22,7 @@ X, Y = STAIR.generate(0, dtype=np.float64)
 TANH = mlp(inputs=8, outputs=4, activation="tanh")
 
 
-@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+@pytest.mark.parametrize("optimizer", [n for n in PREDICT_OPTIMIZERS if closed_optimizer(n).deterministic_flow])
 @pytest.mark.parametrize("width", [32, 4])
 def test_propagator_reproduces_the_m_flow(optimizer, width):
     """M_t = P(t) M0 P(t)^T = W_t W_t^T equals the M-flow's M to 1e-10 (float64), GD and heavy-ball

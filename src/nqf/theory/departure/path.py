@@ -18,7 +18,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, init_weights, network_batch
 from nqf.core.errors import NqfError
 from nqf.core.sampling import training_keys
-from nqf.optimizers import optimizer_record
+from nqf.optimizers import AbstractClosedOptimizer, closed_optimizer, optimizer_record
 from nqf.theory.data_matrices.build import checked_samples, flow_data
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSampleDataMatrices
 from nqf.theory.data_matrices.samples import per_sample_loss
@@ -72,51 +72,50 @@ def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:
     return jax.vmap(per_sample)(X)
 
 
-def _path_step(optimizer, data: AbstractDataMatrices, B, hyper, carry, t):
-    """One step of Z (and its velocity factor) with M = (Z B)(Z B)^T: Z+ = (I - 2 lr G) Z (GD)."""
-    Z, R = carry
-    F = Z @ B
-    record = optimizer_record(optimizer)
-    if record.minibatches:
+def _path_step(optimizer: AbstractClosedOptimizer, data: AbstractDataMatrices, B, hyper, carry, t):
+    """One step of Z and its buffers with M = (Z B)(Z B)^T: the optimizer's own step with the
+    gradient 2 G(M) Z (GD: Z+ = (I - 2 lr G) Z), G of the step's minibatch where there is one."""
+    lr, beta, indices = hyper
+    F = carry[0] @ B
+    if indices is not None:
         assert isinstance(data, AbstractSampleDataMatrices)  # departure() passes sample data for sgd
-        lr, _, indices = hyper
         G = data.gradient_matrix(F @ F.T, indices[t])
     else:
-        lr = hyper[0]
         G = data.gradient_matrix(F @ F.T)
-    if record.flow_takes_beta:
-        beta = hyper[1]
-        R = 2 * G @ Z + beta * R
-        return Z - lr * R, R
-    return Z - 2 * lr * G @ Z, R
+    return optimizer.flow_step(2 * G @ carry[0], carry, lr, beta)
 
 
 @partial(jax.jit, static_argnames=("optimizer",))
 def _path(optimizer, data: AbstractDataMatrices, Z0, B, hyper, gaps):
-    """Z (and its velocity factor) at the steps reached after each of ``gaps``: (S, *Z0.shape) twice."""
+    """Z and its first buffer's factor (zeros without one) at the steps reached after each of
+    ``gaps``: (S, *Z0.shape) twice."""
+    closed = closed_optimizer(optimizer)
+    zero = jnp.zeros_like(Z0)
 
     def between(state, gap):
         carry, t = state
-        carry = jax.lax.fori_loop(0, gap, lambda i, c: _path_step(optimizer, data, B, hyper, c, t + i), carry)
-        return (carry, t + gap), carry
+        carry = jax.lax.fori_loop(0, gap, lambda i, c: _path_step(closed, data, B, hyper, c, t + i), carry)
+        return (carry, t + gap), (carry[0], carry[1] if closed.buffers else zero)
 
-    _, (Zs, Rs) = jax.lax.scan(between, ((Z0, jnp.zeros_like(Z0)), jnp.zeros((), gaps.dtype)), gaps)
+    carry0 = (Z0, *(zero for _ in range(closed.buffers)))
+    _, (Zs, Rs) = jax.lax.scan(between, (carry0, jnp.zeros((), gaps.dtype)), gaps)
     return Zs, Rs
 
 
 def _hyper(data: AbstractDataMatrices, optimizer, lr, beta, indices):
+    """(lr, beta, minibatch indices or None) as the path's step takes them."""
     dtype = data.dtype
-    lr = jnp.asarray(lr, dtype=dtype)
     record = optimizer_record(optimizer)
     if not record.closes_on_m:
         raise NqfError(f"departure: no path for optimizer {optimizer!r}")
-    if record.flow_takes_beta:
-        return (lr, jnp.asarray(beta, dtype=dtype))
-    if record.minibatches:
-        if indices is None:
-            raise NqfError(f"departure with {optimizer} needs the minibatch indices")
-        return (lr, jnp.asarray(0.0, dtype=dtype), jnp.asarray(indices))
-    return (lr,)
+    if record.minibatches and indices is None:
+        raise NqfError(f"departure with {optimizer} needs the minibatch indices")
+    beta = beta if record.flow_takes_beta else 0.0
+    return (
+        jnp.asarray(lr, dtype=dtype),
+        jnp.asarray(beta, dtype=dtype),
+        jnp.asarray(indices) if record.minibatches else None,
+    )
 
 
 def _check_steps(steps) -> np.ndarray:
