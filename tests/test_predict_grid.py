@@ -17,6 +17,7 @@ import pytest
 
 import nqf
 from nqf.core.errors import NqfError
+from nqf.optimizers import PREDICT_OPTIMIZERS, closed_optimizer
 from nqf.theory.predict.grid import PredictionGrid, predict_grid
 
 from .conftest import assert_allclose
@@ -31,6 +32,8 @@ jax.monitoring.register_event_duration_secs_listener(
 
 
 _case = case_config  # the cases test_host_path holds both engines to
+# every optimizer the grid runs (the full-batch ones with an M-flow), from the registry
+FULL_BATCH = [name for name in PREDICT_OPTIMIZERS if closed_optimizer(name).deterministic_flow]
 
 
 def _assert_point(grid: PredictionGrid, index, p, what):
@@ -57,7 +60,7 @@ def _assert_point(grid: PredictionGrid, index, p, what):
     assert grid.stable_lr == pytest.approx(p.stable_lr, rel=1e-12)
 
 
-@pytest.mark.parametrize("optimizer", ["gd", "momentum"])
+@pytest.mark.parametrize("optimizer", FULL_BATCH)
 @pytest.mark.parametrize(
     "case",
     ["staircase", *(pytest.param(name, marks=pytest.mark.slow) for name in ("correlated", "icl", "digits", "iris"))],
