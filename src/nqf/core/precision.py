@@ -37,11 +37,6 @@ def resolve_dtype(dtype=None) -> np.dtype:
     return resolved
 
 
-def dtype_name(dtype) -> str:
-    """``"float32"`` or ``"float64"``."""
-    return np.dtype(dtype).name
-
-
 def occupation_floor(dtype) -> float:
     r"""The smallest initial mode occupation m_k(0) = q_k^T W0 W0^T q_k that nqf resolves in ``dtype``.
 

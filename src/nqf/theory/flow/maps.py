@@ -75,10 +75,6 @@ def _gram(F):
     return F @ F.T
 
 
-def _sym(X):
-    return 0.5 * (X + X.T)
-
-
 # The maps carry a square factor F (d x d) with M = F F^T instead of M itself. Every map
 # below acts on M through left multiplications of W (W+ = B W), so F+ = B F gives exactly
 # M+ = B M B while keeping M positive semidefinite and the rounding of a mode's
