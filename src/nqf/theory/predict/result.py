@@ -158,7 +158,7 @@ class PredictConfig:
             raise NqfError(f"network_method must be one of {', '.join(NETWORK_METHODS)}, got {self.network_method!r}")
         beta = self.beta
         if optimizer_record(self.optimizer).flow_takes_beta and not _traced(beta) and not _unit_interval(beta):
-            raise NqfError(f"beta must lie in [0, 1), got {self.beta!r}")
+            raise NqfError(f"{self.optimizer} beta must lie in [0, 1), got {self.beta!r}")
 
 
 def _traced(value: object) -> bool:
