@@ -71,7 +71,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, network_batch
 from nqf.core.measure import group_first, measured_plateau_losses, switch_steps
 from nqf.core.memory import available_bytes, size_text
-from nqf.core.programs import bucket_length
+from nqf.core.programs import bucket_length, to_device
 from nqf.optimizers import OPTIMIZER_RECORDS, closed_optimizer, optimizer_record
 from nqf.theory.data_matrices.samples import per_sample_loss
 from nqf.theory.departure.path import network_unit
@@ -230,8 +230,8 @@ def unit_flops(arch: Architecture, x) -> float:
 @functools.cache
 def _unit_flops(arch: Architecture, shape: tuple, dtype: str) -> float:
     unit = network_unit(arch)
-    w = jnp.zeros(arch.dim, dtype=dtype)
-    analysis = jax.jit(lambda w, x: jnp.sum(unit(w, x))).lower(w, jnp.zeros(shape, dtype=dtype)).cost_analysis()
+    w = jax.ShapeDtypeStruct((arch.dim,), dtype)  # shapes only: no eager zeros to compile
+    analysis = jax.jit(lambda w, x: jnp.sum(unit(w, x))).lower(w, jax.ShapeDtypeStruct(shape, dtype)).cost_analysis()
     analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
     return float((analysis or {}).get("flops", 10.0 * (arch.dim + arch.outputs)))
 
@@ -275,6 +275,16 @@ def _square_root(M: np.ndarray) -> np.ndarray:
 
 
 @partial(jax.jit, static_argnames=("arch", "loss", "optimizer", "width"))
+def _particle_sets(arch, loss, optimizer, width, draws, X, Y, lr, beta, basis, gaps):
+    """:func:`_particle_flow` of every set of ``draws`` (K, d, S), as one program (vmapped inside
+    it: a vmap outside compiled an eager transpose per output on the first call, 0.2 s)."""
+
+    def one(W0):
+        return _particle_flow(arch, loss, optimizer, width, W0, X, Y, lr, beta, basis, gaps)
+
+    return jax.vmap(one)(draws)
+
+
 def _particle_flow(arch, loss, optimizer, width, W0, X, Y, lr, beta, basis, gaps):
     """Occupations (L, g) and loss (L,) of one particle set W0 (d, S) at the records' starts
     (gaps (L,): the steps from each record to the next, zero past the last), and both at the end.
@@ -383,28 +393,29 @@ def point_flow(
     dtype = jnp.result_type(float)
     record = np.asarray(record, dtype=np.int64)
     if ensemble:
-        draws = jnp.asarray(rotated_inits(W0, sets), dtype=dtype)  # (K, d, n)
+        draws = to_device(np.asarray(rotated_inits(W0, sets)), dtype=dtype)  # (K, d, n)
     else:
         root = _square_root(W0 @ W0.T / width)
-        draws = jnp.asarray(root @ whitened_draws(d, particles), dtype=dtype)  # (SETS, d, S)
+        draws = to_device(root @ whitened_draws(d, particles), dtype=dtype)  # (SETS, d, S)
     optimizer = closed_optimizer(config.optimizer)
     beta = config.beta if optimizer.takes_beta else 0.0
     # the records' gaps padded to a power of two (a zero gap is no step): fewer programs to compile
     gaps = np.zeros(bucket_length(record.size - 1, floor=64), dtype=np.int32)
     gaps[: record.size - 1] = np.diff(record)
-    run = jax.vmap(_particle_flow, in_axes=(None, None, None, None, 0) + (None,) * 6)
-    occ, loss, last_occ, last_loss = run(
+    occ, loss, last_occ, last_loss = _particle_sets(
         arch,
         config.loss,
         optimizer,
         width,
         draws,
-        jnp.asarray(X, dtype=dtype),
-        jnp.asarray(Y, dtype=dtype),
-        jnp.asarray(config.lr, dtype=dtype),
-        jnp.asarray(beta, dtype=dtype),
-        jnp.asarray(basis, dtype=dtype),
-        jnp.asarray(gaps),
+        # host data transferred as it is (to_device): jnp.asarray of a Python float compiled a
+        # conversion, and of the gaps a copy, on the first call
+        to_device(np.asarray(X), dtype=dtype),
+        to_device(np.asarray(Y), dtype=dtype),
+        to_device(config.lr, dtype=dtype),
+        to_device(beta, dtype=dtype),
+        to_device(np.asarray(basis), dtype=dtype),
+        to_device(gaps),
     )
     # the records' readings: each segment's start, then the end of the last
     keep = record.size - 1
