@@ -84,6 +84,13 @@ class AbstractOptimizer(ABC):
     def takes_beta(self) -> bool:
         return self.default_beta is not None
 
+    def beta_of(self, beta: float | None) -> float:
+        """The beta its step runs with: ``beta``, else its default; 0 for an optimizer without one
+        (whatever was given: it is unused there)."""
+        if self.default_beta is None:
+            return 0.0
+        return float(self.default_beta if beta is None else beta)
+
     @property
     def minibatches(self) -> bool:
         """Always on minibatches (``sgd``): its M-flow replays the batches on the per-sample data,

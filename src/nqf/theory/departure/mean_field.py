@@ -398,7 +398,7 @@ def point_flow(
         root = _square_root(W0 @ W0.T / width)
         draws = to_device(root @ whitened_draws(d, particles), dtype=dtype)  # (SETS, d, S)
     optimizer = closed_optimizer(config.optimizer)
-    beta = config.beta if optimizer.takes_beta else 0.0
+    beta = optimizer.beta_of(config.beta)
     # the records' gaps padded to a power of two (a zero gap is no step): fewer programs to compile
     gaps = np.zeros(bucket_length(record.size - 1, floor=64), dtype=np.int32)
     gaps[: record.size - 1] = np.diff(record)

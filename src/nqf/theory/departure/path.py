@@ -110,7 +110,7 @@ def _hyper(data: AbstractDataMatrices, optimizer, lr, beta, indices):
         raise NqfError(f"departure: no path for optimizer {optimizer!r}")
     if record.minibatches and indices is None:
         raise NqfError(f"departure with {optimizer} needs the minibatch indices")
-    beta = beta if record.flow_takes_beta else 0.0
+    beta = record.beta_of(beta)
     return (
         jnp.asarray(lr, dtype=dtype),
         jnp.asarray(beta, dtype=dtype),

@@ -366,16 +366,15 @@ def optimizer_map(
         raise NqfError(f"optimizer {opt.name} draws minibatches: use sgd_map, which replays them")
     check_data(data)
     F0, lr, steps = _start_map(data, M0, factor, lr, steps)
-    if opt.default_beta is not None:
-        beta = opt.default_beta if beta is None else float(beta)
-        if not 0.0 <= beta < 1.0:
-            raise NqfError(f"{opt.name} beta must lie in [0, 1), got {beta}")
+    beta = opt.beta_of(beta)
+    if not 0.0 <= beta < 1.0:
+        raise NqfError(f"{opt.name} beta must lie in [0, 1), got {beta}")
     zero = to_device(np.zeros(F0.shape, dtype=F0.dtype))
     return _run_map(
         opt,
         data,
         (F0, *(zero,) * opt.buffers),
-        (lr, jnp.asarray(0.0 if beta is None else beta, dtype=F0.dtype), None),
+        (lr, jnp.asarray(beta, dtype=F0.dtype), None),
         steps,
         record_every,
         checkpoints,

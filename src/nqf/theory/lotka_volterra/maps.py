@@ -90,7 +90,7 @@ def lv_map_records(
     ``thresholds`` (NaN: not reached by num_steps), {"stepped", "extrapolated"}).
     """
     opt = closed_optimizer(optimizer)
-    beta = _beta_of(opt, beta)
+    beta = opt.beta_of(beta)
     host = engine == "numpy"  # the same map in numpy: nothing compiled
     c: Any
     K: Any
@@ -150,13 +150,6 @@ def lv_map_records(
             stats["extrapolated"] = num_steps - t
             break
     return out, switch, stats
-
-
-def _beta_of(optimizer: AbstractClosedOptimizer, beta: float | None) -> float:
-    """The momentum the map runs with: ``beta``, else the optimizer's default; 0 without one."""
-    if optimizer.default_beta is None:
-        return 0.0
-    return float(optimizer.default_beta if beta is None else beta)
 
 
 def _mode_matrices(optimizer: AbstractClosedOptimizer, g: np.ndarray, lr: float, beta: float) -> np.ndarray:
@@ -221,7 +214,7 @@ def lv_occupations(
     """The LV map of ``optimizer`` on a diagonal M from system.m0, every step: (num_steps + 1, modes)
     occupations (module docstring)."""
     opt = closed_optimizer(optimizer)
-    beta = _beta_of(opt, beta)
+    beta = opt.beta_of(beta)
     m0 = np.asarray(system.m0, dtype=np.float64)
     with np.errstate(divide="ignore"):
         u0 = jnp.asarray(np.log(m0))

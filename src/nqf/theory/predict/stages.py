@@ -273,7 +273,7 @@ def stability(data: AbstractDataMatrices, modes: ModeBasis, m_star, config: Pred
     stable = stable_lr_bound(
         data,
         points=(modes.basis * m_star) @ modes.basis.T,
-        beta=config.beta if judged.flow_takes_beta else 0.0,
+        beta=judged.beta_of(config.beta),
         optimizer=judged.name,
     )
     if config.check_lr and config.lr >= stable.bound:
