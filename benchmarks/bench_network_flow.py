@@ -27,7 +27,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 import nqf  # noqa: E402
-from nqf.core.measure import measured_plateau_losses, switch_steps  # noqa: E402
+from nqf.core.measure import measured_plateau_losses, plateau_bounds, switch_steps  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import Outcome, fresh_process  # noqa: E402
@@ -169,8 +169,11 @@ def one_case(data, width, sigma0, lr, steps, optimizer, method: str = "auto") ->
         return row
     net = np.asarray(p.network.switch_steps)
     flagged = _flagged(p.network.notes)
-    # the last plateau, at the horizon, left out; a flagged mode's plateau too (it ends at no step)
-    plateaus = _errors(p.network.plateau_losses[:-1], trained_plateau[:-1], flagged | {k - 1 for k in flagged})
+    # the trained network's plateaus that end at the horizon left out (the loss still falls there), and
+    # those of a flagged mode or ending at its switch-on (the prediction gives that step no number)
+    _, ends = plateau_bounds(trained, steps)
+    unread = {k for k, end in enumerate(ends) if end == steps or any(end == trained[j] for j in flagged)}
+    plateaus = _errors(p.network.plateau_losses, trained_plateau, flagged | unread)
     spread = np.asarray(p.network.spread)
     within = [
         abs(a - b) <= h for a, b, h in zip(net, trained, spread, strict=True) if math.isfinite(a) and math.isfinite(b)
@@ -182,7 +185,7 @@ def one_case(data, width, sigma0, lr, steps, optimizer, method: str = "auto") ->
         network_worst=max(_errors(net, trained, flagged), default=math.nan),
         flagged=" ".join(str(k + 1) for k in sorted(flagged)) or "-",
         plateau_worst=max(plateaus, default=math.nan),
-        mflow_plateau_worst=max(_errors(mflow_plateau[:-1], trained_plateau[:-1]), default=math.nan),
+        mflow_plateau_worst=max(_errors(mflow_plateau, trained_plateau, unread), default=math.nan),
         network_s=p.network.seconds,
         note="",
     )
@@ -208,7 +211,8 @@ def network_accuracy(quick: bool, repeats: int) -> Outcome:
         },
         notes=[
             "trained: nqf.train, full batch, every step recorded; steps at half the LV fixed point; plateau losses at "
-            "the log-midpoint to the next switch-on (the last plateau, at the horizon, left out)",
+            "the log-midpoint to the next switch-on (switch-ons within a step of each other are one; plateaus "
+            "ending at the horizon or at a flagged mode left out)",
             "flagged: modes whose number the prediction withheld (its spread above 5%, or fewer than half of the "
             "networks sharing M0 switch it on); the worst errors are over the other modes",
         ],

@@ -19,6 +19,7 @@ import pytest
 import nqf
 from nqf.comparison.compare import CompareConfig, compare, measured_plateau_losses
 from nqf.core.errors import NqfError
+from nqf.core.measure import plateau_bounds
 from nqf.training.tasks import get_task
 from tests.conftest import assert_allclose
 
@@ -165,6 +166,26 @@ def test_plateau_loss_is_read_at_the_log_midpoint():
     # read at sqrt(10 * 40) = 20 and, after the last switch, at sqrt(40 * 100) (the horizon)
     assert_allclose(got[:2], [61.0, 3.0 * math.sqrt(4000.0) + 1.0], rtol=1e-12)
     assert math.isnan(got[2])
+
+
+def test_switch_ons_within_a_step_share_the_plateau_after_them():
+    """Switch-on steps are read to the step: two within SIMULTANEOUS_STEPS (1) of each other, in
+    either order, are one switch-on, and both read the plateau after the later one; a chain of
+    such steps is one cluster; two steps apart is a plateau of its own."""
+    steps = np.arange(101)
+    loss = 3.0 * steps + 1.0
+
+    def at(t):  # the linear loss at a step
+        return 3.0 * t + 1.0
+
+    got = measured_plateau_losses(steps, loss, np.array([10.0, 41.0, 40.0, 60.0, 62.0, np.nan]), horizon=100)
+    expected = [at(math.sqrt(10 * 40)), at(math.sqrt(41 * 60)), at(math.sqrt(41 * 60)), at(math.sqrt(60 * 62))]
+    assert_allclose(got[:4], expected, rtol=1e-12)
+    assert_allclose(got[4], at(math.sqrt(62 * 100)), rtol=1e-12)
+    assert math.isnan(got[5])
+    start, end = plateau_bounds(np.array([20.0, 21.0, 21.5, 22.0, 30.0]), horizon=50)
+    assert_allclose(start, [22.0, 22.0, 22.0, 22.0, 30.0], rtol=0)
+    assert_allclose(end, [30.0, 30.0, 30.0, 30.0, 50.0], rtol=0)
 
 
 def test_optimizers_against_their_flows_and_closure(staircase):

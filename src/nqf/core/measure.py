@@ -180,26 +180,56 @@ def fit_switch_slope(sigma0s, steps) -> SlopeFit:
     return SlopeFit(float(slope), float(se), float(intercept), float(se_int), int(n))
 
 
+# Switch-on steps at most this many steps apart are simultaneous: a switch-on step is read to the
+# step (the first record at or above half the fixed point; a median of two particle sets to half
+# a step), so no plateau between them is resolved, and which of the two comes first is not
+# measured either (near-degenerate modes trade places from one init, or one flow, to another).
+SIMULTANEOUS_STEPS = 1.0
+
+
+def plateau_bounds(switch, horizon: float, within: float = SIMULTANEOUS_STEPS) -> tuple[np.ndarray, np.ndarray]:
+    """Where the plateau after each mode's switch-on starts and ends: (start (g,), end (g,)).
+
+    switch: (g,) switch steps (NaN: never). Modes that switch on within ``within`` steps of each
+    other (chained) are one switch-on, and share the plateau after the last of them: start is
+    that last step, end the earliest switch step after it, else ``horizon``. NaN where the mode
+    never switches on.
+    """
+    switch = np.asarray(switch, dtype=np.float64)
+    start = np.full(switch.shape, np.nan)
+    end = np.full(switch.shape, np.nan)
+    found = np.sort(switch[np.isfinite(switch)])
+    for k, t in enumerate(switch):
+        if not math.isfinite(t):
+            continue
+        last = float(t)
+        for other in found[found > t]:  # ascending: extend the cluster while the next is close
+            if other - last > within:
+                break
+            last = float(other)
+        later = found[found > last]
+        start[k], end[k] = last, float(later[0]) if later.size else float(horizon)
+    return start, end
+
+
 def measured_plateau_losses(steps, loss, switch, horizon: float) -> np.ndarray:
     """Loss on the plateau after each switch: loss at sqrt(t_k t_next), the middle of the
     plateau on the log-time axis (``nqf.comparison.compare``'s docstring).
 
     steps: (R,) record steps; loss: (R,); switch: (g,) switch steps (NaN: never).
-    t_next is the earliest switch step > t_k of any mode, else ``horizon``; t_k is floored
-    at 1 (a log-time midpoint). The loss is linearly interpolated between records.
+    t_k and t_next are :func:`plateau_bounds`: modes switching on within SIMULTANEOUS_STEPS of
+    each other share the plateau after the last of them; t_next is the earliest later switch step
+    of any mode, else ``horizon``; t_k is floored at 1 (a log-time midpoint). The loss is
+    linearly interpolated between records.
     Returns (g,), NaN where t_k is NaN or the loss there is not finite.
     """
     steps = np.asarray(steps, dtype=np.float64)
     loss = np.asarray(loss, dtype=np.float64)
-    switch = np.asarray(switch, dtype=np.float64)
-    out = np.full(switch.shape, np.nan)
-    for k, t in enumerate(switch):
-        if not math.isfinite(t):
-            continue
-        later = switch[np.isfinite(switch) & (switch > t)]
-        t_next = float(later.min()) if later.size else float(horizon)
-        at = math.sqrt(max(t, 1.0) * max(t_next, 1.0))
-        out[k] = np.interp(at, steps, loss)
+    start, end = plateau_bounds(switch, horizon)
+    out = np.full(start.shape, np.nan)
+    for k, (t, t_next) in enumerate(zip(start, end, strict=True)):
+        if math.isfinite(t):
+            out[k] = np.interp(math.sqrt(max(t, 1.0) * max(t_next, 1.0)), steps, loss)
     return out
 
 
