@@ -89,7 +89,9 @@ def summarise(config: InitSweepConfig, records: dict[str, dict]) -> ExperimentRe
     claims.append(_mflow_claim(sigma0s, measured, predicted, failures, failed))
     claims.append(_discrete_correction_claim(config, fits, continuous, c))
 
-    text = _text(config, c, discrete, continuous, fits, predicted, measured, float(pred["basis_overlap"]), failures)
+    text = _text(
+        config, c, discrete, continuous, fits, predicted, measured, float(pred["basis_overlap"]), failures, network_fits
+    )
     data = {
         "sigma0s": sigma0s,
         "log_inv_sigma0": x,
