@@ -291,8 +291,8 @@ def _particle_flow(arch, loss, optimizer, width, W0, X, Y, lr, beta, basis, reco
 
     One flat loop over the steps, one forward and backward pass each: a step on the record
     keeps the loss its gradient computes anyway and the occupations. (A scan over the records'
-    segments, a conditional and an inner loop each, computed the same and took 0.45 s to compile
-    against 0.2 s.)"""
+    segments, a conditional and an inner loop each, computed the same; the staircase's program
+    compiled in 0.43 s, this one in 0.38 s.)"""
     S = W0.shape[1]
     scale = width / S
     horizon = jnp.max(record)
