@@ -17,7 +17,7 @@ from nqf.architectures import mlp
 from nqf.architectures.architecture import init_weights
 from nqf.core.errors import NqfError
 from nqf.core.measure import measured_plateau_losses, switch_steps
-from nqf.theory.departure.mean_field import NetworkFlow, rotated_inits, whitened_draws
+from nqf.theory.departure.mean_field import NetworkFlow, point_flow, rotated_inits, whitened_draws
 from nqf.training.runs import training_keys
 
 from .conftest import assert_allclose, run_cli
@@ -78,6 +78,25 @@ def test_a_quadratic_unit_gives_the_m_flow_back():
     assert_allclose(p.network.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
     assert_allclose(p.network.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
     assert np.all(p.network.spread <= 0.5)
+
+
+def test_a_sparse_record_reads_what_every_step_reads_there():
+    """The particle flow steps every step and reads only the record's steps (a long horizon records
+    a log and linear grid, not every step): the readings of a sparse record with uneven gaps
+    are those of the every-step record at the same steps, to rounding."""
+    task = get_task("staircase")
+    X, Y = task.generate(0, dtype=np.float64)
+    arch = mlp(inputs=8, outputs=4, activation="tanh")
+    p = predict(arch, X, Y, PredictConfig(width=16, lr=0.05, steps=300, sigma0=1e-6, network=False))
+    basis = np.asarray(p.modes.full_basis)[:, : p.num_growing]
+    W0 = np.asarray(init_weights(arch, training_keys(0)[0], 16, 1e-6))
+    every, why = point_flow(arch, X, Y, W0, p.config, np.arange(301), basis, p.thresholds)
+    assert why is None
+    sparse_steps = np.array([0, 1, 7, 50, 51, 140, 299, 300])
+    sparse, _ = point_flow(arch, X, Y, W0, p.config, sparse_steps, basis, p.thresholds)
+    assert_allclose(sparse.loss, every.loss[sparse_steps], rtol=1e-12)
+    assert_allclose(sparse.occupations, every.occupations[sparse_steps], rtol=1e-12, atol=1e-300)
+    assert np.isfinite(every.switch_steps).sum() == 3  # modes 1-3 switch on within the 300 steps read
 
 
 def test_every_network_sharing_m0_of_a_quadratic_unit_is_the_m_flow():
