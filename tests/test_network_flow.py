@@ -99,6 +99,24 @@ def test_a_sparse_record_reads_what_every_step_reads_there():
     assert np.isfinite(every.switch_steps).sum() == 3  # modes 1-3 switch on within the 300 steps read
 
 
+def test_a_degenerate_groups_network_step_is_its_total_occupations_as_the_m_flows():
+    """Two modes sharing c_k: the init decides how their occupation splits, so the group's step is
+    when its total reaches half its fixed point. A linear unit's network is the M-flow, so its
+    group readings are the M-flow's (the earliest member's own step was 135 against 138)."""
+    task = get_task("staircase", singular_values=(2.0, 2.0, 1.0))
+    X, Y = task.generate(0, dtype=np.float64)
+    arch = mlp(inputs=X.shape[1], outputs=Y.shape[1], activation="linear")
+    p = predict(arch, X, Y, PredictConfig(width=16, lr=0.05, steps=500, sigma0=1e-6))
+    assert p.groups == ((0, 1), (2,))
+    readings = p.group_readings()
+    steps, plateaus = p.network.group_readings(p.groups, p.thresholds)
+    assert np.isfinite(readings["mflow"]).all()
+    assert_allclose(steps, readings["mflow"], rtol=0, atol=0.5)
+    assert_allclose(plateaus, readings["plateau_mflow"], rtol=1e-6, atol=1e-12)
+    rows = p.to_json()["prediction"]["modes"]
+    assert [row["network_switch_step"] for row in rows] == list(steps)
+
+
 def test_every_network_sharing_m0_of_a_quadratic_unit_is_the_m_flow():
     """For an exactly quadratic unit M_t depends on M0 alone, so every rotated init W0 O gives the
     M-flow: the median is its steps and the spread (the finite-width error bar) is zero."""

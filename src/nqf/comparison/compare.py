@@ -32,8 +32,9 @@ largest first; occupations m_k = q_k^T M q_k = ||W^T q_k||^2):
   source's own switch step t_k and its next switch step t_next (the earliest switch of
   any mode after t_k; the horizon when none follows), the middle of the plateau on the
   log-time axis; modes switching on within one step of each other share the plateau after
-  the later one (``nqf.core.measure.plateau_bounds``). Predicted plateau losses: the singular limit's equilibrium loss after
-  mode k activates, and the LV map and M-flow curves read the same way as the runs;
+  the later one (``nqf.core.measure.plateau_bounds``). Predicted plateau losses: the singular
+  limit's equilibrium loss after mode k activates, and the LV map and M-flow curves read the
+  same way as the runs;
 - closure defect: max_t ||M(t) - M'(t)||_F / ||M(t)||_F of the quadratic model trained
   from W0 and W0 O (O random orthogonal) with the optimizer, up to the end of the last
   switch-on: the first step at which every mode has reached ``closure_fraction`` (0.9)

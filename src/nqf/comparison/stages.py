@@ -251,7 +251,7 @@ def _mean_field(predictions: Predictions, flow: str | None) -> tuple[np.ndarray,
         return steps, plateaus
     for s, p in enumerate(predictions[flow]):
         if p.network is not None:
-            steps[s], plateaus[s] = p.network.group_readings(p.groups)
+            steps[s], plateaus[s] = p.network.group_readings(p.groups, p.thresholds)
     return steps, plateaus
 
 

@@ -195,7 +195,8 @@ def _draw_switch_steps(ax, prediction: Prediction, horizon: float) -> tuple[floa
     ]
     if prediction.network is not None:
         found = prediction.network
-        steps = found.group_readings(prediction.groups)[0] if prediction.degenerate else found.switch_steps
+        degenerate = prediction.degenerate
+        steps = found.group_readings(prediction.groups, prediction.thresholds)[0] if degenerate else found.switch_steps
         sources.append((PALETTE[_NETWORK], f"network, predicted: {found.label}", "network", steps))
     rows = []
     for colour, name, short, switch in sources:

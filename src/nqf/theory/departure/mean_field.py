@@ -69,7 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures.architecture import Architecture, network_batch
-from nqf.core.measure import group_first, measured_plateau_losses, switch_steps
+from nqf.core.measure import group_first, group_switch_steps, measured_plateau_losses, switch_steps
 from nqf.core.memory import available_bytes, size_text
 from nqf.core.programs import bucket_length, to_device
 from nqf.optimizers import OPTIMIZER_RECORDS, closed_optimizer, optimizer_record
@@ -143,11 +143,18 @@ class NetworkFlow:
         """A short name for notes and printed lines."""
         return _LABELS[self.ensemble]
 
-    def group_readings(self, groups) -> tuple[np.ndarray, np.ndarray]:
+    def group_readings(self, groups, thresholds) -> tuple[np.ndarray, np.ndarray]:
         """(switch steps, plateau losses), (G,) each, per degenerate group (index tuples,
-        ``Prediction.groups``): the earliest member's step (as the LV readings) and the loss at the
-        log-midpoint from there to the next group's step."""
+        ``Prediction.groups``; ``thresholds`` (g,) the prediction's m_k*/2): a group of one keeps
+        its mode's step; a group of several switches on at the first step its total occupation (the
+        sets' mean) reaches half its fixed-point total, as the M-flow's group reading (inside a
+        group the init decides how the occupation splits, so a member's own step is not a
+        prediction: the earliest member's was up to a member with m_k* = 0, at step 0). The plateau
+        is the loss at the log-midpoint from there to the next group's step."""
         steps = group_first(self.switch_steps, groups)
+        if any(len(group) > 1 for group in groups):
+            totals = group_switch_steps(np.asarray(self.steps), np.asarray(self.occupations), thresholds, groups)
+            steps = np.where([len(group) > 1 for group in groups], totals, steps)
         plateau = measured_plateau_losses(np.asarray(self.steps), np.asarray(self.loss), steps, float(self.steps[-1]))
         return steps, plateau
 

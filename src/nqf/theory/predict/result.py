@@ -339,7 +339,7 @@ class Prediction:
         return {
             # the prediction first: the M-flow's switch-on steps and plateau losses, per mode or degenerate
             # group; the blocks after it are the run and the analysis (LV, closed form, singular limit)
-            "prediction": _prediction_json(self.groups, readings, self.network),
+            "prediction": _prediction_json(self.groups, readings, self.network, self.thresholds),
             "config": {
                 **json_value(asdict(self.config)),  # its numbers are leaves: arrays after jax.tree.map
                 "arch": self.arch_name,
@@ -406,13 +406,14 @@ SWITCH_CONVENTION = (
 PLATEAU_CONVENTION = "plateau loss: the M-flow's loss at the log-midpoint between this switch-on and the next"
 
 
-def _prediction_json(groups, readings: dict[str, np.ndarray], network=None) -> dict:
+def _prediction_json(groups, readings: dict[str, np.ndarray], network=None, thresholds=None) -> dict:
     """The ``prediction`` block: the M-flow's switch-on step and plateau loss per mode (per degenerate
     group where modes share c_k), with the conventions; null: not within the horizon. With the
     network's mean-field flow (``config.network``, where it applies) each mode also has the
     network's predicted switch-on step and plateau loss (``network_switch_step``,
-    ``network_plateau_loss``; a group's: its earliest member's step, the plateau after it)."""
-    mean_field = None if network is None else network.group_readings(groups)
+    ``network_plateau_loss``; a group's: when its total occupation reaches half its fixed point,
+    as the M-flow's, and the plateau after it; ``thresholds`` the prediction's m_k*/2)."""
+    mean_field = None if network is None else network.group_readings(groups, thresholds)
     rows = [
         {
             "modes": [int(k) + 1 for k in group],

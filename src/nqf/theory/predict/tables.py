@@ -115,7 +115,7 @@ def _network_rows(p, optimizer: str, seed, groups) -> list[tuple]:
         return []
     if groups is None:
         return mode_rows("mean_field", optimizer, seed, "occupation", p.network.switch_steps, p.network.plateau_losses)
-    steps, plateau = p.network.group_readings(groups)
+    steps, plateau = p.network.group_readings(groups, p.thresholds)
     return mode_rows("mean_field", optimizer, seed, "occupation", steps, plateau, groups)
 
 
