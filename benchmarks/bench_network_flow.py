@@ -27,7 +27,12 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 import nqf  # noqa: E402
-from nqf.core.measure import measured_plateau_losses, plateau_bounds, switch_steps  # noqa: E402
+from nqf.core.measure import (  # noqa: E402
+    group_switch_steps,
+    measured_plateau_losses,
+    plateau_bounds,
+    switch_steps,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import Outcome, fresh_process  # noqa: E402
@@ -80,7 +85,10 @@ def problem(data: str):
         task = nqf.get_task("quadratic")
         X, Y = task.generate(0)
         return np.asarray(X), np.asarray(Y), nqf.get_architecture("mlp-fixed", activation="one_minus_cos")
-    task = nqf.get_task(*data.split(":")) if ":" not in data else nqf.get_task("experts", experts=int(data[-1]))
+    if data == "attention":  # E5's softmax attention on its tokens task (y = T xbar, the last token's output)
+        task = nqf.get_task("tokens", tokens=8, dim=8, key_dim=4, value_dim=4, samples=256)
+    else:
+        task = nqf.get_task(*data.split(":")) if ":" not in data else nqf.get_task("experts", experts=int(data[-1]))
     X, Y = task.generate(0)
     return np.asarray(X), np.asarray(Y), task.architecture()
 
@@ -105,6 +113,7 @@ CASES = [
     ("experts:2", 2, 1e-6, 0.1, 1200, "gd"),
     ("experts:4", 4, 1e-6, 0.1, 1200, "gd"),
     ("experts:8", 8, 1e-6, 0.1, 1200, "gd"),
+    ("attention", 8, 1e-6, 0.05, 400, "gd"),
 ]
 QUICK = [CASES[1], CASES[4], CASES[11]]
 
@@ -152,9 +161,13 @@ def one_case(data, width, sigma0, lr, steps, optimizer, method: str = "auto") ->
     run = nqf.train(
         arch, X, Y, nqf.TrainConfig(width=width, sigma0=sigma0, lr=lr, steps=steps, optimizer=optimizer), basis=basis
     )
-    trained = switch_steps(run.steps, run.occupations, p.thresholds)
+    if p.degenerate:  # modes sharing c_k: each group's total occupation (a member's own split is the init's)
+        trained = group_switch_steps(run.steps, run.occupations, p.thresholds, p.groups)
+        mflow = p.group_readings()["mflow"]
+    else:
+        trained = switch_steps(run.steps, run.occupations, p.thresholds)
+        mflow = np.asarray(p.mflow_switch_steps)
     trained_plateau = measured_plateau_losses(run.steps, run.loss, trained, steps)
-    mflow = np.asarray(p.mflow_switch_steps)
     mflow_plateau = measured_plateau_losses(p.flow.steps, p.flow.loss, mflow, steps)
     row = {
         "case": f"{data}, n {width}, sigma0 {sigma0:g}" + ("" if optimizer == "gd" else f", {optimizer}"),
@@ -167,16 +180,22 @@ def one_case(data, width, sigma0, lr, steps, optimizer, method: str = "auto") ->
         why = next((n for n in p.notes if n.startswith("network (mean field): not computed")), "")
         row.update(network="not computed", network_worst=math.nan, plateau_worst=math.nan, note=why[:90])
         return row
-    net = np.asarray(p.network.switch_steps)
-    flagged = _flagged(p.network.notes)
+    if p.degenerate:
+        net, network_plateau = p.network.group_readings(p.groups, p.thresholds)
+    else:
+        net, network_plateau = np.asarray(p.network.switch_steps), np.asarray(p.network.plateau_losses)
+    flagged = _flagged(p.network.notes)  # per mode: the cases with degenerate groups flag none
     # the trained network's plateaus that end at the horizon left out (the loss still falls there), and
     # those of a flagged mode or ending at its switch-on (the prediction gives that step no number)
     _, ends = plateau_bounds(trained, steps)
     unread = {k for k, end in enumerate(ends) if end == steps or any(end == trained[j] for j in flagged)}
-    plateaus = _errors(p.network.plateau_losses, trained_plateau, flagged | unread)
-    spread = np.asarray(p.network.spread)
+    plateaus = _errors(network_plateau, trained_plateau, flagged | unread)
+    # a group's step has no spread of its own (the sets' per-mode steps split the group as their inits do)
+    spread = np.full(len(p.groups), np.nan) if p.degenerate else np.asarray(p.network.spread)
     within = [
-        abs(a - b) <= h for a, b, h in zip(net, trained, spread, strict=True) if math.isfinite(a) and math.isfinite(b)
+        abs(a - b) <= h
+        for a, b, h in zip(net, trained, spread, strict=True)
+        if math.isfinite(a) and math.isfinite(b) and math.isfinite(h)
     ]
     row.update(
         network=" ".join("-" if not math.isfinite(t) else f"{t:.1f}" for t in net),
