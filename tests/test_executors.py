@@ -177,7 +177,11 @@ def test_bad_executor_arguments_are_one_line_errors(tmp_path):
 
 def _reproduce(args: list[str], out: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     code = "import sys; from tests._toy_experiments import register; register(); from nqf.cli import main; main(sys.argv[1:])"  # noqa: E501
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        **(env_extra or {}),
+    }
     return subprocess.run(
         [sys.executable, "-c", code, "reproduce", "--out", str(out), *args],
         cwd=ROOT,

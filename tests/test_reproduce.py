@@ -189,7 +189,11 @@ def _cli(args: list[str], cwd: Path, env_extra: dict | None = None) -> subproces
         "import sys; from tests._toy_experiments import register; register(); "
         "from nqf.cli import main; main(sys.argv[1:])"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        **(env_extra or {}),
+    }
     return subprocess.run(
         [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
     )
