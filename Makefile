@@ -60,7 +60,7 @@ test: $(STAMP)
 # core (FAST_WORKERS=1 for one process). `make test` stays the full contract CI runs.
 # Compiled programs are kept between runs in build/test-cache (JAX's persistent compilation cache,
 # keyed by the program, the JAX version and the compile options, so an edit compiles afresh what it
-# changed): on 2 cores the first run took 5.4 min, each later one 2.6 min (most of a cold run is
+# changed): on 2 cores the first run took 5.4 min, a later one 2.6-2.9 min (most of a cold run is
 # XLA compiling). NQF_CACHE_DIR set by the caller wins; `make clean` removes the cache.
 FAST_WORKERS ?= auto
 TEST_CACHE ?= $(abspath build/test-cache)
