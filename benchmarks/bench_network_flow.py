@@ -85,8 +85,12 @@ def problem(data: str):
         task = nqf.get_task("quadratic")
         X, Y = task.generate(0)
         return np.asarray(X), np.asarray(Y), nqf.get_architecture("mlp-fixed", activation="one_minus_cos")
-    if data == "attention":  # E5's softmax attention on its tokens task (y = T xbar, the last token's output)
-        task = nqf.get_task("tokens", tokens=8, dim=8, key_dim=4, value_dim=4, samples=256)
+    if data == "attention":  # E5's softmax attention on its tokens task (y = T xbar), E5's own spec
+        from nqf_paper.e5_architectures.attention import attention_specs
+        from nqf_paper.e5_architectures.config import ArchitecturesConfig
+
+        name, options = attention_specs(ArchitecturesConfig())["attention"]["task"]
+        task = nqf.get_task(name, **options)
     else:
         task = nqf.get_task(*data.split(":")) if ":" not in data else nqf.get_task("experts", experts=int(data[-1]))
     X, Y = task.generate(0)

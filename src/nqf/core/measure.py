@@ -300,6 +300,19 @@ def group_switch_steps(
     return switch_steps(steps, total, group_thresholds(thresholds, groups))
 
 
+def occupation_group_steps(per_mode, steps, occupations, thresholds, groups: GroupsLike) -> np.ndarray:
+    """A curve's switch-on step per degenerate group, (G,): a mode of its own keeps its step in
+    ``per_mode`` (g,); a group of several switches on when its total occupation reaches half its
+    fixed-point total (:func:`group_switch_steps` of ``occupations`` (R, g) at ``steps`` (R,)):
+    inside a group the init decides how the occupation splits, so a member's own step is not a
+    reading of the group. Without occupations (None) every group takes its earliest member's."""
+    out = group_first(per_mode, groups)
+    several = [len(group) > 1 for group in groups]
+    if occupations is None or not any(several):
+        return out
+    return np.where(several, group_switch_steps(steps, occupations, thresholds, groups), out)
+
+
 def group_first(values, groups: GroupsLike) -> np.ndarray:
     """Per group, the earliest of its members' steps ((..., m) -> (..., G)); NaN if none has one.
     A group switches on when its first member does: used for the readings that time each mode

@@ -69,7 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures.architecture import Architecture, network_batch
-from nqf.core.measure import group_first, group_switch_steps, measured_plateau_losses, switch_steps
+from nqf.core.measure import measured_plateau_losses, occupation_group_steps, switch_steps
 from nqf.core.memory import available_bytes, size_text
 from nqf.core.programs import bucket_length, to_device
 from nqf.optimizers import OPTIMIZER_RECORDS, closed_optimizer, optimizer_record
@@ -145,16 +145,10 @@ class NetworkFlow:
 
     def group_readings(self, groups, thresholds) -> tuple[np.ndarray, np.ndarray]:
         """(switch steps, plateau losses), (G,) each, per degenerate group (index tuples,
-        ``Prediction.groups``; ``thresholds`` (g,) the prediction's m_k*/2): a group of one keeps
-        its mode's step; a group of several switches on at the first step its total occupation (the
-        sets' mean) reaches half its fixed-point total, as the M-flow's group reading (inside a
-        group the init decides how the occupation splits, so a member's own step is not a
-        prediction: the earliest member's was up to a member with m_k* = 0, at step 0). The plateau
-        is the loss at the log-midpoint from there to the next group's step."""
-        steps = group_first(self.switch_steps, groups)
-        if any(len(group) > 1 for group in groups):
-            totals = group_switch_steps(np.asarray(self.steps), np.asarray(self.occupations), thresholds, groups)
-            steps = np.where([len(group) > 1 for group in groups], totals, steps)
+        ``Prediction.groups``; ``thresholds`` (g,) the prediction's m_k*/2): the steps as the M-flow's
+        group reading takes them (``nqf.core.measure.occupation_group_steps``, on the sets' mean
+        occupations), and the loss at the log-midpoint from there to the next group's step."""
+        steps = occupation_group_steps(self.switch_steps, self.steps, self.occupations, thresholds, groups)
         plateau = measured_plateau_losses(np.asarray(self.steps), np.asarray(self.loss), steps, float(self.steps[-1]))
         return steps, plateau
 

@@ -20,10 +20,10 @@ from nqf.core.measure import (
     ModeGroups,
     group_first,
     group_last_value,
-    group_switch_steps,
     group_thresholds,
     measured_plateau_losses,
     mode_groups,
+    occupation_group_steps,
 )
 from nqf.core.names import ENGINES as ENGINES
 from nqf.core.names import NETWORK_METHODS as NETWORK_METHODS
@@ -274,11 +274,11 @@ class Prediction:
         """
         groups = self.groups
         # a mode of its own keeps its step (NaN where the M-flow cannot resolve it: pipeline's docstring)
-        mflow = group_first(self.mflow_switch_steps, groups)
-        occupations = self.flow.occupations
-        if occupations is not None and any(len(group) > 1 for group in groups):  # a grid point keeps none
-            totals = group_switch_steps(self.flow.steps, occupations, self.thresholds, groups)
-            mflow = np.where([len(group) > 1 for group in groups], totals, mflow)
+        # a mode of its own keeps its step (NaN where the M-flow cannot resolve it: pipeline's docstring);
+        # a grid point keeps no occupations
+        mflow = occupation_group_steps(
+            self.mflow_switch_steps, self.flow.steps, self.flow.occupations, self.thresholds, groups
+        )
         return {
             "growth": np.array([float(self.modes.growth[g[0]]) for g in groups]),
             "fixed_point": 2.0 * np.where(np.isfinite(t := group_thresholds(self.thresholds, groups)), t, 0.0),
@@ -406,7 +406,7 @@ SWITCH_CONVENTION = (
 PLATEAU_CONVENTION = "plateau loss: the M-flow's loss at the log-midpoint between this switch-on and the next"
 
 
-def _prediction_json(groups, readings: dict[str, np.ndarray], network=None, thresholds=None) -> dict:
+def _prediction_json(groups, readings: dict[str, np.ndarray], network, thresholds) -> dict:
     """The ``prediction`` block: the M-flow's switch-on step and plateau loss per mode (per degenerate
     group where modes share c_k), with the conventions; null: not within the horizon. With the
     network's mean-field flow (``config.network``, where it applies) each mode also has the
