@@ -17,7 +17,7 @@ from nqf.architectures import mlp
 from nqf.architectures.architecture import init_weights
 from nqf.core.errors import NqfError
 from nqf.core.measure import measured_plateau_losses, switch_steps
-from nqf.theory.departure.mean_field import NetworkFlow, point_flow, rotated_inits, whitened_draws
+from nqf.theory.departure.mean_field import NetworkFlow, point_flow, rotated_inits, support_root, whitened_draws
 from nqf.training.runs import training_keys
 
 from .conftest import assert_allclose, run_cli
@@ -78,6 +78,23 @@ def test_a_quadratic_unit_gives_the_m_flow_back():
     assert_allclose(p.network.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
     assert_allclose(p.network.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
     assert np.all(p.network.spread <= 0.5)
+
+
+def test_the_particles_live_where_the_init_does():
+    """n < d units occupy rank(M0) = n directions: the particles are whitened there, so their count is
+    max(64, 2 n), not 2 d (d = 44 here: 88 before), and a quadratic unit still gives the M-flow back."""
+    W0 = np.random.default_rng(0).standard_normal((44, 4))
+    root = support_root(W0 @ W0.T / 4)
+    assert root.shape == (44, 4)
+    assert_allclose(root @ root.T, W0 @ W0.T / 4, rtol=0, atol=1e-12)
+    task = get_task("staircase", inputs=40)
+    X, Y = task.generate(0, dtype=np.float64)
+    arch = mlp(inputs=40, outputs=4, activation="linear")
+    p = predict(arch, X, Y, PredictConfig(width=4, lr=0.05, steps=400, sigma0=1e-6))
+    assert isinstance(p.network, NetworkFlow) and p.network.particles == 64
+    assert np.isfinite(p.mflow_switch_steps).sum() >= 3
+    assert_allclose(p.network.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
+    assert_allclose(p.network.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
 
 
 def test_a_sparse_record_reads_what_every_step_reads_there():

@@ -41,6 +41,10 @@ class ArchitecturesConfig:
     sigma0: float = 1e-6
     seed: int = 0
     data_seed: int = 0
+    # seconds each case's network prediction (the mean field) may take by its estimate: softmax
+    # attention's (2 x 64 particles, d = 112) is estimated at 5.3 s (400 steps) and 9.3 s (700), and
+    # takes about 3 s and 5 s; ICL's (4000 to 20000 prompts) stays above it
+    network_budget: float = 10.0
     perceptron_width: int = 16
     perceptron_lr: float = 0.05
     perceptron_steps: int = 700
@@ -82,6 +86,8 @@ class ArchitecturesConfig:
             raise NqfError(f"E5: cases must be distinct names from {', '.join(CASES)}, got {self.cases!r}")
         if not (math.isfinite(self.sigma0) and 0 < self.sigma0 < 1):
             raise NqfError(f"E5: sigma0 must lie in (0, 1), got {self.sigma0!r}")
+        if not (math.isfinite(self.network_budget) and self.network_budget > 0):
+            raise NqfError(f"E5: network_budget must be a positive number of seconds, got {self.network_budget!r}")
         experts = tuple(self.moe_experts)
         if len(experts) < 2 or len(set(experts)) != len(experts) or any(e < 1 for e in experts):
             raise NqfError(f"E5: moe_experts needs at least two distinct positive numbers, got {self.moe_experts!r}")
@@ -126,5 +132,14 @@ class ArchitecturesConfig:
 
 
 def compare_dict(c: ArchitecturesConfig, width: int, lr: float, steps: int) -> dict[str, Any]:
-    """The ``compare`` settings of one case: its width, lr and steps, the shared sigma0 and seeds."""
-    return {"width": width, "lr": lr, "steps": steps, "sigma0": c.sigma0, "seed": c.seed, "data_seed": c.data_seed}
+    """The ``compare`` settings of one case: its width, lr and steps, the shared sigma0, seeds and
+    network budget."""
+    return {
+        "width": width,
+        "lr": lr,
+        "steps": steps,
+        "sigma0": c.sigma0,
+        "seed": c.seed,
+        "data_seed": c.data_seed,
+        "network_budget": c.network_budget,
+    }

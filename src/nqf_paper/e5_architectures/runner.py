@@ -97,6 +97,7 @@ def _compare(run: dict[str, Any]):
         steps=cc["steps"],
         seed=cc["seed"],
         data_seed=cc["data_seed"],
+        network_budget=cc["network_budget"],
         closure=False,
     )
     comparison = compare(task, arch, config)

@@ -21,7 +21,8 @@ mode saturate, the others take over), which is what moves the later modes' switc
 flow within 3%).
 
 How it is integrated. The expectation over rho_0 is a sum over S particles w_s = L0 xi_s
-(L0 L0^T = M0 / n, the xi_s standard normal draws whitened so that (1/S) sum xi xi^T = I
+(L0 L0^T = M0 / n, L0 of r = rank(M0) <= min(n, d) columns: the directions the init occupies;
+the xi_s standard normal draws in R^r whitened so that (1/S) sum xi xi^T = I
 exactly: for a quadratic unit the particle flow is then the M-flow to rounding), each pushed
 by the per-unit step above with f the particles' mean times n. Two independent particle sets
 (seeds 0 and 1) run side by side in one program; the prediction is their mean and half their
@@ -78,7 +79,7 @@ from nqf.theory.departure.path import network_unit
 
 # what the JSON calls this prediction
 METHOD = "mean-field flow of the network's units (docs/departure.md, part (c))"
-# Particles per set (at least 2 d: the whitening needs more than d); two sets (their difference is
+# Particles per set (at least 2 r, r = rank(M0): the whitening needs more than r); two sets (their difference is
 # the error estimate). Measured on the tanh staircase (n = 32, sigma0 1e-6, data seed 0), modes 3-4
 # against training: one set of 32 particles within 4.6%, 64 within 2.1%, 2048 within 2.5% (the
 # error left is the mean field's, not the sampling's).
@@ -269,10 +270,13 @@ def rotated_inits(W0: np.ndarray, networks: int, seed: int = _SEED) -> np.ndarra
     return out
 
 
-def _square_root(M: np.ndarray) -> np.ndarray:
-    """A factor L with L L^T = M for a positive semidefinite M (eigh; tiny negative eigenvalues clipped)."""
+def support_root(M: np.ndarray) -> np.ndarray:
+    """A factor L (d, r) with L L^T = M for a positive semidefinite M, r its numerical rank (eigh;
+    eigenvalues below d eps max|lambda| dropped, as numpy's matrix_rank): the directions the
+    distribution N(0, M) occupies. An init of n < d units has M0 of rank n."""
     lam, U = np.linalg.eigh(0.5 * (M + M.T))
-    return U * np.sqrt(np.clip(lam, 0.0, None))
+    keep = lam > M.shape[0] * np.finfo(np.float64).eps * np.max(np.abs(lam), initial=0.0)
+    return U[:, keep] * np.sqrt(lam[keep])
 
 
 @partial(jax.jit, static_argnames=("arch", "loss", "optimizer", "width"))
@@ -335,7 +339,8 @@ def network_flow(
 
     X (N, ...), Y: the checked samples (all of them: the flow is full-batch, as training);
     W0 (d, n): the prediction's init. Reasons: :func:`not_applicable`, memory beyond half of what
-    is available (:func:`flow_bytes`). ``particles``: per set, default max(PARTICLES, 2 d).
+    is available (:func:`flow_bytes`). ``particles``: per set, default max(PARTICLES, 2 r), r the
+    rank of the init's M0 (at most min(n, d): the directions its units occupy).
     """
     config = prediction.config
     g = prediction.num_growing
@@ -365,10 +370,14 @@ def point_flow(
     why = not_applicable(arch, config.optimizer)
     if why is not None:
         return None, why
-    d, N = arch.dim, int(X.shape[0])
+    N = int(X.shape[0])
     W0 = np.asarray(W0, dtype=np.float64)
     width = W0.shape[1]
-    particles = max(PARTICLES, 2 * d) if particles is None else int(particles)
+    # the init's distribution N(0, M0 / n) occupies rank(M0) <= min(n, d) directions: the particles
+    # are whitened there, so their count is set by that rank, not by d (attention: d = 112, n = 8)
+    root = support_root(W0 @ W0.T / width)
+    rank = root.shape[1]
+    particles = max(PARTICLES, 2 * rank) if particles is None else int(particles)
     method = config.network_method
     if method == "mean_field" and arch.router is not None:
         return None, (
@@ -380,8 +389,8 @@ def point_flow(
         sets, per_set = max(NETWORKS, -(-SETS * particles // width)), width
         what = f"{sets} networks x {width} units"
     else:
-        if particles <= d:
-            return None, f"{particles} particles do not exceed the {d} weights of a unit"
+        if particles <= rank:
+            return None, f"{particles} particles do not exceed the {rank} directions the init occupies (rank of M0)"
         sets, per_set = SETS, particles
         what = f"{SETS} x {particles} particles"
     budget = config.network_budget if budget is None else budget
@@ -400,8 +409,7 @@ def point_flow(
     if ensemble:
         draws = to_device(np.asarray(rotated_inits(W0, sets)), dtype=dtype)  # (K, d, n)
     else:
-        root = _square_root(W0 @ W0.T / width)
-        draws = to_device(root @ whitened_draws(d, particles), dtype=dtype)  # (SETS, d, S)
+        draws = to_device(root @ whitened_draws(rank, particles), dtype=dtype)  # (SETS, d, S)
     optimizer = closed_optimizer(config.optimizer)
     beta = optimizer.beta_of(config.beta)
     # the record padded to a power of two (with -1, no step): fewer programs to compile
