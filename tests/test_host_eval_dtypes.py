@@ -344,13 +344,13 @@ def test_host_path_equals_compiled_on_every_dtype(name):
             assert_same(host_eval.evaluate_on_host(case.fn, *args), reference, case.ulps, what)
 
 
-# -- the five cases of issue 35, as the probe ran them ---------------------------------------------
+# -- five integer cases where the host path once differed from the compiled program --------------------
 def _host_and_compiled(fn, *args):
     out, on_host = host_eval.host_or_compiled(fn, *args)
     return out, on_host, jax.tree.map(np.asarray, jax.jit(fn)(*args))
 
 
-def test_issue35_bitwise_not_on_integers_is_bitwise():
+def test_bitwise_not_on_integers_is_bitwise():
     x = np.array([0, 0, 2, 0], dtype=np.int32)  # was host [1 1 0 1], compiled [-1 -1 -3 -1]
     out, on_host, compiled = _host_and_compiled(jnp.bitwise_not, x)
     assert on_host
@@ -361,7 +361,7 @@ def test_issue35_bitwise_not_on_integers_is_bitwise():
 @pytest.mark.parametrize(
     "reduce_and", [lambda x: jnp.bitwise_and.reduce(x), lambda x: lax.reduce_and(x, (0,))], ids=["jnp", "lax"]
 )
-def test_issue35_and_reduction_on_integers_is_bitwise(reduce_and):
+def test_and_reduction_on_integers_is_bitwise(reduce_and):
     x = np.array([7, 7, 15], dtype=np.int32)  # was host 1 (numpy's all), compiled 7
     out, on_host, compiled = _host_and_compiled(reduce_and, x)
     assert on_host
@@ -369,7 +369,7 @@ def test_issue35_and_reduction_on_integers_is_bitwise(reduce_and):
     assert out == 7
 
 
-def test_issue35_float_to_int_out_of_range_is_compiled():
+def test_float_to_int_out_of_range_is_compiled():
     x = np.array([1e20, -1e20, np.nan, np.inf, -np.inf, 2.5, -2.5, 2.0**31])
     fn = lambda v: v.astype(jnp.int32)  # noqa: E731
     assert host_eval.traced(fn, x).unsupported == {"convert_element_type(float64 -> int32)"}
@@ -380,7 +380,7 @@ def test_issue35_float_to_int_out_of_range_is_compiled():
         host_eval.evaluate_on_host(fn, x)
 
 
-def test_issue35_int8_dot_into_int32_does_not_wrap_at_8_bits():
+def test_int8_dot_into_int32_does_not_wrap_at_8_bits():
     a, b = np.array([[100, 9]], dtype=np.int8), np.array([[45], [1]], dtype=np.int8)
     fn = lambda a, b: lax.dot(a, b, preferred_element_type=jnp.int32)  # noqa: E731
     out, on_host, compiled = _host_and_compiled(fn, a, b)  # was host -99, compiled 4509
@@ -390,7 +390,7 @@ def test_issue35_int8_dot_into_int32_does_not_wrap_at_8_bits():
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "uint8", "bool"])
-def test_issue35_empty_max_reduction_is_the_identity(dtype):
+def test_empty_max_reduction_is_the_identity(dtype):
     x = np.zeros((0, 3), dtype=dtype)  # numpy's max raised on the host path
     out, on_host, compiled = _host_and_compiled(lambda v: lax.reduce_max(v, (0,)), x)
     assert on_host
