@@ -1,8 +1,10 @@
 """The network's own prediction, the mean-field flow of its units (nqf.theory.departure.mean_field).
 
 Checked against (1) the M-flow where the unit is exactly quadratic (the flow must give it back),
-(2) an independent numpy training loop of the tanh network (analytic gradients, written here),
-whose switch-on steps and plateau losses it must predict within 5% where the M-flow is 20-110% off.
+(2) independent training loops written here (numpy with analytic gradients; plain JAX for softmax
+attention) of the tanh network on the staircase and on scikit-learn's data, the 1 - cos
+perceptron, the mixtures of experts and softmax attention, whose switch-on steps and plateau
+losses it must predict within the stated tolerances where the M-flow is 9-217% off.
 """
 
 import dataclasses
@@ -12,11 +14,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from nqf import PredictConfig, get_task, predict
+from nqf import PredictConfig, get_architecture, get_task, predict
 from nqf.architectures import mlp
 from nqf.architectures.architecture import init_weights
 from nqf.core.errors import NqfError
-from nqf.core.measure import measured_plateau_losses, switch_steps
+from nqf.core.measure import group_switch_steps, measured_plateau_losses, plateau_bounds, switch_steps
 from nqf.theory.departure.mean_field import NetworkFlow, point_flow, rotated_inits, support_root, whitened_draws
 from nqf.training.runs import training_keys
 
@@ -206,6 +208,155 @@ def test_momentum_within_5_percent_of_independent_training():
     occ = np.einsum("ik,tij,jk->tk", Q, Ms, Q)
     trained = switch_steps(np.arange(401), occ, p.thresholds)
     assert np.all(np.abs(p.network.switch_steps - trained) <= 0.05 * trained), (p.network.switch_steps, trained)
+
+
+def real_data(name: str):
+    """scikit-learn's bundled sets as regressions with several modes (as benchmarks/bench_network_flow.py):
+    whitened principal components of some features in, others (and the target) standardised out."""
+    from sklearn import datasets
+
+    def whitened(X, k):
+        U = np.linalg.svd(X - X.mean(axis=0), full_matrices=False)[0]
+        return U[:, :k] * np.sqrt(len(X))
+
+    def standardised(Y):
+        return (Y - Y.mean(axis=0)) / Y.std(axis=0)
+
+    if name == "wine":
+        X = datasets.load_wine().data
+        return whitened(X[:, :6], 6), standardised(X[:, 6:])
+    if name == "diabetes":
+        X, y = datasets.load_diabetes(return_X_y=True)
+        return whitened(X[:, :6], 6), standardised(np.column_stack([X[:, 6:], y]))
+    if name == "breast cancer":
+        X = datasets.load_breast_cancer().data
+        return whitened(X[:, :10], 6), standardised(X[:, 20:26])
+    X, y = datasets.load_digits(return_X_y=True)
+    return whitened(X, 16), standardised(np.eye(10)[y])
+
+
+def read_trained(p, Ms, losses, steps: int):
+    """(switch steps, plateau losses, which plateaus end before the horizon) of a trained run, at the
+    prediction's thresholds, read as the prediction reads its own."""
+    Q = np.asarray(p.modes.full_basis)[:, : p.num_growing]
+    record = np.arange(steps + 1)
+    trained = switch_steps(record, np.einsum("ik,tij,jk->tk", Q, Ms, Q), p.thresholds)
+    plateau = measured_plateau_losses(record, losses, trained, steps)
+    _, ends = plateau_bounds(trained, steps)
+    return trained, plateau, np.isfinite(trained) & (ends < steps)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["wine", pytest.param("diabetes", marks=pytest.mark.slow), pytest.param("breast cancer", marks=pytest.mark.slow)]
+    + [pytest.param("digits", marks=pytest.mark.slow)],
+)
+def test_real_data_within_5_percent_of_independent_training(name):
+    """scikit-learn's data (width 64, lr 0.2, sigma0 1e-6, GD): every mode the independent numpy
+    training switches on, within 5% in the mean field (measured 1.5-2.9%), its plateaus within 5%
+    (measured 0.1-1.0%), where the M-flow is 9-217% off on some mode or misses one."""
+    X, Y = real_data(name)
+    steps = 1000 if name == "digits" else 1500
+    arch = mlp(inputs=X.shape[1], outputs=Y.shape[1], activation="tanh")
+    p = predict(arch, X, Y, PredictConfig(width=64, lr=0.2, steps=steps, sigma0=1e-6, network_budget=None))
+    W0 = np.asarray(init_weights(arch, training_keys(0)[0], 64, 1e-6))
+    Ms, losses = numpy_training(arch, W0, X, Y, 0.2, steps)
+    trained, plateau, read = read_trained(p, Ms, losses, steps)
+    switched = np.isfinite(trained)
+    assert switched.sum() >= 5
+    predicted = p.network.switch_steps
+    assert np.all(np.abs(predicted[switched] - trained[switched]) <= 0.05 * trained[switched]), (predicted, trained)
+    mflow_error = np.abs(p.mflow_switch_steps[switched] - trained[switched]) / trained[switched]
+    assert np.isnan(mflow_error).any() or mflow_error.max() > 0.08, (p.mflow_switch_steps, trained)
+    own = p.network.plateau_losses
+    assert np.all(np.abs(own[read] - plateau[read]) <= 0.05 * plateau[read]), (own, plateau)
+
+
+@pytest.mark.slow
+def test_one_minus_cos_units_against_independent_training():
+    """The 1 - cos perceptron f(x) = sum_i (1 - cos(v_i . x)) on the quadratic task (n = 32, lr
+    0.05, sigma0 1e-6, GD), against a numpy loop (gradient sin(v_i . x) x): every mode within 6%
+    (measured: mode 8 at 60.5 against 64, 5.5%, and 6.1% at worst over 8 inits, where the averages
+    over those inits agree to 0.8%: the init's own variation beyond M0, benchmarks/README.md,
+    network_init_seeds), the M-flow 21% off; the plateaus that last more than two steps within 5%
+    but the one after the pair 6 and 8 (0.415 against 0.395, 5.2%: 6%)."""
+    task = get_task("quadratic")
+    X, Y = (np.asarray(a, dtype=np.float64) for a in task.generate(0, dtype=np.float64))
+    arch = get_architecture("mlp-fixed", activation="one_minus_cos")
+    steps, lr = 2000, 0.05
+    p = predict(arch, X, Y, PredictConfig(width=32, lr=lr, steps=steps, sigma0=1e-6, network_budget=None))
+    W = np.array(init_weights(arch, training_keys(0)[0], 32, 1e-6), dtype=np.float64)  # (D, n)
+    Ms, losses = [], []
+    for t in range(steps + 1):
+        z = X @ W  # (N, n)
+        r = np.sum(1.0 - np.cos(z), axis=1, keepdims=True) - Y  # (N, 1)
+        Ms.append(W @ W.T)
+        losses.append(0.5 * np.mean(r**2))
+        if t < steps:
+            W -= lr * X.T @ (r * np.sin(z)) / X.shape[0]
+    trained, plateau, read = read_trained(p, np.array(Ms), np.array(losses), steps)
+    assert np.isfinite(trained).all()
+    predicted = p.network.switch_steps
+    assert np.all(np.abs(predicted - trained) <= 0.06 * trained), (predicted, trained)
+    assert np.max(np.abs(p.mflow_switch_steps - trained) / trained) > 0.15
+    _, ends = plateau_bounds(trained, steps)
+    starts, _ = plateau_bounds(trained, steps)
+    lasting = read & (ends - starts > 2)  # mode 1's, 28 to 30, is read on the slopes of two drops
+    own = p.network.plateau_losses
+    assert np.all(np.abs(own[lasting] - plateau[lasting]) <= 0.06 * plateau[lasting]), (own, plateau)
+
+
+@pytest.mark.slow
+def test_softmax_attention_against_independent_training():
+    """E5's softmax attention (8 heads, the last token's output, d = 112, tokens task, lr 0.05,
+    sigma0 1e-6, GD) against a plain-JAX loop written here (heads unpacked from the flat layout
+    [W_K, W_O, W_Q, W_V], softmax scores / sqrt(dk)): each degenerate group's step (its total
+    occupation at half its fixed-point total) and the plateau after it within 5% (measured: the
+    same steps, plateaus to 1e-10), with the particles in the 8 directions the heads occupy."""
+    import jax
+
+    T, D, dk, dv, K, n, lr, steps = 8, 8, 4, 4, 4, 8, 0.05, 400
+    task = get_task("tokens", tokens=T, dim=D, key_dim=dk, value_dim=dv, samples=256)
+    X, Y = (np.asarray(a, dtype=np.float64) for a in task.generate(0, dtype=np.float64))
+    arch = task.architecture()
+    p = predict(arch, X, Y, PredictConfig(width=n, lr=lr, steps=steps, sigma0=1e-6, network_budget=None))
+    assert p.degenerate and p.network is not None and p.network.particles == 64
+
+    def network(W):  # W (d, n): f(x) = sum over heads of the last token's attended value
+        sizes = (("K", D * dk), ("O", dv * K), ("Q", D * dk), ("V", D * dv))
+        blocks, start = {}, 0
+        for name, size in sizes:
+            blocks[name], start = W[start : start + size], start + size
+        Wk, Wo = blocks["K"].reshape(D, dk, n), blocks["O"].reshape(dv, K, n)
+        Wq, Wv = blocks["Q"].reshape(D, dk, n), blocks["V"].reshape(D, dv, n)
+        q = jax.numpy.einsum("sd,dkh->skh", X[:, -1], Wq)  # (N, dk, n)
+        k = jax.numpy.einsum("std,dkh->stkh", X, Wk)  # (N, T, dk, n)
+        alpha = jax.nn.softmax(jax.numpy.einsum("skh,stkh->sth", q, k) / np.sqrt(dk), axis=1)
+        values = jax.numpy.einsum("std,dvh->stvh", X, Wv)
+        return jax.numpy.einsum("sth,stvh,vch->sc", alpha, values, Wo)
+
+    def loss(W):
+        return 0.5 * jax.numpy.mean(jax.numpy.sum((network(W) - Y) ** 2, axis=1))
+
+    step = jax.jit(lambda W: (loss(W), W - lr * jax.grad(loss)(W)))
+    W = jax.numpy.asarray(init_weights(arch, training_keys(0)[0], n, 1e-6), dtype=jax.numpy.float64)
+    Ms, losses = [], []
+    for _ in range(steps + 1):
+        Ms.append(np.asarray(W @ W.T))
+        value, W = step(W)
+        losses.append(float(value))
+    Q = np.asarray(p.modes.full_basis)[:, : p.num_growing]
+    record = np.arange(steps + 1)
+    trained = group_switch_steps(record, np.einsum("ik,tij,jk->tk", Q, np.array(Ms), Q), p.thresholds, p.groups)
+    plateau = measured_plateau_losses(record, np.array(losses), trained, steps)
+    predicted, own_plateau = p.network.group_readings(p.groups, p.thresholds)
+    switched = np.isfinite(trained)
+    assert switched.sum() >= 3
+    assert np.all(np.abs(predicted[switched] - trained[switched]) <= 0.05 * trained[switched]), (predicted, trained)
+    _, ends = plateau_bounds(trained, steps)
+    read = switched & (ends < steps)
+    assert read.sum() >= 2
+    assert np.all(np.abs(own_plateau[read] - plateau[read]) <= 0.05 * plateau[read]), (own_plateau, plateau)
 
 
 def numpy_experts_training(arch, W0, X, Y, lr: float, steps: int):
