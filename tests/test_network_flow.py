@@ -68,18 +68,85 @@ def test_particle_draws_are_whitened_exactly():
     assert not np.allclose(xi[0], xi[1])  # two independent sets
 
 
+def particle_flow_of(p, arch, X, Y, width: int, sigma0: float, **changes):
+    """The particle flow itself (``point_flow``) at a prediction's settings: ``predict`` gives an
+    exactly quadratic unit the M-flow's readings without running it."""
+    basis = np.asarray(p.modes.full_basis)[:, : p.num_growing]
+    W0 = np.asarray(init_weights(arch, training_keys(0)[0], width, sigma0))
+    config = dataclasses.replace(p.config, **changes)
+    flow, why = point_flow(arch, X, Y, W0, config, np.asarray(p.flow.steps), basis, p.thresholds)
+    assert why is None, why
+    return flow
+
+
 def test_a_quadratic_unit_gives_the_m_flow_back():
-    """mlp with a linear activation is exactly its quadratic form: the particles' flow is the M-flow."""
+    """mlp with a linear activation is exactly its quadratic form: the particles' flow is the M-flow,
+    and ``predict`` returns the M-flow's own readings as the network's, computing nothing."""
     task = get_task("staircase")
     X, Y = task.generate(0, dtype=np.float64)
     arch = mlp(inputs=8, outputs=4, activation="linear")
     p = predict(arch, X, Y, PredictConfig(width=16, lr=0.05, steps=600, sigma0=1e-6))
-    assert isinstance(p.network, NetworkFlow)
+    assert p.expansion.exactly_quadratic
+    assert p.network.exact and p.network.particles == 0 and p.network.to_json()["exact"] is True
+    assert "exactly quadratic" in p.network.method
     finite = np.isfinite(p.mflow_switch_steps)
     assert finite.sum() == 4
-    assert_allclose(p.network.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
-    assert_allclose(p.network.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
-    assert np.all(p.network.spread <= 0.5)
+    assert_allclose(p.network.switch_steps, p.mflow_switch_steps, rtol=0, atol=0)
+    assert_allclose(p.network.loss, p.flow.loss, rtol=0, atol=0)
+    flow = particle_flow_of(p, arch, np.asarray(X), np.asarray(Y), 16, 1e-6)
+    assert not flow.exact and flow.particles == 64
+    assert_allclose(flow.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
+    assert_allclose(flow.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
+    assert np.all(flow.spread <= 0.5)
+    assert_allclose(flow.plateau_losses, p.network.plateau_losses, rtol=1e-6)
+
+
+def test_an_exactly_quadratic_units_network_is_its_m_flow_everywhere():
+    """Minibatch SGD (which the mean field does not cover: for this unit the M-flow replays the
+    training's batches, exact), data matrices without the samples, and every point of a grid."""
+    from nqf import data_matrices, predict_grid
+
+    task = get_task("staircase")
+    X, Y = task.generate(0, dtype=np.float64)
+    arch = mlp(inputs=8, outputs=4, activation="linear")
+    config = PredictConfig(width=8, lr=0.05, steps=400, sigma0=1e-6)
+    sgd = predict(arch, X, Y, dataclasses.replace(config, optimizer="sgd", batch_size=64))
+    assert sgd.network.exact and np.isfinite(sgd.mflow_switch_steps).sum() == 3
+    assert_allclose(sgd.network.switch_steps, sgd.mflow_switch_steps, rtol=0, atol=0)
+    matrices = predict(arch, None, None, config, data=data_matrices(arch, X, Y))
+    assert matrices.network.exact and not any("network (" in note for note in matrices.notes)
+    assert_allclose(matrices.network.loss, matrices.flow.loss, rtol=0, atol=0)
+    grid = predict_grid(arch, X, Y, config, lrs=[0.05, 0.025], sigma0s=[1e-6, 1e-3])
+    finite = np.isfinite(grid.mflow_switch_steps)
+    assert finite.sum() >= 10
+    assert_allclose(grid.network_switch_steps, grid.mflow_switch_steps, rtol=0, atol=0)
+    assert grid.prediction(1, 1, 0).network.exact
+
+
+def test_only_a_unit_quadratic_at_every_scale_is_exact():
+    """The expansion check's ``exactly_quadratic``: bilinear units (linear mlp, merged linear
+    attention, the square activation) in float64 and float32; not tanh, 1 - cos or softmax
+    attention, whose float32 check cannot resolve a remainder (remainder_order inf) but whose
+    remainder at the largest scale is far above rounding; not a routed layer."""
+    from nqf import expansion_check
+    from nqf.theory.departure.mean_field import is_exact
+
+    for name, options in [("mlp", {"activation": "linear"}), ("linear-attention", {}), ("mlp-fixed", {})]:
+        report = expansion_check(get_architecture(name, **options))
+        assert report.exactly_quadratic, name
+    for name, options in [("mlp", {}), ("mlp-fixed", {"activation": "one_minus_cos"}), ("attention", {})]:
+        assert not expansion_check(get_architecture(name, **options)).exactly_quadratic, name
+    # softmax attention's float32 check, as measured: every ratio under its rounding floor, order inf
+    float32 = dataclasses.replace(
+        expansion_check(get_architecture("attention")),
+        dtype="float32",
+        ratios=(2.1e-3, 1.9e-4, 2.1e-5, 1.9e-6),
+        remainder_order=float("inf"),
+    )
+    assert not float32.exactly_quadratic
+    assert dataclasses.replace(float32, ratios=(9.7e-8, 5.5e-8)).exactly_quadratic  # the linear mlp's float32 check
+    moe = get_architecture("moe")
+    assert not is_exact(moe, expansion_check(moe))
 
 
 def test_the_particles_live_where_the_init_does():
@@ -93,10 +160,11 @@ def test_the_particles_live_where_the_init_does():
     X, Y = task.generate(0, dtype=np.float64)
     arch = mlp(inputs=40, outputs=4, activation="linear")
     p = predict(arch, X, Y, PredictConfig(width=4, lr=0.05, steps=400, sigma0=1e-6))
-    assert isinstance(p.network, NetworkFlow) and p.network.particles == 64
+    flow = particle_flow_of(p, arch, np.asarray(X), np.asarray(Y), 4, 1e-6)
+    assert isinstance(flow, NetworkFlow) and flow.particles == 64
     assert np.isfinite(p.mflow_switch_steps).sum() >= 3
-    assert_allclose(p.network.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
-    assert_allclose(p.network.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
+    assert_allclose(flow.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
+    assert_allclose(flow.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
 
 
 def test_a_sparse_record_reads_what_every_step_reads_there():
@@ -144,10 +212,12 @@ def test_every_network_sharing_m0_of_a_quadratic_unit_is_the_m_flow():
     arch = mlp(inputs=8, outputs=4, activation="linear")
     config = PredictConfig(width=8, lr=0.05, steps=600, sigma0=1e-6, network_method="networks")
     p = predict(arch, X, Y, config)
-    assert p.network.ensemble and p.network.particles == 8 and p.network.sets >= 16
-    assert_allclose(p.network.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
-    assert_allclose(p.network.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
-    assert np.all(p.network.spread <= 0.5)
+    assert p.network.exact  # predict reads the M-flow; the networks themselves:
+    flow = particle_flow_of(p, arch, np.asarray(X), np.asarray(Y), 8, 1e-6)
+    assert flow.ensemble and flow.particles == 8 and flow.sets >= 16
+    assert_allclose(flow.switch_steps, p.mflow_switch_steps, rtol=0, atol=0.5)
+    assert_allclose(flow.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
+    assert np.all(flow.spread <= 0.5)
 
 
 def test_the_network_method_is_checked_and_the_mean_field_refuses_a_router():

@@ -124,7 +124,7 @@ def test_the_report_shows_and_counts_the_second_verdicts(tmp_path):
     )
     text = build_report(tmp_path, [outcome], {}, [], mode="quick", version="0.1.0").read_text()
     assert "<th>Network's own</th><th>Its verdict</th>" in text
-    assert "a second verdict on 2 claims about nonlinear networks" in text
+    assert "a second verdict on 2 claims about trained networks" in text
     group = re.search(r'<details class="claims-group" id="claims-E5"><summary>(.*?)</summary>', text).group(1)
     assert "network's own prediction, 2:" in html.unescape(group)
     assert "359 steps" not in text and '<td class="num">359</td>' in text  # its number, in its column

@@ -443,7 +443,7 @@ def render_report(
     if sum(second.values()):
         body.append(
             f'<p class="counts">the network\'s own prediction (the mean-field flow of its units), a second verdict on '
-            f"{sum(second.values())} claims about nonlinear networks: {_count_spans(second)}</p>"
+            f"{sum(second.values())} claims about trained networks: {_count_spans(second)}</p>"
         )
     if failures:
         body.append(f'<p class="warn"><a href="#failures">{len(failures)} failed run(s)</a></p>')
@@ -463,9 +463,10 @@ def render_report(
         "<p>Each verdict is computed from the stated tolerance: confirmed when the measured number lies "
         "within it, not confirmed otherwise; not applicable when the theory makes no prediction or nothing "
         "was measured, with the reason. The claims are folded by experiment; the counts are on each line. "
-        "A claim about a nonlinear network also has a second verdict: the network's own prediction (the "
-        "mean-field flow of its units, docs/departure.md) against the same measurement and tolerance; the "
-        "quadratic theory's verdict is the first, unchanged.</p>",
+        "A claim about a trained network also has a second verdict: the network's own prediction (the "
+        "mean-field flow of its units; for a mixture of experts the networks that share the init's M0; for "
+        "an exactly quadratic unit the M-flow itself: docs/departure.md) against the same measurement and "
+        "tolerance; the quadratic theory's verdict is the first, unchanged.</p>",
         *(_claims_group(o) for o in outcomes),
         "</section>",
     ]

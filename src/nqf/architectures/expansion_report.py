@@ -54,6 +54,23 @@ class ExpansionReport:
     layer_order: float = math.nan
     dtype: str = "float64"
 
+    @property
+    def exactly_quadratic(self) -> bool:
+        """Whether the unit is its quadratic form to rounding at every scale the check probed: it
+        applies and every remainder ratio rho(eps) (the layer's too, with a router), the largest
+        eps included, is within EXACT_ULPS units in the last place of its dtype (bilinear units:
+        linear mlp, merged linear attention, the square activation; 4e-16 in float64). Not
+        ``remainder_order == inf``: a float32 check puts softmax attention's 2e-3 under its
+        rounding floor too."""
+        roundoff = _UNIT_ROUNDOFF.get(self.dtype)
+        ratios = self.ratios + self.layer_ratios
+        return self.applies and roundoff is not None and bool(ratios) and max(ratios) <= EXACT_ULPS * roundoff
+
+
+# a remainder ratio within this many units in the last place is rounding: the unit is exactly quadratic
+EXACT_ULPS = 64
+_UNIT_ROUNDOFF = {"float64": 2.0**-52, "float32": 2.0**-23}
+
 
 def format_order(order: float) -> str:
     """A fitted order as the reasons print it (two decimals, no -0.00)."""

@@ -471,7 +471,9 @@ def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> No
     if result.get("network") is not None:
         flow = result["network"]
         what = (
-            f"networks sharing M0: {flow['sets']} networks of {flow['particles']} units"
+            "the M-flow: the unit is exactly quadratic"
+            if flow.get("exact")
+            else f"networks sharing M0: {flow['sets']} networks of {flow['particles']} units"
             if flow.get("ensemble")
             else f"mean field: {flow['sets']} sets of {flow['particles']} particles"
         )
@@ -488,10 +490,18 @@ def prediction_table(result: dict) -> Table:
     c_k, the fixed point, the M-flow's switch-on step and plateau loss."""
     block = result["prediction"]
     grouped = any(len(row["modes"]) > 1 for row in block["modes"])
-    network = any("network_switch_step" in row for row in block["modes"])  # the mean-field flow
+    network = any("network_switch_step" in row for row in block["modes"])  # the network's own prediction
+    flow = result.get("network") or {}
+    own = (
+        "the M-flow itself (the unit is exactly quadratic)"
+        if flow.get("exact")
+        else "the median of networks sharing the init's M0"
+        if flow.get("ensemble")
+        else "the mean-field flow of the network's units"
+    )
     table = Table(
         title="prediction (the M-flow"
-        + (", the quadratic model; network: the mean-field flow of the network's units" if network else "")
+        + (f", the quadratic model; network: {own}" if network else "")
         + "): switch-on step = first step m_k"
         + (" (a group's total, for modes with equal c_k)" if grouped else "")
         + " reaches half its fixed point m*; plateau loss at the log-midpoint to the next switch-on"

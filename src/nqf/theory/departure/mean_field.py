@@ -101,6 +101,10 @@ NETWORKS = 16
 ENSEMBLE_METHOD = "median over networks sharing the init's M0 (rotated inits W0 O; docs/departure.md, part (d))"
 # how notes and printed lines call the two constructions, by whether it is the networks sharing M0
 _LABELS = {False: "mean field", True: "networks sharing M0"}
+EXACT_METHOD = (
+    "the M-flow: the unit is exactly quadratic (its expansion check's remainder is rounding at every scale), "
+    "so the network is its quadratic model"
+)
 # numbers held per particle, sample and (d + K) while a step runs (forward and backward; a rough bound)
 _HELD = 4.0
 
@@ -133,16 +137,17 @@ class NetworkFlow:
     notes: tuple[str, ...] = field(default=())
     sets: int = SETS
     ensemble: bool = False
+    exact: bool = False
 
     @property
     def method(self) -> str:
         """What this prediction is, in words (the JSON's ``method``)."""
-        return ENSEMBLE_METHOD if self.ensemble else METHOD
+        return EXACT_METHOD if self.exact else ENSEMBLE_METHOD if self.ensemble else METHOD
 
     @property
     def label(self) -> str:
         """A short name for notes and printed lines."""
-        return _LABELS[self.ensemble]
+        return "M-flow (exactly quadratic unit)" if self.exact else _LABELS[self.ensemble]
 
     def group_readings(self, groups, thresholds) -> tuple[np.ndarray, np.ndarray]:
         """(switch steps, plateau losses), (G,) each, per degenerate group (index tuples,
@@ -167,6 +172,7 @@ class NetworkFlow:
             "particles": int(self.particles),
             "sets": int(self.sets),
             "ensemble": bool(self.ensemble),
+            "exact": bool(self.exact),
             "notes": list(self.notes),
         }
 
@@ -188,7 +194,38 @@ class NetworkFlow:
             notes=tuple(data.get("notes", ())),
             sets=int(data.get("sets", SETS)),
             ensemble=bool(data.get("ensemble", False)),
+            exact=bool(data.get("exact", False)),
         )
+
+
+def is_exact(arch: Architecture, expansion) -> bool:
+    """Whether the network of ``arch`` is its quadratic model at every scale: no router and the
+    expansion check's ``exactly_quadratic`` (``expansion``: an ExpansionReport, or None: unknown).
+    Then every construction of the network's own prediction (the mean field, the networks sharing
+    M0) is the M-flow itself (tests/test_network_flow.py), and :func:`quadratic_network` gives it
+    for nothing."""
+    return arch.router is None and expansion is not None and expansion.exactly_quadratic
+
+
+def quadratic_network(steps, loss, occupations, switch_steps) -> NetworkFlow:
+    """The network's own prediction of an exactly quadratic unit (:func:`is_exact`): the M-flow's
+    record steps (R,), loss (R,), occupations (R, g) (NaN where not kept) and switch steps (g,),
+    its plateau losses read as the trained network's (``measured_plateau_losses``), no spread."""
+    steps = np.asarray(steps)
+    loss = np.asarray(loss, dtype=np.float64)
+    switch = np.array(switch_steps, dtype=np.float64)
+    return NetworkFlow(
+        steps=steps,
+        loss=loss,
+        occupations=np.asarray(occupations, dtype=np.float64),
+        switch_steps=switch,
+        spread=np.where(np.isfinite(switch), 0.0, np.nan),
+        plateau_losses=measured_plateau_losses(steps, loss, switch, float(steps[-1])),
+        particles=0,
+        seconds=0.0,
+        sets=0,
+        exact=True,
+    )
 
 
 def uses_networks(arch: Architecture, method: str = "auto") -> bool:
@@ -337,6 +374,9 @@ def network_flow(
 ) -> tuple[NetworkFlow | None, str | None]:
     """(the mean-field flow of the network of ``prediction``, None) or (None, why it is not computed).
 
+    An exactly quadratic unit (:func:`is_exact`, by the prediction's expansion check) is its own
+    quadratic model: its prediction is the M-flow's (:func:`quadratic_network`), for any optimizer
+    the prediction has an M-flow of, with nothing computed. Otherwise
     X (N, ...), Y: the checked samples (all of them: the flow is full-batch, as training);
     W0 (d, n): the prediction's init. Reasons: :func:`not_applicable`, memory beyond half of what
     is available (:func:`flow_bytes`). ``particles``: per set, default max(PARTICLES, 2 r), r the
@@ -344,6 +384,13 @@ def network_flow(
     """
     config = prediction.config
     g = prediction.num_growing
+    if is_exact(arch, prediction.expansion):
+        flow = prediction.flow
+        steps = np.asarray(flow.steps)
+        occupations = (
+            np.full((steps.size, g), np.nan) if flow.occupations is None else np.asarray(flow.occupations)[:, :g]
+        )
+        return quadratic_network(steps, flow.loss, occupations, prediction.mflow_switch_steps), None
     basis = np.asarray(prediction.modes.full_basis)[:, :g]
     return point_flow(
         arch, X, Y, W0, config, np.asarray(prediction.flow.steps), basis, prediction.thresholds, particles

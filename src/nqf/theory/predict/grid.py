@@ -630,7 +630,17 @@ def predict_grid(
     failed = sum(1 for fit in fits if isinstance(fit, str))
     if failed:
         notes.append(f"{_GRID_NOTE}the power-law fit was not possible at {failed} of {P} points (their notes say why)")
-    networks = _network_flows(arch, X, Y, config, lr_axis, inits, record, modes.full_basis[:, :g], system.thresholds)
+    from nqf.theory.departure.mean_field import is_exact, quadratic_network
+
+    if config.network and is_exact(arch, expansion):  # the network is its quadratic model: its M-flow
+        nan_occupations = np.full((record.size, g), np.nan)  # the grid keeps no occupations
+        networks: tuple = tuple(
+            quadratic_network(record, flow_loss[p], nan_occupations, mflow_switch[p]) for p in range(P)
+        )
+    else:
+        networks = _network_flows(
+            arch, X, Y, config, lr_axis, inits, record, modes.full_basis[:, :g], system.thresholds
+        )
     net_steps, net_plateaus = np.full((P, g), np.nan), np.full((P, g), np.nan)
     net_loss = np.full((P, record.size), np.nan)
     for p, flow in enumerate(networks):

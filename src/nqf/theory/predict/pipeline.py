@@ -219,15 +219,18 @@ def _warn_float32_once() -> None:
 
 def with_network(prediction: Prediction, arch: Architecture, X, Y, W0) -> Prediction:
     """``prediction`` with the network's own prediction, the mean-field flow of its units
-    (``nqf.theory.departure.mean_field``), or a note saying why it is not computed."""
+    (``nqf.theory.departure.mean_field``; the M-flow's for an exactly quadratic unit), or a note
+    saying why it is not computed."""
     from nqf.theory.data_matrices.build import checked_samples
-    from nqf.theory.departure.mean_field import network_flow, not_computed_note
+    from nqf.theory.departure.mean_field import is_exact, network_flow, not_computed_note
 
     why: str | None = "it needs the samples X, Y (only data matrices were given)"
     found = None
     if X is not None and Y is not None:
         Xc, targets, _ = checked_samples(arch, X, Y, prediction.config.loss, jnp.result_type(float))
         found, why = network_flow(arch, Xc, targets, prediction, W0)
+    elif is_exact(arch, prediction.expansion):  # the M-flow's own readings: no samples needed
+        found, why = network_flow(arch, None, None, prediction, W0)
     if found is None:
         note = not_computed_note(arch, why, prediction.config.network_method)
         return replace(prediction, notes=prediction.notes + (note,))

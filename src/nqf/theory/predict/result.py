@@ -506,7 +506,7 @@ def _register_departure() -> None:
     register_fields(
         NetworkFlow,
         ("steps", "loss", "occupations", "switch_steps", "spread", "plateau_losses", "seconds"),
-        ("particles", "notes", "sets", "ensemble"),
+        ("particles", "notes", "sets", "ensemble", "exact"),
     )
     register_fields(
         Departure,
