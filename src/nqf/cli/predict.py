@@ -470,19 +470,24 @@ def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> No
     console.print(f"engine: {result['engine_reason']}")
     if result.get("network") is not None:
         flow = result["network"]
-        what = (
-            "the M-flow: the unit is exactly quadratic"
-            if flow.get("exact")
-            else f"networks sharing M0: {flow['sets']} networks of {flow['particles']} units"
-            if flow.get("ensemble")
-            else f"mean field: {flow['sets']} sets of {flow['particles']} particles"
-        )
-        console.print(f"network ({what}); loss {flow['loss'][-1]:.6g} at step {steps}")
+        console.print(f"network ({network_kind(flow, sizes=True)}); loss {flow['loss'][-1]:.6g} at step {steps}")
     if result["departure"] is not None:
         print_departure(console, result["departure"])
     for note in result["notes"]:
         console.print(f"note: {note}")
     print_outputs(console, result, args.plot, args.csv_dir)
+
+
+def network_kind(flow: dict, sizes: bool = False) -> str:
+    """What the network's own prediction (its JSON, ``NetworkFlow.to_json()``) is, in a few words;
+    ``sizes``: with its networks' or particle sets' sizes."""
+    if flow.get("exact"):
+        return "the M-flow itself: the unit is exactly quadratic"
+    if flow.get("ensemble"):
+        size = f": {flow['sets']} networks of {flow['particles']} units" if sizes else ""
+        return f"the median of networks sharing the init's M0{size}"
+    size = f": {flow['sets']} sets of {flow['particles']} particles" if sizes else ""
+    return f"the mean-field flow of the network's units{size}"
 
 
 def prediction_table(result: dict) -> Table:
@@ -491,17 +496,9 @@ def prediction_table(result: dict) -> Table:
     block = result["prediction"]
     grouped = any(len(row["modes"]) > 1 for row in block["modes"])
     network = any("network_switch_step" in row for row in block["modes"])  # the network's own prediction
-    flow = result.get("network") or {}
-    own = (
-        "the M-flow itself (the unit is exactly quadratic)"
-        if flow.get("exact")
-        else "the median of networks sharing the init's M0"
-        if flow.get("ensemble")
-        else "the mean-field flow of the network's units"
-    )
     table = Table(
         title="prediction (the M-flow"
-        + (f", the quadratic model; network: {own}" if network else "")
+        + (f", the quadratic model; network: {network_kind(result.get('network') or {})}" if network else "")
         + "): switch-on step = first step m_k"
         + (" (a group's total, for modes with equal c_k)" if grouped else "")
         + " reaches half its fixed point m*; plateau loss at the log-midpoint to the next switch-on"

@@ -43,7 +43,8 @@ class ArchitecturesConfig:
     data_seed: int = 0
     # seconds each case's network prediction (the mean field) may take by its estimate: softmax
     # attention's (2 x 64 particles, d = 112) is estimated at 5.3 s (400 steps) and 9.3 s (700), and
-    # takes about 3 s and 5 s (ICL's unit is exactly quadratic: its network prediction is its M-flow)
+    # took 2.8 s and 5.4 s warm on the 2-core Intel machine (ICL's unit is exactly quadratic: its
+    # network prediction is its M-flow)
     network_budget: float = 10.0
     perceptron_width: int = 16
     perceptron_lr: float = 0.05

@@ -79,10 +79,10 @@ from nqf.theory.departure.path import network_unit
 
 # what the JSON calls this prediction
 METHOD = "mean-field flow of the network's units (docs/departure.md, part (c))"
-# Particles per set (at least 2 r, r = rank(M0): the whitening needs more than r); two sets (their difference is
-# the error estimate). Measured on the tanh staircase (n = 32, sigma0 1e-6, data seed 0), modes 3-4
-# against training: one set of 32 particles within 4.6%, 64 within 2.1%, 2048 within 2.5% (the
-# error left is the mean field's, not the sampling's).
+# Particles per set (at least 2 min(n, d) >= 2 rank(M0): the whitening needs more than the rank);
+# two sets (their difference is the error estimate). Measured on the tanh staircase (n = 32, sigma0
+# 1e-6, data seed 0), modes 3-4 against training: one set of 32 particles within 4.6%, 64 within
+# 2.1%, 2048 within 2.5% (the error left is the mean field's, not the sampling's).
 PARTICLES = 64
 SETS = 2
 # a mode whose two particle sets' steps differ by more than this fraction gets no number
@@ -379,8 +379,8 @@ def network_flow(
     the prediction has an M-flow of, with nothing computed. Otherwise
     X (N, ...), Y: the checked samples (all of them: the flow is full-batch, as training);
     W0 (d, n): the prediction's init. Reasons: :func:`not_applicable`, memory beyond half of what
-    is available (:func:`flow_bytes`). ``particles``: per set, default max(PARTICLES, 2 r), r the
-    rank of the init's M0 (at most min(n, d): the directions its units occupy).
+    is available (:func:`flow_bytes`). ``particles``: per set, default max(PARTICLES, 2 min(n, d))
+    (rank(M0) <= min(n, d): the directions the init's units occupy).
     """
     config = prediction.config
     g = prediction.num_growing
@@ -421,10 +421,10 @@ def point_flow(
     W0 = np.asarray(W0, dtype=np.float64)
     width = W0.shape[1]
     # the init's distribution N(0, M0 / n) occupies rank(M0) <= min(n, d) directions: the particles
-    # are whitened there, so their count is set by that rank, not by d (attention: d = 112, n = 8)
-    root = support_root(W0 @ W0.T / width)
-    rank = root.shape[1]
-    particles = max(PARTICLES, 2 * rank) if particles is None else int(particles)
+    # are whitened there, so their count is set by that bound, not by d (attention: d = 112, n = 8);
+    # the root itself (an eigh of M0) is taken once the budget and memory checks have passed
+    directions = min(width, arch.dim)
+    particles = max(PARTICLES, 2 * directions) if particles is None else int(particles)
     method = config.network_method
     if method == "mean_field" and arch.router is not None:
         return None, (
@@ -436,8 +436,8 @@ def point_flow(
         sets, per_set = max(NETWORKS, -(-SETS * particles // width)), width
         what = f"{sets} networks x {width} units"
     else:
-        if particles <= rank:
-            return None, f"{particles} particles do not exceed the {rank} directions the init occupies (rank of M0)"
+        if particles <= directions:
+            return None, f"{particles} particles do not exceed the {directions} directions the init may occupy"
         sets, per_set = SETS, particles
         what = f"{SETS} x {particles} particles"
     budget = config.network_budget if budget is None else budget
@@ -456,7 +456,8 @@ def point_flow(
     if ensemble:
         draws = to_device(np.asarray(rotated_inits(W0, sets)), dtype=dtype)  # (K, d, n)
     else:
-        draws = to_device(root @ whitened_draws(rank, particles), dtype=dtype)  # (SETS, d, S)
+        root = support_root(W0 @ W0.T / width)  # (d, r), r = rank(M0) <= min(n, d) < particles
+        draws = to_device(root @ whitened_draws(root.shape[1], particles), dtype=dtype)  # (SETS, d, S)
     optimizer = closed_optimizer(config.optimizer)
     beta = optimizer.beta_of(config.beta)
     # the record padded to a power of two (with -1, no step): fewer programs to compile

@@ -630,17 +630,10 @@ def predict_grid(
     failed = sum(1 for fit in fits if isinstance(fit, str))
     if failed:
         notes.append(f"{_GRID_NOTE}the power-law fit was not possible at {failed} of {P} points (their notes say why)")
-    from nqf.theory.departure.mean_field import is_exact, quadratic_network
-
-    if config.network and is_exact(arch, expansion):  # the network is its quadratic model: its M-flow
-        nan_occupations = np.full((record.size, g), np.nan)  # the grid keeps no occupations
-        networks: tuple = tuple(
-            quadratic_network(record, flow_loss[p], nan_occupations, mflow_switch[p]) for p in range(P)
-        )
-    else:
-        networks = _network_flows(
-            arch, X, Y, config, lr_axis, inits, record, modes.full_basis[:, :g], system.thresholds
-        )
+    basis = modes.full_basis[:, :g]
+    networks = _network_flows(
+        arch, X, Y, config, expansion, lr_axis, inits, record, basis, system.thresholds, flow_loss, mflow_switch
+    )
     net_steps, net_plateaus = np.full((P, g), np.nan), np.full((P, g), np.nan)
     net_loss = np.full((P, record.size), np.nan)
     for p, flow in enumerate(networks):
@@ -692,16 +685,22 @@ def predict_grid(
     )
 
 
-def _network_flows(arch, X, Y, config: PredictConfig, lr_axis, inits, record, basis, thresholds) -> tuple:
+def _network_flows(
+    arch, X, Y, config: PredictConfig, expansion, lr_axis, inits, record, basis, thresholds, flow_loss, mflow_switch
+) -> tuple:
     """The network's mean-field flow at every point, lr-major as the grid (``nqf.predict``'s own,
-    ``nqf.theory.predict.pipeline.with_network``): a NetworkFlow, or the note of why none
-    (every point's the same); () when ``config.network`` is off. ``inits``: W0 per (sigma0, seed)."""
+    ``nqf.theory.departure.mean_field.network_flow``): a NetworkFlow, or the note of why none
+    (every point's the same); () when ``config.network`` is off. ``inits``: W0 per (sigma0, seed).
+    An exactly quadratic unit's is each point's M-flow (``flow_loss`` (P, R), ``mflow_switch`` (P, g))."""
     if not config.network:
         return ()
     from nqf.theory.data_matrices.build import checked_samples
-    from nqf.theory.departure.mean_field import not_computed_note, point_flow
+    from nqf.theory.departure.mean_field import is_exact, not_computed_note, point_flow, quadratic_network
 
     P = lr_axis.size * len(inits)
+    if is_exact(arch, expansion):  # the network is its quadratic model; the grid keeps no occupations
+        unkept = np.full((record.size, basis.shape[1]), np.nan)
+        return tuple(quadratic_network(record, flow_loss[p], unkept, mflow_switch[p]) for p in range(P))
     if X is None or Y is None:
         why = "it needs the samples X, Y (only data matrices were given)"
         return (not_computed_note(arch, why, config.network_method),) * P
