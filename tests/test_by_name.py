@@ -108,6 +108,7 @@ def test_predict_and_train_by_name_take_shapes_from_lists():
 # -- float targets of shape (N,) for several outputs -------------------------------------------------
 
 
+@pytest.mark.slow  # through the console script
 def test_one_float_per_sample_says_the_shapes_that_fit_and_the_fix_works(mlp_data):
     """With --outputs 4 given (without it, --arch takes its outputs from Y: one)."""
     line = error_line(run_nqf(*predict_args(mlp_data["y1d"], "--outputs", "4")))

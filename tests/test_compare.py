@@ -133,6 +133,7 @@ def test_own_threshold_rows_of_modes_csv_are_empty_where_not_switched(diverging_
     assert len(own) == 11 and set(own.values()) == {""}, own
 
 
+@pytest.mark.slow  # a second Python process
 def test_nqf_compare_json_has_no_invented_own_threshold_steps():
     """The same case through the console script: its JSON had own-threshold steps 0, 0, 0, 0 for
     the diverged adam run and 46, 45, 40, 38 for GD modes that never switched on."""

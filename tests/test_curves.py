@@ -332,6 +332,7 @@ def test_predict_plot_csv_overlay(tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.slow  # through the console script
 def test_overlay_starting_below_a_modes_level_reports_no_switch_on(mlp_data, tmp_path):
     """Was: modes 1-3 "switched on" at step 0, errors -100%."""
     curve = tmp_path / "low.csv"

@@ -436,6 +436,7 @@ def test_slurm_without_slurm_leaves_no_output_folder(tmp_path):
     assert listing(tmp_path) == {"spec.toml"}
 
 
+@pytest.mark.slow  # through the console script
 @pytest.mark.parametrize(
     "args, expected",
     [

@@ -163,6 +163,7 @@ def test_flax_missing_is_a_clear_error(monkeypatch):
         nqf.from_flax(object(), (D,), K)
 
 
+@pytest.mark.slow  # a second Python process
 def test_importing_nqf_does_not_import_flax():
     code = "import sys, nqf; nqf.from_flax; nqf.from_equinox; assert 'flax' not in sys.modules, 'flax'; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -126,6 +126,7 @@ def test_nesterov_predicts_the_trained_quadratic_model():
     assert not np.array_equal(heavy.mflow_switch_steps, p.mflow_switch_steps)
 
 
+@pytest.mark.slow  # through the console script
 def test_the_command_line_predicts_with_nesterov():
     done = run_nqf(
         "predict", "--task", "staircase", "--width", "8", "--lr", "0.02", "--steps", "300", "--sigma0", "1e-4",

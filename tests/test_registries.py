@@ -358,6 +358,7 @@ def test_the_command_line_takes_the_optimizer(optimizer, monkeypatch):
         _one_line(err)
 
 
+@pytest.mark.slow  # a second Python process
 def test_the_optimizer_records_import_without_jax():
     """The command line reads the records before JAX starts: importing them loads neither JAX nor optax."""
     code = (

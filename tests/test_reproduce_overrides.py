@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import error_line, run_nqf
 
 
+@pytest.mark.slow  # through the console script
 @pytest.mark.parametrize(
     "override, expected",
     [

@@ -174,6 +174,7 @@ def test_an_axis_of_a_million_bad_values_is_one_line_in_well_under_a_second(tmp_
     assert lines == ["spec axes.seed[0]: must be an integer in [0, 4294967295], got -900000"]
 
 
+@pytest.mark.slow  # through the console script
 def test_a_top_level_mode_gets_the_error_the_sweep_table_gets(tmp_path):
     (tmp_path / "top.toml").write_text('mode = "train"\n')
     (tmp_path / "table.toml").write_text('[sweep]\nmode = "train"\n')

@@ -161,6 +161,7 @@ def test_a_huge_record_is_reported_and_recomputed(tmp_path):
     assert read_marker(tmp_path) == (None, "nqf-store.json holds 1.0 MiB, more than the 1.0 MiB nqf reads")
 
 
+@pytest.mark.slow  # through the console script
 def test_store_gc_leaves_a_record_named_file_holding_no_record_alone(tmp_path):
     """Was: ``removed: ...`` with ``problem: ...: not an nqf run record (foreign file); a damaged
     record``, and ``store ls`` counting it damaged: a file it called foreign, removed as its own."""
@@ -231,6 +232,7 @@ def test_a_claim_excludes_others_until_released_and_leaves_no_lock_file(tmp_path
     assert [doc for doc in store.scan()] == [] and store.problems == []  # lock files are not records
 
 
+@pytest.mark.slow  # a second Python process
 def test_a_waiting_claim_gets_the_run_when_the_holder_releases_or_dies(tmp_path):
     store = ResultsStore(tmp_path)
     key = store.key("E1", "gd", CONFIG)

@@ -36,6 +36,7 @@ REFUSED_SETTINGS = {
 }
 
 
+@pytest.mark.slow  # through the console script
 @pytest.mark.parametrize("case", list(REFUSED_SETTINGS))
 def test_predict_refuses_a_setting_its_optimizer_does_not_use(case, mlp_data, tmp_path):
     extra, expected = REFUSED_SETTINGS[case]
@@ -43,6 +44,7 @@ def test_predict_refuses_a_setting_its_optimizer_does_not_use(case, mlp_data, tm
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # through the console script
 @pytest.mark.parametrize(
     "optimizers, extra, expected",
     [
@@ -57,6 +59,7 @@ def test_compare_refuses_a_setting_no_listed_optimizer_uses(optimizers, extra, e
     assert line.startswith(f"error: {expected}") and line.endswith("to --optimizers or drop it"), line
 
 
+@pytest.mark.slow  # through the console script
 @pytest.mark.parametrize(
     "spec, expected",
     [
@@ -83,6 +86,7 @@ def test_sweep_spec_refuses_a_setting_no_optimizer_uses(spec, expected, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
 
 
+@pytest.mark.slow  # through the console script
 def test_settings_the_optimizers_use_are_taken(mlp_data, tmp_path):
     """momentum takes --beta; a predict sweep whose optimizer axis holds sgd takes batch."""
     done = run_nqf(*predict_args(mlp_data["ok"], "--optimizer", "momentum", "--beta", "0.5", "--json"))

@@ -276,6 +276,7 @@ def test_float32_underflow_is_refused_with_the_enable_float64_remedy():
 OUTPUTS = 4  # of mlp_data's Y (mlp's default)
 
 
+@pytest.mark.slow  # through the console script
 def test_predict_at_a_large_init_gives_the_flows_and_says_why_there_is_no_limit(mlp_data):
     """Was ``error: singular_limit: eps must be positive (m0 < 1), got -1.27...``: the M-flow and
     the LV rest on no small init and are given; the limit's steps and plateaus are empty (null)."""
