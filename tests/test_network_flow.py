@@ -99,6 +99,9 @@ def test_a_quadratic_unit_gives_the_m_flow_back():
     assert_allclose(flow.loss, p.flow.loss, rtol=1e-7, atol=1e-12)
     assert np.all(flow.spread <= 0.5)
     assert_allclose(flow.plateau_losses, p.network.plateau_losses, rtol=1e-6)
+    # both whitened sets follow the M-flow, so their own plateau readings agree (to their steps' half step)
+    assert np.all(flow.plateau_spread <= 1e-3 * flow.plateau_losses)
+    assert_allclose(p.network.plateau_spread, 0.0, rtol=0, atol=0)
 
 
 def test_an_exactly_quadratic_units_network_is_its_m_flow_everywhere():
@@ -489,12 +492,21 @@ def test_rotated_inits_share_m0():
 
 def test_a_wide_spread_of_the_networks_sharing_m0_gives_no_step():
     """E = 4's third mode switches on within 1200 steps in fewer than half of the networks sharing
-    M0 (13 of 32; the trained one at step 831): no number, a note that says so."""
+    M0 (13 of 32; the trained one at step 831): no number, a note that says so; likewise a plateau
+    whose spread over them exceeds 5%."""
     task = get_task("experts", experts=4)
     X, Y = task.generate(0, dtype=np.float64)
     p = predict(task.architecture(), X, Y, PredictConfig(width=4, lr=0.1, steps=1200, sigma0=1e-6))
     assert np.isnan(p.network.switch_steps[2])
     assert any(note.startswith("network (networks sharing M0): mode 3 has no step") for note in p.notes)
+    # init seed 1: the plateau after mode 2 (ending where the experts specialise) varies from network
+    # to network given M0 by more than 5% (quartiles 0.929 and 1.068): no number, a note with them
+    p = predict(task.architecture(), X, Y, PredictConfig(width=4, lr=0.1, steps=1200, sigma0=1e-6, seed=1))
+    assert np.isfinite(p.network.plateau_losses[0]) and np.isnan(p.network.plateau_losses[1])
+    note = next(n for n in p.notes if n.startswith("network (networks sharing M0): the plateau after mode 2 has no"))
+    low, high = (float(v) for v in note.split("between ")[1].split(" (quartiles)")[0].split(" and "))
+    assert_allclose(0.5 * (high - low), p.network.plateau_spread[1], rtol=1e-3)
+    assert p.network.plateau_spread[1] > 0.05 * 0.5 * (low + high)
 
 
 def test_not_computed_where_it_does_not_apply():
@@ -521,6 +533,11 @@ def test_json_and_the_command(capsys):
     assert all(isinstance(row["network_plateau_loss"], float) for row in rows)
     flow = NetworkFlow.from_json(result["network"])
     assert flow.loss.shape == (len(result["mflow"]["steps"]),)
+    assert len(result["network"]["plateau_spread"]) == len(rows)
+    assert_allclose(flow.plateau_spread, np.asarray(result["network"]["plateau_spread"], dtype=float), rtol=0)
+    # a record written before the plateaus' spread was computed reads as unknown
+    older = {key: value for key, value in result["network"].items() if key != "plateau_spread"}
+    assert np.isnan(NetworkFlow.from_json(older).plateau_spread).all()
     code, out, err = run_cli(
         [
             "predict",

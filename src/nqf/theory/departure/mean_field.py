@@ -27,7 +27,8 @@ exactly: for a quadratic unit the particle flow is then the M-flow to rounding),
 by the per-unit step above with f the particles' mean times n. Two independent particle sets
 (seeds 0 and 1) run side by side in one program; the prediction is their mean and half their
 difference is the numerical error estimate (``spread``). A mode whose two estimates differ by
-more than SPREAD_LIMIT of its step gets no number, and a note says so.
+more than SPREAD_LIMIT of its step gets no number, and a note says so; likewise a plateau whose
+two sets' own readings differ by more than SPREAD_LIMIT of it (``plateau_spread``).
 
 Cost. A step is one forward and backward pass of the unit over 2 S particles and N samples,
 2 S N times a unit's cost: training's step with 2 S units instead of n (independent of n; the
@@ -62,6 +63,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -119,11 +121,16 @@ class NetworkFlow:
     horizon, or the sets disagree by more than SPREAD_LIMIT); spread (g,): half the sets'
     difference (steps); plateau_losses (g,): the loss at sqrt(t_k t_next) of its own steps
     (``nqf.core.measure.measured_plateau_losses``, the convention of the trained network's);
+    plateau_spread (g,): half the sets' difference of their own plateau readings (each set's
+    loss at its own steps; NaN where a set has none). A plateau whose spread exceeds SPREAD_LIMIT
+    of it gets no number, as a step does;
     particles: per set; seconds: wall time (not in :meth:`to_json`, whose output is reproducible).
 
     ``ensemble``: units coupled by a router, so the sets are ``sets`` networks of ``particles``
     = n units each sharing the init's M0 (module docstring): switch_steps their median, spread
-    half their interquartile range, loss and occupations their mean.
+    half their interquartile range, loss and occupations their mean, plateau_spread half the
+    interquartile range of their own plateau readings (how much one network's plateau varies
+    given M0).
     """
 
     steps: np.ndarray
@@ -135,6 +142,7 @@ class NetworkFlow:
     particles: int
     seconds: float
     notes: tuple[str, ...] = field(default=())
+    plateau_spread: np.ndarray = field(default_factory=lambda: np.zeros(0))
     sets: int = SETS
     ensemble: bool = False
     exact: bool = False
@@ -167,6 +175,7 @@ class NetworkFlow:
             "switch_steps": numbers(self.switch_steps),
             "spread": numbers(self.spread),
             "plateau_losses": numbers(self.plateau_losses),
+            "plateau_spread": numbers(self.plateau_spread),
             "steps": [int(s) for s in self.steps],
             "loss": numbers(self.loss),
             "particles": int(self.particles),
@@ -189,6 +198,8 @@ class NetworkFlow:
             switch_steps=arr(data["switch_steps"]),
             spread=arr(data["spread"]),
             plateau_losses=arr(data["plateau_losses"]),
+            # absent from records written before it was computed
+            plateau_spread=arr(data.get("plateau_spread", [None] * len(data["plateau_losses"]))),
             particles=int(data["particles"]),
             seconds=float("nan"),  # not in the JSON: outputs are reproducible to the byte
             notes=tuple(data.get("notes", ())),
@@ -221,6 +232,7 @@ def quadratic_network(steps, loss, occupations, switch_steps) -> NetworkFlow:
         switch_steps=switch,
         spread=np.where(np.isfinite(switch), 0.0, np.nan),
         plateau_losses=measured_plateau_losses(steps, loss, switch, float(steps[-1])),
+        plateau_spread=np.where(np.isfinite(switch), 0.0, np.nan),
         particles=0,
         seconds=0.0,
         sets=0,
@@ -482,7 +494,12 @@ def point_flow(
     curve = loss.mean(axis=0)
     if not np.isfinite(curve).all():
         notes.append(f"network ({label}): the loss left the finite numbers (the learning rate is too large for it)")
-    plateau = measured_plateau_losses(record, curve, steps, float(record[-1]))
+    # each set's (network's) own plateau readings, at its own steps, for the plateaus' spread
+    horizon_step = float(record[-1])
+    set_plateaus = np.stack([measured_plateau_losses(record, loss[k], found[k], horizon_step) for k in range(sets)])
+    plateau, plateau_spread = _plateau_readings(
+        measured_plateau_losses(record, curve, steps, horizon_step), set_plateaus, ensemble, label, notes
+    )
     return (
         NetworkFlow(
             steps=record,
@@ -491,6 +508,7 @@ def point_flow(
             switch_steps=steps,
             spread=spread,
             plateau_losses=plateau,
+            plateau_spread=plateau_spread,
             particles=per_set,
             seconds=time.perf_counter() - start,
             notes=tuple(notes),
@@ -516,6 +534,38 @@ def _particle_steps(per_set: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[s
             f"{SPREAD_LIMIT:.0%}); more particles would settle it"
         )
     return np.where(one_sided | wide, np.nan, steps), spread, notes
+
+
+def _plateau_readings(
+    plateau: np.ndarray, per_set: np.ndarray, ensemble: bool, label: str, notes: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(plateau losses, their spread), (g,) each, from the prediction's own readings ``plateau``
+    (g,) and every set's (network's) at its own steps ``per_set`` (K, g): the spread is half the
+    two particle sets' difference (the mean field: a numerical error) or half the interquartile
+    range over the networks sharing M0 (how much one network's plateau varies given M0; NaN where
+    fewer than half have one). A plateau whose spread exceeds SPREAD_LIMIT of it gets no number
+    and a note, as a switch-on step does."""
+    if ensemble:
+        read = np.isfinite(per_set).sum(axis=0) * 2 >= per_set.shape[0]
+        with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # a column with no reading at all
+            low, high = np.nanpercentile(per_set, [25.0, 75.0], axis=0)
+        spread = np.where(read, 0.5 * (high - low), np.nan)
+    else:
+        spread = 0.5 * np.abs(per_set[0] - per_set[-1])
+    wide = np.isfinite(plateau) & np.isfinite(spread) & (spread > SPREAD_LIMIT * np.abs(plateau))
+    for k in np.flatnonzero(wide):
+        why = (
+            "the networks that share the init's M0 read it between "
+            f"{low[k]:.4g} and {high[k]:.4g} (quartiles): one network's plateau depends on the init beyond M0"
+            if ensemble
+            else f"its two particle sets read {per_set[0][k]:.4g} and {per_set[-1][k]:.4g}; more particles would "
+            "settle it"
+        )
+        notes.append(
+            f"network ({label}): the plateau after mode {k + 1} has no loss: {why} (a spread above {SPREAD_LIMIT:.0%})"
+        )
+    return np.where(wide, np.nan, plateau), spread
 
 
 def _ensemble_steps(per_network: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
