@@ -138,12 +138,17 @@ def _errors(predicted, trained, flagged=()):
     return out
 
 
-def _flagged(notes) -> set[int]:
-    """Modes (0-based) whose number the network's own prediction withheld, by its notes."""
+def _flagged(notes, what: str = "step") -> set[int]:
+    """Modes (0-based) whose step (``what="step"``) or plateau loss (``"plateau"``) the network's own
+    prediction withheld, by its notes."""
     found = set()
     for note in notes:
-        if note.startswith("network (") and ": mode " in note and " has no step" in note:
+        if not note.startswith("network ("):
+            continue
+        if what == "step" and ": mode " in note and " has no step" in note:
             found.add(int(note.split(": mode ")[1].split()[0]) - 1)
+        if what == "plateau" and ": the plateau after mode " in note and " has no loss" in note:
+            found.add(int(note.split(": the plateau after mode ")[1].split()[0]) - 1)
     return found
 
 
@@ -196,11 +201,12 @@ def one_case(data, width, sigma0, lr, steps, optimizer, method: str = "auto", se
     else:
         net, network_plateau = np.asarray(p.network.switch_steps), np.asarray(p.network.plateau_losses)
     flagged = _flagged(p.network.notes)  # per mode: the cases with degenerate groups flag none
+    flagged_plateaus = _flagged(p.network.notes, "plateau")
     # the trained network's plateaus that end at the horizon left out (the loss still falls there), and
     # those of a flagged mode or ending at its switch-on (the prediction gives that step no number)
     _, ends = plateau_bounds(trained, steps)
     unread = {k for k, end in enumerate(ends) if end == steps or any(end == trained[j] for j in flagged)}
-    plateaus = _errors(network_plateau, trained_plateau, flagged | unread)
+    plateaus = _errors(network_plateau, trained_plateau, flagged | unread | flagged_plateaus)
     # a group's step has no spread of its own (the sets' per-mode steps split the group as their inits do)
     spread = np.full(len(p.groups), np.nan) if p.degenerate else np.asarray(p.network.spread)
     within = [
@@ -214,6 +220,7 @@ def one_case(data, width, sigma0, lr, steps, optimizer, method: str = "auto", se
         trained_within_spread=f"{sum(within)} of {len(within)}",
         network_worst=max(_errors(net, trained, flagged), default=math.nan),
         flagged=" ".join(str(k + 1) for k in sorted(flagged)) or "-",
+        flagged_plateaus=" ".join(str(k + 1) for k in sorted(flagged_plateaus)) or "-",
         plateau_worst=max(plateaus, default=math.nan),
         mflow_plateau_worst=max(_errors(mflow_plateau, trained_plateau, unread), default=math.nan),
         network_s=p.network.seconds,
@@ -223,7 +230,10 @@ def one_case(data, width, sigma0, lr, steps, optimizer, method: str = "auto", se
             "trained": [float(t) for t in trained],
             "network": [math.nan if k in flagged else float(t) for k, t in enumerate(net)],
             "trained_plateau": [math.nan if k in flagged | unread else float(v) for k, v in enumerate(trained_plateau)],
-            "network_plateau": [math.nan if k in flagged | unread else float(v) for k, v in enumerate(network_plateau)],
+            "network_plateau": [
+                math.nan if k in flagged | unread | flagged_plateaus else float(v)
+                for k, v in enumerate(network_plateau)
+            ],
         },
     )
     return row
@@ -241,6 +251,9 @@ def network_accuracy(quick: bool, repeats: int) -> Outcome:
             "worst_network_error": worst,
             "worst_plateau_error": worst_plateau,
             "flagged_modes": sum(len(r["flagged"].split()) for r in applicable if r["flagged"] != "-"),
+            "flagged_plateaus": sum(
+                len(r["flagged_plateaus"].split()) for r in applicable if r["flagged_plateaus"] != "-"
+            ),
         },
         targets={
             f"mean-field switch-on steps within {TARGET:.0%} of training": worst <= TARGET,
@@ -249,7 +262,7 @@ def network_accuracy(quick: bool, repeats: int) -> Outcome:
         notes=[
             "trained: nqf.train, full batch, every step recorded; steps at half the LV fixed point; plateau losses at "
             "the log-midpoint to the next switch-on (switch-ons within a step of each other are one; plateaus "
-            "ending at the horizon or at a flagged mode left out)",
+            "ending at the horizon or at a flagged mode, and flagged plateaus, left out)",
             "flagged: modes whose number the prediction withheld (its spread above 5%, or fewer than half of the "
             "networks sharing M0 switch it on); the worst errors are over the other modes",
         ],
@@ -449,6 +462,7 @@ COLUMNS = {
         "mflow",
         "network",
         "flagged",
+        "flagged_plateaus",
         "mflow_worst",
         "network_worst",
         "mflow_plateau_worst",
@@ -463,6 +477,7 @@ COLUMNS = {
         "spread",
         "trained_within_spread",
         "flagged",
+        "flagged_plateaus",
         "network_worst",
         "plateau_worst",
         "network_s",
