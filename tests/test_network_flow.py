@@ -507,6 +507,8 @@ def test_a_wide_spread_of_the_networks_sharing_m0_gives_no_step():
     low, high = (float(v) for v in note.split("between ")[1].split(" (quartiles)")[0].split(" and "))
     assert_allclose(0.5 * (high - low), p.network.plateau_spread[1], rtol=1e-3)
     assert p.network.plateau_spread[1] > 0.05 * 0.5 * (low + high)
+    # the per-mode rows of the JSON (and the command line's table) keep it withheld
+    assert not p.degenerate and p.to_json()["prediction"]["modes"][1]["network_plateau_loss"] is None
 
 
 def test_not_computed_where_it_does_not_apply():

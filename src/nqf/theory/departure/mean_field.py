@@ -161,10 +161,15 @@ class NetworkFlow:
         """(switch steps, plateau losses), (G,) each, per degenerate group (index tuples,
         ``Prediction.groups``; ``thresholds`` (g,) the prediction's m_k*/2): the steps as the M-flow's
         group reading takes them (``nqf.core.measure.occupation_group_steps``, on the sets' mean
-        occupations), and the loss at the log-midpoint from there to the next group's step."""
+        occupations), and the loss at the log-midpoint from there to the next group's step; a mode of
+        its own whose plateau the flow withheld (its spread above SPREAD_LIMIT) keeps no number."""
         steps = occupation_group_steps(self.switch_steps, self.steps, self.occupations, thresholds, groups)
         plateau = measured_plateau_losses(np.asarray(self.steps), np.asarray(self.loss), steps, float(self.steps[-1]))
-        return steps, plateau
+        own = np.asarray(self.plateau_losses, dtype=np.float64)
+        withheld = [
+            len(group) == 1 and np.isfinite(steps[j]) and np.isnan(own[group[0]]) for j, group in enumerate(groups)
+        ]
+        return steps, np.where(withheld, np.nan, plateau)
 
     def to_json(self) -> dict:
         def numbers(a):
