@@ -575,3 +575,18 @@ def test_compare_shows_the_mean_field_beside_training():
         off = nqf.compare("staircase", None, dataclasses.replace(config, **change))
         assert np.isnan(off.mean_field_switch["gd"]).all() and off.prediction.network is None
     assert any("above network_budget = 1e-06 s" in note for note in off.prediction.notes)
+
+
+def test_compare_says_why_another_optimizers_mean_field_has_no_number():
+    """With heavy ball alone (width 16), the mean field's two particle sets read the plateau after
+    mode 2 as 1.292 and 1.162 (the trained network 1.513): compare's row has no number there and
+    its notes say why, under the optimizer's name."""
+    import nqf
+
+    config = nqf.CompareConfig(width=16, sigma0=1e-6, lr=0.05, steps=600, optimizers=("momentum",), closure=False)
+    c = nqf.compare("staircase", None, config)
+    row = c.to_json()["modes"][1]["predicted_by_optimizer"]["momentum"]
+    assert isinstance(row["mean_field"], float) and row["mean_field_plateau_loss"] is None
+    assert any(
+        note.startswith("momentum: network (mean field): the plateau after mode 2 has no loss") for note in c.notes
+    )

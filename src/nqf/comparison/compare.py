@@ -99,7 +99,15 @@ def compare(task, arch: Architecture | str | None, config: CompareConfig, *, tra
     quadratic = stages.train_quadratic(prep, config, modes, train)
     networks, divergence_notes = stages.train_networks(prep, config, modes, train)
     closures = stages.closure(prep, config, predictions, networks, modes)
-    notes = [*predictions["gd"][0].notes, *reference_notes, *divergence_notes]
+    # the other optimizers' network notes (a step or plateau withheld, or not computed): their
+    # mean-field columns are theirs, and a null there says why only here
+    network_notes = [
+        f"{flow}: {note}"
+        for flow, per_seed in predictions.items()
+        if flow != "gd"
+        for note in dict.fromkeys(note for p in per_seed for note in p.notes if note.startswith("network ("))
+    ]
+    notes = [*predictions["gd"][0].notes, *network_notes, *reference_notes, *divergence_notes]
     return stages.assemble(
         task, prep, config, predictions, modes, predicted, quadratic, networks, closures, reference_only, notes
     )
