@@ -345,10 +345,10 @@ def _particle_sets(arch, loss, optimizer, width, draws, X, Y, lr, beta, basis, r
     row when it is that step: a row ends with the readings of its own step, with no conditional,
     gather or scatter in the loop; the horizon's step is taken and dropped. Against one loop per
     set vmapped from outside, with a conditional write and the horizon read after the loop (a
-    second copy of the forward pass), traced and compiled alone for the staircase (medians of 6
-    alternating fresh processes): trace and lower 0.10 s against 0.14 s, compile 0.43 s against
-    0.51 s; the same readings. (A scan over the records' segments, a conditional and an inner
-    loop each, compiled slower still: 0.48 s against 0.40 s for the per-set loop.)"""
+    second copy of the forward pass), in the README's first ``predict`` (medians of 6 alternating
+    fresh processes, the 2-core Intel machine): tracing 0.06 s against 0.11 s, compiling 0.44 s
+    against 0.55 s; the same readings. (A scan over the records' segments, a conditional and an
+    inner loop each, compiled slower than the per-set loop: 0.48 s against 0.40 s.)"""
     S = draws.shape[2]
     scale = width / S
     horizon = jnp.max(record)
