@@ -92,6 +92,12 @@ class Outcome:
 # -- fresh processes --------------------------------------------------------------------
 
 
+def median_run(runs: list[dict], key: str = "call_s") -> dict:
+    """The run whose ``key`` is the median of ``runs`` (the lower one for an even count: a run that
+    happened, not an average of two)."""
+    return sorted(runs, key=lambda run: run[key])[(len(runs) - 1) // 2]
+
+
 def fresh_process(code: str, args: list[str], cache, timeout: float = 1800) -> dict:
     """``python -c code *args`` in a new process on the CPU with its own compilation cache
     directory ``cache`` (empty the first time): the JSON of its last line of stdout."""

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _timing import Outcome
+from _timing import Outcome, median_run
 
 NQF = Path(sys.executable).parent / "nqf"
 FIRST_CALL_TARGET = 0.5  # first predict, the quadratic theory alone (network=False) / first train
@@ -170,11 +170,6 @@ def _child(script: str, args: list[str], env: dict) -> tuple[dict, float, float]
     return json.loads(done.stdout.strip().splitlines()[-1]), wall, cpu
 
 
-def _median_run(runs: list[dict]) -> dict:
-    """The run whose first call is the median of ``runs`` (an odd count: a run that happened)."""
-    return sorted(runs, key=lambda r: r["call_s"])[(len(runs) - 1) // 2]
-
-
 def _case(tmp: Path, label: str, data: str, settings: dict, repeats: int) -> tuple[dict, dict, dict, dict]:
     """The median of ``repeats`` fresh processes of each: predict as it comes (the network's own
     prediction on), predict with the quadratic theory alone (``network=False``) and train, taken in
@@ -194,7 +189,7 @@ def _case(tmp: Path, label: str, data: str, settings: dict, repeats: int) -> tup
         predicts.append(predict)
         quadratics.append(quadratic)
         trains.append(train)
-    return _median_run(predicts), _median_run(quadratics), _median_run(trains), settings
+    return median_run(predicts), median_run(quadratics), median_run(trains), settings
 
 
 _PREDICT_SCRIPT = textwrap.dedent(_PRELUDE) + textwrap.dedent(_PREDICT)

@@ -37,7 +37,7 @@ from nqf.core.measure import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import Outcome, fresh_process  # noqa: E402
+from _timing import Outcome, fresh_process, median_run  # noqa: E402
 
 TARGET = 0.05  # worst relative error of the mean field's switch-on steps and plateau losses
 WARM_TARGET = 3.0  # warm predict with the network / without
@@ -326,10 +326,10 @@ def network_cost(quick: bool, repeats: int) -> Outcome:
             # the median of `repeats` fresh processes per run, taken in turn (a single cold process varies
             # by about 10% on the 2-core machines, as much as the ratio's distance from its target)
             taken: dict[str, list[dict]] = {w: [] for w in RUN_NAMES}
-            for r in range(max(1, repeats)):
+            for r in range(repeats | 1):
                 for w in RUN_NAMES:
                     taken[w].append(_child([w, *args], Path(tmp) / f"{k}-{w}-{r}"))
-            runs = {w: sorted(t, key=lambda run: run["total_s"])[(len(t) - 1) // 2] for w, t in taken.items()}
+            runs = {w: median_run(t, "total_s") for w, t in taken.items()}
             fresh = runs["predict"]["total_s"] / runs["train"]["total_s"]
             warm_on, warm_off = _warm(data, width, steps, repeats)
             warm = warm_on / warm_off
@@ -473,31 +473,33 @@ def _plateau_readings(case, seed: int, methods: tuple[str, ...]) -> list[dict]:
     trained = switch_steps(run.steps, run.occupations, p.thresholds)
     trained_plateau = measured_plateau_losses(run.steps, run.loss, trained, steps)
     _, ends = plateau_bounds(trained, steps)
+    per_method = {}
+    for m, q in predictions.items():
+        flow = q.network
+        curve = (np.asarray(flow.steps, dtype=float), np.asarray(flow.loss))
+        start, end = plateau_bounds(flow.switch_steps, steps)
+        # the reading point of measured_plateau_losses, and the reading the flag judged (the sets' mean
+        # curve at its own steps), kept or withheld
+        at = np.sqrt(np.maximum(start, 1.0) * np.maximum(end, 1.0))
+        with np.errstate(invalid="ignore"):
+            moved = np.abs(np.interp(at * (1 + SHIFT), *curve) - np.interp(at / (1 + SHIFT), *curve)) / (
+                2 * np.interp(at, *curve)
+            )
+        judged = measured_plateau_losses(curve[0], curve[1], flow.switch_steps, float(steps))
+        per_method[m] = (flow, np.where(np.isfinite(start), moved, np.nan), judged, _flagged(flow.notes, "plateau"))
     rows = []
     for k in range(p.num_growing):
         if ends[k] == steps or not math.isfinite(trained_plateau[k]):
             continue
         row = {"case": data + ("" if optimizer == "gd" else f", {optimizer}"), "seed": seed, "mode": k + 1}
         row["trained"] = float(trained_plateau[k])
-        for m, q in predictions.items():
-            flow = q.network
-            start, end = plateau_bounds(flow.switch_steps, steps)
-            at = math.sqrt(max(start[k], 1.0) * max(end[k], 1.0)) if math.isfinite(start[k]) else math.nan
-            curve = (np.asarray(flow.steps, dtype=float), np.asarray(flow.loss))
-            moved = (
-                abs(np.interp(at * (1 + SHIFT), *curve) - np.interp(at / (1 + SHIFT), *curve))
-                / (2 * np.interp(at, *curve))
-                if math.isfinite(at)
-                else math.nan
-            )
-            # the reading the flag judged (the sets' mean curve at its own steps), kept or withheld
-            judged = measured_plateau_losses(curve[0], curve[1], flow.switch_steps, float(steps))[k]
+        for m, (flow, moved, judged, withheld) in per_method.items():
             row[m] = {
                 "reading": float(flow.plateau_losses[k]),
-                "judged": float(judged),
+                "judged": float(judged[k]),
                 "spread": float(flow.plateau_spread[k]),
-                "withheld": k in _flagged(flow.notes, "plateau"),
-                "moved": float(moved),
+                "withheld": k in withheld,
+                "moved": float(moved[k]),
             }
         rows.append(row)
     return rows

@@ -139,10 +139,10 @@ class NetworkFlow:
     switch_steps: np.ndarray
     spread: np.ndarray
     plateau_losses: np.ndarray
+    plateau_spread: np.ndarray
     particles: int
     seconds: float
     notes: tuple[str, ...] = field(default=())
-    plateau_spread: np.ndarray = field(default_factory=lambda: np.zeros(0))
     sets: int = SETS
     ensemble: bool = False
     exact: bool = False
