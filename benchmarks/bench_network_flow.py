@@ -12,6 +12,8 @@ switches on. network_init_seeds: the same over init seeds 0-7 for the cases that
 network_cost: a fresh ``nqf predict`` process with the mean-field flow, without
 it, and a fresh process running ``nqf.train`` of the same network (each with an empty
 compilation cache), and the warm in-process ratio predict(network) / predict(no network).
+network_estimate: the time estimate that decides ``network_budget`` against the first call it
+estimates, per case in a fresh process.
 """
 
 from __future__ import annotations
@@ -363,6 +365,56 @@ def network_cost(quick: bool, repeats: int) -> Outcome:
     )
 
 
+_ESTIMATE_CHILD = r"""
+import json, sys
+import jax
+jax.config.update("jax_enable_x64", True)
+import nqf
+from nqf.theory.departure import mean_field
+sys.path.insert(0, sys.argv[1])
+from bench_network_flow import CASES, problem
+data, width, sigma0, lr, steps, optimizer = CASES[int(sys.argv[2])]
+X, Y, arch = problem(data)
+estimates = []
+estimate = mean_field.flow_seconds
+mean_field.flow_seconds = lambda *a: estimates.append(estimate(*a)) or estimates[-1]
+config = nqf.PredictConfig(width=width, sigma0=sigma0, lr=lr, steps=steps, optimizer=optimizer, network_budget=1e9)
+first = nqf.predict(arch, X, Y, config).network.seconds
+warm = nqf.predict(arch, X, Y, config).network.seconds
+print(json.dumps({"estimate_s": estimates[0], "first_s": first, "warm_s": warm}))
+"""
+ESTIMATE_RANGE = (0.5, 2.0)  # estimated / measured first call, every case
+
+
+def network_estimate(quick: bool, repeats: int) -> Outcome:
+    """The time estimate that decides the budget (``mean_field.flow_seconds``) against the
+    measured first call of the network's prediction (``NetworkFlow.seconds``: compiling included),
+    each case in a fresh process with an empty cache."""
+    rows = []
+    cases = [CASES.index(c) for c in QUICK] if quick else range(len(CASES))
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in cases:
+            run = fresh_process(_ESTIMATE_CHILD, [str(Path(__file__).resolve().parent), str(i)], Path(tmp) / str(i))
+            data, width, sigma0, _, steps, optimizer = CASES[i]
+            rows.append(
+                {
+                    "case": f"{data}, n {width}, sigma0 {sigma0:g}, {steps} steps"
+                    + ("" if optimizer == "gd" else f", {optimizer}"),
+                    **run,
+                    "ratio": run["estimate_s"] / run["first_s"],
+                }
+            )
+    ratios = [r["ratio"] for r in rows]
+    low, high = ESTIMATE_RANGE
+    return Outcome(
+        params={"cases": "CASES" if not quick else "QUICK"},
+        rows=rows,
+        summary={"smallest_ratio": min(ratios), "largest_ratio": max(ratios)},
+        targets={f"estimate / first call within [{low:g}, {high:g}]": low <= min(ratios) and max(ratios) <= high},
+        notes=["first: the prediction's first call in a fresh process (compiling included); warm: its second call"],
+    )
+
+
 def network_finite_width(quick: bool, repeats: int) -> Outcome:
     """The networks sharing the init's M0 (``network_method="networks"``) on every case: their
     median against training, and their spread (half the interquartile range over networks that
@@ -588,6 +640,7 @@ def network_plateau_flags(quick: bool, repeats: int) -> Outcome:
 BENCHMARKS = {
     "network_accuracy": network_accuracy,
     "network_cost": network_cost,
+    "network_estimate": network_estimate,
     "network_finite_width": network_finite_width,
     "network_init_seeds": network_init_seeds,
     "network_plateau_flags": network_plateau_flags,
@@ -640,6 +693,7 @@ COLUMNS = {
         "sets_spread",
         "curve_moves",
     ],
+    "network_estimate": ["case", "estimate_s", "first_s", "warm_s", "ratio"],
     "network_cost": [
         "case",
         "run",

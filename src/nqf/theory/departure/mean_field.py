@@ -89,13 +89,19 @@ PARTICLES = 64
 SETS = 2
 # a mode whose two particle sets' steps differ by more than this fraction gets no number
 SPREAD_LIMIT = 0.05
-# The time estimate of the particle flow (:func:`flow_seconds`): per step STEP_SECONDS, plus per
-# particle and sample 3 unit evaluations' flops at FLOPS_PER_SECOND and PAIR_SECONDS of overhead.
-# Fitted on the 2-core CPU machine (measured / estimated: mlp on the staircase 0.4, on wine, breast
-# cancer, diabetes 0.7-0.8, on digits 0.3; 1 - cos units 1.3; softmax attention 1.0).
-STEP_SECONDS = 1e-4
-FLOPS_PER_SECOND = 1e10
-PAIR_SECONDS = 1.5e-8
+# The time estimate of the particle flow (:func:`flow_seconds`), a first call's: COMPILE_SECONDS for
+# the program, then per step STEP_SECONDS, per particle and sample 3 unit evaluations' flops at
+# FLOPS_PER_SECOND plus PAIR_SECONDS, and for units coupled by a router ROUTED_SECONDS per network
+# and sample (the gate). Fitted (least squares in log time) to the first calls of the 19 cases of
+# benchmarks/bench_network_flow.py's CASES on the 2-core Intel Xeon, each in a fresh process with an
+# empty cache: estimated / measured 0.81-1.36 (staircase 0.84-1.15, wine, breast cancer, diabetes
+# 0.83-0.88, digits 1.36, 1 - cos units 0.83, mixtures of experts 0.81-0.98, softmax attention 0.84),
+# where the model without the compile and router terms gave 0.45-2.4 (digits 7.1 s for 3.0 s).
+COMPILE_SECONDS = 0.45
+STEP_SECONDS = 5e-5
+FLOPS_PER_SECOND = 2e10
+PAIR_SECONDS = 7.5e-9
+ROUTED_SECONDS = 6e-8
 # particle draws: set k uses numpy's default_rng(_SEED + k); the rotations of the networks sharing M0 one rng
 _SEED = 0
 # networks sharing M0 (units coupled by a router): at least this many
@@ -292,12 +298,15 @@ def _unit_flops(arch: Architecture, shape: tuple, dtype: str) -> float:
     return float((analysis or {}).get("flops", 10.0 * (arch.dim + arch.outputs)))
 
 
-def flow_seconds(arch: Architecture, X, steps: int, units: int) -> float:
-    """Estimated time of the particle flow: steps x (STEP_SECONDS + units (all sets') x N samples x
-    (3 x a unit's flops (:func:`unit_flops`, forward and backward) / FLOPS_PER_SECOND + PAIR_SECONDS))."""
-    pairs = units * int(X.shape[0])
+def flow_seconds(arch: Architecture, X, steps: int, units: int, networks: int = 0) -> float:
+    """Estimated time of a first call of the particle flow (the constants' comment): COMPILE_SECONDS
+    + steps x (STEP_SECONDS + units (all sets') x N samples x (3 x a unit's flops (:func:`unit_flops`,
+    forward and backward) / FLOPS_PER_SECOND + PAIR_SECONDS) + networks x N x ROUTED_SECONDS for
+    units coupled by a router). ``networks``: the networks sharing M0 run (0 for particles)."""
+    N = int(X.shape[0])
     per_pair = 3.0 * unit_flops(arch, X[0]) / FLOPS_PER_SECOND + PAIR_SECONDS
-    return steps * (STEP_SECONDS + pairs * per_pair)
+    routed = networks * N * ROUTED_SECONDS if arch.router is not None else 0.0
+    return COMPILE_SECONDS + steps * (STEP_SECONDS + units * N * per_pair + routed)
 
 
 def whitened_draws(d: int, particles: int, sets: int = SETS, seed: int = _SEED) -> np.ndarray:
@@ -454,7 +463,10 @@ def point_flow(
         what = f"{SETS} x {particles} particles"
     budget = config.network_budget if budget is None else budget
     horizon = int(np.asarray(record)[-1])
-    if budget is not None and (estimate := flow_seconds(arch, X, horizon, sets * per_set)) > budget:
+    if (
+        budget is not None
+        and (estimate := flow_seconds(arch, X, horizon, sets * per_set, sets if ensemble else 0)) > budget
+    ):
         return None, (
             f"it would take about {estimate:.2g} s ({what} x {N} samples x {horizon} "
             f"steps), above network_budget = {budget:g} s (raise it, or None for no limit)"
