@@ -94,9 +94,11 @@ SPREAD_LIMIT = 0.05
 # FLOPS_PER_SECOND plus PAIR_SECONDS, and for units coupled by a router ROUTED_SECONDS per network
 # and sample (the gate). Fitted (least squares in log time) to the first calls of the 19 cases of
 # benchmarks/bench_network_flow.py's CASES on the 2-core Intel Xeon, each in a fresh process with an
-# empty cache: estimated / measured 0.81-1.36 (staircase 0.84-1.15, wine, breast cancer, diabetes
-# 0.83-0.88, digits 1.36, 1 - cos units 0.83, mixtures of experts 0.81-0.98, softmax attention 0.84),
-# where the model without the compile and router terms gave 0.45-2.4 (digits 7.1 s for 3.0 s).
+# empty cache: estimated / measured 0.65-1.36 over two runs (benchmark ``network_estimate``; the
+# staircase 0.76-1.15, wine, breast cancer, diabetes 0.83-1.16, digits 1.04-1.36, 1 - cos units
+# 0.65-0.83, mixtures of experts 0.76-0.98, softmax attention 0.72-0.84: the machine's load moves a
+# first call by up to 30%), where the model without the compile and router terms gave 0.45-2.4
+# (digits 7.1 s estimated for 3.0 s).
 COMPILE_SECONDS = 0.45
 STEP_SECONDS = 5e-5
 FLOPS_PER_SECOND = 2e10
