@@ -155,8 +155,8 @@ _COMMON = {
     "network_budget": _field(
         Budget,
         5.0,
-        "Seconds the network's own prediction may take by its estimate (particles x samples x steps x a unit's "
-        "flops); beyond, a note says so instead. inf: no limit.",
+        "Seconds the network's own prediction may take by its estimate (its compiling, and particles x samples x "
+        "steps x a unit's flops); beyond, a note says so instead. inf: no limit.",
     ),
     "network_method": _field(
         choice(NETWORK_METHODS),
