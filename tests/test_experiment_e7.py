@@ -52,7 +52,7 @@ def test_registered_and_configs():
             DigitsConfig(**bad)
 
 
-def test_claims(result):
+def test_claims(result, records):
     claims = result.claims
     # one loss claim, network modes 1-3, the data defect, LV against the M-flow; every verdict is computed
     assert len(claims) == 1 + 3 + 1 + 1
@@ -66,6 +66,12 @@ def test_claims(result):
     # the network's claims compare its steps with the M-flow's, mode by mode
     for k, claim in enumerate(claims[1:4]):
         assert claim.predicted == switch["M-flow"][k] and claim.measured == switch["network"][k]
+    # and each carries the network's own prediction, predict's mean-field flow: a second verdict
+    own = np.asarray(records["predict-s0"]["network_switch"], dtype=float)
+    assert np.isfinite(own[:3]).all()
+    for k, claim in enumerate(claims[1:4]):
+        assert claim.network_predicted == own[k] and claim.network_verdict is not None
+    assert all(c.network_verdict is None for c in (claims[0], *claims[4:]))  # not about the network
     # digits are not whitened: the defect is far above predict's exactness threshold
     defect = claims[4]
     assert defect.measured > 0.1 and defect.verdict.status == "confirmed"
@@ -101,6 +107,18 @@ def test_a_mode_that_never_switches_is_not_applicable(records):
     claim = E7.summarise(TINY, broken).claims[2]
     assert claim.measured is None and claim.verdict.status == "not applicable"
     assert "never reached" in claim.why_missing
+
+
+def test_a_withheld_network_step_says_why(records):
+    broken = json.loads(json.dumps(records))
+    note = "network (mean field): mode 2 has no step: its two particle sets disagree (90 and 110 steps)"
+    broken["predict-s0"]["network_switch"][1] = float("nan")
+    broken["predict-s0"]["network_notes"] = [note, "network (mean field): the plateau after mode 3 has no loss: x"]
+    claims = E7.summarise(TINY, broken).claims
+    claim = claims[2]
+    assert claim.network_predicted is None and claim.network_why_missing == note
+    assert claim.network_verdict.status == "not applicable" and claim.verdict.status != "not applicable"
+    assert claims[1].network_predicted is not None and claims[3].network_predicted is not None
 
 
 def test_relative_loss_gap():

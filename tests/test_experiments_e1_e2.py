@@ -73,6 +73,11 @@ def test_e1_claims(e1_result):
     # mode 1 of the tanh network is the quadratic model's at leading order
     network = _claims(e1_result, "tanh network's mode 1")[0]
     assert network.verdict.status == "confirmed"
+    # modes 1-3 also carry the network's own prediction (predict's mean-field flow): a second verdict
+    for k in range(3):
+        (claim,) = _claims(e1_result, f"tanh network's mode {k + 1}")
+        assert claim.network_predicted is not None and claim.network_verdict is not None
+    assert network.network_predicted == pytest.approx(network.measured, rel=0.05)
     # thresholds are half the LV fixed point 2 s_k (sample-exact for the whitened staircase)
     assert_allclose(e1_result.data["fixed_point"], 2.0 * np.array(E1_TINY.singular_values), rtol=1e-10)
 

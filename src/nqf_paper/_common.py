@@ -82,9 +82,13 @@ def gd_train_config(run: dict[str, Any]):
 
 
 def predict_record(p) -> dict[str, Any]:
-    """The part of a ``predict`` result that E1 and E7 record: curves, the g growing modes, switch-on steps."""
+    """The part of a ``predict`` result that E1 and E7 record: curves, the g growing modes, switch-on
+    steps; the network's own (``Prediction.network``: the mean-field flow of its units; NaN where
+    there is none) with the notes that say why a step is missing."""
     g = p.num_growing
     return {
+        "network_switch": np.full(g, np.nan) if p.network is None else p.network.switch_steps,
+        "network_notes": [note for note in p.notes if note.startswith("network (")],
         "steps": p.flow.steps,
         "mflow_loss": p.flow.loss,
         "mflow_occupations": p.flow.occupations,
@@ -120,6 +124,8 @@ def predict_summary(pred: dict[str, Any]) -> dict[str, Any]:
         "mflow_loss": as_array(pred["mflow_loss"]),
         "lv_loss": as_array(pred["lv_loss"]),
         "mflow_occupations": as_array(pred["mflow_occupations"]),
+        "network_own": as_array(pred["network_switch"]),
+        "network_notes": tuple(pred["network_notes"]),
     }
 
 
@@ -173,14 +179,25 @@ def network_switch_claims(
     steps: int,
     where: str,
     say_diverged: bool = False,
+    own: np.ndarray | None = None,
+    own_notes: tuple[str, ...] = (),
 ) -> list[Claim]:
     """The tanh network's modes 1..claimed switch on at the M-flow's steps, within ``tolerance`` (relative).
 
     net: a :func:`model_summary`; mflow, thresholds: (m,). With ``say_diverged`` a missing
-    step of a diverged network says so.
+    step of a diverged network says so. ``own`` (m,): the network's own prediction of the
+    steps (the mean-field flow's, :func:`predict_summary`'s ``network_own``), each claim's second
+    verdict; a missing one takes the prediction's network notes (``own_notes``) as its reason.
     """
     claims = []
     for k in range(min(claimed, mflow.size)):
+        second: dict[str, Any] = {}
+        if own is not None:
+            value = float(own[k]) if k < own.size and np.isfinite(own[k]) else None
+            # the notes that say why: the flow not computed, or left the finite numbers, or this mode's step withheld
+            said = [n for n in own_notes if f"mode {k + 1} has no step" in n or "not computed" in n or "finite" in n]
+            reason = "; ".join(said) or f"mode {k + 1} does not switch on in the mean-field flow within {steps} steps"
+            second = {"network_predicted": value, "network_why_missing": "" if value is not None else reason}
         measured = float(net["switch"][k]) if np.isfinite(net["switch"][k]) else None
         predicted = float(mflow[k]) if np.isfinite(mflow[k]) else None
         why = ""
@@ -199,6 +216,7 @@ def network_switch_claims(
                 tolerance=Tolerance("relative", tolerance),
                 unit="steps",
                 why_missing=why,
+                **second,
             )
         )
     return claims

@@ -23,7 +23,8 @@ Claims, tolerances stated in advance (deliberately not config fields):
   r = f - y carry a rounding of eps |y|, a relative error 2 eps sqrt(L(0)/L) in L);
 * the tanh network's switch-on steps of modes 1-3 lie within 5% of the M-flow's (mode 4
   is reported with its error, not claimed: docs/theory.md section 3 says the tanh network
-  drifts from the quadratic order at later modes);
+  drifts from the quadratic order at later modes); each also judged, as a second verdict, against
+  the network's own prediction (``predict``'s mean-field flow of the tanh units, the same tolerance);
 * the LV discrete map's switch-on steps equal the M-flow's to a step (docs/theory.md section 3);
 * the quadratic model's plateau losses match the LV plateau losses to 1%: plateau k is
   the loss at the flattest step (smallest |L(t+1) - L(t)|) between the switch-ons of
@@ -230,7 +231,15 @@ def summarise(config: StaircaseConfig, records: dict[str, dict]) -> ExperimentRe
     gap, gap_step, last_step = relative_loss_gap("E1", quad["loss"], first["mflow_loss"], LOSS_FLOOR)
     claims.append(loss_gap_claim(gap, gap_step, last_step, LOSS_FLOOR, LOSS_AGREEMENT, where))
     claims += network_switch_claims(
-        net, mflow, first["thresholds"], CLAIMED_NETWORK_MODES, SWITCH_TOLERANCE, config.steps, where
+        net,
+        mflow,
+        first["thresholds"],
+        CLAIMED_NETWORK_MODES,
+        SWITCH_TOLERANCE,
+        config.steps,
+        where,
+        own=first["network_own"],
+        own_notes=first["network_notes"],
     )
     claims.append(_lv_claim(config, first, where))
     claims += _plateau_claims(config, first, where)
