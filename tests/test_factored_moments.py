@@ -84,12 +84,27 @@ def test_route_keeps_S_factored_beyond_the_dense_limit():
     assert choose_route(fixed, 10000, "squared").route == "samples"
 
 
+def test_route_keeps_S_factored_where_a_dense_S_would_outgrow_the_caches():
+    """64 inputs and 64 outputs (E4's trained setting): p = 4096, S would be 128 MiB, within the dense
+    limit but read from memory at every step; kept factored from FACTORED_FROM entries on."""
+    arch = nqf.get_architecture("mlp", activation="tanh", inputs=64, outputs=64)
+    assert moments.FACTORED_FROM < 4096**2 <= moments.MAX_MOMENT_ENTRIES
+    choice = choose_route(arch, 64, "squared")
+    assert choice.route == "moments" and "factored" in choice.reason and choice.moments_flops < 2e6
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((64, 64)), rng.standard_normal((64, 64))
+    assert isinstance(moment_data_matrices(arch, *checked_samples(arch, X, Y)).second, FactoredSecond)
+    # below it, S is dense as before
+    small = nqf.get_architecture("mlp", activation="tanh", inputs=16, outputs=4)
+    assert "factored" not in choose_route(small, 64, "squared").reason
+
+
 @pytest.mark.parametrize("engine", ["compiled", "numpy"])
 def test_factored_route_predicts_as_the_dense_route(monkeypatch, engine):
     arch, X, Y = _staircase()
     cfg = nqf.PredictConfig(width=32, lr=0.05, steps=1500, sigma0=1e-6, engine=engine)
     dense = nqf.predict(arch, X, Y, cfg)
-    monkeypatch.setattr(moments, "MAX_MOMENT_ENTRIES", 16)  # p = 32 here: S is now kept factored
+    monkeypatch.setattr(moments, "FACTORED_FROM", 16)  # p = 32 here: S is now kept factored
     factored = nqf.predict(arch, X, Y, cfg)
     assert factored.route == "moments" and "factored" in factored.route_reason
     np.testing.assert_array_equal(factored.mflow_switch_steps, dense.mflow_switch_steps)

@@ -22,7 +22,7 @@ factors l_cr do not depend on x (the readout e_c of a perceptron, the identity o
 linear attention) only the second moments of the right factors are accumulated,
 O(N K R^2 d_R^2). Memory: the chunk's factors, S and u; never all samples' factors.
 
-Beyond MAX_MOMENT_ENTRIES, S of a single rank-one term whose left factors are shared and mutually
+Beyond FACTORED_FROM entries, S of a single rank-one term whose left factors are shared and mutually
 orthogonal (the perceptron: l_c = sigma'(0) e_c, r_c = x) is kept factored,
 S = sum_c (l_c l_c^T) (x) E[r_c r_c^T] (:class:`FactoredSecond`): at D = 784 inputs and K = 10
 outputs p = 7840, and S m costs 2 K D^2 ~ 1.3e7 flops on a 784 x 784 block instead of 2 p^2 ~ 1.2e8
@@ -53,6 +53,13 @@ from nqf.theory.data_matrices.protocol import AbstractDataMatrices
 
 # S is p x p: the moments route is offered only while S stays this small (entries).
 MAX_MOMENT_ENTRIES = 2**24  # 128 MiB in float64
+# From this many entries of S (8 MiB in float64, beyond the CPU's caches) a structure that allows it
+# keeps S factored (:class:`FactoredSecond`): a dense S is then read from memory at every step.
+# Measured (E4's trained setting: the tanh perceptron on 64 whitened inputs and 64 outputs, p = 4096,
+# 64 samples, 2164 steps, 2-core Intel Xeon): the first predict 37 s with S dense (8.5 s to build S,
+# 26 s of M-flow: 12 ms a step for S's 128 MiB), 14 s on the per-sample route, 4.1-5.4 s with S
+# factored (0.5 s to build it, 1.8 s of M-flow); the same switch-on steps, the losses to 4e-15.
+FACTORED_FROM = 2**20
 # The per-sample route holds every sample's structure up to this many numbers (512 MiB in
 # float64); beyond, it rebuilds the structure chunk by chunk (``nqf.theory.data_matrices.chunked``).
 MAX_HELD_STRUCTURE = 2**26
@@ -61,7 +68,7 @@ MAX_HELD_STRUCTURE = 2**26
 RESIDUAL_FROM_MOMENTS = 1e-3
 # Samples per chunk when accumulating moments (the chunk's factors are the working memory).
 DEFAULT_CHUNK = 4096
-# Beyond MAX_MOMENT_ENTRIES, S of a single rank-one term whose left factors are shared by every
+# Beyond FACTORED_FROM entries, S of a single rank-one term whose left factors are shared by every
 # sample and mutually orthogonal (the perceptron's readout, l_c = sigma'(0) e_c) is kept
 # factored (:class:`FactoredSecond`): K blocks of d_R x d_R, at most this many numbers.
 MAX_FACTORED_ENTRIES = 2**26  # 512 MiB in float64
@@ -226,7 +233,7 @@ class MomentDataMatrices(_PackedForms):
     for everything the M-flow, the mode basis and the stability check use (no minibatches).
 
     Attributes:
-        second: S (p, p), or a :class:`FactoredSecond` beyond MAX_MOMENT_ENTRIES.  cross: u (p,).
+        second: S (p, p), or a :class:`FactoredSecond` beyond FACTORED_FROM entries.  cross: u (p,).
         optimum: m_hat (p,) with S m_hat = u.
         residual: L_res, the loss at m_hat (>= 0).  target_energy: L0 = (1/2) E|y|^2.
         layout: the terms' block slices (static).  dimension: d (``dim``).  outputs: K.  samples: N.
@@ -504,10 +511,16 @@ def moment_data_matrices(
     if isinstance(shape, BlockFactors):
         chunk = _balanced_on_host(arch, X, targets, dtype, chunk)
     p = sum(t.size for t in layout)
+    factored = None
+    if p * p > FACTORED_FROM and _factorable(shape) is not None:
+        factored = _factored_moments(arch, X, targets, dtype, layout, shape, chunk)
+    if factored is not None:
+        return factored
     if p * p > MAX_MOMENT_ENTRIES:
-        if _factorable(shape) is None:
-            raise NqfError(f"{arch.name}: the moments route needs a {p} x {p} matrix; use the per-sample route")
-        return _factored_moments(arch, X, targets, dtype, layout, shape, chunk)
+        raise NqfError(
+            f"{arch.name}: the moments route needs a {p} x {p} matrix, and this structure cannot be kept factored "
+            "(one rank-one term whose left factors every sample shares, mutually orthogonal); use the per-sample route"
+        )
     Y = np.asarray(targets)
     calls = _chunk_count(N, chunk)
     host = []  # whether each chunk call ran in numpy
@@ -654,8 +667,9 @@ def _factored_functions(arch: Architecture):
     )
 
 
-def _factored_moments(arch, X, Y, dtype, layout, shape, requested: int) -> MomentDataMatrices:
-    """The moments of a structure that :func:`_factorable` accepts, S kept as a FactoredSecond.
+def _factored_moments(arch, X, Y, dtype, layout, shape, requested: int) -> MomentDataMatrices | None:
+    """The moments of a structure that :func:`_factorable` accepts, S kept as a FactoredSecond; None
+    when the samples' left factors are not shared and orthogonal (S cannot be kept factored).
 
     Reads the samples in chunks of about 2^22 numbers of factors (K (d_L + d_R) per sample); one
     pass for Sigma and u (one Sigma when the right factors do not depend on the output, else a second
@@ -669,19 +683,16 @@ def _factored_moments(arch, X, Y, dtype, layout, shape, requested: int) -> Momen
     Y = np.asarray(Y)
     energy = 0.5 * float(np.sum(np.square(Y, dtype=np.float64))) / N
     one, each = _factored_functions(arch)
-    refused = NqfError(
-        f"{arch.name}: the moments route needs S of {dl * dr} x {dl * dr}, and its left factors are not shared "
-        "and orthogonal (it cannot be kept factored); use the per-sample route"
-    )
 
     def accumulate(fn):
+        """(lefts, Sigma, cross, same_right); lefts None when the left factors differ between samples."""
         lefts = sigma = cross = None
         same_right = True
         for Xc, Yc, w in _chunks(X, Y, chunk, dtype):
             sg, cr, lc, same_l, same_r = (np.asarray(a) for a in fn(Xc, Yc, w))
             lefts = lc if lefts is None else lefts
             if not (bool(same_l) and np.array_equal(lc, lefts)):
-                raise refused
+                return None, None, None, False
             same_right = same_right and bool(same_r)
             if not same_right and fn is one:
                 return lefts, None, None, False
@@ -690,10 +701,10 @@ def _factored_moments(arch, X, Y, dtype, layout, shape, requested: int) -> Momen
         return lefts, sigma, cross, same_right
 
     lefts, sigma, cross, same_right = accumulate(one)
-    if not same_right:
+    if lefts is not None and not same_right:
         lefts, sigma, cross, _ = accumulate(each)
-    if not _orthogonal_rows(lefts):
-        raise refused
+    if lefts is None or not _orthogonal_rows(lefts):
+        return None
     sigma = sigma / N
     sigma = 0.5 * (sigma + np.swapaxes(sigma, 1, 2))
     U = np.einsum("ka,kb->ab", lefts, cross / N)  # u as d_L x d_R
@@ -784,7 +795,7 @@ def choose_route(
     moments = 2.0 * p * p
     described = f"S ({p} x {p})"
     factored = None
-    if p * p > MAX_MOMENT_ENTRIES:
+    if p * p > FACTORED_FROM:
         factored = _factored_probe(arch, dtype)
     if factored is not None:  # S m costs 2 K d_R^2 + 4 K d_L d_R (FactoredSecond)
         K_, dl_, dr_ = factored
