@@ -87,6 +87,12 @@ def test_e4_tiny(tmp_path):
     for claim in result.claims:
         assert claim.predicted is not None and math.isfinite(claim.predicted)
         assert claim.measured is not None and math.isfinite(claim.measured)
+    # the network's exponent also has its own prediction's (the mean-field flow's), a second verdict;
+    # no other claim is about the network's own prediction
+    seconds = [c for c in result.claims if c.network_verdict is not None]
+    assert [c.claim.split(" (")[0] for c in seconds] == ["network"]
+    assert seconds[0].network_predicted is not None and math.isfinite(seconds[0].network_predicted)
+    assert seconds[0].network_predicted == result.data["trained"]["network"]["own_exponent"]
     _check_figures(plot(result, tmp_path), "E4")
 
 

@@ -35,7 +35,10 @@ trained exponent equals the own-spectrum LV exponent within ``trained_tolerance`
 (relative 5%: random init moves each mode's ln m_k(0) by ~sqrt(2/n) = 0.13, i.e. its
 switch by ~1% of t_k, which bends the local exponent by a few percent), and the fitter
 finds the trained curve straight on log-log axes (largest residual <= 5% of the ln-loss
-range, the fitter's own criterion); the fitter's full verdict is in the text.
+range, the fitter's own criterion); the fitter's full verdict is in the text. The network's
+exponent claim also carries the network's own prediction, a second verdict: ``predict``'s
+mean-field flow of the tanh units (run ``network-own``, no time budget), its loss fitted the
+same way on the same window.
 Width matters: with n = modes (64) the late modes lag the LV prediction (measured: mode
 48 at step 666 against 520), because each learned mode takes a direction in unit space
 and the later modes' initial occupations along it are removed; n = 2 x modes keeps this

@@ -98,6 +98,30 @@ def trained_run(run: dict[str, Any]) -> dict[str, Any]:
         }
 
 
+def network_own_run(run: dict[str, Any]) -> dict[str, Any]:
+    """The tanh network's own prediction on the powerlaw task (``predict``'s mean-field flow of its
+    units, no time budget): its loss at every step, or the notes that say why there is none."""
+    from nqf.theory.predict.pipeline import PredictConfig, predict
+
+    with jax.enable_x64(True):
+        task = _powerlaw_task(run)
+        X, Y = task.generate(run["data_seed"], "float64")
+        config = PredictConfig(
+            width=run["width"],
+            lr=run["lr"],
+            steps=run["steps"],
+            sigma0=run["sigma0"],
+            seed=run["seed"],
+            network_budget=None,
+        )
+        p = predict(task.architecture(), X, Y, config)
+        return {
+            "steps": None if p.network is None else p.network.steps,
+            "loss": None if p.network is None else p.network.loss,
+            "notes": [note for note in p.notes if note.startswith("network (")],
+        }
+
+
 def train_steps(c: PowerLawConfig) -> int:
     """Training length: 1.6 x the flow switch time of the last window mode (GD is <= 7% slower)."""
     from nqf.theory.lotka_volterra.system import logistic_switch_time
@@ -138,4 +162,6 @@ def runs(c: PowerLawConfig) -> list[RunSpec]:
     specs.append(RunSpec("own-spectrum-lv", base, own_spectrum_run))
     for model in c.train_models:
         specs.append(RunSpec(f"trained-{model}", {**base, "model": model, "seed": c.seed}, trained_run))
+    if "network" in c.train_models:  # the network's own prediction: its claims' second verdict
+        specs.append(RunSpec("network-own", {**base, "seed": c.seed}, network_own_run))
     return specs

@@ -59,7 +59,10 @@ def summarise(config: PowerLawConfig, records: dict[str, dict]) -> ExperimentRes
     own_fit = fit_power_law(steps, as_array(own["loss"])[1:], 0.0, window=window, confidence=CONFIDENCE)
     trained_data = {}
     for model in config.train_models:
-        more, trained_data[model] = _trained_law(config, model, records[f"trained-{model}"], steps, window, own_fit)
+        own_network = records.get("network-own") if model == "network" else None
+        more, trained_data[model] = _trained_law(
+            config, model, records[f"trained-{model}"], steps, window, own_fit, own_network
+        )
         claims += more
 
     eps_train = float(own["eps"])
@@ -126,10 +129,34 @@ def _lv_law(config: PowerLawConfig, alpha: float, rec: dict, k_star: float) -> t
     return claims, data
 
 
+def _own_exponent(own_network: dict, window: tuple[float, float]) -> tuple[float | None, str]:
+    """(the exponent of the network's own predicted loss on ``window``, the same fit as the trained
+    curve's, None) or (None, why there is none)."""
+    from nqf.theory.scaling import fit_power_law
+
+    if own_network.get("loss") is None:
+        said = [note for note in own_network.get("notes", ()) if "not computed" in note]
+        return None, "; ".join(said) or "the run recorded no mean-field flow"
+    steps, loss = as_array(own_network["steps"]), as_array(own_network["loss"])
+    try:
+        fit = fit_power_law(steps[1:], loss[1:], 0.0, window=window, confidence=CONFIDENCE)
+    except NqfError as err:
+        return None, f"the mean-field flow's loss: {err}"
+    return fit.exponent, ""
+
+
 def _trained_law(
-    config: PowerLawConfig, model: str, rec: dict, steps: np.ndarray, window: tuple[float, float], own_fit
+    config: PowerLawConfig,
+    model: str,
+    rec: dict,
+    steps: np.ndarray,
+    window: tuple[float, float],
+    own_fit,
+    own_network: dict | None = None,
 ) -> tuple[list[Claim], dict[str, Any]]:
-    """One trained model: its exponent on the own-spectrum LV's window against that LV's, and how straight it is."""
+    """One trained model: its exponent on the own-spectrum LV's window against that LV's, and how straight it is;
+    for the network the exponent claim also carries its own prediction's (``own_network``: the mean-field
+    flow's loss, fitted the same way), a second verdict."""
     from nqf.theory.scaling import fit_power_law
 
     lo_mode, hi_mode = config.train_window_modes
@@ -143,6 +170,10 @@ def _trained_law(
         problem = "" if fit is not None else f"training diverged at step {diverged}"
     except NqfError as err:
         fit, problem = None, str(err)
+    second: dict[str, Any] = {}
+    if own_network is not None:
+        value, why_not = _own_exponent(own_network, window)
+        second = {"network_predicted": value, "network_why_missing": why_not}
     claims = [
         Claim(
             claim=f"{source} (GD, tanh perceptron, alpha = {config.train_alpha:g}, {config.train_modes} modes): "
@@ -153,6 +184,7 @@ def _trained_law(
             measured=None if fit is None else fit.exponent,
             tolerance=Tolerance("relative", config.trained_tolerance),
             why_missing=problem,
+            **second,
         ),
         Claim(
             claim=f"{source}: the loss is a power law over the window (steps merged)",
@@ -170,6 +202,8 @@ def _trained_law(
         "switch": as_array(rec["switch"]),
         "fit": None if fit is None else _fit_dict(fit),
         "problem": problem,
+        "own_exponent": second.get("network_predicted"),
+        "own_problem": second.get("network_why_missing", ""),
     }
     return claims, data
 
@@ -207,4 +241,11 @@ def _text(config, lv_data, own_fit, trained_data, eps_train, window) -> str:
             f = d["fit"]
             agree = abs(f["exponent"] - own_fit.exponent) / abs(own_fit.exponent)
             lines.append(f"{d['source']}: {_ci(f)}, {100 * agree:.1f}% from the LV prediction; fitter: {f['reason']}.")
+        if d.get("own_exponent") is not None:
+            lines.append(
+                f"The network's own prediction (the mean-field flow of its units, the same fit on the same window): "
+                f"{d['own_exponent']:.3f}."
+            )
+        elif d.get("own_problem"):
+            lines.append(f"The network's own prediction: none ({d['own_problem']}).")
     return "\n\n".join(lines)
