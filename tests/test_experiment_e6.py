@@ -66,6 +66,8 @@ def test_tiny_e6_runs_claims_and_figures(tmp_path):
         *(f"sweep-{o}-{m}" for o in ("gd", "sgd", "momentum", "adam", "muon") for m in ("network", "quadratic")),
         *(f"closure-{o}" for o in ("gd", "sgd", "momentum", "adam", "muon")),
         "closure-gd-network",
+        "network-own-gd",
+        "network-own-momentum",
     }
     claims = e6.result.claims
     # 2 modes: GD and momentum on the quadratic model (2 each) and the network (mode 1), the
@@ -84,6 +86,14 @@ def test_tiny_e6_runs_claims_and_figures(tmp_path):
     for claim in gd_quadratic:
         assert claim.verdict.status == CONFIRMED, claim.verdict.reason
         assert abs(claim.measured - claim.predicted) <= 0.01 * claim.predicted
+    # the tanh network's mode-1 slopes (GD, momentum) carry the network's own prediction, the mean-field
+    # flow's slope over the same scales: a second verdict; no other claim does
+    seconds = [c for c in claims if c.network_verdict is not None]
+    assert [c.claim.split(":")[0] for c in seconds] == ["GD", "momentum"]
+    for claim in seconds:
+        assert "tanh network" in claim.measured_what and claim.network_predicted is not None
+        # mode 1 switches on before the network leaves its quadratic form: its own prediction is its slope
+        assert claim.network_predicted == pytest.approx(claim.measured, rel=0.03)
     closure = {c.claim.split(" ")[0]: c for c in claims if "closed on M" in c.claim or "breaks closure" in c.claim}
     for name in ("GD", "SGD", "momentum", "Muon"):
         # float64 rounding (Muon's Newton-Schulz amplifies it to ~1e-12), far below the claim's 1e-8

@@ -19,8 +19,10 @@ For each optimizer one compiled ``train_grid`` per model (vmapped over sigma0 an
 records m_k at every step; ``fit_switch_slope`` fits t_k = a + b ln(1/sigma0) with a
 standard error. Claims (relative tolerance 3%, docs/theory.md section 4's "linear with slope
 within 3%"): GD and momentum slopes of the quadratic model for every mode, and of the
-tanh network for mode 1. The network's later modes are known to move at about mode 1's
-rate instead; they are shown as measured findings, not claims. SGD (minibatch
+tanh network for mode 1, which also carries the network's own prediction as a second verdict
+(``predict_grid``'s mean-field flow of the tanh units at the same scales and seeds, runs
+``network-own-<optimizer>``, its mode-1 slope fitted the same way). The network's later modes
+are known to move at about mode 1's rate instead; they are shown as measured findings, not claims. SGD (minibatch
 ``batch_size``, same lr) is compared with the GD formula as a finding; Adam (lr 1e-3) and
 Muon (lr 0.01) have no prediction: their slopes are measured and shown (near zero: their
 normalised steps grow the weights linearly, not geometrically).

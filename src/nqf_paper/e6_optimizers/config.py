@@ -26,6 +26,8 @@ OPTIMIZER_ORDER = tuple(name for name in OPTIMIZER_RECORDS if name in STUDIED)
 OPTIMIZER_NAMES = {name: OPTIMIZER_RECORDS[name].label for name in OPTIMIZER_ORDER}
 EQUIVARIANT = tuple(name for name in OPTIMIZER_ORDER if OPTIMIZER_RECORDS[name].equivariant)
 MODELS = ("network", "quadratic")
+# the optimizers whose tanh network's mode-1 slope is a claim (with the network's own prediction)
+NETWORK_CLAIMS = ("gd", "momentum")
 
 # Stated in advance (docs/theory.md sections 2, 4, 5); deliberately not config fields.
 SLOPE_TOLERANCE = 0.03  # relative, slope of switch step versus ln(1/sigma0)

@@ -12,7 +12,7 @@ from nqf.optimizers import optimizer_record
 
 from .._base import RunSpec
 from .._staircase import setup, task_dict
-from .config import MODELS, OptimizersConfig
+from .config import MODELS, NETWORK_CLAIMS, OptimizersConfig
 
 
 def _task_dict(c: OptimizersConfig) -> dict[str, Any]:
@@ -81,6 +81,33 @@ def sweep_run(run: dict[str, Any]) -> dict[str, Any]:
         }
 
 
+def network_own_run(run: dict[str, Any]) -> dict[str, Any]:
+    """The tanh network's own prediction (``predict_grid``'s mean-field flow of its units, no time
+    budget) at every (sigma0, seed): switch-on steps (S, seeds, m), or the notes that say why none."""
+    from nqf.theory.predict import PredictConfig, predict_grid
+
+    with jax.enable_x64(True):
+        arch, X, Y, *_ = _setup(run["task"])
+        config = PredictConfig(
+            width=run["width"],
+            lr=run["lr"],
+            steps=run["steps"],
+            sigma0=run["sigma0s"][0],
+            optimizer=run["optimizer"],
+            network_budget=None,
+            **({} if run["beta"] is None else {"beta": run["beta"]}),
+        )
+        grid = predict_grid(arch, X, Y, config, sigma0s=run["sigma0s"], seeds=run["seeds"])
+        notes = [  # why a point's step is missing: the flow not computed there, or the step withheld
+            f"sigma0 {sigma0:g}, seed {seed}: {note}"
+            for j, sigma0 in enumerate(run["sigma0s"])
+            for k, seed in enumerate(run["seeds"])
+            for note in grid.prediction(0, j, k).notes
+            if note.startswith("network (") and ("not computed" in note or "has no step" in note)
+        ]
+        return {"switch_steps": np.asarray(grid.network_switch_steps)[0], "notes": notes}  # the one lr
+
+
 def closure_run(run: dict[str, Any]) -> dict[str, Any]:
     """W0 versus W0 O for one optimizer: per-step M defect and update defect."""
     from nqf.training.closure import closure_diagnostic
@@ -100,6 +127,9 @@ def runs(c: OptimizersConfig) -> list[RunSpec]:
         for model in MODELS:
             config = {**base, "model": model, "sigma0s": list(c.sigma0s), "seeds": list(c.seeds)}
             specs.append(RunSpec(f"sweep-{optimizer}-{model}", config, sweep_run))
+        if optimizer in NETWORK_CLAIMS:  # the network's own prediction: its slope claim's second verdict
+            config = {**base, "sigma0s": list(c.sigma0s), "seeds": list(c.seeds)}
+            specs.append(RunSpec(f"network-own-{optimizer}", config, network_own_run))
         closure = {**base, "model": "quadratic", "sigma0": c.closure_sigma0, "seed": c.seeds[0]}
         specs.append(RunSpec(f"closure-{optimizer}", {**closure, "rotation_seed": c.rotation_seed}, closure_run))
     if c.network_closure:

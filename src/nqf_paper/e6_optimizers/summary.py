@@ -69,7 +69,8 @@ def summarise(config: OptimizersConfig, records: dict[str, dict]) -> ExperimentR
     c = as_array(first["c"])
     predicted = _predictions(c, config)
     switch, fits = _switch_fits(records, optimizers, sigma0s, c.size)
-    claims = _slope_claims(config, fits, predicted, sigma0s, c.size)
+    own = _own_fits(records, optimizers, sigma0s)
+    claims = _slope_claims(config, fits, predicted, sigma0s, c.size, own)
     if "momentum" in fits:
         claims.append(_naive_rule_claim(config, fits, predicted, c))
     # closure: the plateau window ends at the last switch-on of the same optimizer's quadratic run
@@ -123,10 +124,29 @@ def _switch_fits(records: dict[str, dict], optimizers: list[str], sigma0s: np.nd
     return switch, fits
 
 
+def _own_fits(records: dict[str, dict], optimizers: list[str], sigma0s: np.ndarray) -> dict[str, tuple[_Fit, str]]:
+    """{optimizer: (the fitted mode-1 slope of the network's own prediction, why a step is missing)} for
+    the optimizers with a ``network-own`` run (the mean-field flow's switch-on steps at every sigma0, seed)."""
+    out = {}
+    for optimizer in optimizers:
+        record = records.get(f"network-own-{optimizer}")
+        if record is not None:
+            steps = as_array(record["switch_steps"])  # (S, seeds, m)
+            what = f"mode 1 ({OPTIMIZER_NAMES[optimizer]}, the network's own prediction)"
+            out[optimizer] = (_fit_mode(sigma0s, steps[:, :, 0], what), "; ".join(record["notes"]))
+    return out
+
+
 def _slope_claims(
-    config: OptimizersConfig, fits: dict, predicted: dict[str, np.ndarray], sigma0s: np.ndarray, modes: int
+    config: OptimizersConfig,
+    fits: dict,
+    predicted: dict[str, np.ndarray],
+    sigma0s: np.ndarray,
+    modes: int,
+    own: dict[str, tuple[_Fit, str]] | None = None,
 ) -> list[Claim]:
-    """GD and momentum: every mode's slope for the quadratic model, mode 1's for the tanh network."""
+    """GD and momentum: every mode's slope for the quadratic model, mode 1's for the tanh network; the
+    network's also carries its own prediction's slope (``own``, :func:`_own_fits`), a second verdict."""
     claims: list[Claim] = []
     formulas = (("gd", "1/ln(1 + 2 lr c_k)"), ("momentum", "1/ln z, z^2 - (1 + beta + 2 lr c_k) z + beta = 0"))
     for optimizer, formula in formulas:
@@ -140,6 +160,12 @@ def _slope_claims(
                 error = ""
                 if measured is not None and math.isfinite(fit.stderr):
                     error = f", ± {fit.stderr:.2g} (standard error)"
+                second: dict = {}
+                if model == "network" and own and optimizer in own:
+                    own_fit, notes = own[optimizer]
+                    value = own_fit.slope if not own_fit.problem and math.isfinite(own_fit.slope) else None
+                    why = "" if value is not None else "; ".join(x for x in (own_fit.problem, notes) if x)
+                    second = {"network_predicted": value, "network_why_missing": why}
                 claims.append(
                     Claim(
                         claim=f"{OPTIMIZER_NAMES[optimizer]}: mode {k + 1}'s switch-on step moves by {formula} "
@@ -151,6 +177,7 @@ def _slope_claims(
                         tolerance=Tolerance("relative", SLOPE_TOLERANCE),
                         unit="steps",
                         why_missing="" if measured is not None else fit.problem,
+                        **second,
                     )
                 )
     return claims
