@@ -156,6 +156,10 @@ def test_moe_structure_and_slowdown(result):
             _confirmed(claim)
     ratio = _claims(result, "mixture of experts: mode 1 switches on later")[0]
     assert 1.2 < ratio.predicted < 2.0  # 2x fewer growth per step; ln(m*/m0) is E-independent
+    # the second verdict: the same ratio of the network's own predicted steps (networks sharing M0)
+    records, _ = result
+    own = {r["width"]: r["switch"]["mean_field"][0] for r in records.values() if r.get("case") == "moe"}
+    assert ratio.network_predicted == pytest.approx(own[4] / own[2], rel=1e-12)
 
 
 def test_conv_fourier_modes_in_power_order(result):
@@ -163,6 +167,9 @@ def test_conv_fourier_modes_in_power_order(result):
     for prefix in ("circular convolution: the modes", "circular convolution: frequencies"):
         for claim in _claims(result, prefix):
             _confirmed(claim)
+    # the network's claim also counts the inversions of its own predicted steps (the mean-field flow's)
+    network = _claims(result, "circular convolution: frequencies switch on in the order of the input's power (network)")
+    assert network[0].network_predicted == 0.0 and network[0].network_verdict.status == "confirmed"
     extras = records["conv"]["extras"]
     assert extras["group_frequencies_agree"]
     assert extras["group_frequency"] == [0, 1, 2, 3, 4]  # L = 8: |f| = 0 .. 4, cos/sin pairs for 1 .. 3

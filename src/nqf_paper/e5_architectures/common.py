@@ -41,6 +41,16 @@ RATIO_TOLERANCE = 0.10  # switch-step ratio across E, network vs M-flow, relativ
 FOURIER_PURITY = 1e-6  # 1 - power fraction of a mode's kernel at its dominant |f|
 
 
+def own_steps(record: dict) -> tuple[np.ndarray | None, str]:
+    """(the network's own predicted switch-on steps of a case's groups, ""), or (None, why there are
+    none): the mean-field flow's (the networks sharing M0 for a router), as the record keeps them."""
+    if "mean_field" in record["switch"]:
+        return _array(record["switch"]["mean_field"]), ""
+    return None, "no mean-field flow: " + (record.get("network_note") or "the run recorded none").split(NOT_COMPUTED)[
+        -1
+    ]
+
+
 def _autodiff_structure(arch, x) -> np.ndarray:
     """A(x) (K, d, d) by the generic route, compiled (eager Hessians of a whole unit are slow)."""
     from nqf.architectures.architecture import structure_matrix

@@ -13,7 +13,7 @@ import numpy as np
 
 from nqf_paper.verdict import Claim, Tolerance
 
-from .common import FOURIER_PURITY, LABELS, _array
+from .common import FOURIER_PURITY, LABELS, _array, own_steps
 from .config import ArchitecturesConfig, compare_dict
 
 
@@ -91,6 +91,12 @@ def conv_claims(record: dict) -> tuple[list[Claim], dict[str, Any]]:
         switch = _array(record["switch"][source])
         bad, on = _inversions(power, switch)
         info[f"{source}_inversions"], info[f"{source}_switched"] = bad, on
+        second: dict[str, Any] = {}
+        if source == "network":  # the network's own prediction of its inverted pairs: a second verdict
+            own, why = own_steps(record)
+            second = {"network_predicted": None, "network_why_missing": why}
+            if own is not None:
+                second = {"network_predicted": float(_inversions(power, own)[0]), "network_why_missing": ""}
         claims.append(
             Claim(
                 f"{label}: frequencies switch on in the order of the input's power ({what})",
@@ -100,6 +106,7 @@ def conv_claims(record: dict) -> tuple[list[Claim], dict[str, Any]]:
                 measured=float(bad),
                 tolerance=Tolerance("absolute", 0.0),
                 unit="pairs",
+                **second,
             )
         )
     return claims, info

@@ -22,6 +22,7 @@ from .common import (
     _array,
     _autodiff_structure,
     _steps_text,
+    own_steps,
 )
 from .config import ArchitecturesConfig, compare_dict
 
@@ -96,10 +97,15 @@ def moe_claims(records: dict[str, dict]) -> tuple[list[Claim], dict[str, Any]]:
                 tolerance=Tolerance("relative", GROWTH_SCALING_TOLERANCE),
             )
         )
+    own0, why0 = own_steps(r0)
     for e, r in items[1:]:
         t_net, t_flow = float(_array(r["switch"]["network"])[0]), float(_array(r["switch"]["mflow"])[0])
         pred = t_flow / t_flow0 if math.isfinite(t_flow) and math.isfinite(t_flow0) else None
         meas = t_net / t_net0 if math.isfinite(t_net) and math.isfinite(t_net0) else None
+        # the second verdict: the same ratio of the network's own predicted steps (networks sharing M0)
+        own, why = own_steps(r)
+        ratio = None if own is None or own0 is None else float(own[0] / own0[0])
+        own_why = why0 or why or ("" if ratio is not None and math.isfinite(ratio) else "mode 1 has no own step")
         claims.append(
             Claim(
                 f"{label}: mode 1 switches on later with more experts, as predicted (E = {e0} to {e})",
@@ -108,6 +114,8 @@ def moe_claims(records: dict[str, dict]) -> tuple[list[Claim], dict[str, Any]]:
                 measured=meas,
                 tolerance=Tolerance("relative", RATIO_TOLERANCE),
                 why_missing="" if pred is not None and meas is not None else "mode 1 never switched on for some E",
+                network_predicted=ratio if ratio is not None and math.isfinite(ratio) else None,
+                network_why_missing="" if ratio is not None and math.isfinite(ratio) else own_why,
             )
         )
     return claims, info
