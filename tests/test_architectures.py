@@ -166,6 +166,29 @@ def test_block_factors_agree_with_dense_stack(variant):
     assert_allclose(r["quad"], np.einsum("nkij,im,jm->nkm", dense, r["Q"], r["Q"]), rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_shared_left_factors_give_the_same_forms_and_contractions(variant):
+    """Terms whose left factors every sample shares (``BlockFactors.with_shared_left``: the
+    per-sample route's data) take them once: the same forms and contractions as the dense stack."""
+    arch, r = _arch(variant), _report(variant)
+    factors = structure(arch, jnp.asarray(r["X"]), method="closed")
+    if not isinstance(factors, BlockFactors):
+        return
+    shared = factors.with_shared_left()
+    marked = [t.shared_left for t in shared.terms]
+    for t, mark in zip(factors.terms, marked, strict=True):  # marked exactly where every sample's left is the first's
+        left = np.asarray(t.left)
+        assert mark == bool(np.all(left == left[:1]))
+    if VARIANTS[variant][0] == "mlp":  # the readout a_c: e_c for every sample
+        assert any(marked)
+    dense = r["auto"]
+    assert_allclose(
+        shared.forms(jnp.asarray(r["sym"])), np.einsum("nkij,ij->nk", dense, r["sym"]), rtol=1e-12, atol=1e-13
+    )
+    contract = np.einsum("nk,nkij->ij", r["weights"], dense) / SAMPLES
+    assert_allclose(shared.contract(jnp.asarray(r["weights"])), contract, rtol=1e-12, atol=1e-13)
+
+
 @pytest.mark.parametrize("variant", SMOOTH)
 def test_quadratic_model_error_shrinks_like_eps_cubed(variant):
     """network(eps W) - quadratic_model((eps W)(eps W)^T) = O(eps^3) (fitted log-log slope >= 2.8)."""

