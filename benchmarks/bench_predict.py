@@ -375,6 +375,66 @@ def predict_iris(quick: bool, repeats: int) -> Outcome:
     )
 
 
+# -- many outputs: the perceptron's readout (S factored; shared factors per sample) ------
+
+
+def _many_outputs_cases(quick: bool):
+    """(label, arch, X, Y, config): E4's trained setting (64 whitened inputs and outputs, S of
+    4096 x 4096 kept factored) and the digits with the cross-entropy loss (the per-sample route,
+    the readout's factors shared by every sample)."""
+    from sklearn import datasets
+
+    task = nqf.get_task("powerlaw", modes=64, alpha=1.5, scale=1.0, inputs=64, outputs=64, samples=64)
+    X, Y = (np.asarray(a) for a in task.generate(0, "float64"))
+    yield (
+        "powerlaw 64 -> 64, squared, width 128",
+        task.architecture(),
+        X,
+        Y,
+        nqf.PredictConfig(width=128, lr=0.5, steps=1000 if quick else 2164, sigma0=5e-5, network=False),
+    )
+    digits, labels = datasets.load_digits(return_X_y=True)
+    digits = (digits - digits.mean(0)) / (digits.std(0) + 1e-9)
+    arch = nqf.get_architecture("mlp", activation="tanh", inputs=64, outputs=10)
+    config = nqf.PredictConfig(
+        width=32, lr=0.1, steps=300 if quick else 1000, sigma0=1e-3, loss="cross_entropy", network=False
+    )
+    yield "digits 64 -> 10, cross-entropy, width 32", arch, digits, np.eye(10)[labels], config
+
+
+def predict_many_outputs(quick: bool, repeats: int) -> Outcome:
+    """Warm ``nqf.predict`` (the quadratic theory, network off) against warm ``nqf.train`` of the same
+    network for as many steps, on two problems with many outputs: where the perceptron's readout
+    makes S factored (moments route) or its factors shared by every sample (per-sample route)."""
+    rows = []
+    for label, arch, X, Y, config in _many_outputs_cases(quick):
+        timing, p = _time_warm(lambda a=arch, x=X, y=Y, c=config: nqf.predict(a, x, y, c), repeats)
+        train = _train_config(config.steps, config.width, config.lr, config.sigma0)
+        train_timing, _ = _time_warm(lambda a=arch, x=X, y=Y, c=train: nqf.train(a, x, y, c).loss, repeats)
+        rows.append(
+            {
+                "case": label,
+                "steps": config.steps,
+                "predict_first_s": timing.first,
+                "predict_s": timing.best,
+                "train_s": train_timing.best,
+                "ratio_train_over_predict": train_timing.best / timing.best,
+                "route": p.route_reason[:60],
+            }
+        )
+    worst = min(r["ratio_train_over_predict"] for r in rows)
+    return Outcome(
+        params={"cases": [r["case"] for r in rows]},
+        rows=rows,
+        summary={"worst_ratio_train_over_predict": worst},
+        targets={"warm predict no slower than warm nqf.train of the same steps": worst >= 1.0},
+        notes=[
+            "nqf.train trains the same network for the same steps with the squared loss (it has no cross-entropy "
+            "option): the digits row compares the cost of a step, not the same objective"
+        ],
+    )
+
+
 # -- MNIST-sized synthetic data (issue 24) ---------------------------------------------
 
 
@@ -830,6 +890,7 @@ BENCHMARKS = {
     "predict_memory": predict_memory,
     "predict_d784": predict_d784,
     "predict_iris": predict_iris,
+    "predict_many_outputs": predict_many_outputs,
 }
 
 # the columns of a prediction against nqf.train and the independent loop
@@ -848,6 +909,15 @@ _VERSUS_TRAINING = [
 
 COLUMNS = {
     "predict_iris": _VERSUS_TRAINING,
+    "predict_many_outputs": [
+        "case",
+        "steps",
+        "predict_first_s",
+        "predict_s",
+        "train_s",
+        "ratio_train_over_predict",
+        "route",
+    ],
     "predict_icl": [
         *_VERSUS_TRAINING[:-2],
         "independent_factored_s",
