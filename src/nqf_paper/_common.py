@@ -81,6 +81,15 @@ def gd_train_config(run: dict[str, Any]):
     )
 
 
+def predict_config(run: dict[str, Any], **extra):
+    """``predict``'s config for the run's width, lr, steps, sigma0 and seed (GD), with ``extra`` settings."""
+    from nqf.theory.predict.pipeline import PredictConfig
+
+    return PredictConfig(
+        width=run["width"], lr=run["lr"], steps=run["steps"], sigma0=run["sigma0"], seed=run["seed"], **extra
+    )
+
+
 def predict_record(p) -> dict[str, Any]:
     """The part of a ``predict`` result that E1 and E7 record: curves, the g growing modes, switch-on
     steps; the network's own (``Prediction.network``: the mean-field flow of its units; NaN where
@@ -172,32 +181,28 @@ def loss_gap_claim(gap: float, gap_step: int, last_step: int, floor: float, agre
 
 def network_switch_claims(
     net: dict[str, Any],
-    mflow: np.ndarray,
-    thresholds: np.ndarray,
+    prediction: dict[str, Any],
     claimed: int,
     tolerance: float,
     steps: int,
     where: str,
     say_diverged: bool = False,
-    own: np.ndarray | None = None,
-    own_notes: tuple[str, ...] = (),
 ) -> list[Claim]:
     """The tanh network's modes 1..claimed switch on at the M-flow's steps, within ``tolerance`` (relative).
 
-    net: a :func:`model_summary`; mflow, thresholds: (m,). With ``say_diverged`` a missing
-    step of a diverged network says so. ``own`` (m,): the network's own prediction of the
-    steps (the mean-field flow's, :func:`predict_summary`'s ``network_own``), each claim's second
-    verdict; a missing one takes the prediction's network notes (``own_notes``) as its reason.
+    net: a :func:`model_summary`; prediction: a :func:`predict_summary` (the M-flow's steps, the
+    thresholds, and the network's own predicted steps, each claim's second verdict: a missing one
+    takes the prediction's network notes as its reason). With ``say_diverged`` a missing step of a
+    diverged network says so.
     """
+    mflow, thresholds = prediction["mflow"], prediction["thresholds"]
+    own, own_notes = prediction["network_own"], prediction["network_notes"]
     claims = []
     for k in range(min(claimed, mflow.size)):
-        second: dict[str, Any] = {}
-        if own is not None:
-            value = float(own[k]) if k < own.size and np.isfinite(own[k]) else None
-            # the notes that say why: the flow not computed, or left the finite numbers, or this mode's step withheld
-            said = [n for n in own_notes if f"mode {k + 1} has no step" in n or "not computed" in n or "finite" in n]
-            reason = "; ".join(said) or f"mode {k + 1} does not switch on in the mean-field flow within {steps} steps"
-            second = {"network_predicted": value, "network_why_missing": "" if value is not None else reason}
+        value = float(own[k]) if k < own.size and np.isfinite(own[k]) else None
+        # the notes that say why: the flow not computed, or left the finite numbers, or this mode's step withheld
+        said = [n for n in own_notes if f"mode {k + 1} has no step" in n or "not computed" in n or "finite" in n]
+        reason = "; ".join(said) or f"mode {k + 1} does not switch on in the mean-field flow within {steps} steps"
         measured = float(net["switch"][k]) if np.isfinite(net["switch"][k]) else None
         predicted = float(mflow[k]) if np.isfinite(mflow[k]) else None
         why = ""
@@ -216,7 +221,8 @@ def network_switch_claims(
                 tolerance=Tolerance("relative", tolerance),
                 unit="steps",
                 why_missing=why,
-                **second,
+                network_predicted=value,
+                network_why_missing="" if value is not None else reason,
             )
         )
     return claims

@@ -66,6 +66,7 @@ from .._common import (
     model_summary,
     network_switch_claims,
     percent,
+    predict_config,
     predict_record,
     predict_summary,
     relative_loss_gap,
@@ -120,14 +121,11 @@ class StaircaseConfig:
 
 def predict_run(run: dict[str, Any]) -> dict[str, Any]:
     """``predict`` for GD: M-flow and LV loss curves, occupations and every switch-on step."""
-    from nqf.theory.predict.pipeline import PredictConfig, predict
+    from nqf.theory.predict.pipeline import predict
 
     with jax.enable_x64(True):
         s = setup(run["task"])
-        config = PredictConfig(
-            width=run["width"], lr=run["lr"], steps=run["steps"], sigma0=run["sigma0"], seed=run["seed"]
-        )
-        p = predict(s.arch, s.X, s.Y, config)
+        p = predict(s.arch, s.X, s.Y, predict_config(run))
         g = p.num_growing
         if g != s.Q.shape[1]:
             raise NqfError(f"E1: predict found {g} growing modes, the staircase has {s.Q.shape[1]}")
@@ -224,23 +222,13 @@ def _seed_summary(records: dict[str, dict], data_seed: int) -> dict[str, Any]:
 def summarise(config: StaircaseConfig, records: dict[str, dict]) -> ExperimentResult:
     seeds = {d: _seed_summary(records, d) for d in config.data_seeds}
     first = seeds[config.data_seeds[0]]
-    mflow, net, quad = first["mflow"], first["network"], first["quadratic"]
+    net, quad = first["network"], first["quadratic"]
     where = f"data seed {config.data_seeds[0]}, sigma0 = {config.sigma0:g}, lr {config.lr:g}, GD"
     claims: list[Claim] = []
 
     gap, gap_step, last_step = relative_loss_gap("E1", quad["loss"], first["mflow_loss"], LOSS_FLOOR)
     claims.append(loss_gap_claim(gap, gap_step, last_step, LOSS_FLOOR, LOSS_AGREEMENT, where))
-    claims += network_switch_claims(
-        net,
-        mflow,
-        first["thresholds"],
-        CLAIMED_NETWORK_MODES,
-        SWITCH_TOLERANCE,
-        config.steps,
-        where,
-        own=first["network_own"],
-        own_notes=first["network_notes"],
-    )
+    claims += network_switch_claims(net, first, CLAIMED_NETWORK_MODES, SWITCH_TOLERANCE, config.steps, where)
     claims.append(_lv_claim(config, first, where))
     claims += _plateau_claims(config, first, where)
 

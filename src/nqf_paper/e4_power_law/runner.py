@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from .._base import RunSpec
-from .._common import gd_train_config
+from .._common import gd_train_config, predict_config
 from .config import PowerLawConfig
 
 
@@ -101,20 +101,12 @@ def trained_run(run: dict[str, Any]) -> dict[str, Any]:
 def network_own_run(run: dict[str, Any]) -> dict[str, Any]:
     """The tanh network's own prediction on the powerlaw task (``predict``'s mean-field flow of its
     units, no time budget): its loss at every step, or the notes that say why there is none."""
-    from nqf.theory.predict.pipeline import PredictConfig, predict
+    from nqf.theory.predict.pipeline import predict
 
     with jax.enable_x64(True):
         task = _powerlaw_task(run)
         X, Y = task.generate(run["data_seed"], "float64")
-        config = PredictConfig(
-            width=run["width"],
-            lr=run["lr"],
-            steps=run["steps"],
-            sigma0=run["sigma0"],
-            seed=run["seed"],
-            network_budget=None,
-        )
-        p = predict(task.architecture(), X, Y, config)
+        p = predict(task.architecture(), X, Y, predict_config(run, network_budget=None))
         return {
             "steps": None if p.network is None else p.network.steps,
             "loss": None if p.network is None else p.network.loss,

@@ -14,7 +14,6 @@ from .._base import ExperimentResult
 from .._common import percent
 from .attention import attention_claims, attention_text
 from .common import (
-    NOT_COMPUTED,
     PLATEAU_TOLERANCE,
     SOURCES,
     SWITCH_TOLERANCE,
@@ -24,6 +23,7 @@ from .common import (
     _label,
     _num,
     _steps_text,
+    own_steps,
 )
 from .config import ArchitecturesConfig
 from .conv import conv_claims, conv_text
@@ -41,14 +41,12 @@ def early_mode_claims(name: str, record: dict) -> list[Claim]:
     switch = {s: _array(record["switch"][s]) for s in SOURCES}
     plateau = {s: _array(record["plateau"][s]) for s in SOURCES}
     label = _label(name, record)
-    own = "mean_field" in record["switch"]
-    own_switch = _array(record["switch"]["mean_field"]) if own else None
-    own_plateau = _array(record["plateau"]["mean_field"]) if own else None
-    no_own = (record.get("network_note") or "the run recorded no mean-field flow").split(NOT_COMPUTED)[-1]
+    own_switch, no_own = own_steps(record)
+    own_plateau = None if own_switch is None else _array(record["plateau"]["mean_field"])
 
     def second(values, k: int, what: str) -> dict:
         if values is None:
-            return {"network_predicted": None, "network_why_missing": f"no mean-field flow: {no_own}"}
+            return {"network_predicted": None, "network_why_missing": no_own}
         value = _num(values[k])
         return {
             "network_predicted": value,

@@ -98,14 +98,16 @@ def network_own_run(run: dict[str, Any]) -> dict[str, Any]:
             **({} if run["beta"] is None else {"beta": run["beta"]}),
         )
         grid = predict_grid(arch, X, Y, config, sigma0s=run["sigma0s"], seeds=run["seeds"])
-        notes = [  # why a point's step is missing: the flow not computed there, or the step withheld
-            f"sigma0 {sigma0:g}, seed {seed}: {note}"
+        steps = np.asarray(grid.network_switch_steps)[0]  # the one lr: (S, seeds, m)
+        notes = [  # why a point's step is missing (the flow not computed there, or the step withheld):
+            f"sigma0 {sigma0:g}, seed {seed}: {note}"  # only those points' Predictions are rebuilt
             for j, sigma0 in enumerate(run["sigma0s"])
             for k, seed in enumerate(run["seeds"])
+            if not np.isfinite(steps[j, k]).all()
             for note in grid.prediction(0, j, k).notes
             if note.startswith("network (") and ("not computed" in note or "has no step" in note)
         ]
-        return {"switch_steps": np.asarray(grid.network_switch_steps)[0], "notes": notes}  # the one lr
+        return {"switch_steps": steps, "notes": notes}
 
 
 def closure_run(run: dict[str, Any]) -> dict[str, Any]:

@@ -74,6 +74,7 @@ from .._common import (
     model_summary,
     network_switch_claims,
     percent,
+    predict_config,
     predict_record,
     predict_summary,
     steps_text,
@@ -138,21 +139,13 @@ def _setup(task: dict[str, Any]):
 
 def predict_run(run: dict[str, Any]) -> dict[str, Any]:
     """``predict`` for GD, plus the data's spectra: what the theory says about these digits."""
-    from nqf.theory.predict.pipeline import PredictConfig, predict
+    from nqf.theory.predict.pipeline import predict
 
     with jax.enable_x64(True):
         arch, X, Y, data = _setup(run["task"])
         # no time budget: the network's claims get its own prediction at every size (all 1797 digits
         # over 1000 steps, the full mode, take about 7 s by its estimate, over predict's default 5 s)
-        config = PredictConfig(
-            width=run["width"],
-            lr=run["lr"],
-            steps=run["steps"],
-            sigma0=run["sigma0"],
-            seed=run["seed"],
-            network_budget=None,
-        )
-        p = predict(arch, X, Y, config, data=data)
+        p = predict(arch, X, Y, predict_config(run, network_budget=None), data=data)
         Xn = np.asarray(X, dtype=np.float64)
         second_moment = Xn.T @ Xn / Xn.shape[0]
         C = np.asarray(data.C, dtype=np.float64)
@@ -229,7 +222,7 @@ def summarise(config: DigitsConfig, records: dict[str, dict]) -> ExperimentResul
     seeds = {s: _seed_summary(records, s) for s in config.seeds}
     s0 = config.seeds[0]
     first, pred = seeds[s0], records[f"predict-s{s0}"]
-    mflow, net, quad = first["mflow"], first["network"], first["quadratic"]
+    net, quad = first["network"], first["quadratic"]
     samples = int(pred["samples"])
     where = f"{samples} digits, init seed {s0}, sigma0 = {config.sigma0:g}, GD lr {config.lr:g}"
     claims: list[Claim] = []
@@ -237,16 +230,7 @@ def summarise(config: DigitsConfig, records: dict[str, dict]) -> ExperimentResul
     gap, gap_step, last_step = relative_loss_gap(quad["loss"], first["mflow_loss"])
     claims.append(loss_gap_claim(gap, gap_step, last_step, LOSS_FLOOR, LOSS_AGREEMENT, where))
     claims += network_switch_claims(
-        net,
-        mflow,
-        first["thresholds"],
-        CLAIMED_NETWORK_MODES,
-        SWITCH_TOLERANCE,
-        config.steps,
-        where,
-        say_diverged=True,
-        own=first["network_own"],
-        own_notes=first["network_notes"],
+        net, first, CLAIMED_NETWORK_MODES, SWITCH_TOLERANCE, config.steps, where, say_diverged=True
     )
     claims += _lv_claims(config, first, pred, where)
 
