@@ -116,10 +116,17 @@ def case_config(name, optimizer):
     return arch, X, Y, cfg
 
 
-@pytest.mark.parametrize("optimizer", [n for n in PREDICT_OPTIMIZERS if closed_optimizer(n).deterministic_flow])
-@pytest.mark.parametrize(
-    "case", ["staircase", "correlated", "icl", pytest.param("digits", marks=pytest.mark.slow), "iris"]
-)
+def _engine_cases():
+    """Every optimizer on the staircase and every case with GD in the fast tier; the other
+    optimizers on the other cases, and the digits, in the slow tier (the full suite runs all)."""
+    for case in ("staircase", "correlated", "icl", "digits", "iris"):
+        for optimizer in (n for n in PREDICT_OPTIMIZERS if closed_optimizer(n).deterministic_flow):
+            fast = case != "digits" and (case == "staircase" or optimizer == "gd")
+            marks = () if fast else pytest.mark.slow
+            yield pytest.param(case, optimizer, marks=marks, id=f"{case}-{optimizer}")
+
+
+@pytest.mark.parametrize(("case", "optimizer"), list(_engine_cases()))
 def test_numpy_engine_equals_the_compiled_reference(case, optimizer):
     arch, X, Y, cfg = case_config(case, optimizer)
     host = nqf.predict(arch, X, Y, dataclasses.replace(cfg, engine="numpy"))

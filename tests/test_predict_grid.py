@@ -60,10 +60,15 @@ def _assert_point(grid: PredictionGrid, index, p, what):
     assert grid.stable_lr == pytest.approx(p.stable_lr, rel=1e-12)
 
 
-@pytest.mark.parametrize("optimizer", FULL_BATCH)
 @pytest.mark.parametrize(
-    "case",
-    ["staircase", *(pytest.param(name, marks=pytest.mark.slow) for name in ("correlated", "icl", "digits", "iris"))],
+    ("case", "optimizer"),
+    [
+        # GD on the staircase in the fast tier (test_a_point_of_the_grid_is_predicts_prediction
+        # takes heavy ball there too); every other pair in the slow tier.
+        pytest.param(case, optimizer, marks=() if (case, optimizer) == ("staircase", "gd") else pytest.mark.slow)
+        for case in ("staircase", "correlated", "icl", "digits", "iris")
+        for optimizer in FULL_BATCH
+    ],
 )
 def test_every_point_is_the_prediction(case, optimizer):
     arch, X, Y, cfg = _case(case, optimizer)
