@@ -165,6 +165,22 @@ def test_parallel_jobs_give_the_same_report(tmp_path):
     parallel = reproduce(tmp_path / "parallel", jobs=2, experiments=make_registry())
     assert (parallel.computed, parallel.failed) == (6, 0)
     assert parallel.report.read_bytes() == serial.report.read_bytes()
+    # the figures drawn by the pool's processes are the bytes this process draws, and so is a
+    # report rebuilt with two of them
+    drawn = sorted((tmp_path / "serial" / "figures").iterdir())
+    assert [path.name for path in drawn] == ["T1_curves.pdf", "T1_curves.png"]
+    for path in drawn:
+        assert (tmp_path / "parallel" / "figures" / path.name).read_bytes() == path.read_bytes()
+    rebuilt = rebuild_report(tmp_path / "parallel", experiments=make_registry(), jobs=2)
+    assert rebuilt.report.read_bytes() == serial.report.read_bytes()
+
+    # a plot that raises in a worker is one problem line, as in this process
+    registry = make_registry()
+    registry["T2"] = type(registry["T2"])(
+        **{**registry["T2"].__dict__, "figures": "tests._toy_experiments:broken_plot"}
+    )
+    broken = reproduce(tmp_path / "broken", jobs=2, experiments=registry)
+    assert broken.problems == ("figures of T2 failed: RuntimeError: this plot is broken on purpose",)
 
     # A worker that dies takes the pool with it: its runs fail, the report is still written.
     crashed = reproduce(tmp_path / "crashed", jobs=2, overrides=["T1.crash_run=0"], experiments=make_registry())

@@ -110,7 +110,7 @@ def reproduce(
             with open_executor(executor, todo, out, int(jobs), address, slurm, retries) as engine:
                 execute(plan, store, engine, progress, force)
         computed = sum(1 for state, _ in plan.states.values() if state == "computed")
-        return finish(out, selected, plan, store, mode, progress, computed)
+        return finish(out, selected, plan, store, mode, progress, computed, jobs=int(jobs))
     except KeyboardInterrupt:
         # Count from the files, not the plan: a worker may have stored a run the driver never heard of.
         fresh = ResultsStore(out, store.version)
@@ -127,8 +127,10 @@ def rebuild_report(
     out_dir: str | os.PathLike,
     progress: Progress | None = None,
     experiments: Mapping[str, Experiment] | None = None,
+    jobs: int = 1,
 ) -> ReproduceOutcome:
-    """Rebuild ``out_dir/report.html`` from the store without computing anything.
+    """Rebuild ``out_dir/report.html`` from the store without computing anything; ``jobs``
+    processes draw the figures.
 
     Runs absent from the store (interrupted, failed, or computed by another nqf version)
     make their experiment "incomplete" in the report.
@@ -153,4 +155,4 @@ def rebuild_report(
             continue
         selected.append(exp)
     plan = Plan(selected, configs, store, force=False)
-    return finish(out, selected, plan, store, manifest["mode"], progress, computed=0, problems=problems)
+    return finish(out, selected, plan, store, manifest["mode"], progress, computed=0, problems=problems, jobs=jobs)

@@ -284,6 +284,7 @@ def reproduce_command(
 @app.command("report")
 def report_command(
     out: Annotated[Path, typer.Option("--out", help="Results directory written by `nqf reproduce`.")] = Path("results"),
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Experiments whose figures are drawn at once.")] = 1,
 ) -> None:
     """Rebuild report.html and the figures from the store, computing nothing."""
-    _print_summary(paper_module("reproduce").rebuild_report(out))
+    _print_summary(paper_module("reproduce").rebuild_report(out, jobs=jobs))
