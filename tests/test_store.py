@@ -277,3 +277,60 @@ def test_a_lock_file_left_on_a_stored_run_is_cleared_and_a_held_claim_is_not(tmp
     assert held is not None and store.clear_stale_claim("E1", key) is False and lock.is_file()
     held.release()
     assert not lock.exists()
+
+
+_SOURCE = b'''"""A module's docstring."""
+import math  # a trailing comment
+# a comment line
+
+def f(x):
+    """f's docstring,
+    on two lines."""
+    text = "# a string, not a comment"
+    return math.sqrt(x) + len(text)
+
+
+class Unit:
+    "a one-line docstring"
+    scale = 2.0
+'''
+
+
+def test_the_computing_text_leaves_out_comments_and_docstrings_and_keeps_every_other_byte():
+    from nqf.store.code import computing_text
+
+    kept = computing_text(_SOURCE)
+    assert kept == (
+        b"import math\ndef f(x):\n"
+        b'    text = "# a string, not a comment"\n    return math.sqrt(x) + len(text)\n'
+        b"class Unit:\n    scale = 2.0\n"
+    )
+    # edits of comments or docstrings leave it as it was ...
+    edited = _SOURCE.replace(b"a trailing comment", b"another").replace(b"on two lines.", b"edited")
+    assert computing_text(edited + b"\n\n# appended\n") == kept
+    # a blank line inside a string is part of its value
+    assert computing_text(b'x = """a\n\nb"""\n') == b'x = """a\n\nb"""\n' != computing_text(b'x = """a\nb"""\n')
+    # ... an edit of anything else does not: code, a string, the spacing
+    for old, new in [(b"scale = 2.0", b"scale = 3.0"), (b"# a string", b"# A string"), (b"x) +", b"x)  +")]:
+        assert computing_text(_SOURCE.replace(old, new)) != kept
+    assert computing_text(b"def broken(:\n") == b"def broken(:\n"  # not Python: hashed whole
+
+
+def test_the_code_hash_is_the_same_through_its_digest_cache(tmp_path, monkeypatch):
+    from nqf.store.code import _TEXT_DIGESTS, code_hash
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "unit.py").write_bytes(_SOURCE)
+    monkeypatch.setenv("NQF_CACHE_DIR", "")  # no cache: computed
+    fresh = code_hash(package)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("NQF_CACHE_DIR", str(cache))
+    assert code_hash(package) == fresh and (cache / _TEXT_DIGESTS).is_file()
+    assert code_hash(package) == fresh  # read from the cache
+    (cache / _TEXT_DIGESTS).write_text("[not, a table")
+    assert code_hash(package) == fresh  # an unreadable cache is computed afresh
+    (package / "unit.py").write_bytes(_SOURCE + b"# a comment\n")
+    assert code_hash(package) == fresh
+    (package / "unit.py").write_bytes(_SOURCE.replace(b"2.0", b"3.0"))
+    assert code_hash(package) != fresh

@@ -65,7 +65,13 @@ def test_a_changed_line_of_the_theory_recomputes_and_a_changed_figure_does_not(t
     _append(parent / "nqf" / "report" / "style.py", "\n# a presentation change\n")
     assert "T1   toy sum: 3 runs (3 stored)" in _reproduce(parent, out).stdout
 
-    _append(parent / "nqf" / "theory" / "flow" / "maps.py", "\n# a changed line of the theory\n")
+    # comments and docstrings never change a number: a comment and a docstring edited recompute nothing
+    maps = parent / "nqf" / "theory" / "flow" / "maps.py"
+    _append(maps, "\n# a comment on the theory\n")
+    maps.write_text(maps.read_text().replace('"""', '"""An edited docstring. ', 1))
+    assert "T1   toy sum: 3 runs (3 stored)" in _reproduce(parent, out).stdout
+
+    _append(maps, "\n_A_CHANGED_LINE_OF_THE_THEORY = 1\n")
     assert "T1   toy sum: 3 runs (3 computed)" in _reproduce(parent, out).stdout
 
     listing = subprocess.run(

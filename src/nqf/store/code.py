@@ -3,23 +3,33 @@
 A record is keyed by its config and by this identity, not by the package version, so a
 changed line of the theory (or of training, or of an experiment's run) recomputes, and an
 unchanged tree reuses its records whatever the version says. The hash is deliberately
-blunt: any file that can change a number, comments included.
+blunt: any file that can change a number, every byte of its code, strings, spacing and
+blank lines included; only what never changes a number is left out of it: comments and
+docstrings (:func:`computing_text`), so that a comment or a docstring edited anywhere
+recomputes nothing.
 
-Hashed: every ``*.py`` under the ``nqf`` package folder, by relative path and bytes, except
-the presentation layers ``report/`` (the library's figures) and ``cli/`` (parsing and
+Hashed: every ``*.py`` under the ``nqf`` package folder, by relative path and computing text,
+except the presentation layers ``report/`` (the library's figures) and ``cli/`` (parsing and
 printing); and, when the paper's package ``nqf_paper`` (this repository's reproduction, a
 user of nqf) is installed beside it, its files too, except its figures and HTML page
 (``<experiment>/figures.py``, ``report_page.py``), which never change a stored number. The
 identity reads ``<package version>+code.<16 hex>``. (One identity for every record, not one
 per experiment: an experiment's runs call into most of the library, so a per-experiment list
-of the files it depends on would have to be kept by hand or traced.)
+of the files it depends on would have to be kept by hand or traced; and ``nqf store ls`` and
+``gc``, library commands, tell current records from stale ones without the paper's registry.)
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib.util
+import io
+import json
+import os
+import tempfile
+import tokenize
 from pathlib import Path
 
 from nqf.core.version import __version__
@@ -47,17 +57,115 @@ def source_files(package_dir: Path) -> list[Path]:
     return sorted(files, key=lambda p: p.relative_to(package_dir).as_posix())
 
 
+def computing_text(source: bytes) -> bytes:
+    """A Python file's bytes without what never changes a number: its comments, its docstrings
+    (the first statement of a module, class or function body when it is a string), the lines that
+    held nothing else and its blank lines. Everything else stays byte for byte (code, the other
+    strings with their blank lines, spacing within a line). A file that does not parse is
+    returned whole."""
+    try:
+        text = source.decode("utf-8")
+        tree = ast.parse(text)
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (SyntaxError, UnicodeDecodeError, ValueError, tokenize.TokenError):
+        return source
+    lines = text.splitlines(keepends=True)
+
+    def column(row: int, offset: int) -> int:  # ast's UTF-8 byte offset -> a character column
+        return len(lines[row - 1].encode("utf-8")[:offset].decode("utf-8", errors="ignore"))
+
+    spans = [(token.start, token.end) for token in tokens if token.type == tokenize.COMMENT]
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                end_row, end_offset = first.end_lineno or first.lineno, first.end_col_offset or 0
+                spans.append(
+                    ((first.lineno, column(first.lineno, first.col_offset)), (end_row, column(end_row, end_offset)))
+                )
+    cut: dict[int, list[tuple[int, int | None]]] = {}  # row (1-based) -> character intervals removed
+    for (start_row, start_col), (end_row, end_col) in spans:
+        for row in range(start_row, end_row + 1):
+            cut.setdefault(row, []).append((start_col if row == start_row else 0, end_col if row == end_row else None))
+    # rows inside a token that spans several (a triple-quoted string): their blank lines are its value
+    inside = {row for token in tokens for row in range(token.start[0] + 1, token.end[0] + 1)}
+    kept = []
+    for row, line in enumerate(lines, start=1):
+        if row not in cut:
+            if line.strip() or row in inside:  # blank lines of the code itself are left out
+                kept.append(line)
+            continue
+        content = line.rstrip("\r\n")
+        newline = line[len(content) :]
+        for start, end in sorted(cut[row], reverse=True):
+            content = content[:start] + ("" if end is None else content[end:])
+        if content.strip():
+            kept.append(content.rstrip() + newline)
+    return "".join(kept).encode("utf-8")
+
+
 def code_hash(*package_dirs: Path) -> str:
-    """SHA-256 (hex) over (relative path, NUL, size, NUL, bytes) of each hashed file of each
-    package folder in turn (the paper's paths prefixed by its name)."""
+    """SHA-256 (hex) over (relative path, NUL, SHA-256 of its computing text (:func:`computing_text`))
+    of each hashed file of each package folder in turn (the paper's paths prefixed by its name)."""
+    files = [
+        (
+            (f"{PAPER_PACKAGE}/" if package_dir.name == PAPER_PACKAGE else "")
+            + path.relative_to(package_dir).as_posix(),
+            path,
+        )
+        for package_dir in package_dirs
+        for path in source_files(package_dir)
+    ]
+    texts = _text_digests([path.read_bytes() for _, path in files])
     digest = hashlib.sha256()
-    for package_dir in package_dirs:
-        prefix = f"{PAPER_PACKAGE}/" if package_dir.name == PAPER_PACKAGE else ""
-        for path in source_files(package_dir):
-            data = path.read_bytes()
-            digest.update((prefix + path.relative_to(package_dir).as_posix()).encode() + b"\0")
-            digest.update(str(len(data)).encode() + b"\0" + data)
+    for (name, _), text in zip(files, texts, strict=True):
+        digest.update(name.encode() + b"\0" + text.encode() + b"\0")
     return digest.hexdigest()
+
+
+# The SHA-256 of a file's computing text, by the SHA-256 of its bytes, kept beside the compilation
+# cache: reading the files and hashing their bytes takes milliseconds, finding their comments and
+# docstrings (tokenize and ast) about a second for the whole package, so it is done for the files
+# whose bytes are new, and a process started on an unchanged tree reads it from here.
+_TEXT_DIGESTS = "code-text-digests.json"
+
+
+def _text_digests(sources: list[bytes]) -> list[str]:
+    """The SHA-256 (hex) of each source's computing text, through the file of _TEXT_DIGESTS when
+    the cache directory has one (content-addressed: a digest is only ever looked up by the bytes
+    it was computed from); the file is rewritten with the current sources' digests when any was new."""
+    from nqf.core.cache import cache_dir
+
+    folder = cache_dir()
+    known: dict[str, str] = {}
+    if folder is not None:
+        try:
+            loaded = json.loads((folder / _TEXT_DIGESTS).read_text())
+            known = {k: v for k, v in loaded.items() if isinstance(k, str) and isinstance(v, str)}
+        except (OSError, ValueError, AttributeError):  # none yet, unreadable, not a table: computed afresh
+            known = {}
+    raw = [hashlib.sha256(source).hexdigest() for source in sources]
+    texts = [
+        known.get(key) or hashlib.sha256(computing_text(source)).hexdigest()
+        for key, source in zip(raw, sources, strict=True)
+    ]
+    if folder is not None and any(key not in known for key in raw):
+        temporary = None
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with tempfile.NamedTemporaryFile("w", dir=folder, prefix=f".{_TEXT_DIGESTS}.", delete=False) as out:
+                temporary = out.name
+                json.dump(dict(zip(raw, texts, strict=True)), out)
+            os.replace(temporary, folder / _TEXT_DIGESTS)
+        except OSError:  # a read-only cache: computed again next time
+            if temporary is not None and os.path.exists(temporary):
+                os.unlink(temporary)
+    return texts
 
 
 def package_dirs() -> tuple[Path, ...]:
