@@ -219,6 +219,34 @@ def test_the_paper_uses_nqfs_public_names_only():
     assert found == [], "\n".join(found)
 
 
+def _paper_imports(path: Path) -> set[str]:
+    """The paper's modules ``path`` (a file of the paper's package) imports, relative imports resolved."""
+    rel = path.relative_to(PAPER).with_suffix("").parts
+    package = ("nqf_paper", *rel[:-1]) if rel[-1] != "__init__" else ("nqf_paper", *rel[:-1])
+    found = {name for name in _absolute_imports(path) if name.split(".")[0] == "nqf_paper"}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)]
+            found.add(".".join((*base, *([node.module] if node.module else []))))
+    return found
+
+
+def test_an_experiment_imports_the_shared_modules_and_its_own_folder_only():
+    """The store keys an experiment's records by nqf, the paper's shared modules and that
+    experiment's own folder (``nqf.store.code``): no experiment may import another's folder."""
+    found = [
+        f"{path.relative_to(PAPER)}: {name}"
+        for path in sorted(PAPER.glob("e[0-9]*_*/*.py"))
+        for name in _paper_imports(path)
+        if len(name.split(".")) > 1
+        and name.split(".")[1][:1] == "e"
+        and name.split(".")[1][1:2].isdigit()
+        and name.split(".")[1] != path.relative_to(PAPER).parts[0]
+    ]
+    assert found == [], "\n".join(found)
+    assert len(list(PAPER.glob("e[0-9]*_*/__init__.py"))) == 7
+
+
 LAZY_PACKAGES = ("nqf", "nqf_paper", "nqf.theory.lotka_volterra", "nqf.theory.predict")
 EAGER_PACKAGES = ("nqf.theory.data_matrices", "nqf.theory.flow", "nqf.theory.departure")
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,7 +37,11 @@ def test_key_changes_with_config_seed_code_and_run_but_not_dict_order():
         run_key("E2", "gd", CONFIG, "0.1.0"),
     ]
     assert len({base, *variants}) == 1 + len(variants)
-    assert ResultsStore("unused").key("E1", "gd", CONFIG) == run_key("E1", "gd", CONFIG, code_identity())
+    # an experiment's records are keyed by its own code identity (nqf, the shared modules, its folder)
+    assert ResultsStore("unused").key("E1", "gd", CONFIG) == run_key("E1", "gd", CONFIG, code_identity("E1"))
+    assert code_identity("E1") != code_identity()
+    # a store given another code keys every experiment by that code
+    assert ResultsStore("unused", "0.1.0").key("E1", "gd", CONFIG) == base
 
 
 def test_put_get_roundtrip_converts_arrays_and_keeps_nan(tmp_path):
@@ -50,7 +55,8 @@ def test_put_get_roundtrip_converts_arrays_and_keeps_nan(tmp_path):
     assert json.dumps(returned) == json.dumps(stored)  # put hands back what get reads
     document = json.loads(store.path("E1", store.key("E1", "gd", CONFIG)).read_text())
     assert document["format"] == "nqf-run" and document["experiment"] == "E1" and document["run"] == "gd"
-    assert document["config"]["widths"] == [4, 8] and document["nqf_code"] == store.code == code_identity()
+    assert document["config"]["widths"] == [4, 8] and document["nqf_code"] == store.code_of("E1") == code_identity("E1")
+    assert store.code == code_identity()  # the whole tree's, which workers check
     assert document["nqf_version"] == package_version() == nqf.__version__
     assert store.problems == []
 
@@ -334,3 +340,28 @@ def test_the_code_hash_is_the_same_through_its_digest_cache(tmp_path, monkeypatc
     assert code_hash(package) == fresh
     (package / "unit.py").write_bytes(_SOURCE.replace(b"2.0", b"3.0"))
     assert code_hash(package) != fresh
+
+
+def test_an_experiments_code_identity_follows_nqf_the_shared_modules_and_its_own_folder(tmp_path):
+    import shutil
+
+    import nqf_paper
+    from nqf.store.code import code_hash
+
+    paper = tmp_path / "nqf_paper"
+    source = Path(nqf_paper.__file__).resolve().parent
+    shutil.copytree(source, paper, ignore=shutil.ignore_patterns("__pycache__"))
+    names = ("E1", "E5", "sweep")
+
+    def hashes():
+        return {name: code_hash(paper, experiment=name) for name in (*names, None)}
+
+    before = hashes()
+    assert len(set(before.values())) == 4
+    own = paper / "e5_architectures" / "__init__.py"
+    own.write_text(own.read_text() + "\n_EDITED = 1\n")
+    after = hashes()
+    assert [name for name in (*names, None) if after[name] != before[name]] == ["E5", None]
+    shared = paper / "_common.py"
+    shared.write_text(shared.read_text() + "\n_EDITED = 1\n")
+    assert all(hashes()[name] != after[name] for name in (*names, None))

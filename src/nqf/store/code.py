@@ -13,10 +13,15 @@ except the presentation layers ``report/`` (the library's figures) and ``cli/`` 
 printing); and, when the paper's package ``nqf_paper`` (this repository's reproduction, a
 user of nqf) is installed beside it, its files too, except its figures and HTML page
 (``<experiment>/figures.py``, ``report_page.py``), which never change a stored number. The
-identity reads ``<package version>+code.<16 hex>``. (One identity for every record, not one
-per experiment: an experiment's runs call into most of the library, so a per-experiment list
-of the files it depends on would have to be kept by hand or traced; and ``nqf store ls`` and
-``gc``, library commands, tell current records from stale ones without the paper's registry.)
+identity reads ``<package version>+code.<16 hex>``.
+
+Per experiment (:func:`code_identity` with its name): a record of the paper's experiment
+``E<n>`` is keyed by nqf's files, the paper's shared modules and its own folder
+``e<n>_<topic>/`` only, not the other experiments' folders (which it never imports: the
+experiments import the shared modules and their own folder, checked in the tests), so an edit
+of one experiment recomputes that experiment's runs alone. Any other name (a sweep's) is keyed
+by nqf's files and the paper's shared modules. Without a name it is the identity of the whole
+tree, which a worker checks against its driver's (:func:`check_same_code`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import tempfile
 import tokenize
 from pathlib import Path
@@ -42,10 +48,19 @@ PAPER_PACKAGE = "nqf_paper"
 PAPER_PRESENTATION = ("figures.py", "report_page.py")
 
 
-def source_files(package_dir: Path) -> list[Path]:
+def experiment_folder(experiment: str) -> str | None:
+    """The folder of the paper's package that holds experiment ``experiment``'s own code, by the
+    package's convention: ``E<n>`` in ``e<n>_<topic>/``; None for any other name (a sweep, a test's)."""
+    match = re.fullmatch(r"E(\d+)", experiment)
+    return None if match is None else f"e{match.group(1)}_"
+
+
+def source_files(package_dir: Path, experiment: str | None = None) -> list[Path]:
     """The hashed files of one package folder (``nqf`` or the paper's), sorted by their path
-    relative to ``package_dir``."""
+    relative to ``package_dir``. ``experiment``: of the paper's experiment folders (``e<n>_*/``)
+    only that experiment's (:func:`experiment_folder`; none for another name); None: all of them."""
     paper = package_dir.name == PAPER_PACKAGE
+    own = None if experiment is None else experiment_folder(experiment)
     files = []
     for path in package_dir.rglob("*.py"):
         rel = path.relative_to(package_dir)
@@ -53,6 +68,9 @@ def source_files(package_dir: Path) -> list[Path]:
             continue
         if not paper and rel.parts[0] in PRESENTATION:
             continue
+        if paper and experiment is not None and len(rel.parts) > 1 and re.match(r"e\d+_", rel.parts[0]):
+            if own is None or not rel.parts[0].startswith(own):  # another experiment's own code
+                continue
         files.append(path)
     return sorted(files, key=lambda p: p.relative_to(package_dir).as_posix())
 
@@ -109,9 +127,10 @@ def computing_text(source: bytes) -> bytes:
     return "".join(kept).encode("utf-8")
 
 
-def code_hash(*package_dirs: Path) -> str:
+def code_hash(*package_dirs: Path, experiment: str | None = None) -> str:
     """SHA-256 (hex) over (relative path, NUL, SHA-256 of its computing text (:func:`computing_text`))
-    of each hashed file of each package folder in turn (the paper's paths prefixed by its name)."""
+    of each hashed file of each package folder in turn (the paper's paths prefixed by its name);
+    ``experiment``: the files its records depend on (:func:`source_files`)."""
     files = [
         (
             (f"{PAPER_PACKAGE}/" if package_dir.name == PAPER_PACKAGE else "")
@@ -119,7 +138,7 @@ def code_hash(*package_dirs: Path) -> str:
             path,
         )
         for package_dir in package_dirs
-        for path in source_files(package_dir)
+        for path in source_files(package_dir, experiment)
     ]
     texts = _text_digests([path.read_bytes() for _, path in files])
     digest = hashlib.sha256()
@@ -177,9 +196,12 @@ def package_dirs() -> tuple[Path, ...]:
 
 
 @functools.cache
-def code_identity() -> str:
-    """``<version>+code.<first 16 hex of code_hash>`` of the code that is running (once per process)."""
-    return f"{__version__}+code.{code_hash(*package_dirs())[:16]}"
+def code_identity(experiment: str | None = None) -> str:
+    """``<version>+code.<first 16 hex of code_hash>`` of the code that is running (once per process
+    and experiment): of every hashed file (None), or of those experiment ``experiment``'s records
+    depend on: nqf's, the paper's shared modules and that experiment's own folder, so that an edit
+    of one experiment recomputes that experiment's runs alone."""
+    return f"{__version__}+code.{code_hash(*package_dirs(), experiment=experiment)[:16]}"
 
 
 def check_same_code(driver_code: str) -> None:

@@ -1,7 +1,7 @@
 """``nqf store ls`` and ``nqf store gc``: what a results store holds, and pruning what is stale.
 
 A record is *current* when it was computed by the running code (its ``nqf_code`` equals
-:func:`nqf.store.code.code_identity`), *stale* when another code identity (or another
+:func:`nqf.store.code.code_identity` of its experiment), *stale* when another code identity (or another
 record format) computed it (this code never reads it again: its key differs), and
 *damaged* when it fails the store's checks (unreadable, not JSON, edited, hashed to
 another name).
@@ -201,7 +201,7 @@ def _judge(store: ResultsStore, name: str, folder_fd: int, path: Path, experimen
         return "foreign", ""
     if message:
         return damaged(message)
-    return ("current" if document["nqf_code"] == store.code else "stale"), document["nqf_code"]
+    return ("current" if document["nqf_code"] == store.code_of(experiment) else "stale"), document["nqf_code"]
 
 
 def summarise(path: str | os.PathLike) -> StoreSummary:

@@ -447,9 +447,15 @@ class ResultsStore:
         rel = path.relative_to(self.root) if path.is_relative_to(self.root) else path
         self._problems.setdefault(str(rel), f"{rel}: {message}; {action}")
 
+    def code_of(self, experiment: str) -> str:
+        """The code identity ``experiment``'s records are keyed by: its own
+        (``code_identity(experiment)``: nqf's files, the paper's shared modules and its folder)
+        when this store runs on this process's code, else the store's ``code`` (given)."""
+        return code_identity(experiment) if self.code == code_identity() else self.code
+
     def key(self, experiment: str, run: str, config: Mapping[str, Any]) -> str:
-        """The run's key under this store's code identity."""
-        return run_key(experiment, run, config, self.code)
+        """The run's key under this store's code identity for ``experiment`` (:meth:`code_of`)."""
+        return run_key(experiment, run, config, self.code_of(experiment))
 
     def path(self, experiment: str, key: str) -> Path:
         _check_name("experiment", experiment)
@@ -492,14 +498,15 @@ class ResultsStore:
         if not isinstance(record, Mapping):
             raise NqfError(f"run {experiment}/{run} returned {type(record).__name__}; a record must be a dict")
         config = to_jsonable(config, f"config of {experiment}/{run}")
-        key = run_key(experiment, run, config, self.code)
+        code = self.code_of(experiment)
+        key = run_key(experiment, run, config, code)
         document = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "experiment": experiment,
             "run": run,
             "key": key,
-            "nqf_code": self.code,
+            "nqf_code": code,
             "nqf_version": package_version(),
             "config": config,
             "record": to_jsonable(record, f"record of {experiment}/{run}"),
