@@ -317,39 +317,6 @@ def test_help_and_argument_errors_do_not_import_jax(args, code, tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
-def test_predict_argument_errors_keep_the_library_messages():
-    """The early checks in the CLI say what PredictConfig says."""
-    from nqf.cli.predict import _check_numbers
-
-    cases = [
-        (dict(width=0), "width must be a positive integer, got 0"),
-        (dict(steps=-1), "steps must be a positive integer, got -1"),
-        (dict(lr=float("inf")), "learning rate must be a positive finite number"),
-        (dict(sigma0=0.0), "sigma0 must be a positive finite number"),
-        (dict(optimizer="adam"), "equivariant optimizers"),
-        (dict(optimizer="sgd"), "needs a batch size"),
-        (dict(optimizer="momentum", beta=1.0), "beta must lie in [0, 1)"),
-    ]
-    good = dict(width=8, lr=0.05, steps=10, sigma0=1e-6, optimizer="gd", batch=None, beta=None)  # None: not given
-    for change, message in cases:
-        args = {**good, **change}
-        with pytest.raises(nqf.NqfError) as cli_error:
-            _check_numbers(**args)
-        with pytest.raises(nqf.NqfError) as library_error:
-            nqf.PredictConfig(
-                width=args["width"],
-                lr=args["lr"],
-                steps=args["steps"],
-                sigma0=args["sigma0"],
-                optimizer=args["optimizer"],
-                batch_size=args["batch"],
-                beta=0.9 if args["beta"] is None else args["beta"],
-            )
-        assert message in str(cli_error.value)
-        assert str(cli_error.value) == str(library_error.value)
-    _check_numbers(**good)
-
-
 def test_import_nqf_is_lazy_and_sets_no_jax_config():
     code = """
 import sys

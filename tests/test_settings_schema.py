@@ -17,7 +17,7 @@ from nqf.comparison.settings import BETA, SETTINGS_MODELS, CompareSettings, Pred
 from nqf.core.names import LOSSES, ROUTES, STEPPINGS
 from nqf.optimizers import OPTIMIZERS, PREDICT_OPTIMIZERS, RATE_OPTIMIZERS
 from nqf.scans.sweep.spec import REQUIRED, SETTINGS, SpecError, parse_spec
-from tests.conftest import run_nqf
+from tests.conftest import run_cli, run_nqf
 
 BASE = {"width": 4, "steps": 50, "lr": 0.05, "sigma0": 1e-3}
 
@@ -235,3 +235,32 @@ def test_compare_without_beta_passes_the_momentum_records_default():
     )  # fmt: skip
     assert compare_config(args, ("momentum",)).beta == BETA
     assert compare_config(CompareArgs(**{**args.__dict__, "beta": 0.5}), ("momentum",)).beta == 0.5
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "text", "value"),
+    [
+        ("predict", "--width", "0", 0),
+        ("predict", "--steps", "3000000000", 3000000000),
+        ("predict", "--lr", "inf", math.inf),
+        ("predict", "--seed", "-1", -1),
+        ("predict", "--route", "fast", "fast"),
+        ("predict", "--stepping", "0", "0"),
+        ("predict", "--network-method", "both", "both"),
+        ("predict", "--network-budget", "-1", -1.0),
+        ("compare", "--sigma0", "nan", math.nan),
+        ("compare", "--lr-adam", "-1", -1.0),
+        ("compare", "--beta", "1", 1.0),
+        ("compare", "--data-seed", "-3", -3),
+    ],
+)
+def test_a_bad_option_is_the_line_a_spec_gives_for_its_setting(command, option, text, value, tmp_path, capsys):
+    """The command line checks its run settings with the schema, before JAX: the line it prints
+    for a value is the spec's for the same value, ``--KEY: ...`` for ``spec settings.KEY: ...``."""
+    given = {"--width": "4", "--steps": "50", "--lr": "0.05", "--sigma0": "0.001", option: text}
+    code, _, err = run_cli([command, "--task", "staircase", *(p for pair in given.items() for p in pair)], capsys)
+    setting = option.removeprefix("--").replace("-", "_")
+    raw = {"sweep": {"mode": command}, "task": {"name": "staircase"}, "settings": {**BASE, setting: value}}
+    (line,) = _errors(raw, tmp_path)
+    assert line.startswith(f"spec settings.{setting}: ")
+    assert (code, err) == (2, f"error: {option}: {line.split(': ', 1)[1]}\n")

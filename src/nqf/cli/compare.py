@@ -46,13 +46,13 @@ from rich.table import Table
 
 from nqf.cli.app import app, start_jax
 from nqf.comparison.checks import check_compare, task_samples
-from nqf.comparison.settings import BETA, CompareSettings
-from nqf.core.arguments import MAX_STEPS, check_seed
+from nqf.comparison.settings import BETA, CompareSettings, check_settings
+from nqf.core.arguments import check_seed
 from nqf.core.errors import NqfError
 from nqf.optimizers import OPTIMIZER_SETTINGS, OPTIMIZERS, RATE_OPTIMIZERS, unused_setting
 
 from .checks import check_departure
-from .options import check_network_method, task_of
+from .options import task_of
 from .settings import setting
 from .unit import UNIT_HELP, parse_unit_spec, resolve_task, unit_computing
 
@@ -238,7 +238,6 @@ def run_compare_command(args: CompareArgs) -> None:
         if unused:
             users = " or ".join(OPTIMIZER_SETTINGS[name][1])
             raise NqfError(f"{unused}; add {users} to --optimizers or drop it")
-    check_network_method(args.network_method)
     if args.unit is not None:
         if args.arch is not None:
             raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION, not both")
@@ -272,14 +271,20 @@ def run_compare_command(args: CompareArgs) -> None:
 
 
 def check_counts(args: CompareArgs) -> None:
-    """The checks of the counts and seeds, before the library (and JAX) is loaded."""
-    for name, value in (("--width", args.width), ("--steps", args.steps), ("--seeds", args.seeds)):
-        if value < 1:
-            raise NqfError(f"{name} must be a positive integer, got {value}")
-    if args.steps > MAX_STEPS:
-        raise NqfError(f"--steps must be at most {MAX_STEPS} (steps are counted in 32-bit integers), got {args.steps}")
+    """The checks of the run settings (the schema's, :func:`nqf.comparison.settings.check_settings`),
+    the seed count and the last seed, before the library (and JAX) is loaded."""
+    settings = ("width", "sigma0", "lr", "steps", "seed", "data_seed", "batch", "beta", "network_budget")
+    check_settings(
+        CompareSettings,
+        {
+            **{name: getattr(args, name) for name in settings},
+            **{f"lr_{name}": value for name, value in args.rates},
+            "network_method": args.network_method,
+        },
+    )
+    if args.seeds < 1:
+        raise NqfError(f"--seeds: must be a positive integer, got {args.seeds}")
     check_seed("--seed", args.seed, count=args.seeds)
-    check_seed("--data-seed", args.data_seed)
 
 
 def compare_config(args: CompareArgs, chosen: tuple[str, ...]):

@@ -135,14 +135,6 @@ def resolve_task_and_arch(task_name: str, arch_name: str | None, args: list[str]
     return task, get_architecture(arch_name, **parsed[arch_name])
 
 
-def check_network_method(value: str) -> None:
-    """NqfError unless ``--network-method`` names one of the library's methods (before JAX starts)."""
-    from nqf.core.names import NETWORK_METHODS
-
-    if value not in NETWORK_METHODS:
-        raise NqfError(f"--network-method must be one of {', '.join(NETWORK_METHODS)}, got {value!r}")
-
-
 def check_task_or_data(command: str, task: str | None, data: Path | None, extra: list[str]) -> None:
     """Exactly one of ``--task TASK`` and ``--data FILE`` (and no ``--path`` beside ``--data``), as
     ``compare`` and ``predict`` both take them; one line otherwise."""

@@ -47,13 +47,12 @@ from rich.table import Table
 
 from nqf.cli.app import app, start_jax
 from nqf.comparison.checks import check_predict
-from nqf.comparison.settings import PredictSettings
-from nqf.core.arguments import MAX_STEPS, check_seed
+from nqf.comparison.settings import PredictSettings, check_settings
 from nqf.core.errors import NqfError
 from nqf.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS, unused_setting
 
 from .checks import check_departure
-from .options import check_network_method, check_task_or_data, parse_factory_options
+from .options import check_task_or_data, parse_factory_options
 from .settings import is_default, setting
 from .unit import UNIT_HELP, parse_unit_options, parse_unit_spec, resolve_task, unit_computing, unit_for_data
 
@@ -72,37 +71,6 @@ def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     for name, array in arrays.items():
         check_finite(f"{path}: array {name}", array)
     return arrays
-
-
-def _check_numbers(*, width: int, lr: float, steps: int, sigma0, optimizer: str, batch, beta: float | None) -> None:
-    """The argument checks of ``PredictConfig`` (same messages), without loading the library (and
-    JAX), so that a bad argument costs no startup; and ``--batch`` or ``--beta`` (None: not given)
-    given to an optimizer that does not use it (``nqf.optimizers.unused_setting``)."""
-    if optimizer not in PREDICT_OPTIMIZERS:
-        raise NqfError(
-            f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {optimizer!r}"
-        )
-    record = OPTIMIZER_RECORDS[optimizer]
-    if width < 1:
-        raise NqfError(f"width must be a positive integer, got {width!r}")
-    if steps < 1:
-        raise NqfError(f"steps must be a positive integer, got {steps!r}")
-    if steps > MAX_STEPS:
-        raise NqfError(f"steps must be at most {MAX_STEPS} (steps are counted in 32-bit integers), got {steps}")
-    if batch is not None and batch < 1:
-        raise NqfError(f"batch size must be a positive integer, got {batch!r}")
-    if not (math.isfinite(lr) and lr > 0):
-        raise NqfError(f"learning rate must be a positive finite number, got {lr!r}")
-    if sigma0 is not None and not (math.isfinite(sigma0) and sigma0 > 0):
-        raise NqfError(f"sigma0 must be a positive finite number, got {sigma0!r}")
-    if record.minibatches and batch is None:
-        raise NqfError(f"optimizer {optimizer} needs a batch size (--batch)")
-    for name, value in (("batch", batch), ("beta", beta)):
-        unused = None if value is None else unused_setting(name, (optimizer,), f"--{name}")
-        if unused:
-            raise NqfError(f"{unused}; drop it")
-    if record.flow_takes_beta and beta is not None and not 0 <= beta < 1:
-        raise NqfError(f"{optimizer} beta must lie in [0, 1), got {beta!r}")
 
 
 def _fmt(value) -> str:
@@ -268,25 +236,27 @@ def check_arguments(args: PredictArgs) -> None:
     check_task_or_data("predict", args.task, args.data, list(args.extra))
     if args.data is not None and args.data_seed is not None:
         raise NqfError("--data-seed is the seed of a task's data (--task); --data FILE has none, drop it")
-    if args.route not in ("auto", "moments", "samples"):
-        raise NqfError(f"unknown data route {args.route!r}; choose one of auto, moments, samples")
-    if args.stepping not in ("adaptive", "every"):
-        raise NqfError(f"unknown stepping {args.stepping!r}; choose one of adaptive, every")
-    if args.loss not in ("squared", "cross_entropy"):
-        raise NqfError(f"unknown loss {args.loss!r}; choose one of squared, cross_entropy")
-    check_network_method(args.network_method)
-    _check_numbers(
-        width=args.width,
-        lr=args.lr,
-        steps=args.steps,
-        sigma0=args.sigma0,
-        optimizer=args.optimizer,
-        batch=args.batch,
-        beta=args.beta,
+    if args.optimizer not in PREDICT_OPTIMIZERS:  # the schema's choice, with the reason
+        raise NqfError(
+            f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {args.optimizer!r}"
+        )
+    settings = ("width", "lr", "steps", "sigma0", "optimizer", "batch", "beta", "seed", "data_seed", "loss", "route")
+    check_settings(
+        PredictSettings,
+        {
+            **{name: getattr(args, name) for name in settings},
+            "stepping": args.stepping,
+            "network_budget": args.network_budget,
+            "network_method": args.network_method,
+        },
     )
-    check_seed("--seed", args.seed)
-    if args.data_seed is not None:
-        check_seed("--data-seed", args.data_seed)
+    record = OPTIMIZER_RECORDS[args.optimizer]
+    if record.minibatches and args.batch is None:
+        raise NqfError(f"optimizer {args.optimizer} needs a batch size (--batch)")
+    for name, value in (("batch", args.batch), ("beta", args.beta)):
+        unused = None if value is None else unused_setting(name, (args.optimizer,), f"--{name}")
+        if unused:
+            raise NqfError(f"{unused}; drop it")
     if (args.sigma0 is None) == (args.init is None):
         raise NqfError("give exactly one of --sigma0 S or --init W0.npz")
     if args.arch is not None and args.unit is not None:

@@ -4,8 +4,9 @@ one-line description. JAX-free (pydantic and the library's JAX-free names only).
 
 What derives from them: the keys, types, defaults and checks of a sweep spec's ``[settings]``
 and setting axes (:mod:`nqf.scans.sweep.spec_values`, which turns every pydantic error into one
-``spec KEY: ...`` line), and the defaults and help texts of the command line options of the same
-settings (``nqf.cli.settings.setting``). The checks that need the data (the learning rate
+``spec KEY: ...`` line), and the defaults, help texts and checks of the command line options of
+the same settings (``nqf.cli.settings.setting``; :func:`check_settings`, one ``--KEY: ...`` line,
+before JAX is loaded). The checks that need the data (the learning rate
 against the stability bound, the theory gate, memory) stay in ``nqf.comparison.checks`` and
 ``nqf.scans.sweep.checks``; the library's own configs (``CompareConfig``, ``PredictConfig``)
 keep their checks, as they are built without this schema.
@@ -23,6 +24,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    FailFast,
     Field,
     Strict,
     ValidationError,
@@ -44,6 +46,7 @@ from nqf.optimizers import (
 
 __all__ = [
     "BETA",
+    "check_settings",
     "choice",
     "CompareSettings",
     "Count",
@@ -55,6 +58,7 @@ __all__ = [
     "Seed",
     "Steps",
     "defaults",
+    "partial_model",
     "required",
     "says",
 ]
@@ -219,3 +223,32 @@ def defaults(model: type[BaseModel]) -> dict[str, Any]:
 def required(model: type[BaseModel]) -> tuple[str, ...]:
     """The settings of ``model`` without a default."""
     return tuple(name for name, field in model.model_fields.items() if field.is_required())
+
+
+def partial_model(model: type[BaseModel], listed: bool = False) -> type[BaseModel]:
+    """``model`` with every field optional (None: not given; a required setting may come from
+    elsewhere: an axis, ``--init``); ``listed``: each a list of its values, the axes over them
+    (an axis's first bad value is its problem: a range may hold a million)."""
+    fields = {}
+    for name, field in model.model_fields.items():
+        kind = field.rebuild_annotation()
+        fields[name] = (Annotated[list[kind], FailFast()] if listed else kind, Field(None, alias=field.alias))  # type: ignore[valid-type]
+    suffix = "Axes" if listed else "Given"
+    return create_model(f"{model.__name__}{suffix}", __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload]
+
+
+_GIVEN: dict[type[BaseModel], type[BaseModel]] = {}
+
+
+def check_settings(model: type[BaseModel], values: dict[str, Any]) -> None:
+    """NqfError for the first of ``values`` (setting -> the value given; None: not given, left
+    out) that ``model`` refuses, as one line naming its command line option: ``--width: must be
+    a positive integer, got 0``. The rules are the sweep spec's (``spec settings.width: ...``)."""
+    from nqf.core.errors import NqfError
+
+    given = _GIVEN.setdefault(model, partial_model(model))
+    try:
+        given.model_validate({name: value for name, value in values.items() if value is not None})
+    except ValidationError as err:
+        error = err.errors(include_url=False)[0]
+        raise NqfError(f"--{str(error['loc'][0]).replace('_', '-')}: {error['msg']}") from None

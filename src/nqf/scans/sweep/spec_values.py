@@ -13,10 +13,10 @@ import math
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, FailFast, Field, Strict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from nqf.comparison.settings import SETTINGS_MODELS, Count, choice, defaults, required, says
+from nqf.comparison.settings import SETTINGS_MODELS, Count, choice, defaults, partial_model, required, says
 
 # re-exported for the spec readers: the library's lists and limits, not copies
 from nqf.core.arguments import MAX_SEED as MAX_SEED
@@ -117,20 +117,9 @@ def validate(model: type[BaseModel], table: dict, where: str, problems: Problems
     return {key: given[key] for key in table if key in given}
 
 
-def _partial(model: type[BaseModel], listed: bool) -> type[BaseModel]:
-    """``model`` with every field optional (a required setting may be an axis instead); ``listed``:
-    each a list of its values, the axes over them (an axis's first bad value is its problem: a
-    range may hold a million)."""
-    fields = {}
-    for name, field in model.model_fields.items():
-        kind = field.rebuild_annotation()
-        fields[name] = (Annotated[list[kind], FailFast()] if listed else kind, Field(None, alias=field.alias))  # type: ignore[valid-type]
-    return create_model(f"{model.__name__}{'Axes' if listed else 'Given'}", __config__=_TABLE, **fields)  # type: ignore[call-overload]
-
-
 # per mode: the [settings] a spec gives, and the axes over them
-GIVEN_SETTINGS = {mode: _partial(model, listed=False) for mode, model in SETTINGS_MODELS.items()}
-SETTING_AXES = {mode: _partial(model, listed=True) for mode, model in SETTINGS_MODELS.items()}
+GIVEN_SETTINGS = {mode: partial_model(model) for mode, model in SETTINGS_MODELS.items()}
+SETTING_AXES = {mode: partial_model(model, listed=True) for mode, model in SETTINGS_MODELS.items()}
 
 
 def option_model(label: str, known: dict[str, Any], listed: bool = False) -> type[BaseModel]:
@@ -141,7 +130,7 @@ def option_model(label: str, known: dict[str, Any], listed: bool = False) -> typ
         for i, (name, default) in enumerate(known.items())
     }
     model = create_model(label, __config__=_TABLE, **fields)  # type: ignore[call-overload]
-    return _partial(model, listed=True) if listed else model
+    return partial_model(model, listed=True) if listed else model
 
 
 def is_number(v) -> bool:
