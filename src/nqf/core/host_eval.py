@@ -5,9 +5,9 @@ data's moments (0.2 s each on the CPU, more than the arithmetic of the whole pre
 the sizes researchers study). Tracing a function into its jaxpr costs milliseconds; this
 module then walks the jaxpr's equations with numpy (measured on the README's staircase without
 the network's prediction, fresh processes, the 2-core Intel Xeon: the first ``predict`` takes
-0.47-0.56 s with it against 1.08-1.14 s with every such function compiled). Autodiff and vmap have been applied by
-the tracing, so the equations are plain array operations (elementwise functions, broadcasts,
-dot_general, reductions, slices).
+0.47-0.56 s with it against 1.08-1.14 s with every such function compiled). Autodiff and vmap
+have been applied by the tracing, so the equations are plain array operations (elementwise
+functions, broadcasts, dot_general, reductions, slices).
 
 What the host path accepts (the contract: an explicit table, consulted per equation with the
 dtypes of the equation's operands and results when the function is traced, so that
