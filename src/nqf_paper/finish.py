@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,20 @@ def draw_figures(figures: str, name: str, result: Any, figure_dir: Path) -> tupl
     return check_saved(plot(result, figure_dir), name)
 
 
-def _draw(experiments: Sequence[Experiment], outcomes, figure_dir: Path, jobs: int, problems: list[str]) -> dict:
+def _draw(
+    experiments: Sequence[Experiment],
+    outcomes,
+    figure_dir: Path,
+    jobs: int,
+    problems: list[str],
+    pool: LocalExecutor | None = None,
+) -> dict:
     """Every experiment's figures (name -> SavedFigure tuple; empty without a result or a plot
-    function), drawn by ``jobs`` spawned processes at once (``nqf.executors.LocalExecutor``;
-    one: here). Figures are most of what follows the runs (about 19 of the 24 s of ``nqf report``
-    after ``make demo``, one process), and each experiment's are drawn on their own. A failure
-    is a problem, in the experiments' order, and never costs the rest of the report."""
+    function), drawn by ``pool`` (the workers that ran the runs, left open) or by ``jobs`` spawned
+    processes at once (``nqf.executors.LocalExecutor``; one: here). Figures are most of what
+    follows the runs (about 19 of the 24 s of ``nqf report`` after ``make demo``, one process),
+    and each experiment's are drawn on their own. A failure is a problem, in the experiments'
+    order, and never costs the rest of the report."""
     tasks = [
         Task(draw_figures, (exp.figures, exp.name, outcome.result, figure_dir), tag=exp.name)
         for exp, outcome in zip(experiments, outcomes, strict=True)
@@ -70,8 +79,8 @@ def _draw(experiments: Sequence[Experiment], outcomes, figure_dir: Path, jobs: i
     ]
     drawn: dict[str, tuple] = {exp.name: () for exp in experiments}
     failed: dict[str, str] = {}
-    with LocalExecutor(max(1, min(jobs, len(tasks)))) as pool:
-        for done in pool.run(tasks):
+    with nullcontext(pool) if pool is not None else LocalExecutor(max(1, min(jobs, len(tasks)))) as drawing:
+        for done in drawing.run(tasks):
             if done.ok:
                 drawn[done.tag] = done.value
             else:
@@ -90,9 +99,10 @@ def finish(
     computed: int,
     problems: Sequence[str] = (),
     jobs: int = 1,
+    pool: LocalExecutor | None = None,
 ) -> ReproduceOutcome:
-    """Summarise each experiment into claims, draw the figures (``jobs`` processes at once) and
-    write the report."""
+    """Summarise each experiment into claims, draw the figures (``pool``'s workers, else ``jobs``
+    processes at once) and write the report."""
     from nqf_paper.report_page import build_report
 
     problems = list(problems)
@@ -100,7 +110,7 @@ def finish(
         _summarise(exp, plan.configs[exp.name], plan.specs[exp.name], plan.keys, plan.records, plan.states)
         for exp in experiments
     ]
-    figures = _draw(experiments, outcomes, out_dir / FIGURE_DIR, jobs, problems)
+    figures = _draw(experiments, outcomes, out_dir / FIGURE_DIR, jobs, problems, pool)
     for exp in experiments:
         total = len(plan.specs[exp.name])
         progress(

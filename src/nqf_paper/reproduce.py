@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from pathlib import Path
 
 from nqf.core.errors import NqfError
-from nqf.executors import EXECUTORS, Executor, SlurmOptions, check_available
+from nqf.executors import EXECUTORS, Executor, LocalExecutor, SlurmOptions, check_available
 from nqf.store.results import ResultsStore, atomic_write_bytes
 from nqf_paper._base import Experiment
 from nqf_paper._config import config_from_dict
@@ -106,11 +107,14 @@ def reproduce(
                 )
             )
         todo = len(plan.todo())
-        if todo:
-            with open_executor(executor, todo, out, int(jobs), address, slurm, retries) as engine:
+        opened = open_executor(executor, todo, out, int(jobs), address, slurm, retries) if todo else nullcontext()
+        with opened as engine:
+            if engine is not None:
                 execute(plan, store, engine, progress, force)
-        computed = sum(1 for state, _ in plan.states.values() if state == "computed")
-        return finish(out, selected, plan, store, mode, progress, computed, jobs=int(jobs))
+            computed = sum(1 for state, _ in plan.states.values() if state == "computed")
+            # the local workers that ran the runs draw the figures too (nqf already imported there)
+            pool = engine if isinstance(engine, LocalExecutor) else None
+            return finish(out, selected, plan, store, mode, progress, computed, jobs=int(jobs), pool=pool)
     except KeyboardInterrupt:
         # Count from the files, not the plan: a worker may have stored a run the driver never heard of.
         fresh = ResultsStore(out, store.version)
