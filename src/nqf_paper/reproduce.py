@@ -113,7 +113,7 @@ def reproduce(
                 execute(plan, store, engine, progress, force)
             computed = sum(1 for state, _ in plan.states.values() if state == "computed")
             # the local workers that ran the runs draw the figures too (nqf already imported there)
-            pool = engine if isinstance(engine, LocalExecutor) else None
+            pool = engine if isinstance(engine, LocalExecutor) and engine.jobs > 1 else None
             return finish(out, selected, plan, store, mode, progress, computed, jobs=int(jobs), pool=pool)
     except KeyboardInterrupt:
         # Count from the files, not the plan: a worker may have stored a run the driver never heard of.
