@@ -75,14 +75,21 @@ def source_files(package_dir: Path, experiment: str | None = None) -> list[Path]
     return sorted(files, key=lambda p: p.relative_to(package_dir).as_posix())
 
 
+# line breaks other than "\n" (str.splitlines breaks at them, tokenize's readline does not): a file
+# holding one is hashed whole
+_OTHER_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
 def computing_text(source: bytes) -> bytes:
     """A Python file's bytes without what never changes a number: its comments, its docstrings
     (the first statement of a module, class or function body when it is a string), the lines that
     held nothing else and its blank lines. Everything else stays byte for byte (code, the other
-    strings with their blank lines, spacing within a line). A file that does not parse is
-    returned whole."""
+    strings with their blank lines, spacing within a line). A file that does not parse, or that
+    breaks lines otherwise than with "\\n", is returned whole."""
     try:
         text = source.decode("utf-8")
+        if any(mark in text for mark in _OTHER_LINE_BREAKS):  # rows counted otherwise by ast, tokenize and splitlines
+            return source
         tree = ast.parse(text)
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (SyntaxError, UnicodeDecodeError, ValueError, tokenize.TokenError):
