@@ -217,7 +217,7 @@ def test_predict_width_is_a_positive_integer(staircase, width):
 @pytest.mark.parametrize("steps", [10.0, math.inf])
 def test_predict_steps_are_a_positive_integer(staircase, steps):
     _, arch, X, Y = staircase
-    with pytest.raises(NqfError, match=r"steps must be a positive integer, got") as err:
+    with pytest.raises(NqfError, match=r"steps must be a positive integer <= 2147483647, got") as err:
         nqf.predict(arch, X, Y, predict_config(steps=steps))
     one_line(err)
 
@@ -346,6 +346,11 @@ def test_wrong_kinds_of_arch_or_config_are_one_line(staircase):
         (lambda: nqf.TrainConfig(sigma0=10**400), r"sigma0 must be a finite number >= 0, got 1000"),
         (lambda: nqf.CompareConfig(lr=10**400), r"learning rate must be a positive finite number, got 1000"),
         (lambda: predict_config(lr=10**400), r"learning rate must be a positive finite number, got 1000"),
+        # a horizon past the compiled loops' int32 step counter (predict ran for minutes before);
+        # the settings schema's limit and wording (nqf.comparison.settings.Steps)
+        (lambda: predict_config(steps=2**31), r"steps must be a positive integer <= 2147483647, got 2147483648"),
+        (lambda: nqf.TrainConfig(steps=2**31), r"steps must be a positive integer <= 2147483647, got 2147483648"),
+        (lambda: nqf.CompareConfig(steps=2**31), r"steps must be a positive integer <= 2147483647, got 2147483648"),
     ],
 )
 def test_config_numbers_must_be_real_numbers(make, message):

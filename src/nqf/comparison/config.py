@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from nqf.core.arguments import check_count, check_seed, is_positive_finite, is_real_number
+from nqf.core.arguments import check_count, check_seed, check_steps, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
 from nqf.core.names import NETWORK_METHODS
 from nqf.optimizers import (
@@ -153,7 +153,7 @@ class CompareConfig:
             raise NqfError("a learning rate is given twice for the same optimizer")
         object.__setattr__(self, "learning_rates", tuple((str(o), float(lr)) for o, lr in pairs))
         check_count("width", self.width)
-        check_count("steps", self.steps)
+        check_steps("steps", self.steps)
         if not _positive_finite(self.lr):
             raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
         if not _positive_finite(self.sigma0):

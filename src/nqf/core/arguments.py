@@ -81,6 +81,14 @@ def check_count(name: str, value: Any, low: int = 1) -> int:
     return int(value)
 
 
+def check_steps(name: str, value: Any) -> int:
+    """``value`` as an int when it is a step count in [1, MAX_STEPS] (the compiled loops count in
+    int32: a larger horizon would wrap around); else one NqfError line, the settings schema's."""
+    if not is_integer(value) or not 1 <= int(value) <= MAX_STEPS:
+        raise NqfError(f"{name} must be a positive integer <= {MAX_STEPS}, got {value!r}")
+    return int(value)
+
+
 def check_seed(name: str, value: Any, count: int = 1) -> int:
     """``value`` as an int when ``value .. value + count - 1`` are all seeds in [0, MAX_SEED]; else NqfError."""
     if not is_integer(value) or int(value) < 0 or int(value) + count - 1 > MAX_SEED:

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 import optax
 
-from nqf.core.arguments import check_count, check_seed, is_integer, is_positive_finite, is_real_number
+from nqf.core.arguments import check_count, check_seed, check_steps, is_integer, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
 from nqf.core.names import MODELS as MODELS
 from nqf.core.precision import resolve_dtype
@@ -77,7 +77,7 @@ class TrainConfig:
             raise NqfError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
         if not is_positive_finite(self.lr):
             raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
-        check_count("steps", self.steps)
+        check_steps("steps", self.steps)
         check_count("width", self.width)
         if not (is_real_number(self.sigma0) and (self.sigma0 == 0 or is_positive_finite(self.sigma0))):
             raise NqfError(f"sigma0 must be a finite number >= 0, got {self.sigma0!r}")

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from nqf.architectures.expansion import ExpansionReport, report_json
-from nqf.core.arguments import check_count, check_seed, is_positive_finite, is_real_number
+from nqf.core.arguments import check_count, check_seed, check_steps, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
 from nqf.core.measure import (
     ModeGroups,
@@ -135,7 +135,7 @@ class PredictConfig:
                 f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {self.optimizer!r}"
             )
         check_count("width", self.width)
-        check_count("steps", self.steps)
+        check_steps("steps", self.steps)
         if not _traced(self.seed):  # a pytree leaf, as lr below
             check_seed("seed", self.seed)
         # lr, sigma0 and beta are pytree leaves: under jax.jit or vmap they are tracers, whose
