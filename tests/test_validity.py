@@ -212,6 +212,19 @@ def test_float64_underflow_is_refused_with_its_numbers_and_the_float64_remedy():
     assert p.initial_occupations[: p.num_growing].min() >= 1e-292
 
 
+def test_an_init_whose_occupations_overflow_is_refused_with_its_numbers(recwarn):
+    """The other end: m_k(0) beyond float64's largest number (W0 W0^T and the LV would hold inf;
+    before, a warning and 'LotkaVolterra: m0 has non-finite entries')."""
+    with pytest.raises(NqfError) as err:
+        predict(ARCH, X, Y, _config(sigma0=1e200))
+    message = str(err.value)
+    assert "sigma0 = 1e+200" in message and "overflows float64 (largest 1.8e+308)" in message
+    assert "lower sigma0" in message and "\n" not in message
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    with pytest.raises(NqfError, match="overflows float64"):
+        nqf.predict_grid(ARCH, X, Y, _config(sigma0=1e-6), sigma0s=[1e-6, 1e200])
+
+
 def test_compare_and_train_name_the_right_remedy_in_float64():
     with pytest.raises(NqfError) as err:
         compare(TASK, None, CompareConfig(sigma0=1e-300, steps=100, closure=False))

@@ -57,9 +57,19 @@ def _exp_text(log_value: float) -> str:
     return f"{10 ** (exponent10 - e):.2g}e{e:+d}".replace("e+", "e")
 
 
+def _init_text(config: PredictConfig, given_W0: bool) -> str:
+    """How a refusal names the init: the given W0, or sigma0 with n sigma0^2."""
+    if given_W0:
+        return "the given W0"
+    s0 = float(config.sigma0)
+    n_s2 = _exp_text(math.log(config.width) + 2.0 * math.log(s0))
+    return f"sigma0 = {s0:g} (n sigma0^2 = {config.width} * {s0:g}^2 = {n_s2})"
+
+
 def check_init_scale(log_m0, dtype, config: PredictConfig, given_W0: bool) -> None:
     """Refuse an init whose smallest growing-mode occupation underflows ``dtype`` (the docstring of
-    ``nqf.theory.predict.pipeline``).
+    ``nqf.theory.predict.pipeline``), or whose largest overflows it (an init far from small: W0 W0^T
+    and the LV system would hold inf).
 
     log_m0: (g,) ln m_k(0) of the growing modes (-inf: exactly zero, allowed: never switches).
     The floor is ``occupation_floor(dtype)`` = tiny / u. The message gives m_k(0), n sigma0^2,
@@ -71,6 +81,13 @@ def check_init_scale(log_m0, dtype, config: PredictConfig, given_W0: bool) -> No
     if not present.any():
         return
     floor = occupation_floor(dtype)
+    top = int(np.flatnonzero(present)[np.argmax(log_m0[present])])
+    if log_m0[top] > math.log(float(np.finfo(np.dtype(dtype)).max)):
+        raise NqfError(
+            f"{_init_text(config, given_W0)}: the initial occupation of mode {top + 1}, m_k(0) = |W0^T q_k|^2 = "
+            f"{_exp_text(float(log_m0[top]))}, overflows {np.dtype(dtype).name} (largest "
+            f"{np.finfo(np.dtype(dtype)).max:.2g}); the theory is about small inits: lower sigma0 (or scale W0 down)"
+        )
     k = int(np.flatnonzero(present)[np.argmin(log_m0[present])])
     low = float(log_m0[k])
     if low >= math.log(floor):
@@ -78,14 +95,11 @@ def check_init_scale(log_m0, dtype, config: PredictConfig, given_W0: bool) -> No
     name = np.dtype(dtype).name
     info = np.finfo(np.dtype(dtype))
     factor = math.exp(0.5 * (math.log(floor) - low))
+    subject = _init_text(config, given_W0)
     if given_W0:
-        subject = "the given W0"
         remedy = underflow_remedy(dtype, None).replace("scale W0 up", f"scale W0 up by at least {factor:.2g}")
     else:
-        s0 = float(config.sigma0)
-        n_s2 = _exp_text(math.log(config.width) + 2.0 * math.log(s0))
-        subject = f"sigma0 = {s0:g} (n sigma0^2 = {config.width} * {s0:g}^2 = {n_s2})"
-        remedy = underflow_remedy(dtype, s0 * factor)
+        remedy = underflow_remedy(dtype, float(config.sigma0) * factor)
     raise NqfError(
         f"{subject}: the initial occupation of mode {k + 1}, m_k(0) = |W0^T q_k|^2 = {_exp_text(low)}, underflows "
         f"{name} (smallest normal {info.tiny:.2g}; the M-flow and the LV need m_k(0) >= tiny / u = {floor:.2g}); "
