@@ -32,7 +32,8 @@ def ls_command(
     from nqf.store.maintenance import summarise
 
     summary = summarise(directory)
-    typer.echo(f"store: {summary.root}  (this code: {summary.code})")
+    # a record is keyed by its experiment's part of the code (nqf.store.code): current or not per record
+    typer.echo(f"store: {summary.root}  (this code: {summary.code}; each experiment's records keyed by its own part)")
     if summary.unmarked:
         why = "no nqf-store.json" if summary.unmarked == "missing" else summary.unmarked
         typer.echo(
