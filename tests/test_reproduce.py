@@ -231,6 +231,10 @@ def test_cli_reproduce_report_and_errors(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("nqf_paper.registry.EXPERIMENTS", make_registry())
     main(["report", "--out", str(out)])
     assert "3 runs (3 stored)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit:  # figure-drawing processes: a few per core, as reproduce's workers
+        main(["report", "--out", str(out), "--jobs", "1000"])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.startswith("error: --jobs 1000 is more workers than") and err.count("\n") == 1
     with pytest.raises(SystemExit) as exit:
         main(["reproduce", "--set", "T1.nope=1", "--out", str(out)])
     err = capsys.readouterr().err

@@ -287,4 +287,5 @@ def report_command(
     jobs: Annotated[int, typer.Option("--jobs", min=1, help="Experiments whose figures are drawn at once.")] = 1,
 ) -> None:
     """Rebuild report.html and the figures from the store, computing nothing."""
+    check_jobs(jobs)  # processes drawing figures: a few per core at most, as reproduce's workers
     _print_summary(paper_module("reproduce").rebuild_report(out, jobs=jobs))
