@@ -3,6 +3,7 @@ raised (a huge record recomputed; a foreign file left alone by ``nqf store gc``)
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -319,27 +320,68 @@ def test_the_computing_text_leaves_out_comments_and_docstrings_and_keeps_every_o
     # ... an edit of anything else does not: code, a string, the spacing
     for old, new in [(b"scale = 2.0", b"scale = 3.0"), (b"# a string", b"# A string"), (b"x) +", b"x)  +")]:
         assert computing_text(_SOURCE.replace(old, new)) != kept
-    assert computing_text(b"def broken(:\n") == b"def broken(:\n"  # not Python: hashed whole
+    # a string standing alone is a no-op (left out), an f-string may call (kept); strings in a call,
+    # in brackets or after a continued line are not statements of their own
+    assert computing_text(b'x = 1\n"a no-op"\nf"{x()}"\n') == b'x = 1\nf"{x()}"\n'
+    assert computing_text(b'g(\n    "kept",\n)\ny = \\\n    "kept"\n') == b'g(\n    "kept",\n)\ny = \\\n    "kept"\n'
+    assert computing_text(b"\xff# not UTF-8\n") == b"\xff# not UTF-8\n"  # hashed whole
 
 
-def test_the_code_hash_is_the_same_through_its_digest_cache(tmp_path, monkeypatch):
-    from nqf.store.code import _TEXT_DIGESTS, code_hash
+def test_the_code_hash_follows_code_edits_and_not_comment_or_docstring_edits(tmp_path):
+    from nqf.store.code import code_hash
 
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "unit.py").write_bytes(_SOURCE)
-    monkeypatch.setenv("NQF_CACHE_DIR", "")  # no cache: computed
-    fresh = code_hash(package)
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("NQF_CACHE_DIR", str(cache))
-    assert code_hash(package) == fresh and (cache / _TEXT_DIGESTS).is_file()
-    assert code_hash(package) == fresh  # read from the cache
-    (cache / _TEXT_DIGESTS).write_text("[not, a table")
-    assert code_hash(package) == fresh  # an unreadable cache is computed afresh
-    (package / "unit.py").write_bytes(_SOURCE + b"# a comment\n")
-    assert code_hash(package) == fresh
+    before = code_hash(package)
+    (package / "unit.py").write_bytes(_SOURCE.replace(b"on two lines.", b"edited") + b"\n# a comment\n")
+    assert code_hash(package) == before
     (package / "unit.py").write_bytes(_SOURCE.replace(b"2.0", b"3.0"))
-    assert code_hash(package) != fresh
+    assert code_hash(package) != before
+
+
+def _without_bare_strings(tree: ast.AST) -> str:
+    """The tree's dump without its bare string statements (not f-strings); an emptied body a pass."""
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            body = getattr(node, name, None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                kept = [
+                    statement
+                    for statement in body
+                    if not (
+                        isinstance(statement, ast.Expr)
+                        and isinstance(statement.value, ast.Constant)
+                        and isinstance(statement.value.value, str)
+                    )
+                ]
+                setattr(node, name, kept or [ast.Pass()])
+    return ast.dump(tree)
+
+
+@pytest.mark.slow  # parses every Python file of the repository twice: 3.6 s
+def test_the_computing_text_of_every_file_here_is_its_code_without_comments_and_docstrings():
+    """The lexer against Python's parser on every Python file of the repository: where the text
+    left parses, its syntax tree is the file's without its bare strings (comments leave no trace
+    in a tree); where it does not, only because a body held nothing but its docstring."""
+    from nqf.store.code import computing_text
+
+    root = Path(__file__).resolve().parent.parent
+    files = [
+        path for folder in ("src", "tests", "benchmarks", "scripts", "docs") for path in (root / folder).rglob("*.py")
+    ]
+    parsed = 0
+    for path in files:
+        source = path.read_bytes()
+        kept = computing_text(source)
+        try:
+            tree = ast.parse(kept)
+        except SyntaxError:
+            # a body of nothing but a docstring: the text is the file's without it, and a pass there parses
+            continue
+        parsed += 1
+        assert ast.dump(tree) == _without_bare_strings(ast.parse(source)), path
+    assert parsed > 0.9 * len(files)
 
 
 def test_an_experiments_code_identity_follows_nqf_the_shared_modules_and_its_own_folder(tmp_path):

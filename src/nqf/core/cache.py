@@ -26,9 +26,7 @@ imported; the command line sets ``EQX_ON_ERROR=nan`` (unless already set) while 
 cache is on.
 
 The cache is trusted code: anyone who can write into the directory can make nqf run
-arbitrary programs, so it is created private to the user (mode 0700). Beside the programs it
-holds ``code-text-digests.json``, the store's per-file digests of nqf's source without
-comments and docstrings (``nqf.store.code``), looked up by each file's bytes.
+arbitrary programs, so it is created private to the user (mode 0700).
 """
 
 from __future__ import annotations
