@@ -176,11 +176,13 @@ def test_shared_left_factors_give_the_same_forms_and_contractions(variant):
         return
     shared = factors.with_shared_left()
     marked = [t.shared_left for t in shared.terms]
-    for t, mark in zip(factors.terms, marked, strict=True):  # marked exactly where every sample's left is the first's
-        left = np.asarray(t.left)
-        assert mark == bool(np.all(left == left[:1]))
-    if VARIANTS[variant][0] == "mlp":  # the readout a_c: e_c for every sample
-        assert any(marked)
+    for t, mark, marked_t in zip(factors.terms, marked, shared.terms, strict=True):
+        left, right = np.asarray(t.left), np.asarray(t.right)
+        assert mark == bool(np.all(left == left[:1]))  # marked exactly where every sample's left is the first's
+        # and right-shared exactly where, besides, every output's right factors are the first output's
+        assert marked_t.shared_right == (mark and bool(np.all(right == right[:, :1])))
+    if VARIANTS[variant][0] == "mlp":  # the readout a_c: e_c for every sample, with x_n for every c
+        assert any(marked) and any(t.shared_right for t in shared.terms)
     dense = r["auto"]
     forms, contracted = jax.jit(lambda s, M, w: (s.forms(M), s.contract(w)))(
         shared, jnp.asarray(r["sym"]), jnp.asarray(r["weights"])
