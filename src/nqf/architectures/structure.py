@@ -75,9 +75,10 @@ class BlockFactors:
         steps and losses to 1e-15)."""
         terms = []
         for t in self.terms:
-            left, right = np.asarray(t.left), np.asarray(t.right)
+            left = np.asarray(t.left)
             shared = left.shape[0] > 0 and bool(np.array_equal(left, np.broadcast_to(left[:1], left.shape)))
-            across = shared and bool(np.array_equal(right, np.broadcast_to(right[:, :1], right.shape)))
+            right = np.asarray(t.right) if shared else None  # read only where it can be marked
+            across = right is not None and bool(np.array_equal(right, np.broadcast_to(right[:, :1], right.shape)))
             terms.append(BlockTerm(t.left, t.right, t.left_slice, t.right_slice, shared, across))
         return BlockFactors(tuple(terms), self.dim)
 

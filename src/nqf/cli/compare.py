@@ -273,15 +273,20 @@ def run_compare_command(args: CompareArgs) -> None:
 def check_counts(args: CompareArgs) -> None:
     """The checks of the run settings (the schema's, :func:`nqf.comparison.settings.check_settings`),
     the seed count and the last seed, before the library (and JAX) is loaded."""
-    settings = ("width", "sigma0", "lr", "steps", "seed", "data_seed", "batch", "beta", "network_budget")
-    check_settings(
-        CompareSettings,
-        {
-            **{name: getattr(args, name) for name in settings},
-            **{f"lr_{name}": value for name, value in args.rates},
-            "network_method": args.network_method,
-        },
+    settings = (
+        "width",
+        "sigma0",
+        "lr",
+        "steps",
+        "seed",
+        "data_seed",
+        "batch",
+        "beta",
+        "network_budget",
+        "network_method",
     )
+    rates = {f"lr_{name}": value for name, value in args.rates}
+    check_settings(CompareSettings, {**{name: getattr(args, name) for name in settings}, **rates})
     if args.seeds < 1:
         raise NqfError(f"--seeds: must be a positive integer, got {args.seeds}")
     check_seed("--seed", args.seed, count=args.seeds)

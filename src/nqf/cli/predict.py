@@ -240,16 +240,11 @@ def check_arguments(args: PredictArgs) -> None:
         raise NqfError(
             f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {args.optimizer!r}"
         )
-    settings = ("width", "lr", "steps", "sigma0", "optimizer", "batch", "beta", "seed", "data_seed", "loss", "route")
-    check_settings(
-        PredictSettings,
-        {
-            **{name: getattr(args, name) for name in settings},
-            "stepping": args.stepping,
-            "network_budget": args.network_budget,
-            "network_method": args.network_method,
-        },
+    settings = (
+        *("width", "lr", "steps", "sigma0", "optimizer", "batch", "beta", "seed", "data_seed"),
+        *("loss", "route", "stepping", "network_budget", "network_method"),
     )
+    check_settings(PredictSettings, {name: getattr(args, name) for name in settings})
     record = OPTIMIZER_RECORDS[args.optimizer]
     if record.minibatches and args.batch is None:
         raise NqfError(f"optimizer {args.optimizer} needs a batch size (--batch)")

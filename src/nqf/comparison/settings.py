@@ -17,6 +17,7 @@ rule the value breaks (``must be a positive integer, got 0``), not pydantic's wo
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -225,6 +226,7 @@ def required(model: type[BaseModel]) -> tuple[str, ...]:
     return tuple(name for name, field in model.model_fields.items() if field.is_required())
 
 
+@functools.cache
 def partial_model(model: type[BaseModel], listed: bool = False) -> type[BaseModel]:
     """``model`` with every field optional (None: not given; a required setting may come from
     elsewhere: an axis, ``--init``); ``listed``: each a list of its values, the axes over them
@@ -237,18 +239,14 @@ def partial_model(model: type[BaseModel], listed: bool = False) -> type[BaseMode
     return create_model(f"{model.__name__}{suffix}", __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload]
 
 
-_GIVEN: dict[type[BaseModel], type[BaseModel]] = {}
-
-
 def check_settings(model: type[BaseModel], values: dict[str, Any]) -> None:
     """NqfError for the first of ``values`` (setting -> the value given; None: not given, left
     out) that ``model`` refuses, as one line naming its command line option: ``--width: must be
     a positive integer, got 0``. The rules are the sweep spec's (``spec settings.width: ...``)."""
     from nqf.core.errors import NqfError
 
-    given = _GIVEN.setdefault(model, partial_model(model))
     try:
-        given.model_validate({name: value for name, value in values.items() if value is not None})
+        partial_model(model).model_validate({name: value for name, value in values.items() if value is not None})
     except ValidationError as err:
         error = err.errors(include_url=False)[0]
         raise NqfError(f"--{str(error['loc'][0]).replace('_', '-')}: {error['msg']}") from None

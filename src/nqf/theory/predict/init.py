@@ -81,19 +81,18 @@ def check_init_scale(log_m0, dtype, config: PredictConfig, given_W0: bool) -> No
     if not present.any():
         return
     floor = occupation_floor(dtype)
+    name, info = np.dtype(dtype).name, np.finfo(np.dtype(dtype))
     top = int(np.flatnonzero(present)[np.argmax(log_m0[present])])
-    if log_m0[top] > math.log(float(np.finfo(np.dtype(dtype)).max)):
+    if log_m0[top] > math.log(float(info.max)):
         raise NqfError(
             f"{_init_text(config, given_W0)}: the initial occupation of mode {top + 1}, m_k(0) = |W0^T q_k|^2 = "
-            f"{_exp_text(float(log_m0[top]))}, overflows {np.dtype(dtype).name} (largest "
-            f"{np.finfo(np.dtype(dtype)).max:.2g}); the theory is about small inits: lower sigma0 (or scale W0 down)"
+            f"{_exp_text(float(log_m0[top]))}, overflows {name} (largest {info.max:.2g}); the theory is about "
+            "small inits: lower sigma0 (or scale W0 down)"
         )
     k = int(np.flatnonzero(present)[np.argmin(log_m0[present])])
     low = float(log_m0[k])
     if low >= math.log(floor):
         return
-    name = np.dtype(dtype).name
-    info = np.finfo(np.dtype(dtype))
     factor = math.exp(0.5 * (math.log(floor) - low))
     subject = _init_text(config, given_W0)
     if given_W0:
