@@ -25,7 +25,7 @@ from nqf.core.sampling import minibatch_indices
 from nqf.optimizers import closed_optimizer
 from nqf.training.config import TrainConfig, checkpoint_steps
 from nqf.training.grid import train_grid
-from nqf.training.runs import train, training_keys
+from nqf.training.runs import model_inputs, train, training_keys
 from nqf.training.tasks import get_task
 from tests.conftest import assert_allclose
 
@@ -47,6 +47,10 @@ def m_map(M, S, Y, lr, idx=None):
 
 
 def test_gd_on_quadratic_model_equals_the_m_map():
+    # training reads the readout and the inputs once (shared factors), the reference per sample and output
+    marked = model_inputs(ARCH, jnp.asarray(X), "quadratic")
+    assert [(t.shared_left, t.shared_right) for t in marked.terms] == [(True, True)]
+    assert not any(t.shared_left for t in structure(ARCH, X).terms)
     config = TrainConfig(optimizer="gd", lr=0.05, steps=60, sigma0=0.1, width=32, model="quadratic", dtype="float64")
     result = train(ARCH, X, Y, config, basis=np.eye(ARCH.dim))
     S = structure(ARCH, X)

@@ -171,3 +171,10 @@ class DenseStructure:
 
 
 Structure = BlockFactors | DenseStructure
+
+
+def with_shared_factors(held: Structure) -> Structure:
+    """``held`` with the factors every sample (and every output) shares marked, so that its forms and
+    contractions read them once (:meth:`BlockFactors.with_shared_left`; concrete arrays only); a
+    dense structure as it is."""
+    return held.with_shared_left() if isinstance(held, BlockFactors) else held

@@ -64,6 +64,7 @@ from nqf.architectures.architecture import (
     network_batch,
     structure,
 )
+from nqf.architectures.structure import with_shared_factors
 from nqf.core.arguments import check_entry_arguments
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
@@ -95,7 +96,14 @@ def loss_function(
     arch: Architecture, X: jax.Array, Y: jax.Array, model: str
 ) -> Callable[[jax.Array, jax.Array | None], jax.Array]:
     """``loss(W, idx)``: L on the samples ``idx`` (None: all) for the network or the quadratic model."""
-    return _model_loss(arch, model, structure(arch, X) if model == "quadratic" else X, Y)
+    return _model_loss(arch, model, model_inputs(arch, X, model), Y)
+
+
+def model_inputs(arch: Architecture, X: jax.Array, model: str):
+    """What the model's loss reads: the samples X (network) or their structure (quadratic), its
+    shared factors marked (``with_shared_factors``: a perceptron's quadratic model reads its readout
+    and inputs once, not per sample and output)."""
+    return with_shared_factors(structure(arch, X)) if model == "quadratic" else X
 
 
 def _model_loss(arch: Architecture, model: str, inputs, Y: jax.Array):
@@ -279,7 +287,7 @@ def prepare(arch: Architecture, X, Y, config: TrainConfig, basis, dtype, runs: i
         raise NqfError(f"the mode basis must have shape (d={d}, m), got {tuple(Q.shape)}")
     check_train_memory(arch, config, N, Q.shape[1], runs)
     X, Y = jnp.asarray(X, dtype=dtype), jnp.asarray(Y, dtype=dtype)
-    inputs = structure(arch, X) if config.model == "quadratic" else X
+    inputs = model_inputs(arch, X, config.model)
     # transposed here, not in the compiled run: the same dot as when Q was a folded constant
     return inputs, Y, to_device(np.ascontiguousarray(Q.T))
 

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 from jaxtyping import ArrayLike, Float, Real
 
 from nqf.architectures.architecture import Architecture, structure
-from nqf.architectures.structure import BlockFactors
+from nqf.architectures.structure import with_shared_factors
 from nqf.core.input_files import describe_file
 from nqf.theory.data_matrices.checks import (
     MAX_ABS_ENTRY,
@@ -85,14 +85,8 @@ def data_matrices(
     """
     X, targets, dtype = checked_samples(arch, X, Y, loss, dtype)
     return DataMatrices(
-        _shared(structure(arch, jnp.asarray(X, dtype=dtype), method=method)), jnp.asarray(targets), loss
+        with_shared_factors(structure(arch, jnp.asarray(X, dtype=dtype), method=method)), jnp.asarray(targets), loss
     )
-
-
-def _shared(held):
-    """Block factors with the terms whose left factors every sample shares marked (their forms and
-    contractions K times cheaper: ``BlockFactors.with_shared_left``); a dense structure as it is."""
-    return held.with_shared_left() if isinstance(held, BlockFactors) else held
 
 
 def flow_data(
@@ -118,7 +112,9 @@ def flow_data(
         from nqf.theory.data_matrices.chunked import chunked_data_matrices
 
         return chunked_data_matrices(arch, X, targets, loss, dtype, choice.chunk), choice
-    return DataMatrices(_shared(structure(arch, jnp.asarray(X, dtype=dtype))), jnp.asarray(targets), loss), choice
+    return DataMatrices(
+        with_shared_factors(structure(arch, jnp.asarray(X, dtype=dtype))), jnp.asarray(targets), loss
+    ), choice
 
 
 # The type every theory function takes (kept under its old name).
