@@ -37,6 +37,7 @@ import re
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple, no_type_check
 
 import jax
@@ -361,12 +362,20 @@ def closed_form_structure(arch: Architecture, x: Float[ArrayLike, "*input"]) -> 
 def _closed_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
     if arch.closed_form is None:  # callers check first
         raise NqfError(f"{arch.name}: no closed form is known; use structure_matrix (autodiff)")
-    per_sample = jax.vmap(arch.closed_form)(X)
+    per_sample = _closed_factors(arch, X)
     terms = []
     for term in per_sample:
         lb, rb = arch.block(term.left_block), arch.block(term.right_block)
         terms.append(BlockTerm(term.left, term.right, (lb.start, lb.stop), (rb.start, rb.stop)))
     return BlockFactors(tuple(terms), arch.dim)
+
+
+@partial(jax.jit, static_argnums=0)
+def _closed_factors(arch: Architecture, X: jax.Array):
+    """Every sample's closed-form terms, one program (inlined where it is traced). Run eagerly, the
+    vmapped closed form compiled a small program per operation: a fresh process's first structure of
+    the staircase took 0.42 s against 0.08-0.10 s."""
+    return jax.vmap(arch.closed_form)(X)
 
 
 # The coupling pattern of a unit without a closed form: which parameter block pairs its A(x)
