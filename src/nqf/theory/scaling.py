@@ -267,7 +267,9 @@ def _line_fit(x: np.ndarray, y: np.ndarray, confidence: float) -> dict:
 
     Returns {"beta", "ci", "intercept", "resid" (n,), "rho", "n_eff"}.
     """
-    from scipy import stats  # local: scipy.stats costs ~0.3 s of import, and only this fit needs it
+    # Student's t quantile from scipy.special (0.1 s of import where scipy.stats's t.ppf, the same
+    # function, took 0.9-1.7 s in a fresh process without bytecode)
+    from scipy.special import stdtrit
 
     n = x.size
     xc = x - x.mean()
@@ -282,7 +284,7 @@ def _line_fit(x: np.ndarray, y: np.ndarray, confidence: float) -> dict:
     rho_pos = min(max(rho, 0.0), 0.999999)
     n_eff = max(n * (1.0 - rho_pos) / (1.0 + rho_pos), 3.0)
     se_adj = se * math.sqrt(n / n_eff)
-    tcrit = float(stats.t.ppf(0.5 + 0.5 * confidence, df=max(n_eff - 2.0, 1.0)))
+    tcrit = float(stdtrit(max(n_eff - 2.0, 1.0), 0.5 + 0.5 * confidence))
     beta = -slope
     ci = (beta - tcrit * se_adj, beta + tcrit * se_adj)
     return {"beta": beta, "ci": ci, "intercept": intercept, "resid": resid, "rho": rho, "n_eff": n_eff}
