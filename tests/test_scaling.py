@@ -114,3 +114,27 @@ def test_fitter_input_errors():
         fit_power_law(t, t**-1.0, window=(0.5, 50))
     with pytest.raises(NqfError, match="loss_inf"):
         fit_power_law(t, t**-1.0, loss_inf=0.05, window=(1, 100))
+
+
+def test_confidence_interval_is_the_t_interval_widened_for_autocorrelation():
+    """The interval against an independent computation: least squares in numpy, Student's t
+    quantile from scipy.stats (the fitter takes it from scipy.special), the standard error widened
+    by sqrt(n / n_eff), n_eff = n (1 - rho) / (1 + rho)."""
+    import scipy.stats
+
+    t = np.geomspace(1.0, 1e3, 400)
+    noise = 1.0 + 0.02 * np.sin(7.0 * np.log(t)) + 0.01 * np.random.default_rng(0).standard_normal(t.size)
+    fit = fit_power_law(t, 2.0 * t**-0.8 * noise, loss_inf=0.0, window=(2.0, 500.0))
+    x = np.linspace(math.log(2.0), math.log(500.0), fit.num_points)
+    y = np.interp(x, np.log(t), np.log(2.0 * t**-0.8 * noise))
+    slope, intercept = np.polyfit(x, y, 1)
+    resid = y - (intercept + slope * x)
+    rho = float(resid[:-1] @ resid[1:] / (resid @ resid))
+    n = x.size
+    n_eff = max(n * (1 - max(rho, 0.0)) / (1 + max(rho, 0.0)), 3.0)
+    se = math.sqrt(resid @ resid / (n - 2) / np.sum((x - x.mean()) ** 2)) * math.sqrt(n / n_eff)
+    half = scipy.stats.t.ppf(0.975, df=n_eff - 2.0) * se
+    assert fit.exponent == pytest.approx(-slope, rel=1e-9)
+    assert fit.effective_points == pytest.approx(n_eff, rel=1e-9)
+    assert_allclose(np.array(fit.ci), [-slope - half, -slope + half], rtol=1e-9)
+    assert fit.ci[1] - fit.ci[0] > 1e-3  # a real interval: the noise makes one
