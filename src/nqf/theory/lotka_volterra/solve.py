@@ -17,6 +17,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from nqf.core.errors import NqfError
+from nqf.core.programs import bucket_length, to_device
 from nqf.theory.lotka_volterra.kvaerno import MAX_NUMPY_MODES, kvaerno_switch_times, kvaerno_switch_times_batch
 from nqf.theory.lotka_volterra.logistic import logistic_evaluate
 from nqf.theory.lotka_volterra.system import (
@@ -68,7 +69,10 @@ class LVSolution:
         if self._dense is None:
             return np.asarray(logistic_log_occupation(s.c, s.diagonal, np.log(s.m0), s.lr, t[..., None]))
         flat = t.reshape(-1)
-        u = np.asarray(_evaluate_dense(self._dense, jnp.asarray(flat)))
+        # padded (with its last time) to a power of two: queries of other sizes reuse the program
+        padded = np.full(bucket_length(flat.size, floor=16), flat[-1] if flat.size else 0.0)
+        padded[: flat.size] = flat
+        u = np.asarray(_evaluate_dense(self._dense, to_device(padded)))[: flat.size]
         return u.reshape(t.shape + (s.num_modes,))
 
     def occupation(self, t) -> np.ndarray:
