@@ -248,16 +248,15 @@ def test_an_experiment_imports_the_shared_modules_and_its_own_folder_only():
 
 
 def test_every_experiment_lives_in_the_folder_its_name_keys():
-    """The store finds an experiment's own code by its name (E<n> in e<n>_*/, ``experiment_folder``):
+    """The store finds an experiment's own code by its name (E<n> in e<n>_*/, ``folder_experiment``):
     an experiment registered under another name, or living elsewhere, would have its own folder's
     edits recompute nothing."""
-    from nqf.store.code import experiment_folder
+    from nqf.store.code import folder_experiment
     from nqf_paper.registry import EXPERIMENTS
 
     for name, experiment in EXPERIMENTS.items():
         folder = experiment.config_type.__module__.split(".")[1]
-        own = experiment_folder(name)
-        assert own is not None and folder.startswith(own), (name, folder)
+        assert folder_experiment(folder) == name, (name, folder)
         runs = experiment.run_specs(experiment.config_type.quick())
         computes = [getattr(spec.compute, "func", spec.compute).__module__ for spec in runs]  # a partial's function
         for ref in (experiment.figures, *computes):

@@ -43,19 +43,22 @@ PAPER_PACKAGE = "nqf_paper"
 PAPER_PRESENTATION = ("figures.py", "report_page.py")
 
 
-def experiment_folder(experiment: str) -> str | None:
-    """The folder of the paper's package that holds experiment ``experiment``'s own code, by the
-    package's convention: ``E<n>`` in ``e<n>_<topic>/``; None for any other name (a sweep, a test's)."""
-    match = re.fullmatch(r"E(\d+)", experiment)
-    return None if match is None else f"e{match.group(1)}_"
+# the paper package's convention: experiment E<n>'s own code lives in the folder e<n>_<topic>/
+_EXPERIMENT_FOLDER = re.compile(r"e(\d+)_")
+
+
+def folder_experiment(folder: str) -> str | None:
+    """The experiment whose own code a folder of the paper's package holds, by the package's
+    convention (``e5_architectures`` -> ``E5``); None for a shared folder (hashed for everyone)."""
+    match = _EXPERIMENT_FOLDER.match(folder)
+    return None if match is None else f"E{match.group(1)}"
 
 
 def source_files(package_dir: Path, experiment: str | None = None) -> list[Path]:
     """The hashed files of one package folder (``nqf`` or the paper's), sorted by their path
     relative to ``package_dir``. ``experiment``: of the paper's experiment folders (``e<n>_*/``)
-    only that experiment's (:func:`experiment_folder`; none for another name); None: all of them."""
+    only that experiment's (:func:`folder_experiment`; none for another name); None: all of them."""
     paper = package_dir.name == PAPER_PACKAGE
-    own = None if experiment is None else experiment_folder(experiment)
     files = []
     for path in package_dir.rglob("*.py"):
         rel = path.relative_to(package_dir)
@@ -63,9 +66,9 @@ def source_files(package_dir: Path, experiment: str | None = None) -> list[Path]
             continue
         if not paper and rel.parts[0] in PRESENTATION:
             continue
-        if paper and experiment is not None and len(rel.parts) > 1 and re.match(r"e\d+_", rel.parts[0]):
-            if own is None or not rel.parts[0].startswith(own):  # another experiment's own code
-                continue
+        owner = folder_experiment(rel.parts[0]) if paper and len(rel.parts) > 1 else None
+        if experiment is not None and owner is not None and owner != experiment:  # another experiment's
+            continue
         files.append(path)
     return sorted(files, key=lambda p: p.relative_to(package_dir).as_posix())
 
