@@ -241,15 +241,22 @@ class Architecture:
         """g0, the gate weight of one unit at W = 0 (1 without a router)."""
         if self.router is None:
             return 1.0
-        # evaluated eagerly even while tracing (jit/vmap of structure_matrix): g0 is a constant
-        with jax.ensure_compile_time_eval():
-            weights = self.router.route(jnp.zeros((self.router.units,)))
-            return float(weights[0])
+        return float(route_at_zero(self.router.route, self.router.units)[0])
 
     def effective_unit(self, w: jax.Array, x: jax.Array) -> jax.Array:
         """g0 * phi(w, x) for a flat w: the unit's contribution at leading order, (K,)."""
         out = self.unit(self.unravel(w), x)
         return self.zero_gate_weight() * jnp.reshape(out, (self.outputs,))
+
+
+def route_at_zero(route: Callable, units: int) -> np.ndarray:
+    """The gate weights route(0) of ``units`` units (E,), a constant even while tracing (jit/vmap of
+    structure_matrix): its jaxpr evaluated in numpy (``host_or_compiled``). Run eagerly, a softmax
+    compiled seven small programs (0.3 s of a mixture of experts' first call, at each of its sites)."""
+    zeros = np.zeros((units,), dtype=jnp.result_type(float))
+    with jax.ensure_compile_time_eval():
+        weights, _ = host_or_compiled(route, zeros)
+    return np.asarray(weights)
 
 
 def check_width(arch: Architecture, n: int) -> None:

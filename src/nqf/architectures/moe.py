@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from nqf.architectures.activations import activation_derivatives, get_activation
-from nqf.architectures.architecture import Architecture, ClosedTerm, Readout, Router
+from nqf.architectures.architecture import Architecture, ClosedTerm, Readout, Router, route_at_zero
 from nqf.core.errors import NqfError
 
 from .option_checks import one_of, positive_int
@@ -69,7 +69,7 @@ def moe(
     sigma = get_activation(activation)
     slope, _ = activation_derivatives(activation)
     route = jax.nn.softmax if routing == "softmax" else _top_k_softmax(k)
-    gate_at_zero = float(route(jnp.zeros((E,)))[0])  # 1/E (softmax) or 1/top_k (top-k, unit 0)
+    gate_at_zero = float(route_at_zero(route, E)[0])  # 1/E (softmax) or 1/top_k (top-k, unit 0)
 
     def unit(w, x):
         return w["a"] * sigma(jnp.dot(w["v"], x))
