@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from nqf.report.panels import GREY as _GREY
-from nqf.report.panels import deviation_axes, deviation_band, model_losses, steps_from_first_switch, switch_by_source
 from nqf.report.style import SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf_paper.figures import GREY as _GREY
+from nqf_paper.figures import deviation_axes, deviation_band, model_losses, steps_from_first_switch, switch_by_source
 
 # source of each switch-on series: (curve source, colour index, legend detail, marker)
 _SWITCH_SERIES = {

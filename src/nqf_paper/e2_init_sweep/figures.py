@@ -12,11 +12,11 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from nqf.optimizers import closed_optimizer
-from nqf.report.panels import BLACK as _BLACK
-from nqf.report.panels import GREY as _GREY
-from nqf.report.panels import labelled_errorbar
 from nqf.report.style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
 from nqf.theory.lotka_volterra.system import switch_slope_continuous
+from nqf_paper.figures import BLACK as _BLACK
+from nqf_paper.figures import GREY as _GREY
+from nqf_paper.figures import labelled_errorbar
 
 _MODELS = (
     ("network", "network", "tanh network", "o", True),

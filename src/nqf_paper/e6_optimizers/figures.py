@@ -13,9 +13,9 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from nqf.optimizers import closed_optimizer, optimizer_record
-from nqf.report.panels import BLACK as _BLACK
-from nqf.report.panels import labelled_errorbar
 from nqf.report.style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf_paper.figures import BLACK as _BLACK
+from nqf_paper.figures import labelled_errorbar
 
 from .config import escape_of
 
