@@ -501,3 +501,17 @@ def test_network_takes_one_input_or_a_batch(name):
     assert_allclose(batch, np.stack([np.asarray(network(arch, W, x)) for x in X]), rtol=1e-12, atol=1e-12)
     with pytest.raises(NqfError, match=r"network takes one input of shape .* or a batch \(N, "):
         network(arch, W, X[..., :1])
+
+
+@pytest.mark.parametrize("routing", [{"routing": "softmax"}, {"routing": "topk", "top_k": 2}])
+def test_gate_weights_at_zero_are_the_route_of_zero_logits_even_while_tracing(routing):
+    """g0 from the route's jaxpr in numpy (route_at_zero) against the route run by JAX, eagerly
+    and inside a jit trace (where structure_matrix asks for it): softmax 1/E, top-k 1/k on its units."""
+    from nqf.architectures.architecture import route_at_zero
+
+    arch = get_architecture("moe", experts=4, **routing)
+    expected = np.asarray(arch.router.route(jnp.zeros(4)))
+    assert_allclose(route_at_zero(arch.router.route, 4), expected, rtol=0, atol=1e-15)
+    assert arch.zero_gate_weight() == pytest.approx(0.25 if routing["routing"] == "softmax" else 0.5, abs=1e-15)
+    traced = jax.jit(lambda x: arch.zero_gate_weight() * x)(jnp.ones(()))
+    assert float(traced) == arch.zero_gate_weight()
