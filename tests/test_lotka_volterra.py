@@ -94,6 +94,11 @@ def test_single_modes_match_the_logistic_closed_form():
     assert np.isnan(got[3])
     # the dense output between grid points
     assert_allclose(sol.occupation(t_half[:3]).diagonal(), c[:3] / k[:3] / 2, rtol=1e-8)
+    # queries of any shape and size (padded to a bucket inside): a scalar, 17 times, a 2-D grid
+    for t in (np.float64(0.3 * t_final), np.linspace(0.0, t_final, 17), np.linspace(0.0, t_final, 12).reshape(3, 4)):
+        got = sol.log_occupation(t)
+        assert got.shape == np.shape(t) + (4,)
+        assert_allclose(np.exp(got), np.asarray(logistic_occupation(c, k, m0, LR, np.asarray(t)[..., None])), rtol=1e-8)
     # at the half-time the closed form is exactly half of m* = c/K
     assert_allclose(logistic_occupation(c[:3], k[:3], m0[:3], LR, t_half[:3]), c[:3] / k[:3] / 2, rtol=1e-12)
     # the diagonal closed-form path of solve_lv gives the same trajectory
