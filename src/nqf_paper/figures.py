@@ -8,14 +8,10 @@ import numpy as np
 from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
 
 from nqf.report.style import PALETTE, axis_label, curve, setup_axes
+from nqf_paper._common import as_array
 
 GREY = "#808080"
 BLACK = PALETTE.index("#000000")  # palette index of black, kept for limits and predictions
-
-
-def as_array(value) -> np.ndarray:
-    """A result's list back as floats."""
-    return np.asarray(value, dtype=np.float64)
 
 
 def positive(y) -> np.ndarray:

@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import tempfile
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from nqf.architectures.expansion_report import (
 from nqf.architectures.expansion_verdict import expansion_check
 from nqf.core.errors import TheoryDoesNotApply
 from nqf.core.precision import jax_option
+from nqf.core.programs import LruCache
 
 __all__ = [
     "APPLIES",
@@ -94,8 +94,7 @@ def label(arch: Architecture) -> str:
 # (``expansion_check``).
 GATE_SEED = 0
 _GATE_FORMAT = 3  # bump when expansion_check's verdicts change within one nqf version (3: not finite at w = 0)
-_GATE_CACHE_SIZE = 128
-_GATE_MEMORY: OrderedDict = OrderedDict()
+_GATE_MEMORY = LruCache(128)
 _VERDICT_DIR = "nqf-expansion"  # a subdirectory of the compilation cache (JAX keeps only *-cache files there)
 
 
@@ -169,22 +168,19 @@ def cached_expansion_check(arch: Architecture) -> ExpansionReport:
     """
     dtype = jnp.result_type(float)
     key = _gate_key(arch, dtype)
-    report = _GATE_MEMORY.get(key)
-    if report is not None:
-        _GATE_MEMORY.move_to_end(key)
+
+    def stored_or_checked() -> ExpansionReport:
+        path = _verdict_path(key)
+        report = None if path is None else _read_verdict(path)
+        if report is None:
+            # the key's data written out: jax.random.key(seed) would compile two programs to make it
+            key_data = jax.device_put(np.array([0, GATE_SEED], dtype=np.uint32))
+            report = expansion_check(arch, key=jax.random.wrap_key_data(key_data))
+            if path is not None:
+                _write_verdict(path, report)
         return report
-    path = _verdict_path(key)
-    report = None if path is None else _read_verdict(path)
-    if report is None:
-        # the key's data written out: jax.random.key(seed) would compile two programs to make it
-        key_data = jax.device_put(np.array([0, GATE_SEED], dtype=np.uint32))
-        report = expansion_check(arch, key=jax.random.wrap_key_data(key_data))
-        if path is not None:
-            _write_verdict(path, report)
-    _GATE_MEMORY[key] = report
-    while len(_GATE_MEMORY) > _GATE_CACHE_SIZE:
-        _GATE_MEMORY.popitem(last=False)
-    return report
+
+    return _GATE_MEMORY.get(key, stored_or_checked)
 
 
 def _clear_gate_cache() -> None:

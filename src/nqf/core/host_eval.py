@@ -49,7 +49,6 @@ declares, so numpy's promotion rules never widen a float32 computation.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +56,8 @@ from typing import Any
 import jax
 import numpy as np
 from jax.extend import core as jax_core
+
+from nqf.core.programs import LruCache
 
 # Above this many numbers produced by a jaxpr's equations (all equations, every call), or this
 # many multiply-adds in its products, the compiled program is cheaper than numpy's op-by-op run.
@@ -539,8 +540,7 @@ class Traced:
         return jax.tree.unflatten(self.out_tree, outs)
 
 
-_TRACE_CACHE_SIZE = 32
-_TRACES: OrderedDict = OrderedDict()
+_TRACES = LruCache(32)
 
 
 def traced(fn: Callable, *args) -> Traced:
@@ -548,18 +548,14 @@ def traced(fn: Callable, *args) -> Traced:
     leaves, tree = jax.tree.flatten(args)
     structs = [jax.ShapeDtypeStruct(np.shape(a), a.dtype if hasattr(a, "dtype") else np.result_type(a)) for a in leaves]
     key = (fn, tree, tuple((s.shape, s.dtype) for s in structs))
-    hit = _TRACES.get(key)
-    if hit is not None:
-        _TRACES.move_to_end(key)
-        return hit
-    closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*jax.tree.unflatten(tree, structs))
-    elements, flops = _work(closed.jaxpr)
-    refused = frozenset(_refusals(closed.jaxpr, [np.asarray(c) for c in closed.consts]))
-    result = Traced(closed, jax.tree.structure(shapes), elements, flops, refused)
-    _TRACES[key] = result
-    while len(_TRACES) > _TRACE_CACHE_SIZE:
-        _TRACES.popitem(last=False)
-    return result
+
+    def trace() -> Traced:
+        closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*jax.tree.unflatten(tree, structs))
+        elements, flops = _work(closed.jaxpr)
+        refused = frozenset(_refusals(closed.jaxpr, [np.asarray(c) for c in closed.consts]))
+        return Traced(closed, jax.tree.structure(shapes), elements, flops, refused)
+
+    return _TRACES.get(key, trace)
 
 
 def evaluate_on_host(fn: Callable, *args) -> Any:

@@ -1,5 +1,6 @@
-"""Fewer compiled programs: host arrays moved to the device without compiling, and lengths
-padded to a few bucket sizes so that a new horizon reuses a compiled program.
+"""Fewer compiled programs: host arrays moved to the device without compiling, lengths
+padded to a few bucket sizes so that a new horizon reuses a compiled program, and the
+in-process caches of compiled programs, traces and verdicts (:class:`LruCache`).
 
 In jax 0.10, ``jnp.asarray(numpy_array)`` stages a copy through a small compiled program, one
 per new shape and dtype (about 20-40 ms each on the CPU); a first prediction made eleven of
@@ -9,6 +10,10 @@ steps share one program.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import jax
 import numpy as np
@@ -30,3 +35,25 @@ def bucket_length(n: int, floor: int = 64, cap: int | None = None) -> int:
     at most ``cap`` (when n <= cap). The caller computes that many and keeps the first n."""
     size = 1 << max(int(n) - 1, floor - 1, 0).bit_length()
     return size if cap is None else min(size, max(int(cap), int(n)))
+
+
+class LruCache:
+    """``build()``'s value per key, the ``size`` most recently used kept: the process's caches of
+    compiled runs, closed-form programs, jaxpr traces and expansion verdicts."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.entries: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The value kept for ``key``, else ``build()`` kept (the least recently used beyond ``size`` dropped)."""
+        if key in self.entries:
+            self.entries.move_to_end(key)
+            return self.entries[key]
+        value = self.entries[key] = build()
+        while len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self.entries.clear()

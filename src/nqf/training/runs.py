@@ -45,7 +45,6 @@ compute different things never share a compiled run.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -70,7 +69,7 @@ from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
 from nqf.core.memory import BYTES, check_memory
 from nqf.core.precision import occupation_floor, resolve_dtype, underflow_remedy
-from nqf.core.programs import to_device
+from nqf.core.programs import LruCache, to_device
 from nqf.core.pytrees import register_fields
 from nqf.core.sampling import minibatch_indices, training_keys
 from nqf.theory.data_matrices.checks import checked_samples
@@ -224,8 +223,7 @@ def static_settings(config: TrainConfig) -> _Static:
     )
 
 
-_CACHE_SIZE = 32
-_COMPILED: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (jitted function, checkpoint steps, block names)
+_COMPILED = LruCache(32)  # key -> (jitted function, checkpoint steps, block names)
 TRACES = [0]
 
 
@@ -240,15 +238,8 @@ def _clear_compiled() -> None:
 
 
 def cached_program(key: tuple, build: Callable[[], tuple]) -> tuple:
-    """``build()`` for a key not seen before (least recently used entries beyond _CACHE_SIZE are dropped)."""
-    entry = _COMPILED.get(key)
-    if entry is None:
-        entry = _COMPILED[key] = build()
-        while len(_COMPILED) > _CACHE_SIZE:
-            _COMPILED.popitem(last=False)
-    else:
-        _COMPILED.move_to_end(key)
-    return entry
+    """``build()`` for a key not seen before (the 32 most recently used kept)."""
+    return _COMPILED.get(key, build)
 
 
 def check_train_memory(arch: Architecture, config: TrainConfig, samples: int, basis_columns: int, runs: int = 1):

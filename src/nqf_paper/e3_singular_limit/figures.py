@@ -14,8 +14,8 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from nqf.report.style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf_paper._common import as_array as _arr
 from nqf_paper.figures import BLACK as _BLACK
-from nqf_paper.figures import as_array as _arr
 from nqf_paper.figures import positive as _positive
 
 _S_LABEL = axis_label("rescaled time t / ln(1/m₀)", "steps")

@@ -14,8 +14,8 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from nqf.report.style import PALETTE, SavedFigure, axis_label, curve, new_figure, save_figure, setup_axes
+from nqf_paper._common import as_array as _arr
 from nqf_paper.figures import BLACK as _BLACK
-from nqf_paper.figures import as_array as _arr
 from nqf_paper.figures import positive as _positive
 
 _FIT_STYLE: dict[str, Any] = {"linestyle": (0, (1, 1.2)), "linewidth": 3.0, "alpha": 0.55}
