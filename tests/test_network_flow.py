@@ -590,3 +590,31 @@ def test_compare_says_why_another_optimizers_mean_field_has_no_number():
     assert any(
         note.startswith("momentum: network (mean field): the plateau after mode 2 has no loss") for note in c.notes
     )
+
+
+def test_predicts_network_is_point_flows_and_its_program_is_kept():
+    """``predict`` plans the particle flow once the modes are known (its program compiling while the
+    quadratic stages run, ``mean_field.plan_flow``) and runs it from the init at the end: the same
+    numbers as ``point_flow`` at the prediction's settings, to the bit; a second prediction of
+    another lr, sigma0 and seed (the same shapes) compiles no program for it."""
+    import jax
+
+    arch, X, Y, p = staircase_case(32, 1e-6, 0, steps=300)
+    assert not p.network.exact and p.network.particles == 64
+    flow = particle_flow_of(p, arch, X, Y, 32, 1e-6)
+    for name in ("switch_steps", "spread", "loss", "occupations", "plateau_losses", "plateau_spread"):
+        assert_allclose(getattr(p.network, name), getattr(flow, name), rtol=0, atol=0, err_msg=name)
+    compiled: list[str] = []
+
+    def count(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        other = predict(arch, X, Y, dataclasses.replace(p.config, lr=0.04, sigma0=1e-5, seed=3))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    assert not compiled, f"{len(compiled)} programs compiled"
+    assert np.isfinite(other.network.switch_steps[:2]).all()
+    assert not np.array_equal(other.network.switch_steps, p.network.switch_steps)

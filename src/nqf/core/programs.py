@@ -11,6 +11,7 @@ steps share one program.
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -57,3 +58,41 @@ class LruCache:
 
     def clear(self) -> None:
         self.entries.clear()
+
+
+_PROGRAMS = LruCache(16)
+_COMPILER: list[concurrent.futures.ThreadPoolExecutor] = []
+
+
+def background_compile(jitted, static: tuple, shapes: tuple) -> concurrent.futures.Future:
+    """The future of ``jitted`` compiled for its leading ``static`` arguments and the
+    ``shapes`` (jax.ShapeDtypeStruct) of the rest; call its result with the arrays alone.
+
+    Traced and lowered here, in the caller's thread (with the caller's JAX configuration),
+    compiled in one worker thread (XLA releases the GIL while it compiles), so the caller
+    goes on meanwhile: ``predict`` compiles the network's particle flow while its quadratic
+    stages run. Kept per (function, static arguments, shapes, dtypes, float width, backend),
+    the 16 most recently used: a second call with the same compiles nothing; a compile that
+    failed is tried again. (jit's own cache does not see these programs: the callers use the
+    compiled program they get here, always.)
+    """
+    key = (
+        jitted,
+        static,
+        tuple((s.shape, str(s.dtype)) for s in shapes),
+        # the float and integer widths the caller's configuration gives (jax.enable_x64 included)
+        str(jax.numpy.result_type(float)),
+        str(jax.numpy.result_type(int)),
+        jax.default_backend(),
+    )
+    kept = _PROGRAMS.entries.get(key)
+    if kept is not None and kept.done() and kept.exception() is not None:
+        del _PROGRAMS.entries[key]
+
+    def submit() -> concurrent.futures.Future:
+        lowered = jitted.lower(*static, *shapes)
+        if not _COMPILER:
+            _COMPILER.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nqf-compile"))
+        return _COMPILER[0].submit(lowered.compile)
+
+    return _PROGRAMS.get(key, submit)

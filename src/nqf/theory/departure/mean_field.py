@@ -66,6 +66,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -74,7 +75,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, network_batch
 from nqf.core.measure import measured_plateau_losses, occupation_group_steps, switch_steps
 from nqf.core.memory import available_bytes, size_text
-from nqf.core.programs import bucket_length, to_device
+from nqf.core.programs import background_compile, bucket_length, to_device
 from nqf.optimizers import OPTIMIZER_RECORDS, closed_optimizer, optimizer_record
 from nqf.theory.data_matrices.samples import per_sample_loss
 from nqf.theory.departure.path import network_unit
@@ -132,7 +133,9 @@ class NetworkFlow:
     plateau_spread (g,): half the sets' difference of their own plateau readings (each set's
     loss at its own steps; NaN where a set has none). A plateau whose spread exceeds SPREAD_LIMIT
     of it gets no number, as a step does;
-    particles: per set; seconds: wall time (not in :meth:`to_json`, whose output is reproducible).
+    particles: per set; seconds: the wall time it took in the caller's thread (planning, waiting for
+    its program, the run; not the quadratic stages ``predict`` ran while its program compiled;
+    not in :meth:`to_json`, whose output is reproducible).
 
     ``ensemble``: units coupled by a router, so the sets are ``sets`` networks of ``particles``
     = n units each sharing the init's M0 (module docstring): switch_steps their median, spread
@@ -436,16 +439,37 @@ def point_flow(
     loss, network_budget), the record steps (R,), the growing modes' basis (d, g) and
     thresholds (g,), so that ``nqf.predict_grid`` runs it per point with one compiled program.
     ``budget``: seconds the estimate (:func:`flow_seconds`) may take, default the config's
-    ``network_budget`` (None: no limit)."""
+    ``network_budget`` (None: no limit). :func:`plan_flow` then :meth:`FlowPlan.run`."""
+    basis = np.asarray(basis)
+    plan, why = plan_flow(arch, X, Y, np.shape(W0)[1], config, record, basis.shape[1], particles, budget)
+    return (None, why) if plan is None else (plan.run(W0, basis, thresholds), None)
+
+
+def plan_flow(
+    arch: Architecture,
+    X,
+    Y,
+    width: int,
+    config,
+    record,
+    growing: int,
+    particles: int | None = None,
+    budget: float | None = None,
+) -> tuple[FlowPlan | None, str | None]:
+    """(the particle flow of ``width`` units on (X, Y) under ``config``, its program compiling in
+    the background, None) or (None, why it is not computed): the checks of :func:`point_flow`
+    (the optimizer, a router under ``mean_field``, the particles, the time budget, the memory)
+    before anything is compiled. Only shapes are needed: the record steps (R,) and the number of
+    growing modes; the init and the basis come with :meth:`FlowPlan.run`. ``predict`` plans it
+    once the modes are known, so that the program compiles while the quadratic stages run."""
+    start = time.perf_counter()
     why = not_applicable(arch, config.optimizer)
     if why is not None:
         return None, why
     N = int(X.shape[0])
-    W0 = np.asarray(W0, dtype=np.float64)
-    width = W0.shape[1]
     # the init's distribution N(0, M0 / n) occupies rank(M0) <= min(n, d) directions: the particles
     # are whitened there, so their count is set by that bound, not by d (attention: d = 112, n = 8);
-    # the root itself (an eigh of M0) is taken once the budget and memory checks have passed
+    # the root itself (an eigh of M0) is taken by run()
     directions = min(width, arch.dim)
     particles = max(PARTICLES, 2 * directions) if particles is None else int(particles)
     method = config.network_method
@@ -463,8 +487,28 @@ def point_flow(
             return None, f"{particles} particles do not exceed the {directions} directions the init may occupy"
         sets, per_set = SETS, particles
         what = f"{SETS} x {particles} particles"
+    record = np.asarray(record, dtype=np.int64)
+    horizon = int(record[-1])
+    dtype = jnp.result_type(float)
+    # the record padded to a power of two (with -1, no step): fewer programs to compile
+    padded = np.full(bucket_length(record.size, floor=64), -1, dtype=np.int32)
+    padded[: record.size] = record
+    # host data transferred as it is (to_device): jnp.asarray of a Python float compiled a
+    # conversion, and of the record a copy, on the first call
+    inputs = (to_device(np.asarray(X), dtype=dtype), to_device(np.asarray(Y), dtype=dtype))
+    optimizer = closed_optimizer(config.optimizer)
+    shapes = (
+        jax.ShapeDtypeStruct((sets, arch.dim, per_set), dtype),
+        *(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs),
+        jax.ShapeDtypeStruct((), dtype),
+        jax.ShapeDtypeStruct((), dtype),
+        jax.ShapeDtypeStruct((arch.dim, int(growing)), dtype),
+        jax.ShapeDtypeStruct(padded.shape, padded.dtype),
+    )
+    # compiling from here, while the estimate's own lowering runs: a flow refused below leaves a
+    # program compiled for nothing (half a second of a core), nothing allocated for the run
+    program = background_compile(_particle_sets, (arch, config.loss, optimizer, width), shapes)
     budget = config.network_budget if budget is None else budget
-    horizon = int(np.asarray(record)[-1])
     if (
         budget is not None
         and (estimate := flow_seconds(arch, X, horizon, sets * per_set, sets if ensemble else 0)) > budget
@@ -476,51 +520,82 @@ def point_flow(
     needed = flow_bytes(arch, N, sets * per_set)
     if needed > available_bytes() / 2:
         return None, f"it would hold about {size_text(needed)} for {N} samples (more than half the memory available)"
-    start = time.perf_counter()
-    dtype = jnp.result_type(float)
-    record = np.asarray(record, dtype=np.int64)
-    if ensemble:
-        draws = to_device(np.asarray(rotated_inits(W0, sets)), dtype=dtype)  # (K, d, n)
-    else:
-        root = support_root(W0 @ W0.T / width)  # (d, r), r = rank(M0) <= min(n, d) < particles
-        draws = to_device(root @ whitened_draws(root.shape[1], particles), dtype=dtype)  # (SETS, d, S)
-    optimizer = closed_optimizer(config.optimizer)
-    beta = optimizer.beta_of(config.beta)
-    # the record padded to a power of two (with -1, no step): fewer programs to compile
-    padded = np.full(bucket_length(record.size, floor=64), -1, dtype=np.int32)
-    padded[: record.size] = record
-    occ, loss = _particle_sets(
-        arch,
-        config.loss,
-        optimizer,
-        width,
-        draws,
-        # host data transferred as it is (to_device): jnp.asarray of a Python float compiled a
-        # conversion, and of the record a copy, on the first call
-        to_device(np.asarray(X), dtype=dtype),
-        to_device(np.asarray(Y), dtype=dtype),
-        to_device(config.lr, dtype=dtype),
-        to_device(beta, dtype=dtype),
-        to_device(np.asarray(basis), dtype=dtype),
-        to_device(padded),
-    )
-    occ = np.asarray(occ)[:, : record.size].astype(np.float64)  # (sets, R, g)
-    loss = np.asarray(loss)[:, : record.size].astype(np.float64)
-    thresholds = np.asarray(thresholds, dtype=np.float64)
-    found = switch_steps(record, occ, thresholds)  # (sets, g)
-    label = flow_label(arch, method)
-    steps, spread, notes = (_ensemble_steps if ensemble else _particle_steps)(found)
-    curve = loss.mean(axis=0)
-    if not np.isfinite(curve).all():
-        notes.append(f"network ({label}): the loss left the finite numbers (the learning rate is too large for it)")
-    # each set's (network's) own plateau readings, at its own steps, for the plateaus' spread
-    horizon_step = float(record[-1])
-    set_plateaus = np.stack([measured_plateau_losses(record, loss[k], found[k], horizon_step) for k in range(sets)])
-    plateau, plateau_spread = _plateau_readings(
-        measured_plateau_losses(record, curve, steps, horizon_step), set_plateaus, ensemble, label, notes
-    )
     return (
-        NetworkFlow(
+        FlowPlan(
+            arch=arch,
+            config=config,
+            optimizer=optimizer,
+            inputs=inputs,
+            record=record,
+            padded=to_device(padded),
+            width=width,
+            sets=sets,
+            per_set=per_set,
+            ensemble=ensemble,
+            program=program,
+            seconds=time.perf_counter() - start,
+        ),
+        None,
+    )
+
+
+@dataclass(frozen=True)
+class FlowPlan:
+    """A particle flow checked and its program compiling (:func:`plan_flow`); :meth:`run` runs it
+    from an init. ``program``: the future of the compiled ``_particle_sets``
+    (``nqf.core.programs.background_compile``); ``seconds``: the planning's own wall time."""
+
+    arch: Architecture
+    config: Any
+    optimizer: Any
+    inputs: tuple
+    record: np.ndarray
+    padded: jax.Array
+    width: int
+    sets: int
+    per_set: int
+    ensemble: bool
+    program: Any
+    seconds: float
+
+    def run(self, W0, basis, thresholds) -> NetworkFlow:
+        """The NetworkFlow from the init W0 (d, n), the growing modes' basis (d, g) and their
+        thresholds (g,). Its ``seconds``: the planning's and this call's wall time (waiting for the
+        program included; the quadratic stages that ran meanwhile are not)."""
+        start = time.perf_counter()
+        config, record, sets = self.config, self.record, self.sets
+        dtype = self.inputs[0].dtype
+        W0 = np.asarray(W0, dtype=np.float64)
+        if self.ensemble:
+            draws = rotated_inits(W0, sets)  # (K, d, n)
+        else:
+            root = support_root(W0 @ W0.T / self.width)  # (d, r), r = rank(M0) <= min(n, d) < particles
+            draws = root @ whitened_draws(root.shape[1], self.per_set)  # (SETS, d, S)
+        beta = self.optimizer.beta_of(config.beta)
+        occ, loss = self.program.result()(
+            to_device(np.asarray(draws), dtype=dtype),
+            *self.inputs,
+            to_device(config.lr, dtype=dtype),
+            to_device(beta, dtype=dtype),
+            to_device(np.asarray(basis), dtype=dtype),
+            self.padded,
+        )
+        occ = np.asarray(occ)[:, : record.size].astype(np.float64)  # (sets, R, g)
+        loss = np.asarray(loss)[:, : record.size].astype(np.float64)
+        thresholds = np.asarray(thresholds, dtype=np.float64)
+        found = switch_steps(record, occ, thresholds)  # (sets, g)
+        label = flow_label(self.arch, config.network_method)
+        steps, spread, notes = (_ensemble_steps if self.ensemble else _particle_steps)(found)
+        curve = loss.mean(axis=0)
+        if not np.isfinite(curve).all():
+            notes.append(f"network ({label}): the loss left the finite numbers (the learning rate is too large for it)")
+        # each set's (network's) own plateau readings, at its own steps, for the plateaus' spread
+        horizon_step = float(record[-1])
+        set_plateaus = np.stack([measured_plateau_losses(record, loss[k], found[k], horizon_step) for k in range(sets)])
+        plateau, plateau_spread = _plateau_readings(
+            measured_plateau_losses(record, curve, steps, horizon_step), set_plateaus, self.ensemble, label, notes
+        )
+        return NetworkFlow(
             steps=record,
             loss=curve,
             occupations=occ.mean(axis=0),
@@ -528,14 +603,12 @@ def point_flow(
             spread=spread,
             plateau_losses=plateau,
             plateau_spread=plateau_spread,
-            particles=per_set,
-            seconds=time.perf_counter() - start,
+            particles=self.per_set,
+            seconds=self.seconds + time.perf_counter() - start,
             notes=tuple(notes),
             sets=sets,
-            ensemble=ensemble,
-        ),
-        None,
-    )
+            ensemble=self.ensemble,
+        )
 
 
 def _particle_steps(per_set: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:

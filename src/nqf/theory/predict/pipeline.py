@@ -145,13 +145,15 @@ def predict(
     flow_data = data.on_host() if engine == "numpy" and isinstance(data, MomentDataMatrices) else data
     notes: list[str] = []
     stage.inapplicable_note(arch, expansion, notes)
-    W0, given_W0 = initial_weights(arch, config, W0, dtype)
     modes = stage.modes_of(flow_data, arch, expansion)
     g = modes.num_growing
+    record = record_steps(config.steps)
+    # the network's particle flow compiles in the background from here (its shapes are known)
+    network = start_network(arch, X, Y, config, expansion, record, g) if config.network else None
+    W0, given_W0 = initial_weights(arch, config, W0, dtype)
     log_m0, never = stage.initial_occupations(modes, W0, dtype, config, given_W0, notes)
     system = stage.lv_system(modes, flow_data, W0, log_m0, config, notes)
     stable = stage.stability(flow_data, modes, system.m_star, config)
-    record = record_steps(config.steps)
     flow = stage.mflow(flow_data, config, modes, W0, dtype, record, system.thresholds, stable, notes)
     lv_occ, lv_switch, continuous, lv_stats = stage.lv_map(system, config, record, never, g, engine)
     mflow_switch, resolution = stage.mflow_switches(
@@ -195,7 +197,7 @@ def predict(
         engine_reason=engine_reason,
     )
     if config.network:
-        prediction = with_network(prediction, arch, X, Y, W0)
+        prediction = with_network(prediction, arch, W0, network)
     return with_departure(prediction, arch, X, Y, W0, data) if config.departure else prediction
 
 
@@ -217,20 +219,37 @@ def _warn_float32_once() -> None:
         warnings.warn(FLOAT32_WARNING, PrecisionWarning, stacklevel=3)
 
 
-def with_network(prediction: Prediction, arch: Architecture, X, Y, W0) -> Prediction:
+def start_network(arch: Architecture, X, Y, config: PredictConfig, expansion, record, growing: int):
+    """The network's own prediction as far as it goes before the init: a FlowPlan (its particle
+    flow checked and its program compiling in the background, ``mean_field.plan_flow``), the
+    string "exact" for an exactly quadratic unit (the M-flow's readings, nothing to compute), or
+    the reason it is not computed. Samples X, Y (N, ...) as given to :func:`predict`; ``record``
+    the record steps (R,); ``growing`` the number of growing modes."""
+    from nqf.theory.data_matrices.build import checked_samples
+    from nqf.theory.departure.mean_field import is_exact, plan_flow
+
+    if is_exact(arch, expansion):
+        return "exact"
+    if X is None or Y is None:
+        return "it needs the samples X, Y (only data matrices were given)"
+    Xc, targets, _ = checked_samples(arch, X, Y, config.loss, jnp.result_type(float))
+    plan, why = plan_flow(arch, Xc, targets, config.width, config, record, growing)
+    return why if plan is None else plan
+
+
+def with_network(prediction: Prediction, arch: Architecture, W0, network) -> Prediction:
     """``prediction`` with the network's own prediction, the mean-field flow of its units
     (``nqf.theory.departure.mean_field``; the M-flow's for an exactly quadratic unit), or a note
-    saying why it is not computed."""
-    from nqf.theory.data_matrices.build import checked_samples
-    from nqf.theory.departure.mean_field import is_exact, network_flow, not_computed_note
+    saying why it is not computed; ``network``: what :func:`start_network` returned."""
+    from nqf.theory.departure.mean_field import network_flow, not_computed_note
 
-    why: str | None = "it needs the samples X, Y (only data matrices were given)"
-    found = None
-    if X is not None and Y is not None:
-        Xc, targets, _ = checked_samples(arch, X, Y, prediction.config.loss, jnp.result_type(float))
-        found, why = network_flow(arch, Xc, targets, prediction, W0)
-    elif is_exact(arch, prediction.expansion):  # the M-flow's own readings: no samples needed
+    if network == "exact":
         found, why = network_flow(arch, None, None, prediction, W0)
+    elif isinstance(network, str):
+        found, why = None, network
+    else:
+        basis = np.asarray(prediction.modes.full_basis)[:, : prediction.num_growing]
+        found, why = network.run(W0, basis, prediction.thresholds), None
     if found is None:
         note = not_computed_note(arch, why, prediction.config.network_method)
         return replace(prediction, notes=prediction.notes + (note,))
