@@ -489,6 +489,18 @@ def plan_flow(
         what = f"{SETS} x {particles} particles"
     record = np.asarray(record, dtype=np.int64)
     horizon = int(record[-1])
+    budget = config.network_budget if budget is None else budget
+    if (
+        budget is not None
+        and (estimate := flow_seconds(arch, X, horizon, sets * per_set, sets if ensemble else 0)) > budget
+    ):
+        return None, (
+            f"it would take about {estimate:.2g} s ({what} x {N} samples x {horizon} "
+            f"steps), above network_budget = {budget:g} s (raise it, or None for no limit)"
+        )
+    needed = flow_bytes(arch, N, sets * per_set)
+    if needed > available_bytes() / 2:
+        return None, f"it would hold about {size_text(needed)} for {N} samples (more than half the memory available)"
     dtype = jnp.result_type(float)
     # the record padded to a power of two (with -1, no step): fewer programs to compile
     padded = np.full(bucket_length(record.size, floor=64), -1, dtype=np.int32)
@@ -505,21 +517,7 @@ def plan_flow(
         jax.ShapeDtypeStruct((arch.dim, int(growing)), dtype),
         jax.ShapeDtypeStruct(padded.shape, padded.dtype),
     )
-    # compiling from here, while the estimate's own lowering runs: a flow refused below leaves a
-    # program compiled for nothing (half a second of a core), nothing allocated for the run
     program = background_compile(_particle_sets, (arch, config.loss, optimizer, width), shapes)
-    budget = config.network_budget if budget is None else budget
-    if (
-        budget is not None
-        and (estimate := flow_seconds(arch, X, horizon, sets * per_set, sets if ensemble else 0)) > budget
-    ):
-        return None, (
-            f"it would take about {estimate:.2g} s ({what} x {N} samples x {horizon} "
-            f"steps), above network_budget = {budget:g} s (raise it, or None for no limit)"
-        )
-    needed = flow_bytes(arch, N, sets * per_set)
-    if needed > available_bytes() / 2:
-        return None, f"it would hold about {size_text(needed)} for {N} samples (more than half the memory available)"
     return (
         FlowPlan(
             arch=arch,
