@@ -92,3 +92,15 @@ def test_program_cache_is_bounded():
     for n in range(1, 20):
         background_compile(_scaled_power, (1,), _shapes(np.zeros(n), np.float64(1.0))).result()
     assert len(programs._PROGRAMS.entries) <= programs._PROGRAMS.size == 16
+
+
+def test_background_compile_under_disable_jit_runs_the_function_eagerly():
+    """jax.disable_jit() (a user debugging their unit) gets the function itself, as jit gives it there:
+    the same numbers, nothing compiled or kept."""
+    x, scale = np.linspace(-1.0, 1.0, 5), np.float64(0.3)
+    kept = len(programs._PROGRAMS.entries)
+    with jax.disable_jit():
+        eager = background_compile(_scaled_power, (3,), _shapes(x, scale)).result()
+        assert_allclose = np.testing.assert_allclose
+        assert_allclose(np.asarray(eager(x, scale)), scale * x**3 + 0.5, rtol=1e-15)
+    assert len(programs._PROGRAMS.entries) == kept

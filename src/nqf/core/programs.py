@@ -12,6 +12,7 @@ steps share one program.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -74,8 +75,13 @@ def background_compile(jitted, static: tuple, shapes: tuple) -> concurrent.futur
     stages run. Kept per (function, static arguments, shapes, dtypes, float width, backend),
     the 16 most recently used: a second call with the same compiles nothing; a compile that
     failed is tried again. (jit's own cache does not see these programs: the callers use the
-    compiled program they get here, always.)
+    compiled program they get here, always.) Under ``jax.disable_jit()`` the future holds the
+    function itself, run eagerly, as jit runs it there.
     """
+    if jax.config.jax_disable_jit:  # type: ignore[attr-defined]  # jax.disable_jit(): the function, run eagerly
+        eager: concurrent.futures.Future = concurrent.futures.Future()
+        eager.set_result(functools.partial(jitted, *static))
+        return eager
     key = (
         jitted,
         static,
