@@ -72,9 +72,9 @@ def background_compile(jitted, static: tuple, shapes: tuple) -> concurrent.futur
     Traced and lowered here, in the caller's thread (with the caller's JAX configuration),
     compiled in one worker thread (XLA releases the GIL while it compiles), so the caller
     goes on meanwhile: ``predict`` compiles the network's particle flow while its quadratic
-    stages run. Kept per (function, static arguments, shapes, dtypes, float width, backend, default device),
-    the 16 most recently used: a second call with the same compiles nothing; a compile that
-    failed is tried again. (jit's own cache does not see these programs: the callers use the
+    stages run. Kept per (function, static arguments, shapes, dtypes, float width, backend,
+    default device), the 16 most recently used: a second call with the same compiles nothing;
+    a compile that failed is tried again. (jit's own cache does not see these programs: the callers use the
     compiled program they get here, always.) Under ``jax.disable_jit()`` the future holds the
     function itself, run eagerly, as jit runs it there.
     """
