@@ -556,10 +556,11 @@ class FlowPlan:
     program: Any
     seconds: float
 
-    def run(self, W0, basis, thresholds) -> NetworkFlow:
+    def run(self, W0, basis, thresholds, lr: float | None = None) -> NetworkFlow:
         """The NetworkFlow from the init W0 (d, n), the growing modes' basis (d, g) and their
-        thresholds (g,). Its ``seconds``: the planning's and this call's wall time (waiting for the
-        program included; the quadratic stages that ran meanwhile are not)."""
+        thresholds (g,), at the learning rate ``lr`` (default the plan's config's: a grid runs
+        one plan at each of its rates). Its ``seconds``: the planning's and this call's wall time
+        (waiting for the program included; the quadratic stages that ran meanwhile are not)."""
         start = time.perf_counter()
         config, record, sets = self.config, self.record, self.sets
         dtype = self.inputs[0].dtype
@@ -573,7 +574,7 @@ class FlowPlan:
         occ, loss = self.program.result()(
             to_device(np.asarray(draws), dtype=dtype),
             *self.inputs,
-            to_device(config.lr, dtype=dtype),
+            to_device(config.lr if lr is None else float(lr), dtype=dtype),
             to_device(beta, dtype=dtype),
             to_device(np.asarray(basis), dtype=dtype),
             self.padded,

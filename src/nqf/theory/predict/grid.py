@@ -545,6 +545,8 @@ def predict_grid(
     stage.inapplicable_note(arch, expansion, notes)
     modes = stage.modes_of(host, arch, expansion)
     g = modes.num_growing
+    # the network's particle flow compiles in the background from here, as in predict
+    network = stage.network_plan(arch, X, Y, config, expansion, record, g) if config.network else None
 
     # the draws: one per seed (sigma0 = 1 gives Z itself), scaled as initial_weights scales
     normals = {
@@ -632,7 +634,7 @@ def predict_grid(
         notes.append(f"{_GRID_NOTE}the power-law fit was not possible at {failed} of {P} points (their notes say why)")
     basis = modes.full_basis[:, :g]
     networks = _network_flows(
-        arch, X, Y, config, expansion, lr_axis, inits, record, basis, system.thresholds, flow_loss, mflow_switch
+        network, arch, config, lr_axis, inits, record, basis, system.thresholds, flow_loss, mflow_switch
     )
     net_steps, net_plateaus = np.full((P, g), np.nan), np.full((P, g), np.nan)
     net_loss = np.full((P, record.size), np.nan)
@@ -686,34 +688,24 @@ def predict_grid(
 
 
 def _network_flows(
-    arch, X, Y, config: PredictConfig, expansion, lr_axis, inits, record, basis, thresholds, flow_loss, mflow_switch
+    network, arch, config: PredictConfig, lr_axis, inits, record, basis, thresholds, flow_loss, mflow_switch
 ) -> tuple:
     """The network's mean-field flow at every point, lr-major as the grid (``nqf.predict``'s own,
-    ``nqf.theory.departure.mean_field.network_flow``): a NetworkFlow, or the note of why none
-    (every point's the same); () when ``config.network`` is off. ``inits``: W0 per (sigma0, seed).
-    An exactly quadratic unit's is each point's M-flow (``flow_loss`` (P, R), ``mflow_switch`` (P, g))."""
-    if not config.network:
+    ``nqf.theory.departure.mean_field``): a NetworkFlow, or the note of why none (every point's
+    the same); () when ``config.network`` is off. ``network``: what ``stage.network_plan``
+    returned (one plan, run at every point); ``inits``: W0 per (sigma0, seed). An exactly
+    quadratic unit's is each point's M-flow (``flow_loss`` (P, R), ``mflow_switch`` (P, g))."""
+    if network is None:
         return ()
-    from nqf.theory.data_matrices.build import checked_samples
-    from nqf.theory.departure.mean_field import is_exact, not_computed_note, point_flow, quadratic_network
+    from nqf.theory.departure.mean_field import not_computed_note, quadratic_network
 
     P = lr_axis.size * len(inits)
-    if is_exact(arch, expansion):  # the network is its quadratic model; the grid keeps no occupations
+    if network == "exact":  # the network is its quadratic model; the grid keeps no occupations
         unkept = np.full((record.size, basis.shape[1]), np.nan)
         return tuple(quadratic_network(record, flow_loss[p], unkept, mflow_switch[p]) for p in range(P))
-    if X is None or Y is None:
-        why = "it needs the samples X, Y (only data matrices were given)"
-        return (not_computed_note(arch, why, config.network_method),) * P
-    Xc, targets, _ = checked_samples(arch, X, Y, config.loss, jnp.result_type(float))
-    out: list = []
-    for lr in lr_axis:
-        for W0 in inits:
-            # the budget is a prediction's, each point's as predict's (the same estimate at every point)
-            flow, reason = point_flow(arch, Xc, targets, W0, replace(config, lr=float(lr)), record, basis, thresholds)
-            if flow is None:
-                return (not_computed_note(arch, reason, config.network_method),) * P
-            out.append(flow)
-    return tuple(out)
+    if isinstance(network, str):
+        return (not_computed_note(arch, network, config.network_method),) * P
+    return tuple(network.run(W0, basis, thresholds, lr=float(lr)) for lr in lr_axis for W0 in inits)
 
 
 def _point_text(p: int, lrs, sigma0s, seeds) -> str:

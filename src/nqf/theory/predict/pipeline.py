@@ -149,7 +149,7 @@ def predict(
     g = modes.num_growing
     record = record_steps(config.steps)
     # the network's particle flow compiles in the background from here (its shapes are known)
-    network = start_network(arch, X, Y, config, expansion, record, g) if config.network else None
+    network = stage.network_plan(arch, X, Y, config, expansion, record, g) if config.network else None
     W0, given_W0 = initial_weights(arch, config, W0, dtype)
     log_m0, never = stage.initial_occupations(modes, W0, dtype, config, given_W0, notes)
     system = stage.lv_system(modes, flow_data, W0, log_m0, config, notes)
@@ -219,28 +219,10 @@ def _warn_float32_once() -> None:
         warnings.warn(FLOAT32_WARNING, PrecisionWarning, stacklevel=3)
 
 
-def start_network(arch: Architecture, X, Y, config: PredictConfig, expansion, record, growing: int):
-    """The network's own prediction as far as it goes before the init: a FlowPlan (its particle
-    flow checked and its program compiling in the background, ``mean_field.plan_flow``), the
-    string "exact" for an exactly quadratic unit (the M-flow's readings, nothing to compute), or
-    the reason it is not computed. Samples X, Y (N, ...) as given to :func:`predict`; ``record``
-    the record steps (R,); ``growing`` the number of growing modes."""
-    from nqf.theory.data_matrices.build import checked_samples
-    from nqf.theory.departure.mean_field import is_exact, plan_flow
-
-    if is_exact(arch, expansion):
-        return "exact"
-    if X is None or Y is None:
-        return "it needs the samples X, Y (only data matrices were given)"
-    Xc, targets, _ = checked_samples(arch, X, Y, config.loss, jnp.result_type(float))
-    plan, why = plan_flow(arch, Xc, targets, config.width, config, record, growing)
-    return why if plan is None else plan
-
-
 def with_network(prediction: Prediction, arch: Architecture, W0, network) -> Prediction:
     """``prediction`` with the network's own prediction, the mean-field flow of its units
     (``nqf.theory.departure.mean_field``; the M-flow's for an exactly quadratic unit), or a note
-    saying why it is not computed; ``network``: what :func:`start_network` returned."""
+    saying why it is not computed; ``network``: what ``stage.network_plan`` returned."""
     from nqf.theory.departure.mean_field import network_flow, not_computed_note
 
     if network == "exact":

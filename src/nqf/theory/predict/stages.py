@@ -195,6 +195,26 @@ def modes_of(data: AbstractDataMatrices, arch: Architecture, expansion: Expansio
     return modes
 
 
+def network_plan(arch: Architecture, X, Y, config: PredictConfig, expansion, record, growing: int):
+    """The network's own prediction as far as it goes before the init: a FlowPlan (its particle
+    flow checked and its program compiling in the background,
+    ``nqf.theory.departure.mean_field.plan_flow``), the string "exact" for an exactly quadratic
+    unit (the M-flow's readings, nothing to compute), or the reason it is not computed. Samples X, Y
+    (N, ...) as given to ``predict``; ``record`` the record steps (R,); ``growing`` the number of
+    growing modes. ``predict`` and ``predict_grid`` plan it once the modes are known, so that its
+    program compiles while their quadratic stages run."""
+    from nqf.theory.data_matrices.build import checked_samples
+    from nqf.theory.departure.mean_field import is_exact, plan_flow
+
+    if is_exact(arch, expansion):
+        return "exact"
+    if X is None or Y is None:
+        return "it needs the samples X, Y (only data matrices were given)"
+    Xc, targets, _ = checked_samples(arch, X, Y, config.loss, jnp.result_type(float))
+    plan, why = plan_flow(arch, Xc, targets, config.width, config, record, growing)
+    return why if plan is None else plan
+
+
 def initial_occupations(modes: ModeBasis, W0, dtype, config: PredictConfig, given_W0: bool, notes: list[str]):
     """(ln m_k(0) (m,), never (m,) bool: the modes with m_k(0) = 0 exactly) from W0 (d, n).
 
