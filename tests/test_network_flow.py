@@ -618,3 +618,24 @@ def test_predicts_network_is_point_flows_and_its_program_is_kept():
     assert not compiled, f"{len(compiled)} programs compiled"
     assert np.isfinite(other.network.switch_steps[:2]).all()
     assert not np.array_equal(other.network.switch_steps, p.network.switch_steps)
+
+
+def test_the_sets_run_in_pieces_as_one_program_would_run_them():
+    """On the CPU the particle sets run in pieces, one program per piece, side by side
+    (``mean_field.set_pieces``); the readings equal those of the sets run as one piece, the
+    program of both vmapped, to rounding."""
+    from nqf.theory.departure import mean_field
+
+    arch, X, Y, p = staircase_case(32, 1e-6, 0, steps=300)
+    assert mean_field.set_pieces(2)[0] == min(2, mean_field.host_cores())
+    pieces = particle_flow_of(p, arch, X, Y, 32, 1e-6)
+    original = mean_field.set_pieces
+    mean_field.set_pieces = lambda sets: (1, sets)
+    try:
+        whole = particle_flow_of(p, arch, X, Y, 32, 1e-6)
+    finally:
+        mean_field.set_pieces = original
+    assert_allclose(pieces.switch_steps, whole.switch_steps, rtol=0, atol=0)
+    assert_allclose(pieces.loss, whole.loss, rtol=1e-12, atol=0)
+    assert_allclose(pieces.occupations, whole.occupations, rtol=1e-12, atol=1e-300)
+    assert_allclose(pieces.plateau_losses, whole.plateau_losses, rtol=1e-12, atol=0)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import os
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import jax
@@ -103,3 +104,25 @@ def background_compile(jitted, static: tuple, shapes: tuple) -> concurrent.futur
         return _COMPILER[0].submit(lowered.compile)
 
     return _PROGRAMS.get(key, submit)
+
+
+def host_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+_CALLERS: list[concurrent.futures.ThreadPoolExecutor] = []
+
+
+def parallel_calls(calls: Sequence[Callable[[], Any]]) -> list[Any]:
+    """``[call() for call in calls]``, each in its own thread of a pool of :func:`host_cores`
+    threads (one call runs here): compiled programs release the GIL while they run, so on the CPU
+    independent programs of one core each run side by side."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    if not _CALLERS:
+        _CALLERS.append(concurrent.futures.ThreadPoolExecutor(host_cores(), thread_name_prefix="nqf-run"))
+    return [future.result() for future in [_CALLERS[0].submit(call) for call in calls]]
