@@ -627,7 +627,7 @@ def test_the_sets_run_in_pieces_as_one_program_would_run_them():
     from nqf.theory.departure import mean_field
 
     arch, X, Y, p = staircase_case(32, 1e-6, 0, steps=300)
-    assert mean_field.set_pieces(2)[0] == min(2, mean_field.host_cores())
+    assert mean_field.set_pieces(2)[0] == min(2, mean_field.usable_cores())
     pieces = particle_flow_of(p, arch, X, Y, 32, 1e-6)
     original = mean_field.set_pieces
     mean_field.set_pieces = lambda sets: (1, sets)

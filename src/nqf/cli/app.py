@@ -16,6 +16,8 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
+from nqf.core.memory import usable_cores
+
 _CACHE_HELP = (
     "structure, predict and compare keep their compiled programs on disk, so repeated runs skip "
     "compilation: in $NQF_CACHE_DIR, else $XDG_CACHE_HOME/nqf/jax, else ~/.cache/nqf/jax. "
@@ -135,14 +137,6 @@ def interrupted_line() -> str:
 # worker processes per core that --jobs may ask for: each worker is a Python process with its own
 # JAX (~0.3 GiB), so far more than the cores only adds memory and contention
 JOBS_PER_CORE = 4
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), else the machine's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # no affinity on this platform
-        return os.cpu_count() or 1
 
 
 def check_jobs(jobs: int) -> int:

@@ -38,6 +38,14 @@ def can_jump(d: int, blocks: int) -> bool:
     return D * (D + 1) // 2 <= MAX_KRYLOV_STATE
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
 def available_bytes() -> int:
     """Memory available now (psutil), else the physical memory (sysconf)."""
     try:

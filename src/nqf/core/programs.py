@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
+
+from nqf.core.memory import usable_cores
 
 
 def to_device(x, dtype=None) -> jax.Array:
@@ -63,7 +64,12 @@ class LruCache:
 
 
 _PROGRAMS = LruCache(16)
-_COMPILER: list[concurrent.futures.ThreadPoolExecutor] = []
+
+
+@functools.cache
+def _threads(workers: int, name: str) -> concurrent.futures.ThreadPoolExecutor:
+    """The process's pool of ``workers`` threads called ``name`` (made on first use)."""
+    return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=name)
 
 
 def background_compile(jitted, static: tuple, shapes: tuple) -> concurrent.futures.Future:
@@ -99,30 +105,17 @@ def background_compile(jitted, static: tuple, shapes: tuple) -> concurrent.futur
 
     def submit() -> concurrent.futures.Future:
         lowered = jitted.lower(*static, *shapes)
-        if not _COMPILER:
-            _COMPILER.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nqf-compile"))
-        return _COMPILER[0].submit(lowered.compile)
+        return _threads(1, "nqf-compile").submit(lowered.compile)
 
     return _PROGRAMS.get(key, submit)
 
 
-def host_cores() -> int:
-    """The CPU cores this process may run on (its affinity where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-_CALLERS: list[concurrent.futures.ThreadPoolExecutor] = []
-
-
 def parallel_calls(calls: Sequence[Callable[[], Any]]) -> list[Any]:
-    """``[call() for call in calls]``, each in its own thread of a pool of :func:`host_cores`
-    threads (one call runs here): compiled programs release the GIL while they run, so on the CPU
-    independent programs of one core each run side by side."""
+    """``[call() for call in calls]``, each in its own thread of a pool of as many threads as the
+    process has cores (``nqf.core.memory.usable_cores``; one call runs here): compiled programs
+    release the GIL while they run, so on the CPU independent programs of one core each run side
+    by side."""
     if len(calls) <= 1:
         return [call() for call in calls]
-    if not _CALLERS:
-        _CALLERS.append(concurrent.futures.ThreadPoolExecutor(host_cores(), thread_name_prefix="nqf-run"))
-    return [future.result() for future in [_CALLERS[0].submit(call) for call in calls]]
+    pool = _threads(usable_cores(), "nqf-run")
+    return [future.result() for future in [pool.submit(call) for call in calls]]

@@ -74,8 +74,8 @@ import numpy as np
 
 from nqf.architectures.architecture import Architecture, network_batch
 from nqf.core.measure import measured_plateau_losses, occupation_group_steps, switch_steps
-from nqf.core.memory import available_bytes, size_text
-from nqf.core.programs import background_compile, bucket_length, host_cores, parallel_calls, to_device
+from nqf.core.memory import available_bytes, size_text, usable_cores
+from nqf.core.programs import background_compile, bucket_length, parallel_calls, to_device
 from nqf.optimizers import OPTIMIZER_RECORDS, closed_optimizer, optimizer_record
 from nqf.theory.data_matrices.samples import per_sample_loss
 from nqf.theory.departure.path import network_unit
@@ -531,6 +531,7 @@ def plan_flow(
             sets=sets,
             per_set=per_set,
             pieces=pieces,
+            per_piece=per_piece,
             ensemble=ensemble,
             program=program,
             seconds=time.perf_counter() - start,
@@ -547,7 +548,7 @@ def set_pieces(sets: int) -> tuple[int, int]:
     the program of both sets (vmapped) 0.28-0.35 s and 1.9-3.2 s, using 1.5 cores; the program of
     one set run for each set in turn 0.23-0.26 s and 1.5-2.5 s; the two side by side 0.13 s and
     0.89-1.0 s. The numbers are the vmapped program's to rounding (1e-16)."""
-    pieces = 1 if jax.default_backend() != "cpu" else max(1, min(int(sets), host_cores()))
+    pieces = 1 if jax.default_backend() != "cpu" else max(1, min(int(sets), usable_cores()))
     per_piece = -(-int(sets) // pieces)
     return -(-int(sets) // per_piece), per_piece
 
@@ -574,6 +575,7 @@ class FlowPlan:
     sets: int
     per_set: int
     pieces: int
+    per_piece: int
     ensemble: bool
     program: Any
     seconds: float
@@ -603,9 +605,9 @@ class FlowPlan:
         )
         # the sets in `pieces` pieces of equal size (the last padded with copies of the last set),
         # each run by the one program in its own thread (set_pieces)
-        per_piece = -(-sets // self.pieces)
-        stacked = np.asarray(draws)[np.minimum(np.arange(self.pieces * per_piece), sets - 1)]
-        pieces = [to_device(stacked[i * per_piece : (i + 1) * per_piece], dtype=dtype) for i in range(self.pieces)]
+        size = self.per_piece
+        stacked = np.asarray(draws)[np.minimum(np.arange(self.pieces * size), sets - 1)]
+        pieces = [to_device(stacked[i * size : (i + 1) * size], dtype=dtype) for i in range(self.pieces)]
         runs = parallel_calls([partial(_run_piece, program, piece, shared) for piece in pieces])
         occ = np.concatenate([r[0] for r in runs])[:sets, : record.size].astype(np.float64)  # (sets, R, g)
         loss = np.concatenate([r[1] for r in runs])[:sets, : record.size].astype(np.float64)
