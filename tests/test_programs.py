@@ -121,3 +121,30 @@ def test_parallel_calls_keep_the_order_and_run_side_by_side():
         return value * value
 
     assert parallel_calls([partial(call, 2), partial(call, 5)]) == [4, 25]
+
+
+def test_background_calls_return_before_the_calls_end():
+    """The futures come back while the calls still run (each waits for an event set after
+    background_calls returned: run in place, it would time out and return False); under
+    jax.disable_jit() they run in the caller's thread, done on return, an exception kept in its
+    future."""
+    import threading
+
+    from nqf.core.programs import background_calls
+
+    released = threading.Event()
+    futures = background_calls([partial(released.wait, 30), partial(released.wait, 30)])
+    assert not any(future.done() for future in futures)
+    released.set()
+    assert [future.result(timeout=30) for future in futures] == [True, True]
+
+    caller = threading.get_ident()
+
+    def fails():
+        raise ValueError("kept")
+
+    with jax.disable_jit():
+        here, failed = background_calls([threading.get_ident, fails])
+    assert here.done() and here.result() == caller
+    with pytest.raises(ValueError, match="kept"):
+        failed.result()

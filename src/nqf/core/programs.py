@@ -110,12 +110,28 @@ def background_compile(jitted, static: tuple, shapes: tuple) -> concurrent.futur
     return _PROGRAMS.get(key, submit)
 
 
+def background_calls(calls: Sequence[Callable[[], Any]]) -> list[concurrent.futures.Future]:
+    """The futures of ``calls``, each submitted to the process's pool of as many threads as it has
+    cores (``nqf.core.memory.usable_cores``): compiled programs release the GIL while they run, so
+    on the CPU independent programs of one core each run side by side, and beside the caller.
+    Under ``jax.disable_jit()`` (a setting of the caller's thread, as ``jax.enable_x64(...)`` is)
+    the calls run here, in turn, and the futures come back done."""
+    if jax.config.jax_disable_jit:  # type: ignore[attr-defined]
+        done = []
+        for call in calls:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            try:
+                future.set_result(call())
+            except Exception as error:  # kept in the future, raised by its result()
+                future.set_exception(error)
+            done.append(future)
+        return done
+    pool = _threads(usable_cores(), "nqf-run")
+    return [pool.submit(call) for call in calls]
+
+
 def parallel_calls(calls: Sequence[Callable[[], Any]]) -> list[Any]:
-    """``[call() for call in calls]``, each in its own thread of a pool of as many threads as the
-    process has cores (``nqf.core.memory.usable_cores``; one call runs here): compiled programs
-    release the GIL while they run, so on the CPU independent programs of one core each run side
-    by side."""
+    """``[call() for call in calls]``, side by side (:func:`background_calls`; one call runs here)."""
     if len(calls) <= 1:
         return [call() for call in calls]
-    pool = _threads(usable_cores(), "nqf-run")
-    return [future.result() for future in [pool.submit(call) for call in calls]]
+    return [future.result() for future in background_calls(calls)]

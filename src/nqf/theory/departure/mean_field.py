@@ -75,7 +75,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, network_batch
 from nqf.core.measure import measured_plateau_losses, occupation_group_steps, switch_steps
 from nqf.core.memory import available_bytes, size_text, usable_cores
-from nqf.core.programs import background_compile, bucket_length, parallel_calls, to_device
+from nqf.core.programs import background_calls, background_compile, bucket_length, to_device
 from nqf.optimizers import OPTIMIZER_RECORDS, closed_optimizer, optimizer_record
 from nqf.theory.data_matrices.samples import per_sample_loss
 from nqf.theory.departure.path import network_unit
@@ -543,7 +543,7 @@ def plan_flow(
 def set_pieces(sets: int) -> tuple[int, int]:
     """(pieces, sets per piece): how the K particle sets (networks) are run. On the CPU in as many
     pieces as there are cores (at most K), one program per piece, run side by side in threads
-    (``nqf.core.programs.parallel_calls``); elsewhere in one. Measured on the 2-core Intel Xeon
+    (``nqf.core.programs.background_calls``); elsewhere in one. Measured on the 2-core Intel Xeon
     (2 sets, 1000 steps of the staircase's 2 x 64 particles; 1500 of breast cancer's 2 x 128):
     the program of both sets (vmapped) 0.28-0.35 s and 1.9-3.2 s, using 1.5 cores; the program of
     one set run for each set in turn 0.23-0.26 s and 1.5-2.5 s; the two side by side 0.13 s and
@@ -554,15 +554,16 @@ def set_pieces(sets: int) -> tuple[int, int]:
 
 
 def _run_piece(program, piece, shared) -> tuple[np.ndarray, np.ndarray]:
-    """One piece's (occupations, loss) as host arrays (the run finished in this thread)."""
-    occ, loss = program(piece, *shared)
+    """One piece's (occupations, loss) as host arrays, run in this thread once ``program`` (the
+    future of the compiled flow) holds it."""
+    occ, loss = program.result()(piece, *shared)
     return np.asarray(occ), np.asarray(loss)
 
 
 @dataclass(frozen=True)
 class FlowPlan:
-    """A particle flow checked and its program compiling (:func:`plan_flow`); :meth:`run` runs it
-    from an init. ``program``: the future of the compiled ``_particle_sets``
+    """A particle flow checked and its program compiling (:func:`plan_flow`); :meth:`start` starts
+    it from an init, :meth:`run` runs it. ``program``: the future of the compiled ``_particle_sets``
     (``nqf.core.programs.background_compile``); ``seconds``: the planning's own wall time."""
 
     arch: Architecture
@@ -580,13 +581,14 @@ class FlowPlan:
     program: Any
     seconds: float
 
-    def run(self, W0, basis, thresholds, lr: float | None = None) -> NetworkFlow:
-        """The NetworkFlow from the init W0 (d, n), the growing modes' basis (d, g) and their
-        thresholds (g,), at the learning rate ``lr`` (default the plan's config's: a grid runs
-        one plan at each of its rates). Its ``seconds``: the planning's and this call's wall time
-        (waiting for the program included; the quadratic stages that ran meanwhile are not)."""
-        start = time.perf_counter()
-        config, record, sets = self.config, self.record, self.sets
+    def start(self, W0, basis, lr: float | None = None) -> FlowRun:
+        """The flow from the init W0 (d, n) with the growing modes' basis (d, g), at the learning
+        rate ``lr`` (default the plan's config's: a grid runs one plan at each of its rates),
+        started in the background: its pieces (:func:`set_pieces`) each in a thread, from the
+        moment the program is compiled, while the caller goes on (``predict`` runs its M-flow and
+        Lotka-Volterra stages meanwhile); :meth:`FlowRun.finish` reads it."""
+        begin = time.perf_counter()
+        config, sets = self.config, self.sets
         dtype = self.inputs[0].dtype
         W0 = np.asarray(W0, dtype=np.float64)
         if self.ensemble:
@@ -595,7 +597,6 @@ class FlowPlan:
             root = support_root(W0 @ W0.T / self.width)  # (d, r), r = rank(M0) <= min(n, d) < particles
             draws = root @ whitened_draws(root.shape[1], self.per_set)  # (SETS, d, S)
         beta = self.optimizer.beta_of(config.beta)
-        program = self.program.result()
         shared = (
             *self.inputs,
             to_device(config.lr if lr is None else float(lr), dtype=dtype),
@@ -608,13 +609,38 @@ class FlowPlan:
         size = self.per_piece
         stacked = np.asarray(draws)[np.minimum(np.arange(self.pieces * size), sets - 1)]
         pieces = [to_device(stacked[i * size : (i + 1) * size], dtype=dtype) for i in range(self.pieces)]
-        runs = parallel_calls([partial(_run_piece, program, piece, shared) for piece in pieces])
+        runs = background_calls([partial(_run_piece, self.program, piece, shared) for piece in pieces])
+        return FlowRun(plan=self, runs=tuple(runs), seconds=self.seconds + time.perf_counter() - begin)
+
+    def run(self, W0, basis, thresholds, lr: float | None = None) -> NetworkFlow:
+        """The NetworkFlow from the init W0 (d, n), the growing modes' basis (d, g) and their
+        thresholds (g,), at the learning rate ``lr``: :meth:`start`, then :meth:`FlowRun.finish`."""
+        return self.start(W0, basis, lr).finish(thresholds)
+
+
+@dataclass(frozen=True)
+class FlowRun:
+    """A particle flow running in the background (:meth:`FlowPlan.start`): ``runs`` the futures
+    of its pieces' (occupations, loss); ``seconds`` the planning's and the start's own wall time."""
+
+    plan: FlowPlan
+    runs: tuple
+    seconds: float
+
+    def finish(self, thresholds) -> NetworkFlow:
+        """The NetworkFlow, read at the growing modes' thresholds (g,) once the pieces are done.
+        Its ``seconds``: the planning's, the start's and this call's wall time (waiting for the
+        program and its run included; the quadratic stages that ran meanwhile are not)."""
+        begin = time.perf_counter()
+        plan = self.plan
+        config, record, sets = plan.config, plan.record, plan.sets
+        runs = [future.result() for future in self.runs]
         occ = np.concatenate([r[0] for r in runs])[:sets, : record.size].astype(np.float64)  # (sets, R, g)
         loss = np.concatenate([r[1] for r in runs])[:sets, : record.size].astype(np.float64)
         thresholds = np.asarray(thresholds, dtype=np.float64)
         found = switch_steps(record, occ, thresholds)  # (sets, g)
-        label = flow_label(self.arch, config.network_method)
-        steps, spread, notes = (_ensemble_steps if self.ensemble else _particle_steps)(found)
+        label = flow_label(plan.arch, config.network_method)
+        steps, spread, notes = (_ensemble_steps if plan.ensemble else _particle_steps)(found)
         curve = loss.mean(axis=0)
         if not np.isfinite(curve).all():
             notes.append(f"network ({label}): the loss left the finite numbers (the learning rate is too large for it)")
@@ -622,7 +648,7 @@ class FlowPlan:
         horizon_step = float(record[-1])
         set_plateaus = np.stack([measured_plateau_losses(record, loss[k], found[k], horizon_step) for k in range(sets)])
         plateau, plateau_spread = _plateau_readings(
-            measured_plateau_losses(record, curve, steps, horizon_step), set_plateaus, self.ensemble, label, notes
+            measured_plateau_losses(record, curve, steps, horizon_step), set_plateaus, plan.ensemble, label, notes
         )
         return NetworkFlow(
             steps=record,
@@ -632,11 +658,11 @@ class FlowPlan:
             spread=spread,
             plateau_losses=plateau,
             plateau_spread=plateau_spread,
-            particles=self.per_set,
-            seconds=self.seconds + time.perf_counter() - start,
+            particles=plan.per_set,
+            seconds=self.seconds + time.perf_counter() - begin,
             notes=tuple(notes),
             sets=sets,
-            ensemble=self.ensemble,
+            ensemble=plan.ensemble,
         )
 
 

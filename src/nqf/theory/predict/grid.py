@@ -582,6 +582,10 @@ def predict_grid(
             f"learning rate {unstable.min():g} is unstable for these data: GD on M is linearly stable only for lr < "
             f"{stable.bound:.4g}{more}"
         )
+    if network is not None and not isinstance(network, str):
+        # the network's particle flows start here, point by point (lr-major), beside the grid's own program
+        growing_basis = np.asarray(modes.full_basis)[:, :g]
+        network = tuple(network.start(W0, growing_basis, lr=float(lr)) for lr in lr_axis for W0 in inits)
     lv = system.lv
     loss0 = lv.loss0
 
@@ -693,7 +697,7 @@ def _network_flows(
     """The network's mean-field flow at every point, lr-major as the grid (``nqf.predict``'s own,
     ``nqf.theory.departure.mean_field``): a NetworkFlow, or the note of why none (every point's
     the same); () when ``config.network`` is off. ``network``: what ``stage.network_plan``
-    returned (one plan, run at every point); ``inits``: W0 per (sigma0, seed). An exactly
+    returned, its plan started at every point (a FlowRun per point); ``inits``: W0 per (sigma0, seed). An exactly
     quadratic unit's is each point's M-flow (``flow_loss`` (P, R), ``mflow_switch`` (P, g))."""
     if network is None:
         return ()
@@ -705,7 +709,7 @@ def _network_flows(
         return tuple(quadratic_network(record, flow_loss[p], unkept, mflow_switch[p]) for p in range(P))
     if isinstance(network, str):
         return (not_computed_note(arch, network, config.network_method),) * P
-    return tuple(network.run(W0, basis, thresholds, lr=float(lr)) for lr in lr_axis for W0 in inits)
+    return tuple(run.finish(thresholds) for run in network)
 
 
 def _point_text(p: int, lrs, sigma0s, seeds) -> str:

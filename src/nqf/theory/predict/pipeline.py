@@ -154,6 +154,8 @@ def predict(
     log_m0, never = stage.initial_occupations(modes, W0, dtype, config, given_W0, notes)
     system = stage.lv_system(modes, flow_data, W0, log_m0, config, notes)
     stable = stage.stability(flow_data, modes, system.m_star, config)
+    # the network's particle flow runs from here, beside the M-flow and Lotka-Volterra stages
+    network = stage.network_start(network, modes, W0)
     flow = stage.mflow(flow_data, config, modes, W0, dtype, record, system.thresholds, stable, notes)
     lv_occ, lv_switch, continuous, lv_stats = stage.lv_map(system, config, record, never, g, engine)
     mflow_switch, resolution = stage.mflow_switches(
@@ -222,16 +224,18 @@ def _warn_float32_once() -> None:
 def with_network(prediction: Prediction, arch: Architecture, W0, network) -> Prediction:
     """``prediction`` with the network's own prediction, the mean-field flow of its units
     (``nqf.theory.departure.mean_field``; the M-flow's for an exactly quadratic unit), or a note
-    saying why it is not computed; ``network``: what ``stage.network_plan`` returned."""
-    from nqf.theory.departure.mean_field import network_flow, not_computed_note
+    saying why it is not computed; ``network``: what ``stage.network_plan`` returned, or
+    ``stage.network_start`` made of it."""
+    from nqf.theory.departure.mean_field import FlowRun, network_flow, not_computed_note
 
     if network == "exact":
         found, why = network_flow(arch, None, None, prediction, W0)
     elif isinstance(network, str):
         found, why = None, network
     else:
-        basis = np.asarray(prediction.modes.full_basis)[:, : prediction.num_growing]
-        found, why = network.run(W0, basis, prediction.thresholds), None
+        if not isinstance(network, FlowRun):
+            network = stage.network_start(network, prediction.modes, W0)
+        found, why = network.finish(prediction.thresholds), None
     if found is None:
         note = not_computed_note(arch, why, prediction.config.network_method)
         return replace(prediction, notes=prediction.notes + (note,))

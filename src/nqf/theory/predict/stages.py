@@ -215,6 +215,16 @@ def network_plan(arch: Architecture, X, Y, config: PredictConfig, expansion, rec
     return why if plan is None else plan
 
 
+def network_start(network, modes: ModeBasis, W0):
+    """``network`` (what :func:`network_plan` returned) with its particle flow started in the
+    background from the init W0 (d, n) along the growing modes (``FlowPlan.start``: a FlowRun,
+    finished by ``pipeline.with_network``); anything else as it is. ``predict`` starts it once
+    the learning rate has passed the stability check, before the M-flow and Lotka-Volterra stages."""
+    if network is None or isinstance(network, str):
+        return network
+    return network.start(W0, np.asarray(modes.full_basis)[:, : modes.num_growing])
+
+
 def initial_occupations(modes: ModeBasis, W0, dtype, config: PredictConfig, given_W0: bool, notes: list[str]):
     """(ln m_k(0) (m,), never (m,) bool: the modes with m_k(0) = 0 exactly) from W0 (d, n).
 
