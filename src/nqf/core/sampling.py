@@ -46,10 +46,13 @@ def minibatch_indices(key: jax.Array, num_samples: int, batch_size: int, steps: 
 
         raise NqfError(f"batch size must be between 1 and the number of samples {num_samples}, got {batch_size}")
 
-    def one(step):
-        return jax.random.choice(jax.random.fold_in(key, step), num_samples, (batch_size,), replace=False)
+    return jax.vmap(lambda step: minibatch_row(key, num_samples, batch_size, step))(jnp.arange(steps))
 
-    return jax.vmap(one)(jnp.arange(steps))
+
+def minibatch_row(key: jax.Array, num_samples: int, batch_size: int, step) -> jax.Array:
+    """Row ``step`` of :func:`minibatch_indices` (batch_size,): the batch of that step alone, for
+    a loop that draws its batches as it goes (the mean-field flow under SGD)."""
+    return jax.random.choice(jax.random.fold_in(key, step), num_samples, (batch_size,), replace=False)
 
 
 def training_keys(seed: int | jax.Array) -> tuple[jax.Array, jax.Array]:
