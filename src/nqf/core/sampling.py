@@ -41,18 +41,22 @@ def minibatch_indices(key: jax.Array, num_samples: int, batch_size: int, steps: 
     Each step draws ``batch_size`` distinct samples uniformly (without replacement
     within the step, independently across steps) from ``jax.random.fold_in(key, step)``.
     """
-    if not 1 <= batch_size <= num_samples:
-        from nqf.core.errors import NqfError
-
-        raise NqfError(f"batch size must be between 1 and the number of samples {num_samples}, got {batch_size}")
-
+    _check_batch(num_samples, batch_size)
     return jax.vmap(lambda step: minibatch_row(key, num_samples, batch_size, step))(jnp.arange(steps))
 
 
 def minibatch_row(key: jax.Array, num_samples: int, batch_size: int, step) -> jax.Array:
     """Row ``step`` of :func:`minibatch_indices` (batch_size,): the batch of that step alone, for
     a loop that draws its batches as it goes (the mean-field flow under SGD)."""
+    _check_batch(num_samples, batch_size)
     return jax.random.choice(jax.random.fold_in(key, step), num_samples, (batch_size,), replace=False)
+
+
+def _check_batch(num_samples: int, batch_size: int) -> None:
+    if not 1 <= batch_size <= num_samples:
+        from nqf.core.errors import NqfError
+
+        raise NqfError(f"batch size must be between 1 and the number of samples {num_samples}, got {batch_size}")
 
 
 def training_keys(seed: int | jax.Array) -> tuple[jax.Array, jax.Array]:
