@@ -127,6 +127,7 @@ CASES = [
     ("staircase", 32, 1e-12, 0.05, 1500, "sgd:32"),
     ("wine", 64, 1e-6, 0.2, 1500, "sgd:32"),
     ("diabetes", 64, 1e-6, 0.2, 1500, "sgd:64"),
+    ("experts:2", 2, 1e-6, 0.1, 1200, "sgd:64"),
 ]
 QUICK = [CASES[1], CASES[4], CASES[11]]
 
