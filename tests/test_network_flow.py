@@ -505,7 +505,6 @@ def numpy_experts_training(arch, W0, X, Y, lr: float, steps: int, batches=None):
     layout = arch.unravel(jnp.arange(arch.dim, dtype=jnp.float64))
     ia, iu, iv = (np.asarray(layout[k], dtype=int) for k in ("a", "u", "v"))
     W = np.array(W0, dtype=np.float64)
-    N = X.shape[0]
     Ms = []
     for t in range(steps + 1):
         Ms.append(W @ W.T)
