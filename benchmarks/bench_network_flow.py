@@ -565,6 +565,7 @@ def _plateau_readings(case, seed: int, methods: tuple[str, ...]) -> list[dict]:
                 "spread": float(flow.plateau_spread[k]),
                 "withheld": k in withheld,
                 "moved": float(moved[k]),
+                "timing": float(flow.plateau_timing[k]),
             }
         rows.append(row)
     return rows
@@ -604,6 +605,11 @@ def network_plateau_flags(quick: bool, repeats: int) -> Outcome:
         "read_within_target": len(fine),
         "curve_flag_on_misses": sum(r["auto"]["moved"] > TARGET for r in misses),
         "curve_flag_on_within": sum(r["auto"]["moved"] > TARGET for r in fine),
+        # the library's own error bar (NetworkFlow.plateau_timing: the reading moved by TIMING_SHIFT)
+        "timing_bar_holds_trained": sum(error(r, "auto") <= r["auto"]["timing"] for r in read),
+        "timing_bar_twice_holds_trained": sum(error(r, "auto") <= 2 * r["auto"]["timing"] for r in read),
+        "timing_bar_above_target_on_misses": sum(r["auto"]["timing"] > TARGET for r in misses),
+        "timing_bar_above_target_on_within": sum(r["auto"]["timing"] > TARGET for r in fine),
         "networks_plateaus": len(net_read),
         "networks_trained_within_one_spread": sum(
             abs(r["networks"]["reading"] - r["trained"]) <= r["networks"]["spread"] for r in net_read
@@ -625,6 +631,7 @@ def network_plateau_flags(quick: bool, repeats: int) -> Outcome:
             "judged_error": abs(r["auto"]["judged"] - r["trained"]) / r["trained"],
             "sets_spread": r["auto"]["spread"],
             "curve_moves": r["auto"]["moved"],
+            "timing_bar": r["auto"]["timing"],
         }
         for r in plateaus
         if r["auto"]["withheld"] or error(r, "auto") > TARGET

@@ -169,6 +169,20 @@ def test_plateau_loss_is_read_at_the_log_midpoint():
     assert math.isnan(got[2])
 
 
+def test_a_plateau_readings_timing_error_is_how_far_it_moves_with_its_step():
+    """On a linear loss 3t + 1 the reading at t = sqrt(10 * 40) = 20 moves by
+    |L(20 * 1.02) - L(20 / 1.02)| / (2 L(20)) when its step moves by 2%; on a flat loss by
+    nothing; none where the mode never switches on."""
+    from nqf.core.measure import plateau_timing
+
+    steps = np.arange(101)
+    got = plateau_timing(steps, 3.0 * steps + 1.0, np.array([10.0, 40.0, np.nan]), 100, 0.02)
+    assert_allclose(got[0], 3.0 * (20 * 1.02 - 20 / 1.02) / (2 * 61.0), rtol=1e-12)
+    assert math.isnan(got[2])
+    flat = plateau_timing(steps, np.full(101, 2.0), np.array([10.0, 40.0]), 100, 0.02)
+    assert_allclose(flat, 0.0, rtol=0, atol=0)
+
+
 def test_switch_ons_within_a_step_share_the_plateau_after_them():
     """Switch-on steps are read to the step: two within SIMULTANEOUS_STEPS (1) of each other, in
     either order, are one switch-on, and both read the plateau after the later one; a chain of

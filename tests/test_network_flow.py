@@ -107,6 +107,7 @@ def test_a_quadratic_unit_gives_the_m_flow_back():
     # both whitened sets follow the M-flow, so their own plateau readings agree (to their steps' half step)
     assert np.all(flow.plateau_spread <= 1e-3 * flow.plateau_losses)
     assert_allclose(p.network.plateau_spread, 0.0, rtol=0, atol=0)
+    assert_allclose(p.network.plateau_timing, 0.0, rtol=0, atol=0)  # the M-flow is its training
 
 
 def test_an_exactly_quadratic_units_network_is_its_m_flow_everywhere():
@@ -628,8 +629,16 @@ def test_json_and_the_command(capsys):
     assert len(result["network"]["plateau_spread"]) == len(rows)
     assert_allclose(flow.plateau_spread, np.asarray(result["network"]["plateau_spread"], dtype=float), rtol=0)
     # a record written before the plateaus' spread was computed reads as unknown
-    older = {key: value for key, value in result["network"].items() if key != "plateau_spread"}
+    older = {key: value for key, value in result["network"].items() if key not in ("plateau_spread", "plateau_timing")}
     assert np.isnan(NetworkFlow.from_json(older).plateau_spread).all()
+    assert np.isnan(NetworkFlow.from_json(older).plateau_timing).all()
+    # the timing error bar: the curve's own reading moved by TIMING_SHIFT either way, where there is a reading
+    from nqf.core.measure import plateau_timing
+    from nqf.theory.departure.mean_field import TIMING_SHIFT
+
+    expected = plateau_timing(flow.steps, flow.loss, flow.switch_steps, float(flow.steps[-1]), TIMING_SHIFT)
+    assert_allclose(flow.plateau_timing, np.where(np.isfinite(flow.plateau_losses), expected, np.nan), rtol=1e-12)
+    assert np.isfinite(flow.plateau_timing[:3]).all() and (flow.plateau_timing[:3] >= 0).all()
     code, out, err = run_cli(
         [
             "predict",

@@ -223,13 +223,39 @@ def measured_plateau_losses(steps, loss, switch, horizon: float) -> np.ndarray:
     linearly interpolated between records.
     Returns (g,), NaN where t_k is NaN or the loss there is not finite.
     """
-    steps = np.asarray(steps, dtype=np.float64)
-    loss = np.asarray(loss, dtype=np.float64)
+    at = plateau_reading_steps(switch, horizon)
+    out = np.full(at.shape, np.nan)
+    finite = np.isfinite(at)
+    out[finite] = np.interp(at[finite], np.asarray(steps, dtype=np.float64), np.asarray(loss, dtype=np.float64))
+    return out
+
+
+def plateau_reading_steps(switch, horizon: float) -> np.ndarray:
+    """Where :func:`measured_plateau_losses` reads each plateau: sqrt(max(t_k, 1) max(t_next, 1))
+    of :func:`plateau_bounds` (g,), NaN where the mode never switches on."""
     start, end = plateau_bounds(switch, horizon)
     out = np.full(start.shape, np.nan)
     for k, (t, t_next) in enumerate(zip(start, end, strict=True)):
         if math.isfinite(t):
-            out[k] = np.interp(math.sqrt(max(t, 1.0) * max(t_next, 1.0)), steps, loss)
+            out[k] = math.sqrt(max(t, 1.0) * max(t_next, 1.0))
+    return out
+
+
+def plateau_timing(steps, loss, switch, horizon: float, shift: float) -> np.ndarray:
+    """How far each plateau reading of :func:`measured_plateau_losses` moves when its reading step
+    t moves by the factor (1 + shift) either way: |L(t (1 + shift)) - L(t / (1 + shift))| / (2 L(t)),
+    relative (g,); NaN where there is no reading. A plateau read where the loss still falls (a
+    short one, on the drop) moves a lot; a flat one not at all."""
+    at = plateau_reading_steps(switch, horizon)
+    steps = np.asarray(steps, dtype=np.float64)
+    loss = np.asarray(loss, dtype=np.float64)
+    out = np.full(at.shape, np.nan)
+    finite = np.isfinite(at)
+    t = at[finite]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[finite] = np.abs(np.interp(t * (1 + shift), steps, loss) - np.interp(t / (1 + shift), steps, loss)) / (
+            2 * np.abs(np.interp(t, steps, loss))
+        )
     return out
 
 

@@ -505,7 +505,17 @@ def _register_departure() -> None:
 
     register_fields(
         NetworkFlow,
-        ("steps", "loss", "occupations", "switch_steps", "spread", "plateau_losses", "plateau_spread", "seconds"),
+        (
+            "steps",
+            "loss",
+            "occupations",
+            "switch_steps",
+            "spread",
+            "plateau_losses",
+            "plateau_spread",
+            "plateau_timing",
+            "seconds",
+        ),
         ("particles", "notes", "sets", "ensemble", "exact"),
     )
     register_fields(
