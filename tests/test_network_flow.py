@@ -660,6 +660,28 @@ def test_json_and_the_command(capsys):
     assert "network: step" not in out and "network (mean field)" not in out
 
 
+def test_the_table_shows_each_network_plateau_with_its_timing_error_bar(capsys):
+    """The predict table's `network: plateau` cells carry the JSON's plateau_timing as a percentage;
+    an exactly quadratic unit's (its M-flow is its training) carry none."""
+    args = ["predict", "--task", "staircase", "--width", 32, "--steps", 400, "--lr", 0.05, "--sigma0", 1e-3]
+    code, out, err = run_cli([*args, "--json"], capsys)
+    assert code == 0, err
+    timing = json.loads(out)["network"]["plateau_timing"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if line.startswith("│")][:4]  # the prediction's four modes
+    cells = [row.split("│")[-2].strip() for row in rows]
+    for cell, bar in zip(cells, timing, strict=True):
+        if bar is None:
+            assert "±" not in cell, cell
+        else:
+            assert cell.endswith(f" ±{100 * bar:.2g}%"), (cell, bar)
+    assert sum("±" in cell for cell in cells) >= 3
+    code, out, err = run_cli([*args, "--activation", "linear"], capsys)
+    assert code == 0, err
+    assert "±" not in out
+
+
 def test_compare_shows_the_mean_field_beside_training():
     """compare's network table gets the mean field per optimizer with a flow; off, or over its budget, none."""
     import nqf

@@ -461,18 +461,23 @@ def prediction_table(result: dict) -> Table:
     block = result["prediction"]
     grouped = any(len(row["modes"]) > 1 for row in block["modes"])
     network = any("network_switch_step" in row for row in block["modes"])  # the network's own prediction
+    flow = result.get("network") or {}
+    # each network plateau's timing error bar (NetworkFlow.plateau_timing), per mode; none for groups
+    # or an exactly quadratic unit (its M-flow is its training)
+    timing = [] if grouped or flow.get("exact") else list(flow.get("plateau_timing") or [])
     table = Table(
         title="prediction (the M-flow"
-        + (f", the quadratic model; network: {network_kind(result.get('network') or {})}" if network else "")
+        + (f", the quadratic model; network: {network_kind(flow)}" if network else "")
         + "): switch-on step = first step m_k"
         + (" (a group's total, for modes with equal c_k)" if grouped else "")
         + " reaches half its fixed point m*; plateau loss at the log-midpoint to the next switch-on"
+        + ("; ± the network plateau's timing error bar (its reading step moved by 2%)" if timing else "")
     )
     columns = ["modes" if grouped else "mode", "c_k", "m*" if grouped else "m_k*", "switch-on step", "plateau loss"]
     columns += ["network: step", "network: plateau"] if network else []
     for column in columns:
         table.add_column(column, justify="right", overflow="fold")
-    for row in block["modes"]:
+    for k, row in enumerate(block["modes"]):
         first, last = row["modes"][0], row["modes"][-1]
         cells = [
             str(first) if first == last else f"{first}-{last}",
@@ -481,7 +486,12 @@ def prediction_table(result: dict) -> Table:
             _fmt(row["switch_step"]),
             _fmt(row["plateau_loss"]),
         ]
-        cells += [_fmt(row.get("network_switch_step")), _fmt(row.get("network_plateau_loss"))] if network else []
+        if network:
+            plateau = _fmt(row.get("network_plateau_loss"))
+            bar = timing[k] if k < len(timing) else None
+            if plateau != "-" and bar is not None and math.isfinite(bar):
+                plateau += f" ±{100 * bar:.2g}%"
+            cells += [_fmt(row.get("network_switch_step")), plateau]
         table.add_row(*cells)
     return table
 
