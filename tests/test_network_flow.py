@@ -660,9 +660,10 @@ def test_json_and_the_command(capsys):
     assert "network: step" not in out and "network (mean field)" not in out
 
 
-def test_the_table_shows_each_network_plateau_with_its_timing_error_bar(capsys):
+def test_the_table_shows_each_network_plateau_with_its_timing_error_bar(capsys, monkeypatch):
     """The predict table's `network: plateau` cells carry the JSON's plateau_timing as a percentage;
     an exactly quadratic unit's (its M-flow is its training) carry none."""
+    monkeypatch.setenv("COLUMNS", "200")  # one line a row (a narrow terminal folds the cells)
     args = ["predict", "--task", "staircase", "--width", 32, "--steps", 400, "--lr", 0.05, "--sigma0", 1e-3]
     code, out, err = run_cli([*args, "--json"], capsys)
     assert code == 0, err
