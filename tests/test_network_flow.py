@@ -633,8 +633,7 @@ def test_json_and_the_command(capsys):
     assert np.isnan(NetworkFlow.from_json(older).plateau_spread).all()
     assert np.isnan(NetworkFlow.from_json(older).plateau_timing).all()
     # the timing error bar: the curve's own reading moved by TIMING_SHIFT either way, where there is a reading
-    from nqf.core.measure import plateau_timing
-    from nqf.theory.departure.mean_field import TIMING_SHIFT
+    from nqf.core.measure import TIMING_SHIFT, plateau_timing
 
     expected = plateau_timing(flow.steps, flow.loss, flow.switch_steps, float(flow.steps[-1]), TIMING_SHIFT)
     assert_allclose(flow.plateau_timing, np.where(np.isfinite(flow.plateau_losses), expected, np.nan), rtol=1e-12)

@@ -106,21 +106,24 @@ def test_background_compile_under_disable_jit_runs_the_function_eagerly():
     assert len(programs._PROGRAMS.entries) == kept
 
 
-def test_parallel_calls_keep_the_order_and_run_side_by_side():
+def test_background_calls_keep_the_order_and_run_side_by_side():
     """Each call in its own thread, the results in the calls' order; compiled programs release the
     GIL, so two of them overlap (each waits for the other to have started)."""
     import threading
 
-    from nqf.core.programs import parallel_calls
+    from nqf.core.programs import background_calls
 
-    assert parallel_calls([]) == [] and parallel_calls([lambda: 3]) == [3]
+    def results(calls):
+        return [future.result(timeout=30) for future in background_calls(calls)]
+
+    assert results([]) == [] and results([lambda: 3]) == [3]
     both = threading.Barrier(2, timeout=30)
 
     def call(value):
         both.wait()  # raises BrokenBarrierError when the calls run one after the other
         return value * value
 
-    assert parallel_calls([partial(call, 2), partial(call, 5)]) == [4, 25]
+    assert results([partial(call, 2), partial(call, 5)]) == [4, 25]
 
 
 def test_background_calls_return_before_the_calls_end():

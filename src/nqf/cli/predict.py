@@ -458,6 +458,8 @@ def network_kind(flow: dict, sizes: bool = False) -> str:
 def prediction_table(result: dict) -> Table:
     """The prediction (``Prediction.to_json()["prediction"]``): per mode, or per degenerate group,
     c_k, the fixed point, the M-flow's switch-on step and plateau loss."""
+    from nqf.core.measure import TIMING_SHIFT
+
     block = result["prediction"]
     grouped = any(len(row["modes"]) > 1 for row in block["modes"])
     network = any("network_switch_step" in row for row in block["modes"])  # the network's own prediction
@@ -471,7 +473,11 @@ def prediction_table(result: dict) -> Table:
         + "): switch-on step = first step m_k"
         + (" (a group's total, for modes with equal c_k)" if grouped else "")
         + " reaches half its fixed point m*; plateau loss at the log-midpoint to the next switch-on"
-        + ("; ± the network plateau's timing error bar (its reading step moved by 2%)" if timing else "")
+        + (
+            f"; ± the network plateau's timing error bar (its reading step moved by {TIMING_SHIFT:.0%})"
+            if timing
+            else ""
+        )
     )
     columns = ["modes" if grouped else "mode", "c_k", "m*" if grouped else "m_k*", "switch-on step", "plateau loss"]
     columns += ["network: step", "network: plateau"] if network else []

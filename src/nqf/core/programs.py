@@ -128,10 +128,3 @@ def background_calls(calls: Sequence[Callable[[], Any]]) -> list[concurrent.futu
         return done
     pool = _threads(usable_cores(), "nqf-run")
     return [pool.submit(call) for call in calls]
-
-
-def parallel_calls(calls: Sequence[Callable[[], Any]]) -> list[Any]:
-    """``[call() for call in calls]``, side by side (:func:`background_calls`; one call runs here)."""
-    if len(calls) <= 1:
-        return [call() for call in calls]
-    return [future.result() for future in background_calls(calls)]

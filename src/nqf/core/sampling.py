@@ -41,7 +41,6 @@ def minibatch_indices(key: jax.Array, num_samples: int, batch_size: int, steps: 
     Each step draws ``batch_size`` distinct samples uniformly (without replacement
     within the step, independently across steps) from ``jax.random.fold_in(key, step)``.
     """
-    _check_batch(num_samples, batch_size)
     return jax.vmap(lambda step: minibatch_row(key, num_samples, batch_size, step))(jnp.arange(steps))
 
 

@@ -80,7 +80,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from nqf.architectures.architecture import Architecture, network_batch
-from nqf.core.measure import measured_plateau_losses, occupation_group_steps, plateau_timing, switch_steps
+from nqf.core.measure import (
+    TIMING_SHIFT,
+    measured_plateau_losses,
+    occupation_group_steps,
+    plateau_timing,
+    switch_steps,
+)
 from nqf.core.memory import available_bytes, size_text, usable_cores
 from nqf.core.programs import background_calls, background_compile, bucket_length, to_device
 from nqf.core.sampling import minibatch_row, training_keys
@@ -98,14 +104,6 @@ PARTICLES = 64
 SETS = 2
 # a mode whose two particle sets' steps differ by more than this fraction gets no number
 SPREAD_LIMIT = 0.05
-# The timing error bar of a plateau reading (NetworkFlow.plateau_timing): how far the reading moves
-# when its reading step moves by this fraction either way. One init's trained network switches its
-# modes on a few percent from the prediction (benchmarks/README.md, network_init_seeds: the trained
-# steps vary by 1.8-4.6% from init to init), and where its plateau is read on a drop that timing
-# moves the reading. Calibrated on the 123 plateaus of network_init_seeds' cases and init seeds
-# (benchmark network_plateau_flags): the trained plateau lay within one such error bar of the
-# reading for 82 (67%) at 2% (57 at 1%, 100 at 3%, 109 at 5%), within two for 103 (84%).
-TIMING_SHIFT = 0.02
 # The time estimate of the particle flow (:func:`flow_seconds`), a first call's: COMPILE_SECONDS for
 # the program, then per step STEP_SECONDS, per particle and sample 3 unit evaluations' flops at
 # FLOPS_PER_SECOND plus PAIR_SECONDS, and for units coupled by a router ROUTED_SECONDS per network
@@ -409,9 +407,9 @@ def _particle_sets(arch, loss, optimizer, width, batch_size, draws, X, Y, lr, be
         full_loss = jax.vmap(loss_of)
         batch_grad = jax.vmap(jax.grad(loss_of), in_axes=(0, None, None))
 
-        def value_and_grad_at(W, t, row):
+        def value_and_grad_at(W, t, read):
             rows = minibatch_row(batch_key, X.shape[0], batch_size, t)
-            value = jax.lax.cond(row, full_loss, lambda W: jnp.zeros(W.shape[0], W.dtype), W)
+            value = jax.lax.cond(read, full_loss, lambda W: jnp.zeros(W.shape[0], W.dtype), W)
             return value, batch_grad(W, X[rows], Y[rows])
 
     def occupations(W):  # q_k^T M q_k with M = (n / S) W W^T, every set: (K, g)

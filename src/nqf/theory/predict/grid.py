@@ -584,8 +584,7 @@ def predict_grid(
         )
     if network is not None and not isinstance(network, str):
         # the network's particle flows start here, point by point (lr-major), beside the grid's own program
-        growing_basis = np.asarray(modes.full_basis)[:, :g]
-        network = tuple(network.start(W0, growing_basis, lr=float(lr)) for lr in lr_axis for W0 in inits)
+        network = tuple(stage.network_start(network, modes, W0, float(lr)) for lr in lr_axis for W0 in inits)
     lv = system.lv
     loss0 = lv.loss0
 

@@ -224,17 +224,15 @@ def _warn_float32_once() -> None:
 def with_network(prediction: Prediction, arch: Architecture, W0, network) -> Prediction:
     """``prediction`` with the network's own prediction, the mean-field flow of its units
     (``nqf.theory.departure.mean_field``; the M-flow's for an exactly quadratic unit), or a note
-    saying why it is not computed; ``network``: what ``stage.network_plan`` returned, or
-    ``stage.network_start`` made of it."""
-    from nqf.theory.departure.mean_field import FlowRun, network_flow, not_computed_note
+    saying why it is not computed; ``network``: what ``stage.network_start`` made of
+    ``stage.network_plan``'s (a FlowRun, "exact", or why it is not computed)."""
+    from nqf.theory.departure.mean_field import network_flow, not_computed_note
 
     if network == "exact":
         found, why = network_flow(arch, None, None, prediction, W0)
     elif isinstance(network, str):
         found, why = None, network
     else:
-        if not isinstance(network, FlowRun):
-            network = stage.network_start(network, prediction.modes, W0)
         found, why = network.finish(prediction.thresholds), None
     if found is None:
         note = not_computed_note(arch, why, prediction.config.network_method)

@@ -215,14 +215,15 @@ def network_plan(arch: Architecture, X, Y, config: PredictConfig, expansion, rec
     return why if plan is None else plan
 
 
-def network_start(network, modes: ModeBasis, W0):
+def network_start(network, modes: ModeBasis, W0, lr: float | None = None):
     """``network`` (what :func:`network_plan` returned) with its particle flow started in the
-    background from the init W0 (d, n) along the growing modes (``FlowPlan.start``: a FlowRun,
-    finished by ``pipeline.with_network``); anything else as it is. ``predict`` starts it once
-    the learning rate has passed the stability check, before the M-flow and Lotka-Volterra stages."""
+    background from the init W0 (d, n) along the growing modes, at ``lr`` (default the config's)
+    (``FlowPlan.start``: a FlowRun, finished by ``pipeline.with_network`` or the grid); anything
+    else as it is. ``predict`` starts it once the learning rate has passed the stability check,
+    before the M-flow and Lotka-Volterra stages; ``predict_grid`` at every point, before its program."""
     if network is None or isinstance(network, str):
         return network
-    return network.start(W0, np.asarray(modes.full_basis)[:, : modes.num_growing])
+    return network.start(W0, np.asarray(modes.full_basis)[:, : modes.num_growing], lr)
 
 
 def initial_occupations(modes: ModeBasis, W0, dtype, config: PredictConfig, given_W0: bool, notes: list[str]):
