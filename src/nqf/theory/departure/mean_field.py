@@ -595,10 +595,9 @@ def set_pieces(sets: int) -> tuple[int, int]:
     """(pieces, sets per piece): how the K particle sets (networks) are run. On the CPU in as many
     pieces as there are cores (at most K), one program per piece, run side by side in threads
     (``nqf.core.programs.background_calls``); elsewhere in one. Measured on the 2-core Intel Xeon
-    (2 sets, 1000 steps of the staircase's 2 x 64 particles; 1500 of breast cancer's 2 x 128):
-    the program of both sets (vmapped) 0.28-0.35 s and 1.9-3.2 s, using 1.5 cores; the program of
-    one set run for each set in turn 0.23-0.26 s and 1.5-2.5 s; the two side by side 0.13 s and
-    0.89-1.0 s. The numbers are the vmapped program's to rounding (1e-16)."""
+    (2 sets, 1000 steps of the staircase's 2 x 64 particles): the program of both sets (vmapped)
+    0.28-0.35 s, using 1.5 cores; the program of one set run for each set in turn 0.23-0.26 s; the
+    two side by side 0.13 s. The numbers are the vmapped program's to rounding (1e-16)."""
     pieces = 1 if jax.default_backend() != "cpu" else max(1, min(int(sets), usable_cores()))
     per_piece = -(-int(sets) // pieces)
     return -(-int(sets) // per_piece), per_piece
