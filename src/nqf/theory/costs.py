@@ -135,7 +135,6 @@ def departure_total_cost(
     flow_bytes, flow_flops = flow_cost(arch, samples, loss, route, record.minibatches)
     nbytes, seconds = departure_cost(arch, samples, width, steps)
     total = RUNTIME_BYTES + DEPARTURE_RUNTIME_BYTES + flow_bytes + BYTES * 3.0 * arch.dim * width + nbytes
-    # the quadratic path is run step by step (the curve's weights)
-    seconds += steps * (flow_flops / FLOPS_PER_SECOND + SECONDS_PER_STEP)
+    seconds += flow_seconds(steps, flow_flops)  # the quadratic path, run step by step (the curve's weights)
     seconds *= max(1, int(runs))
     return total, seconds

@@ -25,18 +25,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nqf.core.errors import NqfError
-from nqf.theory.lotka_volterra.system import LotkaVolterra, check_symmetric_psd, stable_equilibrium
+from nqf.theory.lotka_volterra.system import (
+    LotkaVolterra,
+    _readonly,
+    check_symmetric_psd,
+    diagonal_fixed_point,
+    stable_equilibrium,
+)
 
 if TYPE_CHECKING:  # jaxtyping imports JAX; annotations only, so this module stays JAX-free
     from jaxtyping import ArrayLike, Bool, Float, Int
 
 __all__ = ["SingularLimit", "plateau_losses", "singular_limit"]
-
-
-def _readonly(a, dtype=np.float64) -> np.ndarray:
-    a = np.array(a, dtype=dtype, copy=True)
-    a.setflags(write=False)
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,6 +79,27 @@ class SingularLimit:
     def switch_steps(self, eps: float | None = None) -> np.ndarray:
         """Per-mode switch-on times in optimizer steps, s_k * eps."""
         return self.switch_times * (self.eps if eps is None else float(eps))
+
+
+def _limit(
+    system: LotkaVolterra, eps, steps, events, activation, switch, fixed_point, suppressed, speeds
+) -> SingularLimit:
+    """The SingularLimit of ``system``, its arrays stored read-only; steps: (step times, activated
+    modes, plateau losses) of the activations, in order."""
+    step_times, order, losses = steps
+    return SingularLimit(
+        eps=eps,
+        step_times=_readonly(step_times),
+        activation_order=_readonly(order, dtype=int),
+        plateau_losses=_readonly(losses),
+        events=tuple(events),
+        activation_times=_readonly(activation),
+        switch_times=_readonly(switch),
+        fixed_point=_readonly(fixed_point),
+        suppressed=suppressed,
+        final_speeds=_readonly(speeds),
+        initial_loss=system.loss0,
+    )
 
 
 def singular_limit(
@@ -125,55 +146,26 @@ def no_limit(system: LotkaVolterra) -> SingularLimit:
     :func:`singular_limit` refuses): eps NaN, no events, NaN times and fixed point; its
     initial loss is the system's. ``nqf.predict`` gives it, with a note, and the rest of its
     prediction (M-flow, LV), which does not rest on a small init."""
-    nan = np.full(system.num_modes, np.nan)
-    empty = np.zeros(0)
-    return SingularLimit(
-        eps=math.nan,
-        step_times=_readonly(empty),
-        activation_order=_readonly(empty, dtype=int),
-        plateau_losses=_readonly(empty),
-        events=(),
-        activation_times=_readonly(nan),
-        switch_times=_readonly(nan),
-        fixed_point=_readonly(nan),
-        suppressed=(),
-        final_speeds=_readonly(nan),
-        initial_loss=system.loss0,
-    )
+    nan, empty = np.full(system.num_modes, np.nan), np.zeros(0)
+    return _limit(system, math.nan, (empty, empty, empty), (), nan, nan, nan, (), nan)
 
 
 def _diagonal_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> SingularLimit:
     """Uncoupled modes: mode k activates at s_k = -u_k(0) / r_k when c_k > 0 (and m0_k > 0)."""
     c, k = system.c, system.diagonal
     rates = system.growth_rates
-    if np.any(k < 0):
-        raise NqfError("singular_limit: K has a negative diagonal entry (not positive semidefinite)")
-    if np.any((c > 0) & (k <= 0)):
-        raise NqfError("singular_limit: a mode with c_k > 0 and K_kk = 0 grows without bound")
+    m_star = diagonal_fixed_point(system, "singular_limit")
     u0 = np.minimum(np.log(system.m0) / eps, 0.0)
     grows = (c > 0) & ~never
+    m_star[never] = 0.0
     act = np.full(c.size, np.nan)
     act[grows] = -u0[grows] / rates[grows]
     order = np.flatnonzero(grows)
     order = order[np.argsort(act[order], kind="stable")]
-    m_star = np.where(grows, c / np.where(grows, k, 1.0), 0.0)
-    drops = 0.5 * c[order] ** 2 / k[order]
-    losses = system.loss0 - np.cumsum(drops)
+    losses = system.loss0 - np.cumsum(0.5 * c[order] ** 2 / k[order])
     speeds = np.where(grows, 0.0, rates)
-    events = tuple((float(act[j]), int(j), "on") for j in order)
-    return SingularLimit(
-        eps=eps,
-        step_times=_readonly(act[order]),
-        activation_order=_readonly(order, dtype=int),
-        plateau_losses=_readonly(losses),
-        events=events,
-        activation_times=_readonly(act),
-        switch_times=_readonly(act),
-        fixed_point=_readonly(m_star),
-        suppressed=(),
-        final_speeds=_readonly(speeds),
-        initial_loss=system.loss0,
-    )
+    events = [(float(act[j]), int(j), "on") for j in order]
+    return _limit(system, eps, (act[order], order, losses), events, act, act, m_star, (), speeds)
 
 
 def _event_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> SingularLimit:
@@ -192,16 +184,8 @@ def _event_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> Singul
     s = 0.0
     m_eq = stable_equilibrium(c, K, at_zero)
     history = [(0.0, m_eq.copy())]  # piecewise-constant equilibrium occupations
-    events: list[tuple[float, int, str]] = []
-    for j in np.flatnonzero(m_eq > tol_m):
-        events.append((0.0, int(j), "on"))
-    step_times: list[float] = []
-    order: list[int] = []
-    losses: list[float] = []
-    for j in np.flatnonzero(m_eq > tol_m):
-        step_times.append(0.0)
-        order.append(int(j))
-        losses.append(float(system.loss(m_eq)))
+    events = [(0.0, int(j), "on") for j in np.flatnonzero(m_eq > tol_m)]
+    losses = [float(system.loss(m_eq))] * len(events)  # the plateau after each "on" event
 
     max_events = 10 * m + 100
     for _ in range(max_events):
@@ -223,38 +207,25 @@ def _event_limit(system: LotkaVolterra, eps: float, never: np.ndarray) -> Singul
         s += dt
         at_zero = at_zero | arriving
         m_new = stable_equilibrium(c, K, at_zero)
-        for j in np.flatnonzero((m_eq <= tol_m) & (m_new > tol_m)):
-            events.append((s, int(j), "on"))
-            step_times.append(s)
-            order.append(int(j))
-        for j in np.flatnonzero((m_eq > tol_m) & (m_new <= tol_m)):
-            events.append((s, int(j), "off"))
-        n_new = len(step_times) - len(losses)
-        losses.extend([float(system.loss(m_new))] * n_new)
+        on = np.flatnonzero((m_eq <= tol_m) & (m_new > tol_m))
+        events += [(s, int(j), "on") for j in on]
+        events += [(s, int(j), "off") for j in np.flatnonzero((m_eq > tol_m) & (m_new <= tol_m))]
+        losses += [float(system.loss(m_new))] * on.size
         m_eq = m_new
         history.append((s, m_eq.copy()))
     else:
         raise NqfError("singular_limit: too many events (cycling active sets?)")
 
-    return _final_limit(system, eps, never, m_eq, history, events, (step_times, order, losses), tol_m)
-
-
-def _final_limit(system: LotkaVolterra, eps: float, never, m_eq, history, events, steps, tol_m: float) -> SingularLimit:
-    """The SingularLimit from the event loop of :func:`_event_limit`.
-
-    m_eq (m,): the equilibrium after the last event (entries <= tol_m count as 0); history:
-    [(s, equilibrium)] after each event; events: [(s, mode, "on" | "off")]; steps: (step
-    times, activated modes, plateau losses) of the activations, in order.
-    """
-    c, K, lr = system.c, system.K, system.lr
-    m = c.size
-    step_times, order, losses = steps
+    # the final limit, from the equilibrium after the last event (entries <= tol_m count as 0)
+    # and history, [(s, equilibrium)] after each event
     v = 4.0 * lr * (c - K @ m_eq)
     m_final = np.where(m_eq > tol_m, m_eq, 0.0)
+    step_times = [s_ev for s_ev, _, kind in events if kind == "on"]
+    order = [j for _, j, kind in events if kind == "on"]
     activation = np.full(m, np.nan)
-    for s_ev, j, kind in events:
-        if kind == "on" and np.isnan(activation[j]):
-            activation[j] = s_ev
+    for s_ev, mode in zip(step_times, order, strict=True):
+        if np.isnan(activation[mode]):
+            activation[mode] = s_ev
     switch = np.full(m, np.nan)
     for j in np.flatnonzero(m_final > 0):
         for s_h, m_h in history:
@@ -262,19 +233,7 @@ def _final_limit(system: LotkaVolterra, eps: float, never, m_eq, history, events
                 switch[j] = s_h
                 break
     suppressed = tuple(int(j) for j in np.flatnonzero((c > 0) & (m_final == 0) & ~never))
-    return SingularLimit(
-        eps=eps,
-        step_times=_readonly(step_times),
-        activation_order=_readonly(order, dtype=int),
-        plateau_losses=_readonly(losses),
-        events=tuple(events),
-        activation_times=_readonly(activation),
-        switch_times=_readonly(switch),
-        fixed_point=_readonly(m_final),
-        suppressed=suppressed,
-        final_speeds=_readonly(v),
-        initial_loss=system.loss0,
-    )
+    return _limit(system, eps, (step_times, order, losses), events, activation, switch, m_final, suppressed, v)
 
 
 def plateau_losses(system: LotkaVolterra) -> tuple[np.ndarray, np.ndarray]:

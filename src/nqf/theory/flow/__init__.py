@@ -29,21 +29,11 @@ so every update that acts on W from the left by a matrix built from M closes on 
 All of these take M0 (d x d) and never the width n: their cost does not depend on n.
 Each returns a :class:`FlowResult`. The maps live in ``maps`` (with ``jumps``, the exact
 jumps of the adaptive stepping, and ``host``, the numpy engine that compiles nothing), the
-gradient flow in ``continuous``, the stability bound below in ``stability``, what they share
+gradient flow in ``continuous``, the stability bound in ``stability``, what they share
 (checks, recording, the result) in ``base``; this package gathers them.
 
-Linear stability (``stable_lr_bound``): the M-map is the image of GD on W, so it is
-linearly stable at M exactly when GD on W is: lr < 2 / lambda_max(H), H the Hessian of
-W -> L(W W^T). With L dW = dW W^T + W dW^T (so L L^*[S] = 2 (S M + M S)),
-
-    H = L^* K L + 2 G(M) (x) I_n          (squared loss; cross-entropy adds its l'' weight)
-
-whose spectrum depends on M only (the rotations dW = W Omega are flat at a fixed
-point, where G W = 0). An optimizer with a momentum is stable for lr lambda below its own
-``stable_rate`` (heavy ball: 2 (1 + beta); Nesterov: 2 (1 + beta) / (1 + 2 beta)).
-Near M = 0, H = 2 G(0) (= -2 C for squared loss): modes with c_k < 0 oscillate and
-grow once lr > 1 / |c_k|. At an isolated active mode of the Lotka-Volterra
-reduction H has the eigenvalue 4 K_kk m_k* = 4 c_k, i.e. lr < 1 / (2 c_k).
+Linear stability (``stable_lr_bound``, ``nqf.theory.flow.stability`` has the bound): the M-map is
+linearly stable at M exactly when GD on W is, lr < 2 / lambda_max of the Hessian of W -> L(W W^T).
 """
 
 from __future__ import annotations

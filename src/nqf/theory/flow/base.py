@@ -133,12 +133,3 @@ def observe_M(data: AbstractDataMatrices, M, basis, record_M: bool):
     loss = data.loss(M)
     occ = None if basis is None else jnp.einsum("im,ij,jm->m", basis, M, basis)
     return loss, (M if record_M else None), occ
-
-
-def observe(data: AbstractDataMatrices, F, basis, record_M: bool):
-    M = F @ F.T
-    loss = data.loss(M)
-    Mrec = M if record_M else None
-    # ||Q^T F||^2 per mode: non-negative and accurate for tiny occupations next to O(1) ones
-    occ = None if basis is None else jnp.sum((basis.T @ F) ** 2, axis=1)
-    return loss, Mrec, occ

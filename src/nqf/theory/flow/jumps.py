@@ -52,14 +52,6 @@ MIN_JUMP = 16
 KRYLOV_DIM = 64
 
 
-def _triu(D: int):
-    return np.triu_indices(D)
-
-
-def _pack_sym(G, idx):
-    return G[idx]
-
-
 def _unpack_sym(v, idx, D):
     U = jnp.zeros((D, D), dtype=v.dtype).at[idx].set(v)
     return U + jnp.triu(U, 1).T
@@ -81,16 +73,21 @@ def gram_map(optimizer: AbstractClosedOptimizer, data: AbstractDataMatrices, hyp
     return T @ Gamma @ T.T
 
 
+def _packed_map(optimizer, data: AbstractDataMatrices, hyper, Gamma):
+    """(the map Phi on packed states, the upper triangle of a D x D Gram matrix as a vector (s,); Gamma packed)."""
+    D = Gamma.shape[0]
+    idx = np.triu_indices(D)
+
+    def packed(v):
+        return gram_map(optimizer, data, hyper, _unpack_sym(v, idx, D))[idx]
+
+    return packed, Gamma[idx]
+
+
 @partial(jax.jit, static_argnames=("optimizer",))
 def _linearise(optimizer, data: AbstractDataMatrices, hyper, Gamma):
     """(r, J) of the packed map at Gamma: r = Phi(Gamma) - Gamma (s,), J (s, s)."""
-    D = Gamma.shape[0]
-    idx = _triu(D)
-
-    def packed(v):
-        return _pack_sym(gram_map(optimizer, data, hyper, _unpack_sym(v, idx, D)), idx)
-
-    v0 = _pack_sym(Gamma, idx)
+    packed, v0 = _packed_map(optimizer, data, hyper, Gamma)
     r = packed(v0) - v0
     s = v0.shape[0]
     columns = jax.lax.map(
@@ -102,20 +99,13 @@ def _linearise(optimizer, data: AbstractDataMatrices, hyper, Gamma):
 @partial(jax.jit, static_argnames=("optimizer",))
 def _directional(optimizer, data: AbstractDataMatrices, hyper, Gamma, direction):
     """J v of the packed map at Gamma for one packed direction v (s,): one JVP of a step."""
-    D = Gamma.shape[0]
-    idx = _triu(D)
-
-    def packed(v):
-        return _pack_sym(gram_map(optimizer, data, hyper, _unpack_sym(v, idx, D)), idx)
-
-    return jax.jvp(packed, (_pack_sym(Gamma, idx),), (direction,))[1]
+    packed, v0 = _packed_map(optimizer, data, hyper, Gamma)
+    return jax.jvp(packed, (v0,), (direction,))[1]
 
 
 @partial(jax.jit, static_argnames=("optimizer",))
 def _increment(optimizer, data: AbstractDataMatrices, hyper, Gamma):
-    D = Gamma.shape[0]
-    idx = _triu(D)
-    return _pack_sym(gram_map(optimizer, data, hyper, Gamma) - Gamma, idx)
+    return (gram_map(optimizer, data, hyper, Gamma) - Gamma)[np.triu_indices(Gamma.shape[0])]
 
 
 class AffineModel:
@@ -256,7 +246,7 @@ def try_jump(optimizer: AbstractClosedOptimizer, data: AbstractDataMatrices, hyp
 def states_in_jump(model: AffineModel | KrylovModel, Gamma: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Gamma at the given step offsets (R,) inside an accepted jump: (R, D, D)."""
     D = Gamma.shape[0]
-    idx = _triu(D)
+    idx = np.triu_indices(D)
     X = model.displacement(offsets)  # (s, R)
     U = np.zeros((offsets.size, D, D))
     U[:, idx[0], idx[1]] = X.T

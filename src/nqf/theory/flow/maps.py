@@ -33,7 +33,6 @@ from nqf.theory.flow.base import (
     check_M0,
     check_positive,
     check_steps,
-    observe,
     observe_M,
     record_flags,
     recorded_steps,
@@ -91,12 +90,14 @@ def _blockwise(data: AbstractDataMatrices) -> TypeGuard[MomentDataMatrices]:
 
 
 def _observe_flow(data: AbstractDataMatrices, F, basis, record_M: bool):
-    """``nqf.theory.flow.base.observe``; on blockwise data without M recorded, the loss from F's blocks
-    (``MomentDataMatrices.loss_of_factor``) instead of forming F F^T (d x d) at every record."""
+    """Loss, M = F F^T (if recorded) and occupations ||Q^T F||^2 per mode (non-negative, and
+    accurate for tiny occupations next to O(1) ones). On blockwise data without M recorded, the
+    loss from F's blocks (``MomentDataMatrices.loss_of_factor``) instead of forming F F^T (d x d)."""
+    occ = None if basis is None else jnp.sum((basis.T @ F) ** 2, axis=1)
     if _blockwise(data) and not record_M:
-        occ = None if basis is None else jnp.sum((basis.T @ F) ** 2, axis=1)
         return data.loss_of_factor(F), None, occ
-    return observe(data, F, basis, record_M)
+    M = F @ F.T
+    return data.loss(M), (M if record_M else None), occ
 
 
 def _step(optimizer: AbstractClosedOptimizer, data: AbstractDataMatrices, hyper, carry, t):
@@ -224,10 +225,6 @@ def _observe_many(record_M, data: AbstractDataMatrices, Ms, basis):
     return jax.vmap(lambda M: observe_M(data, M, basis, record_M))(Ms)
 
 
-def _bucket(count: int) -> int:
-    return 1 << max(int(count) - 1, 0).bit_length()
-
-
 def _run_adaptive(
     optimizer, data: AbstractDataMatrices, carry, hyper, steps, cps, basis, record_M, jump_from=None, jump_groups=None
 ):
@@ -263,7 +260,9 @@ def _run_adaptive(
                 states = states_in_jump(model, Gamma, np.append(cps[i:k] - t, j))
                 if k > i:
                     count = k - i  # padded to a power of two: one compile per size class
-                    padded = np.concatenate([states[:-1], np.repeat(states[-1:], _bucket(count) - count, axis=0)])
+                    padded = np.concatenate(
+                        [states[:-1], np.repeat(states[-1:], bucket_length(count, floor=1) - count, axis=0)]
+                    )
                     out = _observe_many(record_M, data, jnp.asarray(padded[:, :d, :d], dtype=dtype), basis)
                     _store(losses, Ms, occs, i, count, out)
                     i = k
@@ -280,7 +279,7 @@ def _run_adaptive(
         k = i + int(np.searchsorted(cps[i:], end, side="right"))
         gaps = np.diff(np.concatenate([[t], cps[i:k]])).astype(np.int32)
         count = k - i
-        padded = np.concatenate([gaps, np.zeros(_bucket(count + 1) - count, dtype=np.int32)])
+        padded = np.concatenate([gaps, np.zeros(bucket_length(count + 1, floor=1) - count, dtype=np.int32)])
         after = end - (cps[k - 1] if count else t)
         carry, loss, M_rec, occ = _drive(
             optimizer, record_M, data, carry, hyper, jnp.asarray(padded), jnp.asarray(after, jnp.int32), basis
@@ -387,36 +386,11 @@ def optimizer_map(
 
 
 def gd_map(
-    data: AbstractDataMatrices,
-    M0: Float[ArrayLike, "d d"] | None,
-    lr: float,
-    steps: int,
-    record_every: int | None = None,
-    checkpoints: Sequence[int] | Int[ArrayLike, " c"] | None = None,
-    basis: Float[ArrayLike, "d m"] | None = None,
-    record_M: bool | None = None,
-    factor: Float[ArrayLike, "d r"] | None = None,
-    stepping: str = "every",
-    jump_from: Float[ArrayLike, " g"] | None = None,
-    jump_groups: Sequence[Sequence[int]] | None = None,
+    data: AbstractDataMatrices, M0: Float[ArrayLike, "d d"] | None, lr: float, steps: int, **options
 ) -> FlowResult:
     """Exact gradient descent on M: M+ = (I - 2 lr G(M)) M (I - 2 lr G(M)), ``steps`` times
-    (:func:`optimizer_map` of ``gd``, whose arguments these are)."""
-    return optimizer_map(
-        data,
-        M0,
-        lr,
-        steps,
-        "gd",
-        record_every=record_every,
-        checkpoints=checkpoints,
-        basis=basis,
-        record_M=record_M,
-        factor=factor,
-        stepping=stepping,
-        jump_from=jump_from,
-        jump_groups=jump_groups,
-    )
+    (:func:`optimizer_map` of ``gd``; ``options`` are its keyword arguments after ``beta``)."""
+    return optimizer_map(data, M0, lr, steps, "gd", **options)
 
 
 def sgd_map(

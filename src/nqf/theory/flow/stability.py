@@ -18,6 +18,7 @@ reduction H has the eigenvalue 4 K_kk m_k* = 4 c_k, i.e. lr < 1 / (2 c_k).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -82,28 +83,15 @@ def hessian_of_w(data: AbstractDataMatrices, W):
 
 
 @jax.jit
-def _top_gradient_eigenvalue(data: AbstractDataMatrices, W):
-    """lambda_max of G(M) at M = W W^T (one program with the product)."""
+def _top_gradient_eigenvalue_program(data: AbstractDataMatrices, W):
     return jnp.linalg.eigvalsh(data.gradient_matrix(W @ W.T))[-1]
 
 
-def _host_hessian_top(data: HostMoments, M: np.ndarray) -> float:
-    """:func:`_hessian_top` in numpy (``nqf.theory.flow.host``): the same dense Hessian, or Lanczos."""
-    evals, evecs = np.linalg.eigh(0.5 * (M + M.T))
-    W = ((evecs * np.sqrt(np.clip(evals, 0.0, None))) @ evecs.T).astype(data.dtype)
-    d = W.shape[0]
-    top_g = 2.0 * float(np.linalg.eigvalsh(data.gradient_matrix(W @ W.T))[-1])
-
-    def matvec(v):
-        V = np.reshape(v, (d, d)).astype(data.dtype)
-        return np.asarray(host_hessian_vector_product(data, W, V), dtype=np.float64).ravel()
-
-    if d * d <= _DENSE_HESSIAN_LIMIT:
-        H = np.stack([matvec(e) for e in np.eye(d * d)], axis=1)
-        top_h = float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1])
-    else:
-        top_h = _lanczos_top(matvec, d * d)
-    return max(top_h, top_g)
+def _top_gradient_eigenvalue(data: AbstractDataMatrices, W) -> float:
+    """lambda_max of G(M) at M = W W^T: in numpy for ``HostMoments``, else one program with the product."""
+    if isinstance(data, HostMoments):
+        return float(np.linalg.eigvalsh(data.gradient_matrix(W @ W.T))[-1])
+    return float(_top_gradient_eigenvalue_program(data, W))
 
 
 def _lanczos_top(matvec, size: int) -> float:
@@ -123,22 +111,30 @@ def _hessian_top(data: AbstractDataMatrices, M: np.ndarray) -> float:
     its row space feel only 2 G (conservative when n = rank M exactly). The Hessian is
     never built when d^2 > _DENSE_HESSIAN_LIMIT: Lanczos on Hessian-vector products (each
     costs one gradient and its derivative, i.e. one pass of the data route) finds the top.
+    Numpy data matrices (``HostMoments``) take the same steps in numpy
+    (``nqf.theory.flow.host``), nothing compiled.
     """
+    host = isinstance(data, HostMoments)
+    product: Any = host_hessian_vector_product if host else _hessian_vector_product
+
+    def convert(a):
+        return np.asarray(a, dtype=data.dtype) if host else to_device(a, dtype=data.dtype)
+
     evals, evecs = np.linalg.eigh(0.5 * (M + M.T))
-    W = to_device((evecs * np.sqrt(np.clip(evals, 0.0, None))) @ evecs.T, dtype=data.dtype)
+    W = convert((evecs * np.sqrt(np.clip(evals, 0.0, None))) @ evecs.T)
     d = W.shape[0]
-    top_g = 2.0 * float(_top_gradient_eigenvalue(data, W))
-    if d * d <= _DENSE_HESSIAN_LIMIT:
-        H = np.asarray(hessian_of_w(data, W), dtype=np.float64)
-        top_h = float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1])
+    top_g = 2.0 * _top_gradient_eigenvalue(data, W)
+
+    def matvec(v):
+        return np.asarray(product(data, W, convert(np.reshape(v, (d, d)))), dtype=np.float64).ravel()
+
+    if d * d > _DENSE_HESSIAN_LIMIT:
+        return max(_lanczos_top(matvec, d * d), top_g)
+    if host:
+        H = np.stack([matvec(e) for e in np.eye(d * d)], axis=1)
     else:
-
-        def matvec(v):
-            V = to_device(np.reshape(v, (d, d)), dtype=data.dtype)
-            return np.asarray(_hessian_vector_product(data, W, V), dtype=np.float64).ravel()
-
-        top_h = _lanczos_top(matvec, d * d)
-    return max(top_h, top_g)
+        H = np.asarray(hessian_of_w(data, W), dtype=np.float64)
+    return max(float(np.linalg.eigvalsh(0.5 * (H + H.T))[-1]), top_g)
 
 
 def stable_lr_bound(
@@ -170,10 +166,8 @@ def stable_lr_bound(
     if not 0.0 <= beta < 1.0:
         raise NqfError(f"beta must lie in [0, 1), got {beta}")
     d = data.dim
-    if isinstance(data, HostMoments):
-        curvature_start = 2.0 * float(np.linalg.eigvalsh(data.gradient_matrix(np.zeros((d, d), data.dtype)))[-1])
-    else:
-        curvature_start = 2.0 * float(_top_gradient_eigenvalue(data, to_device(np.zeros((d, d), dtype=data.dtype))))
+    zero = np.zeros((d, d), data.dtype) if host else to_device(np.zeros((d, d), dtype=data.dtype))
+    curvature_start = 2.0 * _top_gradient_eigenvalue(data, zero)
     curvature, worst = curvature_start, None
     if points is not None:
         pts = np.asarray(points)
@@ -186,7 +180,7 @@ def stable_lr_bound(
         if not np.all(np.isfinite(pts)):
             raise NqfError("points contain non-finite values")
         for i, M in enumerate(pts):
-            top = _host_hessian_top(data, M) if isinstance(data, HostMoments) else _hessian_top(data, M)
+            top = _hessian_top(data, M)
             if top > curvature:
                 curvature, worst = top, i
     bound = float("inf") if curvature <= 0 else closed.stable_rate(beta) / curvature

@@ -92,15 +92,8 @@ def lv_map_records(
     opt = closed_optimizer(optimizer)
     beta = opt.beta_of(beta)
     host = engine == "numpy"  # the same map in numpy: nothing compiled
-    c: Any
-    K: Any
-    lr: Any
-    if host:
-        c, K, lr = system.c, system.K, float(system.lr)
-        beta_arg: Any = beta
-    else:
-        c, K, lr = to_device(system.c), to_device(system.K), to_device(np.float64(system.lr))
-        beta_arg = to_device(np.float64(beta))
+    put: Any = (lambda a: a) if host else to_device
+    c, K, lr, beta_arg = put(system.c), put(system.K), put(np.float64(system.lr)), put(np.float64(beta))
     thresholds = np.asarray(thresholds, dtype=np.float64)
     g, m = thresholds.size, system.num_modes
     record = np.asarray(record, dtype=np.int64)
@@ -112,10 +105,7 @@ def lv_map_records(
     _cross(switch, thresholds, 0, m0[None, :g])
     with np.errstate(divide="ignore"):
         u0 = np.log(m0)  # in float64 first: tiny m0 underflows in float32
-    zero = np.zeros(m)
-    state: Any = (u0, (zero,) * opt.buffers)
-    if not host:
-        state = (to_device(u0), tuple(to_device(zero) for _ in range(opt.buffers)))
+    state: Any = (put(u0), tuple(put(np.zeros(m)) for _ in range(opt.buffers)))
     t, stats = 0, {"stepped": 0, "extrapolated": 0}
     Kd, cd = np.asarray(system.K), np.asarray(system.c)
     while t < num_steps:
@@ -129,9 +119,7 @@ def lv_map_records(
                 us_d, ratios_d = lv_block(opt, c, K, lr, beta_arg, state, run)
                 us, ratios = np.asarray(us_d)[:length], tuple(np.asarray(r)[:length] for r in ratios_d)
         occ = np.exp(us)
-        state = (us[-1], tuple(r[-1] for r in ratios))
-        if not host:
-            state = (to_device(state[0]), tuple(to_device(r) for r in state[1]))
+        state = (put(us[-1]), tuple(put(r[-1]) for r in ratios))
         steps = np.arange(t + 1, t + length + 1)
         _fill(out, record, steps, occ)
         _cross(switch, thresholds, t + 1, occ[:, :g])
@@ -164,7 +152,7 @@ def _mode_matrices(optimizer: AbstractClosedOptimizer, g: np.ndarray, lr: float,
 
 
 def _fill(out, record, steps, occ) -> None:
-    lo, hi = np.searchsorted(record, [steps[0], steps[-1]], side="left")
+    lo = np.searchsorted(record, steps[0], side="left")
     hi = np.searchsorted(record, steps[-1], side="right")
     if hi > lo:
         out[lo:hi] = occ[record[lo:hi] - steps[0]]

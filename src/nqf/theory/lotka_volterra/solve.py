@@ -58,9 +58,7 @@ class LVSolution:
     num_accepted_steps: int
     method: str
     t_final: float
-    _dense: Any = field(default=None, repr=False)
-    _step_ts: np.ndarray | None = field(default=None, repr=False)
-    _step_us: np.ndarray | None = field(default=None, repr=False)
+    _dense: Any = field(default=None, repr=False)  # diffrax's solution (ODE methods): dense output, accepted steps
 
     def log_occupation(self, t) -> np.ndarray:
         """ln m(t) at arbitrary times in [0, t_final]: (..., m)."""
@@ -126,6 +124,20 @@ def _solve_log_ode(c, K, lr, u0, t_final, grid, solver, controller, max_steps):
     )
 
 
+def _default_tolerance() -> float:
+    """The default rtol = atol of the solves (on u = ln m): 1e-8 in float64, 1e-5 in float32."""
+    return 1e-8 if jnp.result_type(float) == jnp.float64 else 1e-5
+
+
+def _kvaerno5(newton_tol):
+    """diffrax's Kvaerno5 with a full Newton solve to ``newton_tol`` (an array: under filter_jit a
+    float would be static and recompile)."""
+    import diffrax
+    import optimistix as optx
+
+    return diffrax.Kvaerno5(root_finder=optx.Newton(rtol=newton_tol, atol=newton_tol))
+
+
 def default_times(t_final: float, num: int = 512) -> np.ndarray:
     """Output grid: ``num`` linear points on [0, t_final] merged with ``num - 1`` log-spaced
     points on [1e-6 t_final, t_final) (the log grid resolves early times and power laws).
@@ -186,7 +198,7 @@ def solve_lv(
         method = "logistic" if system.is_diagonal else "kvaerno5"
     if method not in ("logistic", "kvaerno5", "tsit5"):
         raise NqfError(f"solve_lv: unknown method {method!r} (auto, logistic, kvaerno5, tsit5)")
-    default_tol = 1e-8 if jnp.result_type(float) == jnp.float64 else 1e-5
+    default_tol = _default_tolerance()
     rtol = default_tol if rtol is None else float(rtol)
     atol = default_tol if atol is None else float(atol)
     try:
@@ -222,15 +234,9 @@ def _solve_ode(system, t_final, ts, reference, method, rtol, atol, max_steps, sa
     """The log-space ODE solved by ``method`` ("kvaerno5" or "tsit5") with the checked inputs of
     :func:`solve_lv`; reference: the fixed point for the excess losses, or None."""
     import diffrax
-    import optimistix as optx
 
     if method == "kvaerno5":
-        newton_tol = max(1e-2 * min(rtol, atol), 1e-14)
-        # arrays, not floats (see the controller below); optimistix annotates them as float
-        tol = jnp.asarray(newton_tol)
-        solver: diffrax.AbstractSolver = diffrax.Kvaerno5(
-            root_finder=optx.Newton(rtol=tol, atol=tol)  # type: ignore[arg-type]
-        )
+        solver: diffrax.AbstractSolver = _kvaerno5(jnp.asarray(max(1e-2 * min(rtol, atol), 1e-14)))
     else:
         solver = diffrax.Tsit5()
     # Arrays, not Python floats: under filter_jit floats are static and would recompile.
@@ -252,11 +258,7 @@ def _solve_ode(system, t_final, ts, reference, method, rtol, atol, max_steps, sa
         raise NqfError(
             f"solve_lv: the ODE solver failed ({sol.result}); raise max_steps (now {max_steps}) or loosen rtol/atol"
         )
-    us = np.asarray(sol.ys[0])
-    n_saved = int(sol.stats["num_accepted_steps"]) + 1
-    step_ts = np.asarray(sol.ts[1])[:n_saved]
-    step_us = np.asarray(sol.ys[1])[:n_saved]
-    ms = np.exp(us)
+    ms = np.exp(np.asarray(sol.ys[0]))
     return LVSolution(
         system=system,
         ts=ts,
@@ -268,8 +270,6 @@ def _solve_ode(system, t_final, ts, reference, method, rtol, atol, max_steps, sa
         method=method,
         t_final=t_final,
         _dense=sol,
-        _step_ts=step_ts,
-        _step_us=step_us,
     )
 
 
@@ -299,6 +299,14 @@ def _solve_logistic(system, t_final, ts, reference, save_occupations, batch_size
 
 
 # ---------------------------------------------------------------- switch times
+
+
+def _log_thresholds(reference) -> np.ndarray:
+    """ln(m_k*/2) for reference m* (m,); inf where m_k* <= 0 (no switch-on asked)."""
+    reference = np.asarray(reference, dtype=np.float64)
+    positive = reference > 0
+    with np.errstate(divide="ignore"):
+        return np.where(positive, np.log(np.where(positive, 0.5 * reference, 1.0)), np.inf)
 
 
 @_lazy_filter_jit
@@ -351,21 +359,18 @@ def switch_times(
             reference = sol.occupation(sol.t_final)
     reference = np.asarray(reference, dtype=np.float64)
     positive = reference > 0
-    with np.errstate(divide="ignore"):
-        thresholds = np.where(positive, np.log(np.where(positive, 0.5 * reference, 1.0)), np.inf)
+    thresholds = _log_thresholds(reference)
 
     if sol._dense is None:  # diagonal closed form
         k = system.diagonal
         m_star = np.where(k > 0, system.c / np.where(k > 0, k, 1.0), np.nan)
-        if np.allclose(m_star[positive], reference[positive], rtol=1e-12, atol=0):
-            out = np.asarray(logistic_switch_time(system.c, k, system.m0, system.lr), dtype=np.float64)
-        else:
+        if not np.allclose(m_star[positive], reference[positive], rtol=1e-12, atol=0):
             raise NqfError("switch_times: a custom reference needs an ODE solution (method='kvaerno5')")
-        out = np.where(positive & (out <= sol.t_final), out, np.nan)
-        return out
+        out = np.asarray(logistic_switch_time(system.c, k, system.m0, system.lr), dtype=np.float64)
+        return np.where(positive & (out <= sol.t_final), out, np.nan)
 
-    step_ts, step_us = sol._step_ts, sol._step_us
-    assert step_ts is not None and step_us is not None  # an ODE solution records its steps
+    n_saved = sol.num_accepted_steps + 1  # the accepted steps, from t = 0
+    step_ts, step_us = np.asarray(sol._dense.ts[1])[:n_saved], np.asarray(sol._dense.ys[1])[:n_saved]
     crossed = step_us >= thresholds[None, :]
     first = np.argmax(crossed, axis=0)
     reached = crossed.any(axis=0) & positive
@@ -390,12 +395,10 @@ def _flow_switch_core(c, K, lr, u0, t_final, thresholds, rtol, atol, newton_tol,
     the solve succeeded, as one pure-array program: the solve, the first accepted step past each
     threshold, and the bisection in the dense output (as ``switch_times`` on an LVSolution)."""
     import diffrax  # imported here: a warm nqf predict calls the stored program instead
-    import optimistix as optx
 
-    solver = diffrax.Kvaerno5(root_finder=optx.Newton(rtol=newton_tol, atol=newton_tol))
     controller = diffrax.PIDController(rtol=rtol, atol=atol)
     # the output grid is only t_final: switch times need the accepted steps and the dense output
-    sol = _solve_log_ode(c, K, lr, u0, t_final, t_final[None], solver, controller, max_steps)
+    sol = _solve_log_ode(c, K, lr, u0, t_final, t_final[None], _kvaerno5(newton_tol), controller, max_steps)
     step_ts, step_us = sol.ts[1], sol.ys[1]
     valid = jnp.arange(step_ts.shape[0]) < sol.stats["num_accepted_steps"] + 1
     crossed = (step_us >= thresholds[None, :]) & valid[:, None]
@@ -412,19 +415,6 @@ def _flow_switch_core(c, K, lr, u0, t_final, thresholds, rtol, atol, newton_tol,
 _flow_switch_program = jax.jit(_flow_switch_core, static_argnames=("max_steps",))
 
 
-def _flow_tolerance() -> float:
-    """rtol = atol of the switch-time solves: 1e-8 in float64, 1e-5 in float32."""
-    return 1e-8 if jnp.result_type(float) == jnp.float64 else 1e-5
-
-
-def _log_thresholds(reference) -> np.ndarray:
-    """ln(m_k*/2) for reference m* (m,); inf where m_k* <= 0 (no switch-on asked)."""
-    reference = np.asarray(reference, dtype=np.float64)
-    positive = reference > 0
-    with np.errstate(divide="ignore"):
-        return np.where(positive, np.log(np.where(positive, 0.5 * reference, 1.0)), np.inf)
-
-
 def flow_switch_times_batch(system: LotkaVolterra, m0s, t_final: float, reference) -> np.ndarray:
     """``flow_switch_times`` of ``system`` with each row of m0s (B, m) as its initial occupations:
     (B, m), the systems sharing c, K and lr. Up to ``MAX_NUMPY_MODES`` coupled modes the B
@@ -435,7 +425,7 @@ def flow_switch_times_batch(system: LotkaVolterra, m0s, t_final: float, referenc
     numpy_solve = not system.is_diagonal and math.isfinite(t_final) and t_final > 0
     if not numpy_solve or system.num_modes > MAX_NUMPY_MODES:
         return np.stack([flow_switch_times(replace(system, m0=row), t_final, reference) for row in m0s])
-    tol = _flow_tolerance()
+    tol = _default_tolerance()
     times, _ = kvaerno_switch_times_batch(
         system.c, system.dense_K, system.lr, np.log(m0s), t_final, _log_thresholds(reference), rtol=tol, atol=tol
     )
@@ -459,7 +449,7 @@ def flow_switch_times(system: LotkaVolterra, t_final: float, reference, method: 
         return switch_times(solve_lv(system, t_final), reference=reference)
     if method not in ("auto", "numpy", "compiled"):
         raise NqfError(f"flow_switch_times: unknown method {method!r} (auto, numpy, compiled)")
-    tol, thresholds = _flow_tolerance(), _log_thresholds(reference)
+    tol, thresholds = _default_tolerance(), _log_thresholds(reference)
     if method == "numpy" or (method == "auto" and system.num_modes <= MAX_NUMPY_MODES):
         times, _ = kvaerno_switch_times(
             system.c, system.dense_K, system.lr, np.log(system.m0), t_final, thresholds, rtol=tol, atol=tol

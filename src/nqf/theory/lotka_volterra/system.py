@@ -54,8 +54,8 @@ __all__ = [
 ]
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=np.float64, copy=True)
+def _readonly(a, dtype=np.float64) -> np.ndarray:
+    a = np.array(a, dtype=dtype, copy=True)
     a.setflags(write=False)
     return a
 
@@ -134,11 +134,6 @@ class LotkaVolterra:
     def growth_rates(self) -> np.ndarray:
         """(m,) r_k = 4 lr c_k."""
         return 4.0 * self.lr * self.c
-
-    @property
-    def interactions(self) -> np.ndarray:
-        """(m, m) 4 lr K."""
-        return 4.0 * self.lr * self.dense_K
 
     @property
     def dense_K(self) -> np.ndarray:
@@ -323,15 +318,21 @@ def fixed_point(system: LotkaVolterra) -> np.ndarray:
         (m,) occupations.
     """
     if system.is_diagonal:
-        c, k = system.c, system.diagonal
-        if np.any(k < 0):
-            raise NqfError("fixed_point: K has a negative diagonal entry (not positive semidefinite)")
-        if np.any((c > 0) & (k == 0)):
-            raise NqfError("fixed_point: a mode with c_k > 0 and K_kk = 0 grows without bound")
-        grows = c > 0
-        return np.where(grows, c / np.where(grows, k, 1.0), 0.0)
+        return diagonal_fixed_point(system, "fixed_point")
     check_symmetric_psd(system.K, "fixed_point")
     return stable_equilibrium(system.c, system.K, np.ones(system.num_modes, dtype=bool))
+
+
+def diagonal_fixed_point(system: LotkaVolterra, what: str) -> np.ndarray:
+    """The fixed point of uncoupled modes, m_k* = c_k / K_kk where c_k > 0, else 0 (m,); NqfError
+    (its message led by ``what``) where K_kk < 0 or a growing mode has K_kk = 0."""
+    c, k = system.c, system.diagonal
+    if np.any(k < 0):
+        raise NqfError(f"{what}: K has a negative diagonal entry (not positive semidefinite)")
+    if np.any((c > 0) & (k == 0)):
+        raise NqfError(f"{what}: a mode with c_k > 0 and K_kk = 0 grows without bound")
+    grows = c > 0
+    return np.where(grows, c / np.where(grows, k, 1.0), 0.0)
 
 
 def excess_loss(system: LotkaVolterra, m, reference=None) -> np.ndarray:
