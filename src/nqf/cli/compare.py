@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -52,22 +51,15 @@ from nqf.core.errors import NqfError
 from nqf.optimizers import OPTIMIZER_SETTINGS, OPTIMIZERS, RATE_OPTIMIZERS, unused_setting
 
 from .checks import check_departure
-from .options import task_of
+from .options import RunArgs, command_args, task_of
+from .outputs import OverlayOption, PlotOption, fmt
 from .settings import setting
-from .unit import UNIT_HELP, parse_unit_spec, resolve_task, unit_computing
-
-
-def _fmt(value, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    if isinstance(value, float) and abs(value) >= 1 and value == round(value):
-        return f"{value:.0f}"
-    return f"{value:.{digits}g}"
+from .unit import UnitOption, check_unit_option, resolve_task, unit_computing
 
 
 def _loss(value) -> str:
     """A loss with 3 digits; |L| < 1e-12 (rounding of an exact zero) shows as 0."""
-    return "0" if value is not None and abs(value) < 1e-12 else _fmt(value, 3)
+    return "0" if value is not None and abs(value) < 1e-12 else fmt(value, 3)
 
 
 def _percent(value) -> str:
@@ -83,38 +75,19 @@ def parse_optimizers(text: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class CompareArgs:
-    """The command line of ``nqf compare`` as typer read it.
+class CompareArgs(RunArgs):
+    """The command line of ``nqf compare`` as typer read it (:class:`~nqf.cli.options.RunArgs` and its own).
 
     ``rates``: (optimizer, its ``--lr-OPT`` or None) for every optimizer with a rate of its own
-    (``nqf.optimizers.RATE_OPTIMIZERS``). ``extra``: the remaining ``--name value`` pairs,
-    the options of the task, the architecture or the unit.
+    (``nqf.optimizers.RATE_OPTIMIZERS``).
     """
 
     task: str
-    width: int
     sigma0: float
-    lr: float
-    steps: int
-    arch: str | None
-    unit: str | None
     optimizers: str
     rates: tuple[tuple[str, float | None], ...]
     seeds: int
-    seed: int
     data_seed: int
-    batch: int | None
-    beta: float | None
-    as_json: bool
-    plot: Path | None
-    csv_dir: Path | None
-    overlay: Path | None
-    departure: bool
-    network: bool
-    network_budget: float
-    network_method: str
-    allow_inapplicable: bool
-    extra: tuple[str, ...]
 
 
 def rate_options(command):
@@ -155,7 +128,7 @@ def compare_command(
     lr: float = setting(CompareSettings, "lr"),
     steps: int = setting(CompareSettings, "steps"),
     arch: Annotated[str | None, typer.Option("--arch", help="Architecture (default: the task's natural one).")] = None,
-    unit: Annotated[str | None, typer.Option("--unit", help=UNIT_HELP)] = None,
+    unit: UnitOption = None,
     optimizers: str = setting(CompareSettings, "optimizers"),
     seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds K (init and minibatches).")] = 1,
     seed: int = setting(CompareSettings, "seed"),
@@ -163,15 +136,12 @@ def compare_command(
     batch: int | None = setting(CompareSettings, "batch"),
     beta: float | None = setting(CompareSettings, "beta"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
+    plot: PlotOption = None,
     csv_dir: Annotated[
         Path | None,
         typer.Option("--csv", help="Write every loss curve and switch-on step as tidy CSV tables into DIR."),
     ] = None,
-    overlay: Annotated[
-        Path | None,
-        typer.Option("--overlay", help="A measured loss curve (CSV step,loss; NPY (T, 2); JSON) to compare and draw."),
-    ] = None,
+    overlay: OverlayOption = None,
     departure: Annotated[
         bool,
         typer.Option(
@@ -193,32 +163,12 @@ def compare_command(
     --outputs K, --activation tanh. With --unit, --inputs D[,D2..] and --outputs K set its shapes
     (default: the task's).
     """
-    extra = list(ctx.args)
-    task = task_of(task, data, extra)
-    args = CompareArgs(
-        task=task,
-        width=width,
-        sigma0=sigma0,
-        lr=lr,
-        steps=steps,
-        arch=arch,
-        unit=unit,
-        optimizers=optimizers,
+    extra = list(ctx.args)  # task_of adds --data FILE's --path FILE
+    args = command_args(
+        CompareArgs,
+        locals(),
+        task=task_of(task, data, extra),
         rates=tuple((name, rates.get(f"lr_{name}")) for name in RATE_OPTIMIZERS),
-        seeds=seeds,
-        seed=seed,
-        data_seed=data_seed,
-        batch=batch,
-        beta=beta,
-        as_json=as_json,
-        plot=plot,
-        csv_dir=csv_dir,
-        overlay=overlay,
-        departure=departure,
-        network=network,
-        network_budget=network_budget,
-        network_method=network_method,
-        allow_inapplicable=allow_inapplicable,
         extra=tuple(extra),
     )
     run_compare_command(args)
@@ -238,10 +188,7 @@ def run_compare_command(args: CompareArgs) -> None:
         if unused:
             users = " or ".join(OPTIMIZER_SETTINGS[name][1])
             raise NqfError(f"{unused}; add {users} to --optimizers or drop it")
-    if args.unit is not None:
-        if args.arch is not None:
-            raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION, not both")
-        parse_unit_spec(args.unit)  # a bad FILE.py:FUNCTION fails before JAX starts
+    check_unit_option(args.arch, args.unit)
     start_jax()  # float64 and the compilation cache (the CLI is an application; the library never does this)
     from nqf.comparison.compare import compare
 
@@ -258,8 +205,10 @@ def run_compare_command(args: CompareArgs) -> None:
         comparison = compare(the_task, architecture, config)
         result = comparison.to_json()
         matched = finish_comparison(comparison, result, args.csv_dir, measured)  # the overlay block; the tables
-        if args.plot is not None:
-            write_plot(comparison, args.plot, matched)
+        if args.plot is not None:  # written atomically under the umask
+            from ..report.compare_plot import plot_comparison
+
+            plot_comparison(comparison, args.plot, overlay=matched)
     if args.as_json:
         print(json.dumps(result, allow_nan=False))
         return
@@ -299,21 +248,12 @@ def compare_config(args: CompareArgs, chosen: tuple[str, ...]):
 
     rates = tuple((opt, value) for opt, value in args.rates if value is not None)
     return CompareConfig(
-        allow_inapplicable=args.allow_inapplicable,
-        departure=args.departure,
-        network=args.network,
-        network_budget=None if args.network_budget == float("inf") else args.network_budget,
-        network_method=args.network_method,
-        width=args.width,
+        **args.config_settings(),
         sigma0=args.sigma0,
-        lr=args.lr,
-        steps=args.steps,
         optimizers=chosen,
         learning_rates=rates,
         beta=BETA if args.beta is None else args.beta,
-        batch_size=args.batch,
         seeds=args.seeds,
-        seed=args.seed,
         data_seed=args.data_seed,
     )
 
@@ -328,13 +268,6 @@ def print_departures(comparison, result: dict, console: Console) -> None:
             continue
         console.print(f"[bold]{opt}[/bold], seed {first}:", highlight=False)
         print_departure(console, result["departure"][opt][0])
-
-
-def write_plot(comparison, plot: Path, overlay=None) -> None:
-    """The figure (``report.compare_plot``, which writes it atomically under the umask)."""
-    from ..report.compare_plot import plot_comparison
-
-    plot_comparison(comparison, plot, overlay=overlay)
 
 
 def print_comparison(result: dict, console: Console) -> None:
@@ -404,11 +337,11 @@ def theory_table(result: dict) -> Table:
         pred, plateau = row["predicted"], row["plateau_loss"]
         theory.add_row(
             str(row.get("label", row["mode"])),
-            _fmt(row["growth"]),
-            _fmt(pred["singular_limit"]),
-            _fmt(pred["lv"]),
-            _fmt(pred["mflow"]),
-            _fmt(row["measured"]["quadratic"]),
+            fmt(row["growth"]),
+            fmt(pred["singular_limit"]),
+            fmt(pred["lv"]),
+            fmt(pred["mflow"]),
+            fmt(row["measured"]["quadratic"]),
             _loss(plateau["predicted"]["singular_limit"]),
             _loss(plateau["predicted"]["mflow"]),
             _loss(plateau["measured"]["quadratic"]),
@@ -440,11 +373,11 @@ def network_table(result: dict, opts: list[str]) -> Table:
             network.add_row(
                 str(row.get("label", row["mode"])) if i == 0 else "",
                 opt,
-                _fmt(flow["mflow"]) + mark,
-                _fmt(row["measured"]["network"][opt]),
-                _fmt(row["network_seeds"][opt]["std"], 2) if len(seeds) > 1 else "",
+                fmt(flow["mflow"]) + mark,
+                fmt(row["measured"]["network"][opt]),
+                fmt(row["network_seeds"][opt]["std"], 2) if len(seeds) > 1 else "",
                 _percent(row["relative_error"]["network"][opt]) + mark,
-                _fmt(row["measured_own_threshold"]["network"][opt]),
+                fmt(row["measured_own_threshold"]["network"][opt]),
                 _loss(row["plateau_loss"]["measured"]["network"][opt]),
                 *(_mean_field_cells(row, opt) if mean_field else ()),
                 end_section=i == len(opts) - 1,
@@ -457,7 +390,7 @@ def _mean_field_cells(row: dict, opt: str) -> tuple[str, str, str]:
     flow = row["predicted_by_optimizer"][opt]
     step, measured = flow.get("mean_field"), row["measured"]["network"][opt]
     gap = None if step is None or measured is None else (measured - step) / step
-    return _fmt(step), _percent(gap), _loss(flow.get("mean_field_plateau_loss"))
+    return fmt(step), _percent(gap), _loss(flow.get("mean_field_plateau_loss"))
 
 
 def closure_table(result: dict, opts: list[str]) -> Table:
@@ -473,7 +406,7 @@ def closure_table(result: dict, opts: list[str]) -> Table:
         closure.add_row(
             opt,
             str(result["closure_until"][opt]),
-            _fmt(result["closure_defect"][opt], 2),
-            _fmt(result["closure_update_defect"][opt], 2),
+            fmt(result["closure_defect"][opt], 2),
+            fmt(result["closure_update_defect"][opt], 2),
         )
     return closure

@@ -9,10 +9,64 @@ given to each of them, since it means the same thing for both.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from nqf.core.errors import NqfError
+
+_Args = TypeVar("_Args", bound="RunArgs")
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """The command line that ``nqf predict`` and ``nqf compare`` share, as typer read it.
+
+    ``beta``: None when not given (the momentum record's default); ``extra``: the remaining
+    ``--name value`` pairs, the options of the task, the architecture or the unit.
+    """
+
+    width: int
+    lr: float
+    steps: int
+    arch: str | None
+    unit: str | None
+    batch: int | None
+    beta: float | None
+    seed: int
+    as_json: bool
+    plot: Path | None
+    csv_dir: Path | None
+    overlay: Path | None
+    departure: bool
+    network: bool
+    network_budget: float
+    network_method: str
+    allow_inapplicable: bool
+    extra: tuple[str, ...]
+
+    def config_settings(self) -> dict[str, Any]:
+        """The settings ``PredictConfig`` and ``CompareConfig`` both take, by their names there
+        (``--network-budget inf``: None, no limit)."""
+        return {
+            "allow_inapplicable": self.allow_inapplicable,
+            "departure": self.departure,
+            "network": self.network,
+            "network_budget": None if self.network_budget == float("inf") else self.network_budget,
+            "network_method": self.network_method,
+            "width": self.width,
+            "lr": self.lr,
+            "steps": self.steps,
+            "batch_size": self.batch,
+            "seed": self.seed,
+        }
+
+
+def command_args(cls: type[_Args], values: Mapping[str, Any], **given: Any) -> _Args:
+    """``cls`` (a command's arguments) from the command function's parameters ``values`` (its
+    ``locals()``), field by field; ``given`` sets the fields read otherwise."""
+    return cls(**{f.name: values[f.name] for f in fields(cls) if f.name not in given}, **given)
 
 
 def convert_value(owner: str, option: str, raw: str, default: Any) -> Any:

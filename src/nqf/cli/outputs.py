@@ -12,11 +12,21 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from nqf.core.errors import NqfError
 from nqf.core.output_paths import check_output_path, one_line_path_errors
 
 TABLE_FILES = ("curves.csv", "modes.csv")
+
+# --plot and --overlay, as predict and compare both take them
+PlotOption = Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")]
+OverlayOption = Annotated[
+    Path | None,
+    typer.Option("--overlay", help="A measured loss curve (CSV step,loss; NPY (T, 2); JSON) to compare and draw."),
+]
 
 # the widest a piped table is drawn (a bound, not a width: a table takes its natural width)
 PIPED_MAX_WIDTH = 1000
@@ -64,20 +74,16 @@ def print_table(console, table) -> None:
         console.width = width
 
 
-def check_output_folder(option: str, folder: Path, names: tuple[str, ...] = TABLE_FILES) -> Path:
-    """NqfError unless the files ``names`` can be written in ``folder``; creates nothing.
+def _check_table_folder(option: str, folder: Path) -> Path:
+    """NqfError unless the tables can be written in ``folder``; creates nothing.
 
-    An existing ``folder`` must be a writable folder whose ``names`` can be replaced; a
+    An existing ``folder`` must be a writable folder whose tables can be replaced; a
     new one needs a writable parent folder (it is made when the tables are written).
     """
-    return one_line_path_errors(option, folder, lambda opt, path: _check_output_folder(opt, path, names))
-
-
-def _check_output_folder(option: str, folder: Path, names: tuple[str, ...]) -> Path:
     if folder.exists():
         if not folder.is_dir():
             raise NqfError(f"{option} {folder} exists and is not a folder")
-        for name in names:
+        for name in TABLE_FILES:
             check_output_path(option, folder / name)
     else:
         parent = folder.parent if str(folder.parent) else Path(".")
@@ -94,7 +100,7 @@ def check_outputs(plot: Path | None, csv_dir: Path | None, overlay: Path | None)
             raise NqfError(f"--plot must name a .png or .pdf file, got {plot}")
         check_output_path("--plot", plot)
     if csv_dir is not None:
-        check_output_folder("--csv", csv_dir)
+        one_line_path_errors("--csv", csv_dir, _check_table_folder)
         if plot is not None and _same_place(plot, csv_dir):
             raise NqfError(f"--plot and --csv name the same path {plot}; give the figure and the table folder apart")
     if overlay is None:
@@ -125,11 +131,11 @@ def write_tables(csv_dir: Path, tables: dict) -> None:
         atomic_write_bytes(csv_dir / name, table_bytes(columns, rows))
 
 
-def _fmt(value, digits: int = 4) -> str:
+def fmt(value, digits: int = 4) -> str:
+    """A number of the text tables: ``digits`` significant digits, whole floats >= 1 without a
+    decimal point, None and non-finite as ``-``."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
-    if isinstance(value, int):
-        return str(value)
     if isinstance(value, float) and abs(value) >= 1 and value == round(value):
         return f"{value:.0f}"
     return f"{value:.{digits}g}"
@@ -158,7 +164,7 @@ def print_overlay(console, overlay: dict) -> None:
         error = overlay["relative_error"][k]
         table.add_row(
             str(k + 1),
-            _fmt(level),
+            fmt(level),
             _step(overlay["switch_steps"][k]),
             _step(overlay["predicted_switch_steps_by_loss"][k]),
             "-" if error is None else f"{100 * error:+.1f}%",

@@ -52,9 +52,10 @@ from nqf.core.errors import NqfError
 from nqf.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS, unused_setting
 
 from .checks import check_departure
-from .options import check_task_or_data, parse_factory_options
+from .options import RunArgs, check_task_or_data, command_args, parse_factory_options
+from .outputs import OverlayOption, PlotOption, fmt
 from .settings import is_default, setting
-from .unit import UNIT_HELP, parse_unit_options, parse_unit_spec, resolve_task, unit_computing, unit_for_data
+from .unit import UnitOption, check_unit_option, parse_unit_options, resolve_task, unit_computing, unit_for_data
 
 if TYPE_CHECKING:
     import numpy as np
@@ -73,50 +74,24 @@ def load_npz(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _fmt(value) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    if isinstance(value, float) and abs(value) >= 1 and value == round(value):
-        return f"{value:.0f}"
-    return f"{value:.4g}"
-
-
 @dataclass(frozen=True)
-class PredictArgs:
-    """The command line of ``nqf predict`` as typer read it.
+class PredictArgs(RunArgs):
+    """The command line of ``nqf predict`` as typer read it (:class:`~nqf.cli.options.RunArgs` and its own).
 
-    ``extra``: the remaining ``--name value`` pairs, the options of the architecture or of the unit
-    (and of the task with ``--task``). Exactly one of ``data`` and ``task``; ``data_seed``: None
-    when not given (it is the task's, refused with ``--data``).
+    ``extra``: the options of the architecture or of the unit (and of the task with ``--task``).
+    Exactly one of ``data`` and ``task``; ``data_seed``: None when not given (it is the task's,
+    refused with ``--data``).
     """
 
     data: Path | None
     task: str | None
     data_seed: int | None
-    width: int
-    lr: float
-    steps: int
-    arch: str | None
-    unit: str | None
     sigma0: float | None
     init: Path | None
     optimizer: str
-    batch: int | None
-    beta: float | None  # None: not given (the momentum record's default)
-    seed: int
     loss: str
     route: str
     stepping: str
-    allow_inapplicable: bool
-    departure: bool
-    network: bool
-    network_budget: float
-    network_method: str
-    as_json: bool
-    plot: Path | None
-    csv_dir: Path | None
-    overlay: Path | None
-    extra: tuple[str, ...]
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -139,7 +114,7 @@ def predict(
         str | None,
         typer.Option("--arch", help="Architecture name (nqf structure --list); --inputs and --outputs from the data."),
     ] = None,
-    unit: Annotated[str | None, typer.Option("--unit", help=UNIT_HELP)] = None,
+    unit: UnitOption = None,
     sigma0: float | None = setting(PredictSettings, "sigma0", default=None),  # or --init
     init: Annotated[Path | None, typer.Option("--init", help="W0.npz with array W (d x n).")] = None,
     optimizer: str = setting(PredictSettings, "optimizer"),
@@ -162,14 +137,11 @@ def predict(
     network_budget: float = setting(PredictSettings, "network_budget"),
     network_method: str = setting(PredictSettings, "network_method"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the prediction as JSON.")] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write the loss-curve figure (.png or .pdf).")] = None,
+    plot: PlotOption = None,
     csv_dir: Annotated[
         Path | None, typer.Option("--csv", help="Write the curves and switch-on steps as tidy CSV tables into DIR.")
     ] = None,
-    overlay: Annotated[
-        Path | None,
-        typer.Option("--overlay", help="A measured loss curve (CSV step,loss; NPY (T, 2); JSON) to compare and draw."),
-    ] = None,
+    overlay: OverlayOption = None,
 ) -> None:
     """Predict training (M-flow, Lotka-Volterra, vanishing-init steps) from data, without training.
 
@@ -179,34 +151,12 @@ def predict(
     e.g. --activation tanh, --inputs D and --outputs K (default: X's and Y's). With --unit,
     --inputs D[,D2..] and --outputs K set its shapes (default: the data's).
     """
-    args = PredictArgs(
-        data=data,
-        task=task,
+    args = command_args(
+        PredictArgs,
+        locals(),
         data_seed=None if is_default(ctx, "data_seed") else data_seed,
-        width=width,
-        lr=lr,
-        steps=steps,
-        arch=arch,
-        unit=unit,
-        sigma0=sigma0,
-        init=init,
-        optimizer=optimizer,
-        batch=batch,
         # not given: None, so that a --beta the optimizer does not use is refused (its default shows in --help)
         beta=None if is_default(ctx, "beta") else beta,
-        seed=seed,
-        loss=loss,
-        route=route,
-        stepping=stepping,
-        allow_inapplicable=allow_inapplicable,
-        departure=departure,
-        network=network,
-        network_budget=network_budget,
-        network_method=network_method,
-        as_json=as_json,
-        plot=plot,
-        csv_dir=csv_dir,
-        overlay=overlay,
         extra=tuple(ctx.args),
     )
     run_predict_command(args)
@@ -254,12 +204,9 @@ def check_arguments(args: PredictArgs) -> None:
             raise NqfError(f"{unused}; drop it")
     if (args.sigma0 is None) == (args.init is None):
         raise NqfError("give exactly one of --sigma0 S or --init W0.npz")
-    if args.arch is not None and args.unit is not None:
-        raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION, not both")
+    check_unit_option(args.arch, args.unit)
     if args.task is None and args.arch is None and args.unit is None:  # --task: the task's natural one
         raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION")
-    if args.unit is not None:
-        parse_unit_spec(args.unit)  # a bad FILE.py:FUNCTION fails before JAX starts
 
 
 def run_prediction(args: PredictArgs):
@@ -387,19 +334,10 @@ def predict_config(args: PredictArgs):
     from nqf.theory.predict.pipeline import PredictConfig
 
     return PredictConfig(
-        allow_inapplicable=args.allow_inapplicable,
-        departure=args.departure,
-        network=args.network,
-        network_budget=None if args.network_budget == float("inf") else args.network_budget,
-        network_method=args.network_method,
-        width=args.width,
-        lr=args.lr,
-        steps=args.steps,
+        **args.config_settings(),
         sigma0=args.sigma0 if args.sigma0 is not None else 1.0,
         optimizer=args.optimizer,
         beta=PredictSettings.model_fields["beta"].default if args.beta is None else args.beta,  # the schema's
-        batch_size=args.batch,
-        seed=args.seed,
         loss=args.loss,
         route=args.route,
         stepping=args.stepping,
@@ -487,17 +425,17 @@ def prediction_table(result: dict) -> Table:
         first, last = row["modes"][0], row["modes"][-1]
         cells = [
             str(first) if first == last else f"{first}-{last}",
-            _fmt(row["growth"]),
-            _fmt(row["fixed_point"]),
-            _fmt(row["switch_step"]),
-            _fmt(row["plateau_loss"]),
+            fmt(row["growth"]),
+            fmt(row["fixed_point"]),
+            fmt(row["switch_step"]),
+            fmt(row["plateau_loss"]),
         ]
         if network:
-            plateau = _fmt(row.get("network_plateau_loss"))
+            plateau = fmt(row.get("network_plateau_loss"))
             bar = timing[k] if k < len(timing) else None
             if plateau != "-" and bar is not None and math.isfinite(bar):
                 plateau += f" ±{100 * bar:.2g}%"
-            cells += [_fmt(row.get("network_switch_step")), plateau]
+            cells += [fmt(row.get("network_switch_step")), plateau]
         table.add_row(*cells)
     return table
 
@@ -516,11 +454,11 @@ def modes_table(result: dict) -> Table:
     for k in range(len(lv["growth"])):
         table.add_row(
             str(k + 1),
-            _fmt(lv["switch_steps"][k]),
-            _fmt(lv["continuous_switch_steps"][k]),
-            _fmt(lv["closed_form_switch_steps"][k]),
-            _fmt(result["singular_limit"]["switch_steps"][k]),
-            _fmt(lv["plateau_losses"][k]),
+            fmt(lv["switch_steps"][k]),
+            fmt(lv["continuous_switch_steps"][k]),
+            fmt(lv["closed_form_switch_steps"][k]),
+            fmt(result["singular_limit"]["switch_steps"][k]),
+            fmt(lv["plateau_losses"][k]),
         )
     return table
 
@@ -539,10 +477,10 @@ def groups_table(result: dict) -> Table:
         steps = group["switch_steps"]
         table.add_row(
             str(first) if first == last else f"{first}-{last}",
-            _fmt(steps["lv"]),
-            _fmt(steps["lv_flow"]),
-            _fmt(steps["closed_form"]),
-            _fmt(steps["singular_limit"]),
-            _fmt(group["plateau_losses"]["singular_limit"]),
+            fmt(steps["lv"]),
+            fmt(steps["lv_flow"]),
+            fmt(steps["closed_form"]),
+            fmt(steps["singular_limit"]),
+            fmt(group["plateau_losses"]["singular_limit"]),
         )
     return table

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -68,23 +68,22 @@ def _progress_bars(console: Console) -> Progress:
     )
 
 
+def _counted(values: Sequence[str], kinds: tuple[str, ...]) -> str:
+    """``"2 stored, 1 failed"``: how many of ``values`` are each of ``kinds``, those present, in that order."""
+    return ", ".join(f"{values.count(kind)} {kind}" for kind in kinds if values.count(kind))
+
+
 def _print_summary(outcome: ReproduceOutcome) -> None:
     verdict = paper_module("verdict")
-    CONFIRMED, NOT_APPLICABLE, NOT_CONFIRMED = verdict.CONFIRMED, verdict.NOT_APPLICABLE, verdict.NOT_CONFIRMED
+    verdicts = (verdict.CONFIRMED, verdict.NOT_CONFIRMED, verdict.NOT_APPLICABLE)
 
     for result in outcome.outcomes:
         statuses: list[str] = [claim.verdict.status for claim, _ in result.rows()]
-        counts = ", ".join(
-            f"{statuses.count(s)} {s}" for s in (CONFIRMED, NOT_CONFIRMED, NOT_APPLICABLE) if statuses.count(s)
-        )
+        counts = _counted(statuses, verdicts)
         states = [run.state for run in result.runs]
-        runs = ", ".join(
-            f"{states.count(s)} {s}" for s in ("stored", "computed", "missing", "failed") if states.count(s)
-        )
+        runs = _counted(states, ("stored", "computed", "missing", "failed"))
         second = [v.status for claim, _ in result.rows() if (v := claim.network_verdict) is not None]
-        network = ", ".join(
-            f"{second.count(s)} {s}" for s in (CONFIRMED, NOT_CONFIRMED, NOT_APPLICABLE) if second.count(s)
-        )
+        network = _counted(second, verdicts)
         typer.echo(
             f"{result.name:<4} {result.title}: {len(states)} runs ({runs}); {len(statuses)} claims: {counts}"
             + (f"; the network's own prediction on {len(second)}: {network}" if second else "")

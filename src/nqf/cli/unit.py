@@ -35,7 +35,9 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
+
+import typer
 
 from nqf.core.errors import NqfError
 
@@ -46,6 +48,7 @@ UNIT_HELP = (
     "Flax module, or (module, input_shape, outputs); it may take keyword arguments input_shape and outputs "
     "(from --inputs D[,D2..] / --outputs K, else from the data)."
 )
+UnitOption = Annotated[str | None, typer.Option("--unit", help=UNIT_HELP)]  # predict's and compare's
 OPTIONS = {"inputs": None, "outputs": None}  # the options of a --unit (shapes; None: a number or text)
 _LABEL = "--unit"
 _COUNTER = itertools.count()
@@ -67,6 +70,15 @@ def parse_unit_spec(spec: str) -> tuple[Path, str]:
     if not path.is_file():
         raise NqfError(f"--unit {spec}: {path} is not a file")
     return path, function
+
+
+def check_unit_option(arch: str | None, unit: str | None) -> None:
+    """``--unit`` (if given) without ``--arch``, its FILE.py:FUNCTION checked before JAX starts."""
+    if unit is None:
+        return
+    if arch is not None:
+        raise NqfError("give --arch NAME or --unit FILE.py:FUNCTION, not both")
+    parse_unit_spec(unit)
 
 
 class UnitExited(Exception):

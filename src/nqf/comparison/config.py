@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from nqf.core.arguments import check_count, check_seed, check_steps, is_positive_finite, is_real_number
+from nqf.core.arguments import check_count, check_seed, check_steps, is_integer, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
 from nqf.core.names import NETWORK_METHODS
 from nqf.optimizers import (
@@ -36,14 +36,6 @@ FLOW_OF = {name: record.reference_flow for name, record in OPTIMIZER_RECORDS.ite
 # Records every step up to this horizon (as ``predict`` does), else ~2000 log+linear checkpoints.
 _EVERY_STEP_LIMIT = 20000
 _CHECKPOINTS = 2000
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _positive_finite(value) -> bool:
-    return is_positive_finite(value)  # 10**400 too: no float, refused (math.isfinite raised OverflowError)
 
 
 @dataclass(frozen=True)
@@ -110,12 +102,9 @@ class CompareConfig:
     transforms: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
 
     def __post_init__(self):
-        if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
-            raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
-        if not isinstance(self.departure, (bool, np.bool_)):
-            raise NqfError(f"departure must be True or False, got {self.departure!r}")
-        if not isinstance(self.network, (bool, np.bool_)):
-            raise NqfError(f"network must be True or False, got {self.network!r}")
+        for flag in ("allow_inapplicable", "departure", "network"):
+            if not isinstance(getattr(self, flag), (bool, np.bool_)):
+                raise NqfError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         if self.network_budget is not None and not is_positive_finite(self.network_budget):
             raise NqfError(f"network_budget must be a positive number of seconds or None, got {self.network_budget!r}")
         if not isinstance(self.network_method, str) or self.network_method not in NETWORK_METHODS:
@@ -147,16 +136,16 @@ class CompareConfig:
                 )
             if opt in self.own:
                 raise NqfError(f"a learning rate is given for {opt}, a user's own optax transformation: set it there")
-            if not _positive_finite(lr):
+            if not is_positive_finite(lr):
                 raise NqfError(f"learning rate of {opt} must be a positive finite number, got {lr!r}")
         if len({p[0] for p in pairs}) != len(pairs):
             raise NqfError("a learning rate is given twice for the same optimizer")
         object.__setattr__(self, "learning_rates", tuple((str(o), float(lr)) for o, lr in pairs))
         check_count("width", self.width)
         check_steps("steps", self.steps)
-        if not _positive_finite(self.lr):
+        if not is_positive_finite(self.lr):
             raise NqfError(f"learning rate must be a positive finite number, got {self.lr!r}")
-        if not _positive_finite(self.sigma0):
+        if not is_positive_finite(self.sigma0):
             raise NqfError(f"sigma0 must be a positive finite number, got {self.sigma0!r}")
         check_count("seeds", self.seeds)
         check_seed("seed", self.seed, count=self.seeds)  # seed .. seed + seeds - 1 are all seeds
@@ -175,7 +164,7 @@ class CompareConfig:
                     f"a batch size is used by {names} only (the other optimizers are full batch); add {names} or "
                     "drop it"
                 )
-            if not _is_int(self.batch_size) or self.batch_size < 1:
+            if not is_integer(self.batch_size) or self.batch_size < 1:
                 raise NqfError(f"batch size must be a positive integer, got {self.batch_size!r}")
         fraction = self.closure_fraction
         if isinstance(fraction, bool) or not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):

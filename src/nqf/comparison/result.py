@@ -163,47 +163,17 @@ class Comparison:
         the SGD flow is its full-batch mean). The seeds of a source share its record steps.
         """
         seeds = np.asarray(self.seeds)
-        out: list[dict[str, Any]] = []
-        for opt, sweep in self.network.items():
-            out.append(
-                {
-                    "source": "network",
-                    "optimizer": opt,
-                    "steps": np.asarray(sweep.steps),
-                    "seeds": seeds,
-                    "loss": np.asarray(sweep.loss[0]),
-                }
-            )
+
+        def curve(source: str, optimizer: str, steps, loss) -> dict[str, Any]:
+            return {"source": source, "optimizer": optimizer, "steps": np.asarray(steps), "seeds": seeds, "loss": loss}
+
+        out = [curve("network", opt, sweep.steps, np.asarray(sweep.loss[0])) for opt, sweep in self.network.items()]
         if self.quadratic is not None:
-            out.append(
-                {
-                    "source": "quadratic",
-                    "optimizer": "gd",
-                    "steps": np.asarray(self.quadratic.steps),
-                    "seeds": seeds,
-                    "loss": np.asarray(self.quadratic.loss[0]),
-                }
-            )
+            out.append(curve("quadratic", "gd", self.quadratic.steps, np.asarray(self.quadratic.loss[0])))
         for flow, preds in self.predictions.items():
-            out.append(
-                {
-                    "source": "mflow",
-                    "optimizer": flow,
-                    "steps": np.asarray(preds[0].flow.steps),
-                    "seeds": seeds,
-                    "loss": np.stack([np.asarray(p.flow.loss) for p in preds]),
-                }
-            )
+            out.append(curve("mflow", flow, preds[0].flow.steps, np.stack([np.asarray(p.flow.loss) for p in preds])))
         for flow, preds in self.predictions.items():
-            out.append(
-                {
-                    "source": "lv",
-                    "optimizer": flow,
-                    "steps": np.asarray(preds[0].lv_steps),
-                    "seeds": seeds,
-                    "loss": np.stack([np.asarray(p.lv_loss) for p in preds]),
-                }
-            )
+            out.append(curve("lv", flow, preds[0].lv_steps, np.stack([np.asarray(p.lv_loss) for p in preds])))
         return out
 
     def to_dataframes(self) -> dict[str, pd.DataFrame]:
@@ -272,10 +242,7 @@ def _mode_json(c: Comparison, k: int, errors: dict[str, Any]) -> dict:
         },
         "plateau_loss": {
             "predicted": {name: _num(_seed_mean(v)[k]) for name, v in c.plateau_predicted.items()},
-            "measured": {
-                "quadratic": None if c.plateau_quadratic is None else _num(_seed_mean(c.plateau_quadratic)[k]),
-                "network": {opt: _num(_seed_mean(v)[k]) for opt, v in c.plateau_network.items()},
-            },
+            "measured": _measured_json(c.plateau_quadratic, c.plateau_network, k),
         },
     }
 
@@ -285,10 +252,7 @@ def _mode_predicted_json(c: Comparison, k: int) -> dict:
     form) and "predicted_by_optimizer" (each optimizer's M-flow, or GD's as a reference)."""
     return {
         "predicted": {
-            "lv": _num(_seed_mean(c.predicted["lv"])[k]),
-            "mflow": _num(_seed_mean(c.predicted["mflow"])[k]),
-            "singular_limit": _num(_seed_mean(c.predicted["singular_limit"])[k]),
-            "closed_form": _num(_seed_mean(c.predicted["closed_form"])[k]),
+            name: _num(_seed_mean(c.predicted[name])[k]) for name in ("lv", "mflow", "singular_limit", "closed_form")
         },
         "predicted_by_optimizer": {
             opt: {
@@ -315,17 +279,18 @@ def _mode_measured_json(c: Comparison, k: int) -> dict:
         }
         for opt, s in c.network_switch.items()
     }
-    quadratic, quadratic_own = c.quadratic_switch, c.quadratic_switch_own
     return {
-        "measured": {
-            "quadratic": None if quadratic is None else _num(_seed_mean(quadratic)[k]),
-            "network": {opt: _num(_seed_mean(s)[k]) for opt, s in c.network_switch.items()},
-        },
-        "measured_own_threshold": {
-            "quadratic": None if quadratic_own is None else _num(_seed_mean(quadratic_own)[k]),
-            "network": {opt: _num(_seed_mean(s)[k]) for opt, s in c.network_switch_own.items()},
-        },
+        "measured": _measured_json(c.quadratic_switch, c.network_switch, k),
+        "measured_own_threshold": _measured_json(c.quadratic_switch_own, c.network_switch_own, k),
         "network_seeds": spread,
+    }
+
+
+def _measured_json(quadratic: np.ndarray | None, network: dict[str, np.ndarray], k: int) -> dict:
+    """Mode k's means over seeds of the quadratic model's (S, g) numbers (null: not trained) and each network's."""
+    return {
+        "quadratic": None if quadratic is None else _num(_seed_mean(quadratic)[k]),
+        "network": {opt: _num(_seed_mean(s)[k]) for opt, s in network.items()},
     }
 
 

@@ -23,7 +23,7 @@ more than the runs one by one, so it is the CPU default. Agrees with the loop to
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import jax
@@ -39,11 +39,13 @@ from nqf.core.pytrees import register_fields
 from nqf.core.sampling import training_keys
 from nqf.training.config import TrainConfig
 from nqf.training.runs import (
-    TRACES,
+    PER_RUN,
+    RunRecords,
     TrainResult,
     cached_program,
     check_scale,
     compiled_train,
+    counted_jit,
     make_run,
     prepare,
     records_of_run,
@@ -56,21 +58,13 @@ BATCHING = ("auto", "loop", "vmap")
 
 
 @dataclass(frozen=True)
-class TrainingGrid:
-    """Records of a sweep over init scales (axis 0) and seeds (axis 1); arrays as in
-    :class:`TrainResult` with two leading axes; ``diverged_at`` is -1 where finite."""
+class TrainingGrid(RunRecords):
+    """Records of a sweep over init scales (axis 0) and seeds (axis 1): the arrays of
+    :class:`RunRecords` with two leading axes; ``diverged_at`` is -1 where finite."""
 
-    config: TrainConfig
     sigma0s: np.ndarray
     seeds: np.ndarray
-    steps: np.ndarray
-    loss: np.ndarray
-    occupations: np.ndarray
-    weight_norm: np.ndarray
-    block_norms: np.ndarray
-    block_names: tuple[str, ...]
     diverged_at: np.ndarray
-    W_final: np.ndarray = field(repr=False)
 
     def run(self, i: int, j: int) -> TrainResult:
         """The run with init scale sigma0s[i] and seed seeds[j]."""
@@ -78,13 +72,9 @@ class TrainingGrid:
         return TrainResult(
             config=replace(self.config, sigma0=float(self.sigma0s[i]), seed=int(self.seeds[j])),
             steps=self.steps,
-            loss=self.loss[i, j],
-            occupations=self.occupations[i, j],
-            weight_norm=self.weight_norm[i, j],
-            block_norms=self.block_norms[i, j],
             block_names=self.block_names,
             diverged_at=None if div < 0 else div,
-            W_final=self.W_final[i, j],
+            **{name: getattr(self, name)[i, j] for name in PER_RUN},
         )
 
 
@@ -120,16 +110,14 @@ def _compiled_vmap(arch: Architecture, config: TrainConfig, dtype):
     def build():
         run, ckpts, names = make_run(arch, static)
 
-        def traced(inputs, Y, Qt, sigma0s, seeds, lr):
-            TRACES[0] += 1
-
+        def swept(inputs, Y, Qt, sigma0s, seeds, lr):
             def one(sigma0, seed):
                 init_key, batch_key = training_keys(seed)
                 return run(inputs, Y, Qt, init_weights(arch, init_key, width, sigma0, dtype), batch_key, lr)
 
             return jax.vmap(one)(sigma0s, seeds)
 
-        return jax.jit(traced), ckpts, names
+        return counted_jit(swept), ckpts, names
 
     return cached_program(("sweep", arch_key(arch), static, width, np.dtype(dtype).name), build)
 

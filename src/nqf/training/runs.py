@@ -130,13 +130,12 @@ def _model_loss(arch: Architecture, model: str, inputs, Y: jax.Array):
 
 
 @dataclass(frozen=True)
-class TrainResult:
-    """One run's records at ``steps`` (R checkpoints).
+class RunRecords:
+    """What a run records at ``steps`` (R checkpoints), shared by :class:`TrainResult` (one run)
+    and ``nqf.training.grid.TrainingGrid`` (a grid of runs: the same arrays with two leading axes).
 
     loss: (R,); occupations: (R, m) for the basis columns (m = 0 without a basis);
     weight_norm: (R,) ||W||_F; block_norms: (R, B) per parameter block (``block_names``);
-    diverged_at: the first step whose loss or gradient was non-finite or whose loss exceeded
-    DIVERGENCE_FACTOR x the initial loss, or None (records from it on are NaN);
     W_final: (d, n) the last (or frozen) weights.
     """
 
@@ -147,8 +146,22 @@ class TrainResult:
     weight_norm: np.ndarray
     block_norms: np.ndarray
     block_names: tuple[str, ...]
-    diverged_at: int | None
     W_final: np.ndarray = field(repr=False)
+
+
+# the records of each run (of a grid: per point)
+PER_RUN = ("loss", "occupations", "weight_norm", "block_norms", "W_final")
+
+
+@dataclass(frozen=True)
+class TrainResult(RunRecords):
+    """One run's records (:class:`RunRecords`).
+
+    diverged_at: the first step whose loss or gradient was non-finite or whose loss exceeded
+    DIVERGENCE_FACTOR x the initial loss, or None (records from it on are NaN).
+    """
+
+    diverged_at: int | None
 
     @property
     def diverged(self) -> bool:
@@ -227,8 +240,18 @@ _COMPILED = LruCache(32)  # key -> (jitted function, checkpoint steps, block nam
 TRACES = [0]
 
 
+def counted_jit(run: Callable) -> Callable:
+    """``jax.jit(run)``, each trace counted in ``TRACES`` (each trace is followed by one compilation)."""
+
+    def traced(*args):
+        TRACES[0] += 1
+        return run(*args)
+
+    return jax.jit(traced)
+
+
 def _trace_count() -> int:
-    """How often a cached run has been traced (each trace is followed by one compilation)."""
+    """How often a cached run has been traced."""
     return TRACES[0]
 
 
@@ -365,12 +388,7 @@ def compiled_train(arch: Architecture, config: TrainConfig):
 
     def build():
         run, ckpts, names = make_run(arch, static)
-
-        def traced(inputs, Y, Qt, W0, batch_key, lr):
-            TRACES[0] += 1
-            return run(inputs, Y, Qt, W0, batch_key, lr)
-
-        return jax.jit(traced), ckpts, names
+        return counted_jit(run), ckpts, names
 
     return cached_program(("train", arch_key(arch), static), build)
 
