@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import stat
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 from nqf.core.errors import NqfError
@@ -37,17 +37,18 @@ from nqf.store.results import (
     MARKER,
     NOT_A_RECORD,
     PROBE_PREFIX,
-    FileTooLarge,
+    UNREAD,
     ResultsStore,
     file_kind,
     foreign_entries,
     nqf_file,
     read_marker,
-    read_regular,
     write_marker,
 )
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# what tells a file apart from its replacement or a rewrite (``_same``)
+_IDENTITY = attrgetter("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_mode")
 
 
 @dataclass(frozen=True)
@@ -170,27 +171,16 @@ def _foreign(mode: int) -> str:
     return f"a {file_kind(mode)} stands where nqf keeps a file (not opened)"
 
 
-def _judge(store: ResultsStore, name: str, folder_fd: int, path: Path, experiment: str, action: str) -> tuple[str, str]:
+def _judge(store: ResultsStore, folder_fd: int, path: Path, experiment: str, action: str) -> tuple[str, str]:
     """``(state, code)`` of one record file: state is current, stale, damaged (reported), gone, or
     foreign (JSON that is no nqf record: named as nqf names records, yet not nqf's; the caller
     reports it, as it reports foreign files, and ``gc`` leaves it alone)."""
-
-    def damaged(message: str) -> tuple[str, str]:
-        store._problem(path, message, action)
-        return "damaged", ""
-
     try:
-        text = read_regular(name, dir_fd=folder_fd).decode("utf-8")
+        document = store._load(path, action, folder_fd)
     except FileNotFoundError:
         return "gone", ""
-    except FileTooLarge as err:
-        return damaged(f"{err.strerror} (not read)")
-    except (OSError, UnicodeDecodeError) as err:
-        return damaged(f"unreadable ({type(err).__name__})")
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as err:
-        return damaged(f"not valid JSON ({err.msg} at line {err.lineno})")
+    if document is UNREAD:
+        return "damaged", ""
     if isinstance(document, dict) and document.get("format") == FORMAT:
         version = document.get("format_version")
         if version != FORMAT_VERSION:  # written by an older or newer nqf: another code's record
@@ -200,7 +190,8 @@ def _judge(store: ResultsStore, name: str, folder_fd: int, path: Path, experimen
     if message == NOT_A_RECORD:
         return "foreign", ""
     if message:
-        return damaged(message)
+        store._problem(path, message, action)
+        return "damaged", ""
     return ("current" if document["nqf_code"] == store.code_of(experiment) else "stale"), document["nqf_code"]
 
 
@@ -233,7 +224,7 @@ def summarise(path: str | os.PathLike) -> StoreSummary:
             if known[0] != "record":
                 leftovers += 1
                 continue
-            state, code = _judge(store, name, folder_fd, entry, experiment, "skipped")
+            state, code = _judge(store, folder_fd, entry, experiment, "skipped")
             if state == "foreign":  # not nqf's: said once, counted nowhere (gc leaves it alone)
                 problem(entry, NOT_A_RECORD)
                 continue
@@ -304,13 +295,7 @@ def _same(name: str, folder_fd: int, before: os.stat_result) -> bool:
         now = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
-    return (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns, now.st_mode) == (
-        before.st_dev,
-        before.st_ino,
-        before.st_size,
-        before.st_mtime_ns,
-        before.st_mode,
-    )
+    return _IDENTITY(now) == _IDENTITY(before)
 
 
 def collect_garbage(
@@ -343,7 +328,7 @@ def collect_garbage(
                 continue
             kind, key = known
             if kind == "record":
-                state, code = _judge(store, name, folder_fd, entry, experiment, "a damaged record")
+                state, code = _judge(store, folder_fd, entry, experiment, "a damaged record")
                 if state == "foreign":  # JSON, but not nqf's: left alone, as every foreign file
                     problem(entry, NOT_A_RECORD)
                     continue

@@ -64,6 +64,7 @@ FORMAT_VERSION = 3
 # nqf's, so ``nqf store gc`` leaves it alone (``nqf.store.maintenance``)
 NOT_A_RECORD = "not an nqf run record (foreign file)"
 _KEY = re.compile(r"^[0-9a-f]{64}$")
+UNREAD = object()  # what ResultsStore._load gives for a file it could not read as JSON (and reported)
 _CHECKSUM_PREFIX = "sha256:"
 
 MARKER = "nqf-store.json"
@@ -302,7 +303,7 @@ def run_key(experiment: str, run: str, config: Mapping[str, Any], code: str) -> 
 
 
 def _check_name(kind: str, name: str) -> None:
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+    if not isinstance(name, str) or not EXPERIMENT_NAME.fullmatch(name):
         raise NqfError(f"{kind} name {name!r} must be letters, digits, '_', '.', '-' (not starting with '.')")
 
 
@@ -550,35 +551,36 @@ class ResultsStore:
             return None
         return document["record"]
 
+    def _load(self, path: Path, action: str, dir_fd: int | None = None) -> Any:
+        """The JSON in one run file (``path.name`` in the open folder ``dir_fd`` if given), or
+        :data:`UNREAD` with a problem line ending in ``action``; FileNotFoundError when there is none."""
+        try:
+            return json.loads(read_regular(path if dir_fd is None else path.name, dir_fd=dir_fd).decode("utf-8"))
+        except FileNotFoundError:
+            raise
+        except IsADirectoryError:
+            message = "a folder stands where the record should be"
+        except NotRegularFile as err:
+            message = f"a {err.kind} stands where the record should be (not read)"
+        except FileTooLarge as err:
+            message = f"{err.strerror} (not read)"
+        except json.JSONDecodeError as err:
+            message = f"not valid JSON ({err.msg} at line {err.lineno})"
+        except (OSError, UnicodeDecodeError) as err:
+            if getattr(err, "errno", None) == errno.ELOOP:
+                message = "a symbolic link stands where the record should be (not followed)"
+            else:
+                message = f"unreadable ({type(err).__name__})"
+        self._problem(path, message, action)
+        return UNREAD
+
     def _read(self, path: Path, experiment: str, action: str = "skipped") -> dict | None:
         """Read and validate one run file; None (and a problem line ending in ``action``) unless it is sound."""
         try:
-            text = read_regular(path).decode("utf-8")
+            document = self._load(path, action)
         except FileNotFoundError:
             return None
-        except IsADirectoryError:
-            self._problem(path, "a folder stands where the record should be", action)
-            return None
-        except NotRegularFile as err:
-            self._problem(path, f"a {err.kind} stands where the record should be (not read)", action)
-            return None
-        except FileTooLarge as err:
-            self._problem(path, f"{err.strerror} (not read)", action)
-            return None
-        except (OSError, UnicodeDecodeError) as err:
-            if isinstance(err, OSError) and err.errno == errno.ELOOP:
-                self._problem(path, "a symbolic link stands where the record should be (not followed)", action)
-            else:
-                self._problem(path, f"unreadable ({type(err).__name__})", action)
-            return None
-        return self._parse(text, path, experiment, action)
-
-    def _parse(self, text: str, path: Path, experiment: str, action: str = "skipped") -> dict | None:
-        """Validate the text of one run file; None (and a problem line) unless it is sound."""
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as err:
-            self._problem(path, f"not valid JSON ({err.msg} at line {err.lineno})", action)
+        if document is UNREAD:
             return None
         message = self._header_problem(document, path, experiment)
         if message:
