@@ -37,28 +37,28 @@ DTYPE_KINDS = {
 }
 
 
-def is_integer(value: Any) -> bool:
-    """Whether ``value`` is an integer: a Python or NumPy int, or a 0-d integer array (what a
-    pytree leaf becomes after ``jax.tree.map(np.asarray, ...)``); never a bool or a float."""
+def _is_number(value: Any, kind: type, dtype_kinds: str) -> bool:
+    """Whether ``value`` is one number of Python's ``kind`` (NumPy registers its scalars there) or a
+    0-d array of one of ``dtype_kinds``; never a bool."""
     numpy = sys.modules.get("numpy")  # a NumPy value means NumPy is loaded: the CLI's checks stay NumPy-free
     if isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_)):
         return False
-    if isinstance(value, numbers.Integral):
+    if isinstance(value, kind):
         return True
     dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
-    return numpy is not None and shape == () and dtype is not None and numpy.issubdtype(dtype, numpy.integer)
+    return numpy is not None and shape == () and dtype is not None and numpy.dtype(dtype).kind in dtype_kinds
+
+
+def is_integer(value: Any) -> bool:
+    """Whether ``value`` is an integer: a Python or NumPy int, or a 0-d integer array (what a
+    pytree leaf becomes after ``jax.tree.map(np.asarray, ...)``); never a bool or a float."""
+    return _is_number(value, numbers.Integral, "iu")
 
 
 def is_real_number(value: Any) -> bool:
     """Whether ``value`` is one real number: a Python or NumPy int or float, or a 0-d array of
     one (a concrete JAX scalar too); never a bool, a string, a complex number or several numbers."""
-    numpy = sys.modules.get("numpy")
-    if isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_)):
-        return False
-    if isinstance(value, numbers.Real):  # NumPy registers its ints and floats here
-        return True
-    dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
-    return numpy is not None and shape == () and dtype is not None and numpy.dtype(dtype).kind in "iuf"
+    return _is_number(value, numbers.Real, "iuf")
 
 
 def is_positive_finite(value: Any) -> bool:

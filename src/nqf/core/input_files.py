@@ -25,13 +25,14 @@ parser's own recursion would raise RecursionError). JAX-free.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
 import stat
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -245,12 +246,22 @@ def _npz_headers(archive: zipfile.ZipFile, names: tuple[str, ...], where: str) -
     return headers
 
 
-def _open_npz(path: str | os.PathLike, where: str) -> zipfile.ZipFile:
+@contextlib.contextmanager
+def _checked_npz(
+    path: str | os.PathLike, names: tuple[str, ...], where: str
+) -> Iterator[tuple[zipfile.ZipFile, dict[str, ArrayHeader]]]:
+    """The open archive ``path`` and the checked headers of its arrays ``names``; whatever reading
+    it raises, here or in the ``with`` block, becomes one NqfError line."""
     _check_readable_file(path, where, ".npz")
     if not zipfile.is_zipfile(path):
         raise NqfError(f"{where}: cannot read it as .npz: it is {describe_file(path)}")
     try:
-        return zipfile.ZipFile(path)
+        with zipfile.ZipFile(path) as archive:
+            headers = _npz_headers(archive, names, where)
+            _check_memory(where, headers)
+            yield archive, headers
+    except NqfError:
+        raise
     except _ZIP_ERRORS as err:
         raise NqfError(f"{where}: cannot read it as .npz ({_reason(err)})") from None
 
@@ -259,38 +270,24 @@ def check_npz(path: str | os.PathLike, names: tuple[str, ...], owner: str = "") 
     """The headers of arrays ``names`` in the .npz file ``path``, every check of the module
     docstring made (kind of file, missing arrays, dtypes, sizes against the file and against
     memory) and no data read. NqfError, one line; ``owner`` prefixes the messages."""
-    where = f"{owner}{path}"
-    try:
-        with _open_npz(path, where) as archive:
-            headers = _npz_headers(archive, names, where)
-    except NqfError:
-        raise
-    except _ZIP_ERRORS as err:
-        raise NqfError(f"{where}: cannot read it as .npz ({_reason(err)})") from None
-    _check_memory(where, headers)
-    return headers
+    with _checked_npz(path, names, f"{owner}{path}") as (_, headers):
+        return headers
 
 
 def read_npz(path: str | os.PathLike, names: tuple[str, ...], owner: str = "") -> dict[str, np.ndarray]:
     """Arrays ``names`` from the .npz file ``path``, after :func:`check_npz`'s checks: real
     numbers (booleans, integers, floats) of the sizes their headers declare. NqfError, one line."""
     where = f"{owner}{path}"
-    headers = check_npz(path, names, owner)
     arrays = {}
-    try:
-        with zipfile.ZipFile(path) as archive:
-            members = _member_names(archive)
-            for name, header in headers.items():
-                with archive.open(members[name]) as member:
-                    member.read(header.offset)
-                    arrays[name] = _read_data(member, header, f"{where}: array {name}")
-                    # to the declared end (a few bytes at most): zipfile then checks the checksum,
-                    # and never reads past that end whatever the compressed stream would still give
-                    member.read(header.held - header.nbytes + 1)
-    except NqfError:
-        raise
-    except _ZIP_ERRORS as err:
-        raise NqfError(f"{where}: cannot read it as .npz ({_reason(err)})") from None
+    with _checked_npz(path, names, where) as (archive, headers):
+        members = _member_names(archive)
+        for name, header in headers.items():
+            with archive.open(members[name]) as member:
+                member.read(header.offset)
+                arrays[name] = _read_data(member, header, f"{where}: array {name}")
+                # to the declared end (a few bytes at most): zipfile then checks the checksum,
+                # and never reads past that end whatever the compressed stream would still give
+                member.read(header.held - header.nbytes + 1)
     return arrays
 
 

@@ -8,32 +8,27 @@ figures and its HTML report live with the paper (``nqf_paper``), and use this st
 from __future__ import annotations
 
 from .style import (
-    OKABE_ITO as OKABE_ITO,
+    OKABE_ITO,
+    PALETTE,
+    SOURCES,
+    SavedFigure,
+    axis_label,
+    curve,
+    new_figure,
+    save_figure,
+    setup_axes,
+    source_label,
 )
-from .style import (
-    PALETTE as PALETTE,
-)
-from .style import (
-    SOURCES as SOURCES,
-)
-from .style import (
-    SavedFigure as SavedFigure,
-)
-from .style import (
-    axis_label as axis_label,
-)
-from .style import (
-    curve as curve,
-)
-from .style import (
-    new_figure as new_figure,
-)
-from .style import (
-    save_figure as save_figure,
-)
-from .style import (
-    setup_axes as setup_axes,
-)
-from .style import (
-    source_label as source_label,
-)
+
+__all__ = [
+    "OKABE_ITO",
+    "PALETTE",
+    "SOURCES",
+    "SavedFigure",
+    "axis_label",
+    "curve",
+    "new_figure",
+    "save_figure",
+    "setup_axes",
+    "source_label",
+]

@@ -16,12 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from nqf.comparison.compare import Comparison
-from nqf.core.errors import NqfError
 from nqf.core.measure import group_label
 from nqf.optimizers import OPTIMIZER_RECORDS, REFERENCE_FLOW, own_record
 
-from .panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
-from .style import PALETTE, axis_label, curve, new_figure, plain_text, setup_axes, write_figure
+from .panels import LINED_MODES, decade_before, headroom_top, mode_numbers, on_log_axes, switch_rugs, unique_legend
+from .style import PALETTE, axis_label, curve, figure_format, new_figure, plain_text, setup_axes, write_figure
 
 
 def _record(optimizer: str):
@@ -38,24 +37,13 @@ def _label(optimizer: str) -> str:
     return _record(optimizer).label
 
 
-def _positive_steps(steps, loss):
-    """Drop step 0 (not on a log axis) and non-finite losses."""
-    steps = np.asarray(steps, dtype=np.float64)
-    loss = np.asarray(loss, dtype=np.float64)
-    keep = (steps > 0) & np.isfinite(loss)
-    return steps[keep], loss[keep]
-
-
 def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     """Write the comparison figure to ``path`` (PNG, or PDF when it ends in .pdf); returns the path.
 
     ``overlay``: an ``nqf.comparison.curves.OverlayComparison``, drawn as a measured curve (solid black) with
     its switch-on steps and the M-flow's by the loss convention as markers.
     """
-    path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    if fmt not in ("png", "pdf"):
-        raise NqfError(f"plot file must end in .png or .pdf, got {path.name!r}")
+    figure_format(path)
     fig, ax = new_figure(size=(10.0, 5.0))
     lowest_network, highest = _draw_loss_curves(ax, comparison)
 
@@ -75,8 +63,7 @@ def plot_comparison(comparison: Comparison, path, overlay=None) -> Path:
     ax.set_title(title, fontsize=9, pad=14)
     _set_limits(ax, comparison, lowest_network, highest, overlay, reserved)
     # outside the axes, at the right (constrained layout makes room)
-    handles, labels = ax.get_legend_handles_labels()
-    handles, labels = unique_legend(handles, labels, ticks)
+    handles, labels = unique_legend(ax, ticks)
     fig.legend(handles, labels, loc="outside right upper", fontsize=8, framealpha=0.9)
     gd = comparison.predictions.get(REFERENCE_FLOW)
     if gd:
@@ -99,7 +86,7 @@ def _draw_loss_curves(ax, comparison: Comparison) -> tuple[float, float]:
         style = curve(entry["source"], _colour(opt), detail)
         if entry["source"] == "M-flow" or entry["source"] == "LV":
             style["zorder"] = 3  # predictions on top of the measured curves they should cover
-        steps, loss = _positive_steps(entry["steps"], entry["loss"])
+        steps, loss = on_log_axes(entry["steps"], entry["loss"], positive=False)
         if "band" in entry:
             lo, hi = (np.asarray(b, dtype=np.float64) for b in entry["band"])
             keep = np.asarray(entry["steps"]) > 0
@@ -155,8 +142,5 @@ def _set_limits(
     predicted = np.concatenate(
         [np.asarray(p[0].mflow_switch_steps, dtype=np.float64) for p in comparison.predictions.values()]
     )
-    predicted = predicted[np.isfinite(predicted)]
-    first = float(predicted.min()) if predicted.size else 0.0
-    left = 10.0 ** np.floor(np.log10(0.3 * first)) if first > 3 else 1.0
     steps = comparison.config.steps
-    ax.set_xlim(left, steps if overlay is None else max(steps, float(overlay.curve.steps[-1])))
+    ax.set_xlim(decade_before(predicted), steps if overlay is None else max(steps, float(overlay.curve.steps[-1])))

@@ -23,7 +23,8 @@ Empty cells: not available, or not finite (never switched within the horizon, di
 Modes are numbered from 1 in the order of growth (largest first). The rows are made below
 the report, so that ``Prediction.to_dataframes`` and ``Comparison.to_dataframes`` return the
 same tables: ``nqf.theory.predict.tables`` (the cells, a prediction's rows) and
-``nqf.comparison.tables`` (a comparison's), re-exported here. A leaf: the numerical core
+``nqf.comparison.tables`` (a comparison's), whose ``prediction_tables`` and
+``comparison_tables`` are re-exported here. A leaf: the numerical core
 never imports this.
 """
 
@@ -33,10 +34,6 @@ import csv
 import io
 
 from nqf.comparison.tables import comparison_tables as comparison_tables
-from nqf.theory.predict.tables import CURVE_COLUMNS as CURVE_COLUMNS
-from nqf.theory.predict.tables import MODE_COLUMNS as MODE_COLUMNS
-from nqf.theory.predict.tables import curve_rows as curve_rows
-from nqf.theory.predict.tables import prediction_mode_rows as prediction_mode_rows
 from nqf.theory.predict.tables import prediction_tables as prediction_tables
 
 

@@ -60,6 +60,26 @@ def switch_rugs(ax, rows, *, lined: bool = False) -> tuple[float, list]:
     return len(rows) * (RUG_HEIGHT + RUG_GAP), proxies
 
 
+def on_log_axes(steps, loss, positive: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, loss)`` as float arrays without step 0 (not on a log axis) and non-finite losses;
+    with ``positive`` also without losses <= 0."""
+    steps = np.asarray(steps, dtype=np.float64)
+    loss = np.asarray(loss, dtype=np.float64)
+    keep = (steps > 0) & np.isfinite(loss)
+    if positive:
+        keep &= loss > 0
+    return steps[keep], loss[keep]
+
+
+def decade_before(steps) -> float:
+    """The left end of a log step axis: the decade below 0.3 times the first finite step (1 when
+    that step is at most 3, or there is none), so that the plateau before it shows, flat."""
+    steps = np.asarray(steps, dtype=np.float64)
+    steps = steps[np.isfinite(steps)]
+    first = float(steps.min()) if steps.size else 0.0
+    return float(10.0 ** np.floor(np.log10(0.3 * first))) if first > 3 else 1.0
+
+
 def headroom_top(bottom: float, highest: float, reserved: float) -> float:
     """Top of a log y axis from ``bottom`` that keeps ``highest`` below the axes' top ``reserved``
     fraction (where :func:`switch_rugs` draws), with a small margin."""
@@ -103,8 +123,10 @@ def mode_numbers(ax, steps, colour: str, fontsize: float = 8.0, labels=None) -> 
     return [k + 1 for k in kept]
 
 
-def unique_legend(handles, labels, proxies=()) -> tuple[list, list]:
-    """Legend handles and labels with each label once (its first handle, or the proxy of that label)."""
+def unique_legend(ax, proxies=()) -> tuple[list, list]:
+    """The legend handles and labels of ``ax`` with each label once (its first handle, or the proxy
+    of that label)."""
+    handles, labels = ax.get_legend_handles_labels()
     first: dict[str, object] = {str(proxy.get_label()): proxy for proxy in proxies}
     for handle, label in zip(handles, labels, strict=True):
         first.setdefault(label, handle)

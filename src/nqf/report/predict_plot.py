@@ -19,22 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from nqf.comparison.curves import OverlayComparison
-from nqf.core.errors import NqfError
 from nqf.core.measure import group_label
 from nqf.theory.predict.pipeline import Prediction
 
-from .panels import LINED_MODES, headroom_top, mode_numbers, switch_rugs, unique_legend
-from .style import PALETTE, SOURCES, axis_label, curve, new_figure, plain_text, setup_axes, write_figure
+from .panels import LINED_MODES, decade_before, headroom_top, mode_numbers, on_log_axes, switch_rugs, unique_legend
+from .style import PALETTE, SOURCES, axis_label, curve, figure_format, new_figure, plain_text, setup_axes, write_figure
 
 _MFLOW, _LV, _LIMIT, _NETWORK, _MEASURED = 0, 1, 2, 3, 6  # PALETTE indices: blue, orange, green, vermillion, black
-
-
-def _positive(steps, loss):
-    """Records on a log-log axis: step > 0, finite positive loss."""
-    steps = np.asarray(steps, dtype=np.float64)
-    loss = np.asarray(loss, dtype=np.float64)
-    keep = (steps > 0) & np.isfinite(loss) & (loss > 0)
-    return steps[keep], loss[keep]
 
 
 def _limit_staircase(prediction: Prediction, horizon: float):
@@ -54,7 +45,7 @@ def draw_overlay(ax, overlay: OverlayComparison) -> float:
     """Draw a measured curve (solid black) and the switch-on steps of it and of the M-flow by the
     loss convention (filled circles, open squares, at the mode's loss level); returns its lowest
     positive loss (inf if none)."""
-    x, y = _positive(overlay.curve.steps, overlay.curve.loss)
+    x, y = on_log_axes(overlay.curve.steps, overlay.curve.loss)
     ax.plot(
         x,
         y,
@@ -87,10 +78,7 @@ def draw_overlay(ax, overlay: OverlayComparison) -> float:
 
 def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | None = None) -> Path:
     """Write the prediction's figure to ``path`` (PNG, or PDF when it ends in .pdf), atomically; returns it."""
-    path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    if fmt not in ("png", "pdf"):
-        raise NqfError(f"plot file must end in .png or .pdf, got {path.name!r}")
+    figure_format(path)
     cfg = prediction.config
     horizon = float(cfg.steps)
     if overlay is not None:
@@ -111,8 +99,7 @@ def plot_prediction(prediction: Prediction, path, overlay: OverlayComparison | N
     setup_axes(ax, axis_label("training step", "1"), axis_label("loss", "1"), xscale="log", yscale="log")
     ax.set_title(title, fontsize=9, pad=14)
     _set_limits(ax, prediction, plateaus, lowest, highest, horizon, reserved)
-    handles, labels = ax.get_legend_handles_labels()
-    handles, labels = unique_legend(handles, labels, ticks)
+    handles, labels = unique_legend(ax, ticks)
     if prediction.departure is not None:
         handles, labels = _draw_departure(ax, prediction, handles, labels, reserved)
     # outside the axes, at the right (constrained layout makes room), clear of the right-hand axis's labels
@@ -136,7 +123,7 @@ def _draw_loss_curves(ax, prediction: Prediction, horizon: float) -> tuple[float
         curves.append(("network", _NETWORK, f"predicted: {found.label}", found.steps, found.loss))
     highest, lowest = 0.0, np.inf
     for source, colour, detail, steps, loss in curves:
-        x, y = _positive(steps, loss)
+        x, y = on_log_axes(steps, loss)
         style = curve(source, colour, detail)
         style["zorder"] = 3
         ax.plot(x, y, **style)
@@ -221,11 +208,7 @@ def _set_limits(
     if highest > 0 and np.isfinite(lowest):
         bottom = max(lowest / 10, 2.0 * highest * 1e-12)
         ax.set_ylim(bottom, max(2.0 * highest, headroom_top(bottom, highest, reserved)))
-    first = np.asarray(prediction.mflow_switch_steps, dtype=np.float64)
-    first = first[np.isfinite(first)]
-    start = float(first.min()) if first.size else 0.0
-    left = 10.0 ** np.floor(np.log10(0.3 * start)) if start > 3 else 1.0
-    ax.set_xlim(left, horizon)
+    ax.set_xlim(decade_before(prediction.mflow_switch_steps), horizon)
 
 
 def _draw_departure(ax, prediction: Prediction, handles: list, labels: list, reserved: float = 0.0):

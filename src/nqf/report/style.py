@@ -223,12 +223,18 @@ _SAVE_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+def figure_format(path: str | Path) -> str:
+    """``"png"`` or ``"pdf"``, by ``path``'s suffix; NqfError for any other."""
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in _SAVE_OPTIONS:
+        raise NqfError(f"plot file must end in .png or .pdf, got {Path(path).name!r}")
+    return fmt
+
+
 def write_figure(fig: Figure, path: str | Path) -> Path:
     """Check ``fig`` and write it to ``path`` (PNG at 150 dpi, or PDF by the suffix), atomically."""
     path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    if fmt not in _SAVE_OPTIONS:
-        raise NqfError(f"plot file must end in .png or .pdf, got {path.name!r}")
+    fmt = figure_format(path)
     _check(fig, path.stem)
     buffer = io.BytesIO()
     fig.savefig(buffer, format=fmt, **_SAVE_OPTIONS[fmt])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -120,13 +121,7 @@ def switch_figure(rows: list[dict[str, Any]], path: Path) -> Path | None:
         ]
         ncols = max(len(handles), len(swatches))
         blank = Line2D([], [], linestyle="none", label=" ")
-        handles = [
-            h
-            for pair in zip(
-                handles + [blank] * (ncols - len(handles)), swatches + [blank] * (ncols - len(swatches)), strict=True
-            )
-            for h in pair
-        ]
+        handles = [h for pair in zip_longest(handles, swatches, fillvalue=blank) for h in pair]
     fig.legend(handles=handles, loc="outside lower center", ncols=ncols, fontsize=9)
     return write_figure(fig, path)
 

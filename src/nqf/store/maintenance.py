@@ -21,33 +21,32 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 from nqf.core.errors import NqfError
 from nqf.store.results import (
-    EXPERIMENT_NAME,
     FORMAT,
     FORMAT_VERSION,
     MARKER,
     NOT_A_RECORD,
-    PROBE_PREFIX,
-    FileTooLarge,
+    UNREAD,
     ResultsStore,
+    experiment_folders,
     file_kind,
+    folder_entries,
     foreign_entries,
     nqf_file,
     read_marker,
-    read_regular,
     write_marker,
 )
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# what tells a file apart from its replacement or a rewrite (``_same``)
+_IDENTITY = attrgetter("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_mode")
 
 
 @dataclass(frozen=True)
@@ -98,67 +97,6 @@ def _mode(name: str, dir_fd: int) -> int | None:
         return None
 
 
-def _experiments(root: Path, problem: Callable[[Path, str], None], prune: bool = False) -> Iterator[tuple[str, int]]:
-    """``(name, descriptor)`` of each experiment folder under ``root/runs``, opened without
-    following a symbolic link; everything else there is reported with ``problem``. With
-    ``prune`` an experiment folder left empty is removed (``rmdir``: only when empty)."""
-    runs = root / "runs"
-    try:
-        runs_fd = os.open(runs, _DIR_FLAGS)
-    except FileNotFoundError:
-        return
-    except OSError as err:
-        if err.errno in (errno.ELOOP, errno.ENOTDIR):
-            problem(runs, f"a {file_kind(runs.lstat().st_mode)}, not a folder (not followed)")
-        else:
-            problem(runs, f"cannot be opened ({type(err).__name__})")
-        return
-    try:
-        for name in sorted(os.listdir(runs_fd)):
-            path = runs / name
-            mode = _mode(name, runs_fd)
-            if mode is None:
-                continue
-            if name.startswith(PROBE_PREFIX) and stat.S_ISREG(mode):
-                continue  # an output-folder write probe, removed by its maker at once
-            if stat.S_ISLNK(mode):
-                problem(path, "a symbolic link in the store (not followed)")
-                continue
-            if not stat.S_ISDIR(mode):
-                problem(path, f"foreign {file_kind(mode)} in the store")
-                continue
-            if not EXPERIMENT_NAME.match(name):
-                problem(path, "a folder not named like an experiment")
-                continue
-            try:
-                fd = os.open(name, _DIR_FLAGS, dir_fd=runs_fd)
-            except FileNotFoundError:
-                continue
-            except OSError as err:
-                problem(path, f"cannot be opened ({type(err).__name__})")
-                continue
-            try:
-                yield name, fd
-            finally:
-                os.close(fd)
-            if prune:
-                try:
-                    os.rmdir(name, dir_fd=runs_fd)  # an experiment with nothing left
-                except OSError:
-                    pass
-    finally:
-        os.close(runs_fd)
-
-
-def _entries(folder_fd: int) -> Iterator[tuple[str, os.stat_result]]:
-    """``(name, lstat)`` of every entry of an open folder."""
-    for name in sorted(os.listdir(folder_fd)):
-        try:
-            yield name, os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-
-
 def _foreign(mode: int) -> str:
     """Why an entry of an experiment folder named as nqf names files is still not one of them ("" if it is)."""
     if stat.S_ISREG(mode):
@@ -170,27 +108,16 @@ def _foreign(mode: int) -> str:
     return f"a {file_kind(mode)} stands where nqf keeps a file (not opened)"
 
 
-def _judge(store: ResultsStore, name: str, folder_fd: int, path: Path, experiment: str, action: str) -> tuple[str, str]:
+def _judge(store: ResultsStore, folder_fd: int, path: Path, experiment: str, action: str) -> tuple[str, str]:
     """``(state, code)`` of one record file: state is current, stale, damaged (reported), gone, or
     foreign (JSON that is no nqf record: named as nqf names records, yet not nqf's; the caller
     reports it, as it reports foreign files, and ``gc`` leaves it alone)."""
-
-    def damaged(message: str) -> tuple[str, str]:
-        store._problem(path, message, action)
-        return "damaged", ""
-
     try:
-        text = read_regular(name, dir_fd=folder_fd).decode("utf-8")
+        document = store._load(path, action, folder_fd)
     except FileNotFoundError:
         return "gone", ""
-    except FileTooLarge as err:
-        return damaged(f"{err.strerror} (not read)")
-    except (OSError, UnicodeDecodeError) as err:
-        return damaged(f"unreadable ({type(err).__name__})")
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as err:
-        return damaged(f"not valid JSON ({err.msg} at line {err.lineno})")
+    if document is UNREAD:
+        return "damaged", ""
     if isinstance(document, dict) and document.get("format") == FORMAT:
         version = document.get("format_version")
         if version != FORMAT_VERSION:  # written by an older or newer nqf: another code's record
@@ -200,7 +127,8 @@ def _judge(store: ResultsStore, name: str, folder_fd: int, path: Path, experimen
     if message == NOT_A_RECORD:
         return "foreign", ""
     if message:
-        return damaged(message)
+        store._problem(path, message, action)
+        return "damaged", ""
     return ("current" if document["nqf_code"] == store.code_of(experiment) else "stale"), document["nqf_code"]
 
 
@@ -217,9 +145,9 @@ def summarise(path: str | os.PathLike) -> StoreSummary:
     def problem(where: Path, message: str) -> None:
         store._problem(where, message)
 
-    for experiment, folder_fd in _experiments(root, problem):
+    for experiment, folder_fd in experiment_folders(root, problem):
         tally = counts.setdefault(experiment, Counter())
-        for name, info in _entries(folder_fd):
+        for name, info in folder_entries(folder_fd):
             entry = root / "runs" / experiment / name
             size += info.st_size if stat.S_ISREG(info.st_mode) else 0
             known = nqf_file(name)
@@ -233,7 +161,7 @@ def summarise(path: str | os.PathLike) -> StoreSummary:
             if known[0] != "record":
                 leftovers += 1
                 continue
-            state, code = _judge(store, name, folder_fd, entry, experiment, "skipped")
+            state, code = _judge(store, folder_fd, entry, experiment, "skipped")
             if state == "foreign":  # not nqf's: said once, counted nowhere (gc leaves it alone)
                 problem(entry, NOT_A_RECORD)
                 continue
@@ -304,13 +232,7 @@ def _same(name: str, folder_fd: int, before: os.stat_result) -> bool:
         now = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
-    return (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns, now.st_mode) == (
-        before.st_dev,
-        before.st_ino,
-        before.st_size,
-        before.st_mtime_ns,
-        before.st_mode,
-    )
+    return _IDENTITY(now) == _IDENTITY(before)
 
 
 def collect_garbage(
@@ -330,8 +252,8 @@ def collect_garbage(
     def problem(where: Path, message: str) -> None:
         store._problem(where, message, action)
 
-    for experiment, folder_fd in _experiments(root, problem, prune=not dry_run):
-        for name, info in _entries(folder_fd):
+    for experiment, folder_fd in experiment_folders(root, problem, prune=not dry_run):
+        for name, info in folder_entries(folder_fd):
             entry = root / "runs" / experiment / name
             known = nqf_file(name)
             if known is None:
@@ -343,7 +265,7 @@ def collect_garbage(
                 continue
             kind, key = known
             if kind == "record":
-                state, code = _judge(store, name, folder_fd, entry, experiment, "a damaged record")
+                state, code = _judge(store, folder_fd, entry, experiment, "a damaged record")
                 if state == "foreign":  # JSON, but not nqf's: left alone, as every foreign file
                     problem(entry, NOT_A_RECORD)
                     continue

@@ -38,6 +38,7 @@ The kernel releases it when its holder dies, even by SIGKILL, so no claim goes s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import fcntl
@@ -48,7 +49,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ FORMAT_VERSION = 3
 # nqf's, so ``nqf store gc`` leaves it alone (``nqf.store.maintenance``)
 NOT_A_RECORD = "not an nqf run record (foreign file)"
 _KEY = re.compile(r"^[0-9a-f]{64}$")
+UNREAD = object()  # what ResultsStore._load gives for a file it could not read as JSON (and reported)
 _CHECKSUM_PREFIX = "sha256:"
 
 MARKER = "nqf-store.json"
@@ -201,35 +203,81 @@ def write_marker(root: str | os.PathLike) -> None:
 
 
 def foreign_entries(root: str | os.PathLike) -> list[str]:
-    """Every entry under ``root/runs`` that nqf does not write (paths relative to ``root``):
-    anything but folders named like experiments holding regular files named as :func:`nqf_file`
-    allows. Symbolic links are foreign and never followed; ``runs`` itself must be a folder."""
-    runs = Path(root) / "runs"
+    """Every entry under ``root/runs`` that nqf does not write (paths relative to ``root``, with
+    their kind): anything but folders named like experiments holding regular files named as
+    :func:`nqf_file` allows (:func:`experiment_folders`: symbolic links are never followed)."""
+    root = Path(root)
+    found: list[str] = []
+
+    def foreign(path: Path, mode: int) -> None:
+        found.append(f"{path.relative_to(root).as_posix()} (a {file_kind(mode)})")
+
+    for experiment, folder_fd in experiment_folders(root, lambda path, _: foreign(path, path.lstat().st_mode)):
+        for name, info in folder_entries(folder_fd):
+            if not (stat.S_ISREG(info.st_mode) and nqf_file(name)):
+                foreign(root / "runs" / experiment / name, info.st_mode)
+    return found
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def experiment_folders(
+    root: Path, problem: Callable[[Path, str], None], prune: bool = False
+) -> Iterator[tuple[str, int]]:
+    """``(name, descriptor)`` of each experiment folder under ``root/runs``, opened without
+    following a symbolic link; everything else there is reported with ``problem``. With
+    ``prune`` an experiment folder left empty is removed (``rmdir``: only when empty)."""
+    runs = root / "runs"
     try:
-        mode = runs.lstat().st_mode
+        runs_fd = os.open(runs, _DIR_FLAGS)
     except FileNotFoundError:
-        return []
-    if not stat.S_ISDIR(mode):
-        return [f"runs (a {file_kind(mode)})"]
-    found = []
-    for folder in sorted(runs.iterdir()):
-        try:
-            mode = folder.lstat().st_mode
-        except FileNotFoundError:
-            continue
-        if folder.name.startswith(PROBE_PREFIX) and stat.S_ISREG(mode):
-            continue
-        if not (stat.S_ISDIR(mode) and EXPERIMENT_NAME.match(folder.name)):
-            found.append(f"runs/{folder.name} (a {file_kind(mode)})")
-            continue
-        for path in sorted(folder.iterdir()):
+        return
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            problem(runs, f"a {file_kind(runs.lstat().st_mode)}, not a folder (not followed)")
+        else:
+            problem(runs, f"cannot be opened ({type(err).__name__})")
+        return
+    try:
+        for name, info in folder_entries(runs_fd):
+            path, mode = runs / name, info.st_mode
+            if name.startswith(PROBE_PREFIX) and stat.S_ISREG(mode):
+                continue  # an output-folder write probe, removed by its maker at once
+            if stat.S_ISLNK(mode):
+                problem(path, "a symbolic link in the store (not followed)")
+                continue
+            if not stat.S_ISDIR(mode):
+                problem(path, f"foreign {file_kind(mode)} in the store")
+                continue
+            if not EXPERIMENT_NAME.match(name):
+                problem(path, "a folder not named like an experiment")
+                continue
             try:
-                mode = path.lstat().st_mode
+                fd = os.open(name, _DIR_FLAGS, dir_fd=runs_fd)
             except FileNotFoundError:
                 continue
-            if not (stat.S_ISREG(mode) and nqf_file(path.name)):
-                found.append(f"runs/{folder.name}/{path.name} (a {file_kind(mode)})")
-    return found
+            except OSError as err:
+                problem(path, f"cannot be opened ({type(err).__name__})")
+                continue
+            try:
+                yield name, fd
+            finally:
+                os.close(fd)
+            if prune:
+                with contextlib.suppress(OSError):
+                    os.rmdir(name, dir_fd=runs_fd)  # an experiment with nothing left
+    finally:
+        os.close(runs_fd)
+
+
+def folder_entries(folder_fd: int) -> Iterator[tuple[str, os.stat_result]]:
+    """``(name, lstat)`` of every entry of an open folder."""
+    for name in sorted(os.listdir(folder_fd)):
+        try:
+            yield name, os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
 
 
 def _read_umask() -> int:
@@ -302,7 +350,7 @@ def run_key(experiment: str, run: str, config: Mapping[str, Any], code: str) -> 
 
 
 def _check_name(kind: str, name: str) -> None:
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+    if not isinstance(name, str) or not EXPERIMENT_NAME.fullmatch(name):
         raise NqfError(f"{kind} name {name!r} must be letters, digits, '_', '.', '-' (not starting with '.')")
 
 
@@ -329,21 +377,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
-    try:  # make the rename itself durable; not every filesystem allows fsync on a folder
+    with contextlib.suppress(OSError):  # make the rename durable; not every filesystem allows fsync on a folder
         dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 class Claim:
@@ -363,10 +405,8 @@ class Claim:
     def release(self) -> None:
         if self._fd is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.path)
-        except OSError:
-            pass
         os.close(self._fd)  # closing the only descriptor releases the flock
         self._fd = None
 
@@ -550,35 +590,36 @@ class ResultsStore:
             return None
         return document["record"]
 
+    def _load(self, path: Path, action: str, dir_fd: int | None = None) -> Any:
+        """The JSON in one run file (``path.name`` in the open folder ``dir_fd`` if given), or
+        :data:`UNREAD` with a problem line ending in ``action``; FileNotFoundError when there is none."""
+        try:
+            return json.loads(read_regular(path if dir_fd is None else path.name, dir_fd=dir_fd).decode("utf-8"))
+        except FileNotFoundError:
+            raise
+        except IsADirectoryError:
+            message = "a folder stands where the record should be"
+        except NotRegularFile as err:
+            message = f"a {err.kind} stands where the record should be (not read)"
+        except FileTooLarge as err:
+            message = f"{err.strerror} (not read)"
+        except json.JSONDecodeError as err:
+            message = f"not valid JSON ({err.msg} at line {err.lineno})"
+        except (OSError, UnicodeDecodeError) as err:
+            if getattr(err, "errno", None) == errno.ELOOP:
+                message = "a symbolic link stands where the record should be (not followed)"
+            else:
+                message = f"unreadable ({type(err).__name__})"
+        self._problem(path, message, action)
+        return UNREAD
+
     def _read(self, path: Path, experiment: str, action: str = "skipped") -> dict | None:
         """Read and validate one run file; None (and a problem line ending in ``action``) unless it is sound."""
         try:
-            text = read_regular(path).decode("utf-8")
+            document = self._load(path, action)
         except FileNotFoundError:
             return None
-        except IsADirectoryError:
-            self._problem(path, "a folder stands where the record should be", action)
-            return None
-        except NotRegularFile as err:
-            self._problem(path, f"a {err.kind} stands where the record should be (not read)", action)
-            return None
-        except FileTooLarge as err:
-            self._problem(path, f"{err.strerror} (not read)", action)
-            return None
-        except (OSError, UnicodeDecodeError) as err:
-            if isinstance(err, OSError) and err.errno == errno.ELOOP:
-                self._problem(path, "a symbolic link stands where the record should be (not followed)", action)
-            else:
-                self._problem(path, f"unreadable ({type(err).__name__})", action)
-            return None
-        return self._parse(text, path, experiment, action)
-
-    def _parse(self, text: str, path: Path, experiment: str, action: str = "skipped") -> dict | None:
-        """Validate the text of one run file; None (and a problem line) unless it is sound."""
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as err:
-            self._problem(path, f"not valid JSON ({err.msg} at line {err.lineno})", action)
+        if document is UNREAD:
             return None
         message = self._header_problem(document, path, experiment)
         if message:
