@@ -52,12 +52,11 @@ name what is run in :mod:`nqf.scans.sweep.spec_sections`, the axes, zip and figu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nqf.core.errors import NqfError
-from nqf.optimizers import OPTIMIZERS as COMPARE_OPTIMIZERS
 
 from .spec_axes import (
     check_optimizers,
@@ -79,30 +78,12 @@ from .spec_sections import (
     read_tables,
     read_task,
 )
-from .spec_values import (
-    FIGURE_KEYS,
-    MAX_POINTS,
-    MAX_SEED,
-    MAX_STEPS,
-    MODES,
-    REQUIRED,
-    SETTINGS,
-    SWEEP_KEYS,
-    TOP_KEYS,
-    TRACED,
-)
+from .spec_values import MAX_POINTS, REQUIRED, SETTINGS, TRACED
 
 __all__ = [
-    "COMPARE_OPTIMIZERS",
-    "FIGURE_KEYS",
     "MAX_POINTS",
-    "MAX_SEED",
-    "MAX_STEPS",
-    "MODES",
     "REQUIRED",
     "SETTINGS",
-    "SWEEP_KEYS",
-    "TOP_KEYS",
     "TRACED",
     "Spec",
     "SpecError",
@@ -137,14 +118,7 @@ class Spec:
     heatmap: tuple[str, str] | None = None
     curves: tuple[int, ...] | int = 3
     name: str = ""
-    data_file: Path | None = field(default=None)
-
-    @property
-    def num_points(self) -> int:
-        total = 1
-        for group in self.groups:
-            total *= len(self.axes[group[0]])
-        return total
+    data_file: Path | None = None
 
 
 def load_spec(path: str | Path) -> Spec:

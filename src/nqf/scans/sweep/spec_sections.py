@@ -172,11 +172,6 @@ def read_arch(table: dict, task: Owner, natural: tuple[str, dict] | None, proble
     read_options(arch, table, problems)
     if task.name == "npz" and arch.name is None:
         problems.bad("arch.name", "the npz task needs an architecture ([arch] name = ...)")
-    if arch.name is not None and not arch.known:
-        try:
-            arch.known = architecture_options(arch.name)
-        except NqfError:
-            pass
     return arch
 
 

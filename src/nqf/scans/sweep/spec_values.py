@@ -17,10 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, crea
 from pydantic.fields import FieldInfo
 
 from nqf.comparison.settings import SETTINGS_MODELS, Count, choice, defaults, partial_model, required, says
-
-# re-exported for the spec readers: the library's lists and limits, not copies
-from nqf.core.arguments import MAX_SEED as MAX_SEED
-from nqf.core.arguments import MAX_STEPS as MAX_STEPS
+from nqf.core.arguments import is_integer, is_real_number
 
 MODES = tuple(SETTINGS_MODELS)
 # setting -> (its field in the mode's model: type, description; its default, None when required)
@@ -133,14 +130,6 @@ def option_model(label: str, known: dict[str, Any], listed: bool = False) -> typ
     return partial_model(model, listed=True) if listed else model
 
 
-def is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def expand_axis(raw: Any) -> tuple[list, str]:
     """An axis's values: a list, or {logspace|linspace = [start, stop, num]} or {range = [start, stop(, step)]}."""
     if isinstance(raw, list):
@@ -168,7 +157,7 @@ def _listed_axis(raw: list) -> tuple[list, str]:
 
 def _range_axis(args: Any) -> tuple[list, str]:
     """{range = [start, stop]} or {range = [start, stop, step]}: integers, as Python's range."""
-    if not (isinstance(args, list) and len(args) in (2, 3) and all(is_int(a) for a in args)):
+    if not (isinstance(args, list) and len(args) in (2, 3) and all(is_integer(a) for a in args)):
         return [], "range takes [start, stop] or [start, stop, step], integers"
     step = args[2] if len(args) == 3 else 1
     if step == 0:
@@ -182,7 +171,8 @@ def _range_axis(args: Any) -> tuple[list, str]:
 
 def _spaced_axis(kind: str, args: Any) -> tuple[list, str]:
     """{logspace = [a, b, n]} (10^a .. 10^b) or {linspace = [a, b, n]}: n values, as NumPy's."""
-    if not (isinstance(args, list) and len(args) == 3 and all(is_number(a) for a in args[:2]) and is_int(args[2])):
+    shaped = isinstance(args, list) and len(args) == 3 and is_integer(args[2])
+    if not (shaped and all(is_real_number(a) for a in args[:2])):
         return [], f"{kind} takes [start, stop, num] (num an integer)"
     a, b, n = float(args[0]), float(args[1]), args[2]
     if n < 1:

@@ -39,15 +39,6 @@ from typing import Any
 from nqf.store.results import atomic_write_bytes
 
 
-def _num(v):
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return v
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
 def _relative(a, b):
     if a is None or b is None or b == 0:
         return None
