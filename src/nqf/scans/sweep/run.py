@@ -292,7 +292,7 @@ def run_sweep(
                             result.states[p.index] = "failed"
                             result.errors[p.index] = outcome.error or "the task failed"
                     if bar is not None:
-                        done = sum(1 for s in result.states.values())
+                        done = len(result.states)
                         failed = result.count("failed")
                         progress.update(
                             bar, completed=done, note=f"{failed} failed" if failed else "",
