@@ -4,13 +4,15 @@ defaults and checks), the tables and the task's and architecture's options are t
 
 :func:`validate` checks a table against a model and notes every error as one line, ``spec
 KEY: message`` with the key's path (``spec axes.sigma0[2]: must be a positive finite number,
-got -1.0``); the axes' forms (lists and ranges) are expanded by hand (:func:`expand_axis`).
+got -1.0``) in a :class:`Problems`; the axes' forms (lists and ranges) are expanded by hand
+(:func:`expand_axis`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, create_model
@@ -86,6 +88,22 @@ class Problems(list):
 
     def bad(self, key: str, message: str) -> None:
         self.append(f"spec {key}: {message}")
+
+
+@dataclass
+class Owner:
+    """The task (``section`` "task") or the architecture ("arch") of a spec: its ``name`` (None when
+    missing or bad), ``known`` (option -> default) and ``options`` (the options given, checked)."""
+
+    section: str
+    name: str | None = None
+    known: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def no_option(self, option: str) -> str:
+        """The problem of an option this task or architecture does not have."""
+        label = f"task {self.name}" if self.section == "task" else self.name
+        return f"{label} has no option {option}; its options are {', '.join(self.known) or 'none'}"
 
 
 def key_path(where: str, loc: tuple) -> str:
