@@ -239,8 +239,9 @@ def blame(message: str, spec: Spec, owner: str) -> str:
     return candidates[0] if candidates else (owner + ".name" if owner != "settings" else "settings")
 
 
-# What a predict batch may vary besides the traced values: ``predict_grid`` takes lr as a grid axis.
-GRID_AXES = ("lr",)
+# What the points of a batch may differ in, per mode: the traced values, and in predict mode lr
+# too (``predict_grid`` takes lr as a grid axis).
+BATCHED = {"compare": TRACED, "predict": (*TRACED, "lr")}
 
 
 def group_key(point: Point) -> str:
@@ -248,7 +249,7 @@ def group_key(point: Point) -> str:
     lr too, a grid axis). Points of one case differ only in their settings, so only those are
     written out per point."""
     config = point.config
-    batched = TRACED + GRID_AXES if config["mode"] == "predict" else TRACED
+    batched = BATCHED[config["mode"]]
     settings = {k: v for k, v in config["settings"].items() if k not in batched}
     if point.case:
         return point.case + repr(sorted(settings.items())) + repr(config.get("data_sha256"))
@@ -271,7 +272,7 @@ def make_batches(points: list[Point], batch_size: int) -> list[list[Point]]:
     keys: dict[tuple, str] = {}
     for p in points:
         if p.case:
-            batched = TRACED + GRID_AXES if p.config["mode"] == "predict" else TRACED
+            batched = BATCHED[p.config["mode"]]
             memo = (p.case, *(repr(v) for k, v in p.values.items() if k not in batched))
             key = keys.get(memo)
             if key is None:
