@@ -208,12 +208,12 @@ def plan_or_exit(args: SweepArgs):
     from nqf.scans.sweep.spec import SpecError, load_spec
 
     try:
-        load_spec(args.spec)  # the spec's own checks before JAX starts
+        spec = load_spec(args.spec)  # the spec's own checks before JAX starts
         start_jax()
         from nqf.scans.sweep.run import plan_sweep
 
         return plan_sweep(
-            args.spec,
+            spec,
             args.out,
             store=args.store,
             batch_size=args.batch_size,

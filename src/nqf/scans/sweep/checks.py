@@ -12,7 +12,7 @@ import json
 from nqf.core.errors import NqfError
 from nqf.optimizers import MINIBATCH_OPTIMIZERS, REFERENCE_FLOW, optimizer_record
 
-from .points import Point, Resolver, blame, one_line
+from .points import Point, Resolver, blame, note
 from .spec import TRACED, Spec, SpecError
 
 # the settings besides width and steps that the memory estimate reads
@@ -40,40 +40,27 @@ def check_points(spec: Spec, points: list[Point], resolver: Resolver | None = No
     mode that grows). SpecError, one line per key."""
     resolver = resolver or Resolver()
     problems: dict[str, str] = {}
-    flows = _check_statics(spec, points, resolver, problems, gate=data, collect_flows=data)
+    flows = _check_statics(spec, points, resolver, problems, data)
     if problems:
         raise SpecError(list(problems.values()))
     if not data:
         return
     for key, group in flows.items():
-        *_, flow, beta, batch, loss = key
-        bound = _stable_bound(spec, group, (flow, beta, batch, loss), resolver, problems)
+        flow_args = key[-4:]  # flow, beta, batch, loss
+        bound = _stable_bound(spec, group, flow_args, resolver, problems)
         if bound is not None:
-            _check_learning_rates(flow, group, bound, problems)
+            _check_learning_rates(flow_args[0], group, bound, problems)
     if problems:
         raise SpecError(list(problems.values()))
 
 
-def _note(problems: dict[str, str], key: str, err) -> None:
-    """The first problem of a spec key (one line) is the one reported."""
-    problems.setdefault(key, f"spec {key}: {one_line(err)}")
-
-
-def _check_statics(
-    spec: Spec,
-    points: list[Point],
-    resolver: Resolver,
-    problems: dict[str, str],
-    gate: bool = True,
-    collect_flows: bool = True,
-) -> dict[tuple, list]:
-    """The checks that need no prediction, each once per distinct case: the theory gate (per
-    architecture; only with ``gate``), the width, the memory estimate (per task, architecture and
-    the settings it reads).
-    Returns the (point, lr, spec key of lr) of every M-flow, by ``_flow_key``. Per point only
-    tuples are compared: the task and architecture of a point's case are named once, and points
-    of one case that differ only in sigma0 and seed (which none of these checks reads) are
-    checked once. Without ``collect_flows`` (a dry run) nothing is returned."""
+def _check_statics(spec: Spec, points: list[Point], resolver: Resolver, problems: dict[str, str], data: bool):
+    """The checks that need no prediction, each once per distinct case: the width, the memory
+    estimate (per task, architecture and the settings it reads) and, with ``data``, the theory
+    gate (per architecture). Returns, with ``data``, the (point, lr, spec key of lr) of every
+    M-flow by ``_flow_key``. Per point only tuples are compared: the task and architecture of a
+    point's case are named once, and without ``data`` (a dry run) points of one case that differ
+    only in sigma0 and seed (which none of these checks reads) are checked once."""
     gated: set[tuple] = set()
     widths: set[tuple] = set()
     sized: set[tuple] = set()
@@ -82,7 +69,7 @@ def _check_statics(
     seen: set[tuple] = set()
     for p in points:
         c, s = p.config, p.config["settings"]
-        if p.case and not collect_flows:
+        if p.case and not data:
             same = (p.case, *(repr(v) for k, v in p.values.items() if k not in TRACED))
             if same in seen:
                 continue
@@ -96,7 +83,7 @@ def _check_statics(
             if p.case:
                 names[p.case] = named
         arch_name, case_name = named
-        if gate and (arch_name, s["allow_inapplicable"]) not in gated:
+        if data and (arch_name, s["allow_inapplicable"]) not in gated:
             gated.add((arch_name, s["allow_inapplicable"]))
             _check_gate(spec, resolver.arch(c["arch"], c["arch_options"]), s, problems)
         if (arch_name, s["width"]) not in widths:
@@ -107,7 +94,7 @@ def _check_statics(
             sized.add(size_key)
             task = resolver.task(c["task"], c["task_options"])
             _check_memory(spec, task, resolver.arch(c["arch"], c["arch_options"]), s, problems)
-        if collect_flows:
+        if data:
             for flow, lr, lr_key in _flows(spec, s):
                 flows.setdefault(_flow_key(case_name, s, flow), []).append((p, lr, lr_key))
     return flows
@@ -120,7 +107,7 @@ def _check_gate(spec: Spec, arch, s: dict, problems: dict[str, str]) -> None:
     try:
         theory_gate(arch, s["allow_inapplicable"])
     except NqfError as err:
-        _note(problems, blame(str(err), spec, "arch"), err)
+        note(problems, blame(str(err), spec, "arch"), err)
 
 
 def _check_width(spec: Spec, arch, s: dict, problems: dict[str, str]) -> None:
@@ -130,7 +117,7 @@ def _check_width(spec: Spec, arch, s: dict, problems: dict[str, str]) -> None:
     try:
         check_width(arch, s["width"])
     except NqfError as err:
-        _note(problems, _where(spec, "width"), err)
+        note(problems, _where(spec, "width"), err)
 
 
 def _check_memory(spec: Spec, task, arch, s: dict, problems: dict[str, str]) -> None:
@@ -152,7 +139,7 @@ def _check_memory(spec: Spec, task, arch, s: dict, problems: dict[str, str]) -> 
                 adaptive=s["stepping"] == "adaptive",
             )
     except NqfError as err:
-        _note(problems, blame(str(err), spec, "settings"), err)
+        note(problems, blame(str(err), spec, "settings"), err)
 
 
 def _flow_key(case_name: str, s: dict, flow: str) -> tuple:
@@ -190,7 +177,7 @@ def _stable_bound(spec: Spec, group: list, flow_args: tuple, resolver: Resolver,
         return float(predict(arch, X, Y, config).stable_lr)
     except NqfError as err:
         text = str(err)
-        _note(problems, _prediction_key(spec, text, lr_key), text)
+        note(problems, _prediction_key(spec, text, lr_key), text)
         return None
 
 
@@ -211,7 +198,7 @@ def _check_learning_rates(flow: str, group: list, bound: float, problems: dict[s
         if lr >= bound and lr_key not in problems:
             unstable = sorted({e[1] for e in group if e[1] >= bound})
             count = sum(1 for e in group if e[1] >= bound)
-            _note(
+            note(
                 problems,
                 lr_key,
                 f"learning rate {', '.join(f'{v:g}' for v in unstable)} is unstable for these data "

@@ -111,17 +111,13 @@ class SharedRuns:
             return self._train_grid(arch, X, Y, config, sigma0s, seeds, basis=basis)
         i = int(np.flatnonzero(self.sigma0s == s[0])[0])
         j = int(np.flatnonzero(self.seeds == int(k[0]))[0])
+        per_run = ("loss", "occupations", "weight_norm", "block_norms", "diverged_at", "W_final")
         return replace(
             whole,
             config=config,
             sigma0s=whole.sigma0s[i : i + 1],
             seeds=whole.seeds[j : j + 1],
-            loss=whole.loss[i : i + 1, j : j + 1],
-            occupations=whole.occupations[i : i + 1, j : j + 1],
-            weight_norm=whole.weight_norm[i : i + 1, j : j + 1],
-            block_norms=whole.block_norms[i : i + 1, j : j + 1],
-            diverged_at=whole.diverged_at[i : i + 1, j : j + 1],
-            W_final=whole.W_final[i : i + 1, j : j + 1],
+            **{name: getattr(whole, name)[i : i + 1, j : j + 1] for name in per_run},
         )
 
 
@@ -142,9 +138,7 @@ def _thin(steps: list, *series: list) -> tuple:
 def thin_compare(result: dict) -> dict:
     for per_opt in result.get("curves", {}).values():
         for entry in per_opt.values():
-            idx = thin_indices(len(entry["steps"]))
-            entry["steps"] = [entry["steps"][i] for i in idx]
-            entry["loss"] = [[row[i] for i in idx] for row in entry["loss"]]
+            entry["steps"], *entry["loss"] = _thin(entry["steps"], *entry["loss"])
     return result
 
 
@@ -296,6 +290,11 @@ def compute_point(batch: _Batch, config: dict, train=None) -> dict:
     return {"result": result, "seconds": time.perf_counter() - start}
 
 
+def _outcome(index: int, state: str, error: str = "", seconds: float = 0.0) -> dict:
+    """What :func:`compute_batch` reports of one point."""
+    return {"index": index, "state": state, "error": error, "seconds": seconds}
+
+
 def compute_batch(
     store_root: str,
     experiment: str,
@@ -326,12 +325,12 @@ def compute_batch(
     for index, config in points:
         claim = store.claim(experiment, store.key(experiment, RUN, config), wait=wait)
         if claim is None:
-            out.append({"index": index, "state": "busy", "error": "", "seconds": 0.0})
+            out.append(_outcome(index, "busy"))
             continue
         if wait or not force:
             if store.get(experiment, RUN, config) is not None:
                 claim.release()
-                out.append({"index": index, "state": "stored", "error": "", "seconds": 0.0})
+                out.append(_outcome(index, "stored"))
                 continue
         todo.append((index, config, claim))
     if not todo:
@@ -342,7 +341,7 @@ def compute_batch(
         line = _error_line(err)
         for index, _, claim in todo:
             claim.release()
-            out.append({"index": index, "state": "failed", "error": line, "seconds": 0.0})
+            out.append(_outcome(index, "failed", line))
         return out
     shared = SharedRuns([c["settings"]["sigma0"] for _, c, _ in todo], [c["settings"]["seed"] for _, c, _ in todo])
     grid_records = predict_grid_records(batch, [c for _, c, _ in todo]) if todo[0][1]["mode"] == "predict" else None
@@ -354,16 +353,9 @@ def compute_batch(
             record["seconds"] += shared.seconds / len(todo) - (shared.seconds - shared_before)
             record["batch_points"] = len(todo)
             store.put(experiment, RUN, config, record)
-            out.append({"index": index, "state": "computed", "error": "", "seconds": record["seconds"]})
+            out.append(_outcome(index, "computed", seconds=record["seconds"]))
         except Exception as err:  # noqa: BLE001 (a failing point must not stop the others; it is reported)
-            out.append(
-                {
-                    "index": index,
-                    "state": "failed",
-                    "error": _error_line(err),
-                    "seconds": time.perf_counter() - start,
-                }
-            )
+            out.append(_outcome(index, "failed", _error_line(err), time.perf_counter() - start))
         finally:
             claim.release()
     return out

@@ -88,73 +88,60 @@ def axis_assignments(spec: Spec):
         yield values
 
 
-def _settings(spec: Spec, values: dict[str, Any]) -> dict[str, Any]:
-    """Every setting of the mode: given, axis, or default."""
-    return _settings_of(spec)(values)
-
-
 def _settings_of(spec: Spec):
-    """``values -> settings`` for ``spec`` (:func:`_settings`), with what no axis changes worked
-    out once: a point then costs a dict copy and its axis values."""
+    """``values -> settings`` of a point: every setting of the mode (given, axis or default); in
+    compare mode the optimizers as a list and, for ``lr_OPT``, ``learning_rates`` (optimizer -> the
+    rates given). What no axis changes is worked out once: a point then costs a dict copy and its
+    axis values."""
     fixed = {name: spec.settings.get(name, default) for name, (_, default) in SETTINGS[spec.mode].items()}
     varied = tuple(name for name in fixed if name in spec.axes)
-    if spec.mode != "compare":
+    compare = spec.mode == "compare"
+    rates_vary = compare and any(name.startswith("lr_") for name in varied)
+    if compare and not rates_vary:
+        fixed = _with_rates(fixed)  # the same at every point
 
-        def settings(values: dict[str, Any]) -> dict[str, Any]:
-            out = dict(fixed)
-            for name in varied:
-                out[name] = values[name]
-            return out
-
-        return settings
-
-    def compare_settings(values: dict[str, Any]) -> dict[str, Any]:
+    def settings(values: dict[str, Any]) -> dict[str, Any]:
         out = dict(fixed)
         for name in varied:
             out[name] = values[name]
-        out["optimizers"] = list(out["optimizers"])
-        rates = {o: out.pop(f"lr_{o}") for o in RATE_OPTIMIZERS}
-        out["learning_rates"] = {o: lr for o, lr in rates.items() if lr is not None}
+        if rates_vary:
+            return _with_rates(out)
+        if compare:  # each point's config owns its list and table
+            out["optimizers"], out["learning_rates"] = list(out["optimizers"]), dict(out["learning_rates"])
         return out
 
-    if any(name == "optimizers" or name.startswith("lr_") for name in varied):
-        return compare_settings
-    base = compare_settings(fixed)  # the optimizers and their rates are the same at every point
+    return settings
 
-    def plain_settings(values: dict[str, Any]) -> dict[str, Any]:
-        out = dict(base)
-        out["optimizers"], out["learning_rates"] = list(base["optimizers"]), dict(base["learning_rates"])
-        for name in varied:
-            out[name] = values[name]
-        return out
 
-    return plain_settings
+def _with_rates(settings: dict[str, Any]) -> dict[str, Any]:
+    """Compare ``settings`` (changed in place) with the optimizers as a list and ``lr_OPT`` as ``learning_rates``."""
+    settings["optimizers"] = list(settings["optimizers"])
+    rates = {o: settings.pop(f"lr_{o}") for o in RATE_OPTIMIZERS}
+    settings["learning_rates"] = {o: lr for o, lr in rates.items() if lr is not None}
+    return settings
 
 
 class Resolver:
     """Builds (and caches) the task and architecture of a point config."""
 
     def __init__(self):
-        self._tasks: dict[str, Any] = {}
-        self._archs: dict[str, Any] = {}
+        self._built: dict[str, Any] = {}
 
     def task(self, name: str, options: dict):
         from nqf.training.tasks import get_task
 
-        key = json.dumps([name, _plain(options)], sort_keys=True)
-        if key not in self._tasks:
-            self._tasks[key] = get_task(name, **{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
-        return self._tasks[key]
+        return self._build(get_task, name, options)
 
     def arch(self, name: str, options: dict):
         from nqf.architectures import get_architecture
 
-        key = json.dumps([name, _plain(options)], sort_keys=True)
-        if key not in self._archs:
-            self._archs[key] = get_architecture(
-                name, **{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
-            )
-        return self._archs[key]
+        return self._build(get_architecture, name, options)
+
+    def _build(self, make, name: str, options: dict):
+        key = json.dumps([make.__name__, name, _plain(options)], sort_keys=True)
+        if key not in self._built:
+            self._built[key] = make(name, **{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
+        return self._built[key]
 
 
 def _arch_choice(spec: Spec, task, arch_opts: dict) -> tuple[str, dict]:
@@ -217,21 +204,20 @@ def _case(spec: Spec, values: dict[str, Any], resolver: Resolver, problems: dict
     try:
         task = resolver.task(spec.task, task_opts)
     except (NqfError, TypeError, ValueError) as err:
-        key = blame(str(err), spec, "task")
-        problems.setdefault(key, f"spec {key}: {one_line(err)}")
+        note(problems, blame(str(err), spec, "task"), err)
         return None
     arch_name, arch_options = _arch_choice(spec, task, arch_opts)
     try:
         arch = resolver.arch(arch_name, arch_options)
     except (NqfError, TypeError, ValueError) as err:
-        key = blame(str(err), spec, "arch")
-        problems.setdefault(key, f"spec {key}: {one_line(err)}")
+        note(problems, blame(str(err), spec, "arch"), err)
         return None
     return _plain(task.options()), arch_name, _plain(dict(arch.options))
 
 
-def one_line(err) -> str:
-    return " ".join(str(err).split())
+def note(problems: dict[str, str], key: str, err) -> None:
+    """The first problem of a spec key, on one line, is the one reported."""
+    problems.setdefault(key, f"spec {key}: {' '.join(str(err).split())}")
 
 
 def blame(message: str, spec: Spec, owner: str) -> str:
@@ -253,8 +239,9 @@ def blame(message: str, spec: Spec, owner: str) -> str:
     return candidates[0] if candidates else (owner + ".name" if owner != "settings" else "settings")
 
 
-# What a predict batch may vary besides the traced values: ``predict_grid`` takes lr as a grid axis.
-GRID_AXES = ("lr",)
+# What the points of a batch may differ in, per mode: the traced values, and in predict mode lr
+# too (``predict_grid`` takes lr as a grid axis).
+BATCHED = {"compare": TRACED, "predict": (*TRACED, "lr")}
 
 
 def group_key(point: Point) -> str:
@@ -262,7 +249,7 @@ def group_key(point: Point) -> str:
     lr too, a grid axis). Points of one case differ only in their settings, so only those are
     written out per point."""
     config = point.config
-    batched = TRACED + GRID_AXES if config["mode"] == "predict" else TRACED
+    batched = BATCHED[config["mode"]]
     settings = {k: v for k, v in config["settings"].items() if k not in batched}
     if point.case:
         return point.case + repr(sorted(settings.items())) + repr(config.get("data_sha256"))
@@ -285,7 +272,7 @@ def make_batches(points: list[Point], batch_size: int) -> list[list[Point]]:
     keys: dict[tuple, str] = {}
     for p in points:
         if p.case:
-            batched = TRACED + GRID_AXES if p.config["mode"] == "predict" else TRACED
+            batched = BATCHED[p.config["mode"]]
             memo = (p.case, *(repr(v) for k, v in p.values.items() if k not in batched))
             key = keys.get(memo)
             if key is None:

@@ -73,7 +73,7 @@ class SweepResult:
 
 
 def plan_sweep(
-    spec_path: str | Path,
+    spec: str | Path | Spec,
     out: Path,
     store: Path | None = None,
     batch_size: int | None = None,
@@ -81,14 +81,16 @@ def plan_sweep(
     force: bool = False,
     check_data: bool = True,
 ) -> SweepPlan:
-    """Everything before the work: the checked spec, its points, which are stored, the batches.
+    """Everything before the work: the checked spec (``spec``: its file, or as :func:`load_spec`
+    read it), its points, which are stored, the batches.
 
     Raises SpecError (one line per problem) or NqfError; computes nothing, writes nothing.
     JAX must be started (float64) by the caller. ``check_data=False`` (a dry run) leaves out
     the checks that compute (:func:`check_points`: the theory gate's probes, and the stability
     bound, which draws the data and runs a prediction); the plan is the same.
     """
-    spec = load_spec(spec_path)
+    if not isinstance(spec, Spec):
+        spec = load_spec(spec)
     out = Path(out)
     store_root = Path(store) if store is not None else out / "store"
     check_output_folder_path("--out", out)
@@ -292,7 +294,7 @@ def run_sweep(
                             result.states[p.index] = "failed"
                             result.errors[p.index] = outcome.error or "the task failed"
                     if bar is not None:
-                        done = sum(1 for s in result.states.values())
+                        done = len(result.states)
                         failed = result.count("failed")
                         progress.update(
                             bar, completed=done, note=f"{failed} failed" if failed else "",

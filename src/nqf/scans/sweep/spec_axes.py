@@ -2,7 +2,7 @@
 the axes zipped together (``[sweep] zip``), ``[figures]`` (which name axes and points), and the
 checks across settings and axes (the optimizers' learning rates and minibatch).
 
-The readers note problems in a :class:`nqf.scans.sweep.spec_sections.Problems` and go on; the
+The readers note problems in a :class:`nqf.scans.sweep.spec_values.Problems` and go on; the
 format is in :mod:`nqf.scans.sweep.spec`.
 """
 
@@ -10,8 +10,17 @@ from __future__ import annotations
 
 from nqf.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_SETTINGS, RATE_OPTIMIZERS, unused_setting
 
-from .spec_sections import Owner, Problems
-from .spec_values import MAX_POINTS, REQUIRED, SETTING_AXES, SETTINGS, expand_axis, option_model, validate
+from .spec_values import (
+    MAX_POINTS,
+    REQUIRED,
+    SETTING_AXES,
+    SETTINGS,
+    Owner,
+    Problems,
+    expand_axis,
+    option_model,
+    validate,
+)
 
 
 def read_axes(

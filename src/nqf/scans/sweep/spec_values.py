@@ -4,23 +4,22 @@ defaults and checks), the tables and the task's and architecture's options are t
 
 :func:`validate` checks a table against a model and notes every error as one line, ``spec
 KEY: message`` with the key's path (``spec axes.sigma0[2]: must be a positive finite number,
-got -1.0``); the axes' forms (lists and ranges) are expanded by hand (:func:`expand_axis`).
+got -1.0``) in a :class:`Problems`; the axes' forms (lists and ranges) are expanded by hand
+(:func:`expand_axis`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from nqf.comparison.settings import SETTINGS_MODELS, Count, choice, defaults, partial_model, required, says
-
-# re-exported for the spec readers: the library's lists and limits, not copies
-from nqf.core.arguments import MAX_SEED as MAX_SEED
-from nqf.core.arguments import MAX_STEPS as MAX_STEPS
+from nqf.core.arguments import is_integer, is_real_number
 
 MODES = tuple(SETTINGS_MODELS)
 # setting -> (its field in the mode's model: type, description; its default, None when required)
@@ -91,6 +90,22 @@ class Problems(list):
         self.append(f"spec {key}: {message}")
 
 
+@dataclass
+class Owner:
+    """The task (``section`` "task") or the architecture ("arch") of a spec: its ``name`` (None when
+    missing or bad), ``known`` (option -> default) and ``options`` (the options given, checked)."""
+
+    section: str
+    name: str | None = None
+    known: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def no_option(self, option: str) -> str:
+        """The problem of an option this task or architecture does not have."""
+        label = f"task {self.name}" if self.section == "task" else self.name
+        return f"{label} has no option {option}; its options are {', '.join(self.known) or 'none'}"
+
+
 def key_path(where: str, loc: tuple) -> str:
     """``where`` and a pydantic error's location: ``settings`` and ("lr",) -> ``settings.lr``,
     ``axes`` and ("sigma0", 2) -> ``axes.sigma0[2]``."""
@@ -133,14 +148,6 @@ def option_model(label: str, known: dict[str, Any], listed: bool = False) -> typ
     return partial_model(model, listed=True) if listed else model
 
 
-def is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def expand_axis(raw: Any) -> tuple[list, str]:
     """An axis's values: a list, or {logspace|linspace = [start, stop, num]} or {range = [start, stop(, step)]}."""
     if isinstance(raw, list):
@@ -168,7 +175,7 @@ def _listed_axis(raw: list) -> tuple[list, str]:
 
 def _range_axis(args: Any) -> tuple[list, str]:
     """{range = [start, stop]} or {range = [start, stop, step]}: integers, as Python's range."""
-    if not (isinstance(args, list) and len(args) in (2, 3) and all(is_int(a) for a in args)):
+    if not (isinstance(args, list) and len(args) in (2, 3) and all(is_integer(a) for a in args)):
         return [], "range takes [start, stop] or [start, stop, step], integers"
     step = args[2] if len(args) == 3 else 1
     if step == 0:
@@ -182,7 +189,8 @@ def _range_axis(args: Any) -> tuple[list, str]:
 
 def _spaced_axis(kind: str, args: Any) -> tuple[list, str]:
     """{logspace = [a, b, n]} (10^a .. 10^b) or {linspace = [a, b, n]}: n values, as NumPy's."""
-    if not (isinstance(args, list) and len(args) == 3 and all(is_number(a) for a in args[:2]) and is_int(args[2])):
+    shaped = isinstance(args, list) and len(args) == 3 and is_integer(args[2])
+    if not (shaped and all(is_real_number(a) for a in args[:2])):
         return [], f"{kind} takes [start, stop, num] (num an integer)"
     a, b, n = float(args[0]), float(args[1]), args[2]
     if n < 1:

@@ -39,15 +39,6 @@ from typing import Any
 from nqf.store.results import atomic_write_bytes
 
 
-def _num(v):
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return v
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
 def _relative(a, b):
     if a is None or b is None or b == 0:
         return None
@@ -72,11 +63,8 @@ def compare_rows(result: dict) -> list[dict[str, Any]]:
         for opt in opts:
             row[f"switch_own_network_{opt}"] = m["measured_own_threshold"]["network"][opt]
         rel = m["relative_error"]
-        row["relerr_lv"], row["relerr_singular_limit"], row["relerr_quadratic"] = (
-            rel["lv"],
-            rel["singular_limit"],
-            rel["quadratic"],
-        )
+        for source in ("lv", "singular_limit", "quadratic"):
+            row[f"relerr_{source}"] = rel[source]
         for opt in opts:
             row[f"relerr_network_{opt}"] = rel["network"][opt]
         plateau = m["plateau_loss"]
@@ -100,6 +88,7 @@ def compare_rows(result: dict) -> list[dict[str, Any]]:
 def predict_rows(result: dict) -> list[dict[str, Any]]:
     lv, sl = result["lv"], result["singular_limit"]
     exponent = None if result.get("power_law") is None else result["power_law"]["exponent"]
+    network = result.get("network") or {"switch_steps": [], "plateau_losses": []}
     rows = []
     for k in range(len(lv["growth"])):
 
@@ -107,7 +96,6 @@ def predict_rows(result: dict) -> list[dict[str, Any]]:
             return seq[k] if k < len(seq) else None
 
         mflow = at(result["mflow"]["switch_steps"])
-        network = result.get("network") or {"switch_steps": [], "plateau_losses": []}
         row = {
             "mode": k + 1,
             "growth": at(lv["growth"]),
