@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from nqf.architectures.architecture import Architecture, structure
 from nqf.theory.data_matrices.protocol import AbstractSampleDataMatrices
-from nqf.theory.data_matrices.samples import DataMatrices, check_basis, loss_derivative, per_sample_loss
+from nqf.theory.data_matrices.samples import DataMatrices, loss_derivative, per_sample_loss
 
 
 @jax.tree_util.register_dataclass
@@ -113,19 +113,6 @@ class ChunkedDataMatrices(AbstractSampleDataMatrices):
         return (
             self._sum(lambda d, w: d.structure.contract(w[:, None] * d.structure.forms(M)) * w.shape[0]) / self.samples
         )
-
-    def mode_interactions(self, Q: jax.Array) -> jax.Array:
-        Q = check_basis(Q, self.dim)
-
-        def part(d, w):
-            P = d.structure.quad(Q)
-            return jnp.einsum("n,nck,ncj->kj", w, P, P)
-
-        return self._sum(part) / self.samples
-
-    def mode_growth(self, Q: jax.Array) -> jax.Array:
-        Q = check_basis(Q, self.dim)
-        return self._sum(lambda d, w: jnp.einsum("n,nc,nck->k", w, d.targets, d.structure.quad(Q))) / self.samples
 
 
 def chunked_data_matrices(arch: Architecture, X, targets, loss: str, dtype, chunk: int) -> ChunkedDataMatrices:

@@ -286,23 +286,6 @@ class MomentDataMatrices(_PackedForms):
             out = out.at[t.right[0] : t.right[1]].add(V.T @ F[t.left[0] : t.left[1]])
         return out
 
-    def _packed_projectors(self, Q: jax.Array) -> jax.Array:
-        """pack(q_k q_k^T) for the columns of Q (d, m): (m, p)."""
-        parts = [
-            jnp.einsum("im,jm->mij", Q[t.left[0] : t.left[1]], Q[t.right[0] : t.right[1]]).reshape(Q.shape[1], -1)
-            for t in self.layout
-        ]
-        return jnp.concatenate(parts, axis=1)
-
-    def mode_interactions(self, Q: jax.Array) -> jax.Array:
-        """K_kj = pack(P_k)^T S pack(P_j), (m, m)."""
-        Z = self._packed_projectors(jnp.atleast_2d(jnp.asarray(Q).T).T)
-        return Z @ self.second @ Z.T
-
-    def mode_growth(self, Q: jax.Array) -> jax.Array:
-        """c_k = pack(P_k) . u, (m,)."""
-        return self._packed_projectors(jnp.atleast_2d(jnp.asarray(Q).T).T) @ self.cross
-
     def on_host(self) -> HostMoments:
         """The same data matrices as numpy arrays, computed without compiling (:class:`HostMoments`)."""
         return HostMoments(
