@@ -56,11 +56,7 @@ class ChunkedDataMatrices(AbstractSampleDataMatrices):
         """sum over chunks of fn(DataMatrices of the chunk, weights of the chunk)."""
 
         def body(total, c):
-            part = fn(
-                DataMatrices(structure(self.arch, self.inputs[c]), self.targets_chunks[c], self.loss_type),
-                self.weights[c],
-            )
-            return jax.tree_util.tree_map(jnp.add, total, part), None
+            return jax.tree_util.tree_map(jnp.add, total, fn(self._chunk(c), self.weights[c])), None
 
         first = fn(self._chunk(0), self.weights[0])
         total, _ = jax.lax.scan(body, first, jnp.arange(1, self.inputs.shape[0]))

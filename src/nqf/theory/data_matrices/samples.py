@@ -1,6 +1,6 @@
 r"""The data matrices of a sample set: :class:`DataMatrices` (structured A(x_n) and targets y_n)
-and the per-sample losses they use (``nqf.theory.data_matrices.build`` has the definitions of
-G(M), C and K[M], and builds them from (X, Y))."""
+and the per-sample losses they use (the definitions of G(M), C and K[M] are the protocol's;
+``build`` builds them from (X, Y))."""
 
 from __future__ import annotations
 
