@@ -67,9 +67,7 @@ MAX_HELD_STRUCTURE = 2**26
 RESIDUAL_FROM_MOMENTS = 1e-3
 # Samples per chunk when accumulating moments (the chunk's factors are the working memory).
 DEFAULT_CHUNK = 4096
-# Beyond FACTORED_FROM entries, S of a single rank-one term whose left factors are shared by every
-# sample and mutually orthogonal (the perceptron's readout, l_c = sigma'(0) e_c) is kept
-# factored (:class:`FactoredSecond`): K blocks of d_R x d_R, at most this many numbers.
+# A factored S (:class:`FactoredSecond`) holds K blocks of d_R x d_R: at most this many numbers.
 MAX_FACTORED_ENTRIES = 2**26  # 512 MiB in float64
 
 
@@ -373,16 +371,6 @@ def _chunk_size(layout, outputs: int, ranks: int, requested: int) -> int:
     return max(16, min(int(requested), (1 << 22) // max(per_sample, 1)))
 
 
-def _shared_lefts(s) -> tuple[tuple[jax.Array, ...], jax.Array] | None:
-    """(the terms' left factors of the first sample (K, R, d_L), whether every sample has them), or
-    None for a dense structure."""
-    if not isinstance(s, BlockFactors):
-        return None
-    lefts = tuple(t.left[0] for t in s.terms)
-    same = jnp.all(jnp.stack([jnp.all(t.left == t.left[:1]) for t in s.terms]))
-    return lefts, same
-
-
 @functools.lru_cache(maxsize=16)
 def _chunk_functions(arch: Architecture):
     """Per-chunk statistics of one architecture, (shared, general, residual) (cached per Architecture object).
@@ -397,9 +385,11 @@ def _chunk_functions(arch: Architecture):
         if arch.closed_form is None:  # derived factors: their lefts are constants (nothing to compare)
             constant, raw, _ = derived_rows(arch, X)
             lefts: Any = (tuple(jnp.asarray(left) for left in constant), jnp.asarray(True))
-        else:
+        else:  # the first sample's left factors (K, R, d_L), and whether every sample has them
             s = cast(BlockFactors, structure(arch, X))
-            raw, lefts = tuple(t.right for t in s.terms), _shared_lefts(s)
+            raw = tuple(t.right for t in s.terms)
+            same = jnp.all(jnp.stack([jnp.all(t.left == t.left[:1]) for t in s.terms]))
+            lefts = (tuple(t.left[0] for t in s.terms), same)
         rights = [right * w[:, None, None, None] for right in raw]
         cross = tuple(jnp.einsum("bk,bkrj->krj", Y, r) for r in rights)
         pairs = tuple(
