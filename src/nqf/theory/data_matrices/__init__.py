@@ -19,7 +19,6 @@ from nqf.theory.data_matrices.build import LOSSES as LOSSES
 from nqf.theory.data_matrices.build import MAX_ABS_ENTRY as MAX_ABS_ENTRY
 from nqf.theory.data_matrices.build import AbstractDataMatrices as AbstractDataMatrices
 from nqf.theory.data_matrices.build import AbstractSampleDataMatrices as AbstractSampleDataMatrices
-from nqf.theory.data_matrices.build import AnyDataMatrices as AnyDataMatrices
 from nqf.theory.data_matrices.build import DataMatrices as DataMatrices
 from nqf.theory.data_matrices.build import PopulationDataMatrices as PopulationDataMatrices
 from nqf.theory.data_matrices.build import check_sample_arrays as check_sample_arrays

@@ -1,32 +1,15 @@
-r"""Data matrices: everything the flow of M = W W^T needs from a data set.
+r"""Data matrices built from samples (X, Y): :func:`data_matrices` (every sample's structure
+held) and :func:`flow_data` (by the route that costs least: moments, chunks or all samples).
 
-With the quadratic model f_c(x) = <M, A_c(x)> and a per-sample loss l(f, y), the
-training dynamics close on M through (docs/theory.md section 2)
+The quantities are the protocol's (``protocol``: G(M), C, K[M] and the mode quantities, the
+sample means over (X, Y)). For the squared loss l = (1/2) sum_c (f_c - y_c)^2, l' = f - y and
+G(M) = K[M] - C; for the cross-entropy (softmax over the K outputs) l = logsumexp(f) - sum_c
+y_c f_c and l' = softmax(f) - y. Everything is computed from the structured representation of A
+(``forms``, ``contract``, ``quad``); an N x d x d stack is never built when the architecture has
+a closed form.
 
-    G(M) = E[ sum_c l'_c(f(x), y) A_c(x) ]                    (d, d), symmetric
-    C    = E[ sum_c y_c A_c(x) ]                               (d, d)
-    K[M] = E[ sum_c A_c(x) <A_c(x), M> ]                       (d, d), linear in M
-
-where E is the sample mean. For the squared loss l = (1/2) sum_c (f_c - y_c)^2,
-l' = f - y and G(M) = K[M] - C. For the cross-entropy loss (softmax over the K
-outputs) l = logsumexp(f) - sum_c y_c f_c and l' = softmax(f) - y.
-
-In a basis Q = [q_1 ... q_m] (d, m) the mode quantities are
-
-    c_k  = q_k^T C q_k = E[ sum_c y_c q_k^T A_c q_k ]                 (mode_growth)
-    K_kj = E[ sum_c (q_k^T A_c q_k)(q_j^T A_c q_j) ] = <P_k, K[P_j]>  (mode_interactions)
-
-with P_k = q_k q_k^T. Everything is computed from the structured representation of
-A (``forms``, ``contract``, ``quad``); an N x d x d stack is never built when the
-architecture has a closed form.
-
-:class:`PopulationDataMatrices` gives the same quantities in closed form for the
-``mlp`` architecture with Gaussian inputs x ~ N(0, Sigma) and a linear teacher y = T x.
-
-Where the pieces live: :class:`DataMatrices` and the losses in ``samples``, the
-checks of files and sample arrays (``read_npz``, ``checked_samples``, ``MAX_ABS_ENTRY``) in
-``checks``, the population route in ``population``; this module builds the data
-matrices from (X, Y) (:func:`data_matrices`, :func:`flow_data`) and re-exports the rest.
+Callers import from here the protocol, :class:`DataMatrices` (``samples``), the checks of files
+and sample arrays (``checks``) and the population route (``population``), re-exported.
 """
 
 from __future__ import annotations
@@ -54,7 +37,6 @@ __all__ = [
     "AbstractDataMatrices",
     "AbstractSampleDataMatrices",
     "MAX_ABS_ENTRY",
-    "AnyDataMatrices",
     "DataMatrices",
     "PopulationDataMatrices",
     "check_sample_arrays",
@@ -84,6 +66,11 @@ def data_matrices(
     dtype: floating dtype of the computation (default: X's if floating, else JAX's default float).
     """
     X, targets, dtype = checked_samples(arch, X, Y, loss, dtype)
+    return _sample_data(arch, X, targets, loss, dtype, method)
+
+
+def _sample_data(arch: Architecture, X, targets, loss: str, dtype, method: str = "auto") -> DataMatrices:
+    """DataMatrices of checked samples (:func:`checked_samples`): every sample's structure, held."""
     return DataMatrices(
         with_shared_factors(structure(arch, jnp.asarray(X, dtype=dtype), method=method)), jnp.asarray(targets), loss
     )
@@ -112,10 +99,4 @@ def flow_data(
         from nqf.theory.data_matrices.chunked import chunked_data_matrices
 
         return chunked_data_matrices(arch, X, targets, loss, dtype, choice.chunk), choice
-    return DataMatrices(
-        with_shared_factors(structure(arch, jnp.asarray(X, dtype=dtype))), jnp.asarray(targets), loss
-    ), choice
-
-
-# The type every theory function takes (kept under its old name).
-AnyDataMatrices = AbstractDataMatrices
+    return _sample_data(arch, X, targets, loss, dtype), choice

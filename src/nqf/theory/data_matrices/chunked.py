@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from nqf.architectures.architecture import Architecture, structure
 from nqf.theory.data_matrices.protocol import AbstractSampleDataMatrices
-from nqf.theory.data_matrices.samples import DataMatrices, check_basis, loss_derivative, per_sample_loss
+from nqf.theory.data_matrices.samples import DataMatrices, loss_derivative, per_sample_loss
 
 
 @jax.tree_util.register_dataclass
@@ -56,11 +56,7 @@ class ChunkedDataMatrices(AbstractSampleDataMatrices):
         """sum over chunks of fn(DataMatrices of the chunk, weights of the chunk)."""
 
         def body(total, c):
-            part = fn(
-                DataMatrices(structure(self.arch, self.inputs[c]), self.targets_chunks[c], self.loss_type),
-                self.weights[c],
-            )
-            return jax.tree_util.tree_map(jnp.add, total, part), None
+            return jax.tree_util.tree_map(jnp.add, total, fn(self._chunk(c), self.weights[c])), None
 
         first = fn(self._chunk(0), self.weights[0])
         total, _ = jax.lax.scan(body, first, jnp.arange(1, self.inputs.shape[0]))
@@ -113,19 +109,6 @@ class ChunkedDataMatrices(AbstractSampleDataMatrices):
         return (
             self._sum(lambda d, w: d.structure.contract(w[:, None] * d.structure.forms(M)) * w.shape[0]) / self.samples
         )
-
-    def mode_interactions(self, Q: jax.Array) -> jax.Array:
-        Q = check_basis(Q, self.dim)
-
-        def part(d, w):
-            P = d.structure.quad(Q)
-            return jnp.einsum("n,nck,ncj->kj", w, P, P)
-
-        return self._sum(part) / self.samples
-
-    def mode_growth(self, Q: jax.Array) -> jax.Array:
-        Q = check_basis(Q, self.dim)
-        return self._sum(lambda d, w: jnp.einsum("n,nc,nck->k", w, d.targets, d.structure.quad(Q))) / self.samples
 
 
 def chunked_data_matrices(arch: Architecture, X, targets, loss: str, dtype, chunk: int) -> ChunkedDataMatrices:

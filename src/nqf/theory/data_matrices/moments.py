@@ -34,10 +34,9 @@ on 490 MB (issue 24). The maps then take G(F F^T) F from the coupled blocks alon
 
 from __future__ import annotations
 
-import abc
 import functools
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import jax
 import jax.numpy as jnp
@@ -68,9 +67,7 @@ MAX_HELD_STRUCTURE = 2**26
 RESIDUAL_FROM_MOMENTS = 1e-3
 # Samples per chunk when accumulating moments (the chunk's factors are the working memory).
 DEFAULT_CHUNK = 4096
-# Beyond FACTORED_FROM entries, S of a single rank-one term whose left factors are shared by every
-# sample and mutually orthogonal (the perceptron's readout, l_c = sigma'(0) e_c) is kept
-# factored (:class:`FactoredSecond`): K blocks of d_R x d_R, at most this many numbers.
+# A factored S (:class:`FactoredSecond`) holds K blocks of d_R x d_R: at most this many numbers.
 MAX_FACTORED_ENTRIES = 2**26  # 512 MiB in float64
 
 
@@ -83,12 +80,32 @@ class TermLayout:
     offset: int
 
     @property
+    def rows(self) -> slice:
+        return slice(*self.left)
+
+    @property
+    def cols(self) -> slice:
+        return slice(*self.right)
+
+    @property
     def shape(self) -> tuple[int, int]:
         return (self.left[1] - self.left[0], self.right[1] - self.right[0])
 
     @property
     def size(self) -> int:
         return self.shape[0] * self.shape[1]
+
+    def half_block(self, v):
+        """V_t/2 (d_L, d_R): the term's entries of the packed v (p,), halved (``unpack``)."""
+        return 0.5 * v[self.offset : self.offset + self.size].reshape(self.shape)
+
+
+def _added(out, index, V):
+    """``out`` with V added at ``index``: in place for a numpy array, a new JAX array otherwise."""
+    if isinstance(out, np.ndarray):
+        out[index] += V
+        return out
+    return out.at[index].add(V)
 
 
 @jax.tree_util.register_dataclass
@@ -156,26 +173,44 @@ class FactoredSecond:
         return FactoredSecond(np.asarray(self.lefts), np.asarray(self.blocks))
 
 
+@dataclass(frozen=True)
 class _PackedForms(AbstractDataMatrices):
     """What the moments route computes from S, u, m_hat and L_res through ``pack`` and ``unpack``
-    (module docstring), in operators only: the same formulas for :class:`MomentDataMatrices`
-    (JAX arrays, jnp's pack and unpack) and :class:`HostMoments` (numpy arrays, numpy's)."""
+    (module docstring): the same fields and formulas for :class:`MomentDataMatrices` (JAX arrays)
+    and :class:`HostMoments` (numpy arrays); ``_xp`` is the array module of each.
+
+    Attributes:
+        second: S (p, p), or a :class:`FactoredSecond` beyond FACTORED_FROM entries.  cross: u (p,).
+        optimum: m_hat (p,) with S m_hat = u.
+        residual: L_res, the loss at m_hat (>= 0).  target_energy: L0 = (1/2) E|y|^2.
+        layout: the terms' block slices (static).  dimension: d (``dim``).  outputs: K.  samples: N.
+    """
 
     second: Any
     cross: Any
     optimum: Any
     residual: Any
-    dimension: int
-    outputs: int
-    samples: int
+    target_energy: Any
+    layout: tuple[TermLayout, ...] = field(metadata=dict(static=True))
+    dimension: int = field(metadata=dict(static=True))
+    outputs: int = field(metadata=dict(static=True))
+    samples: int = field(metadata=dict(static=True))
+    loss_type: str = field(default="squared", metadata=dict(static=True))
 
-    @abc.abstractmethod
+    _xp: ClassVar[Any]
+
     def pack(self, M):
         """m = (vec M[L, R] over terms), (p,)."""
+        return self._xp.concatenate([M[t.rows, t.cols].ravel() for t in self.layout])
 
-    @abc.abstractmethod
     def unpack(self, v):
         """sum_t (V_t/2 on block (L, R) + V_t^T/2 on (R, L)), (d, d) symmetric."""
+        out = self._xp.zeros((self.dim, self.dim), dtype=v.dtype)
+        for t in self.layout:
+            V = t.half_block(v)
+            out = _added(out, (t.rows, t.cols), V)
+            out = _added(out, (t.cols, t.rows), V.T)
+        return out
 
     @property
     def dim(self) -> int:
@@ -230,45 +265,21 @@ class _PackedForms(AbstractDataMatrices):
 @dataclass(frozen=True)
 class MomentDataMatrices(_PackedForms):
     """Squared-loss data matrices from moments (module docstring); the interface of ``DataMatrices``
-    for everything the M-flow, the mode basis and the stability check use (no minibatches).
+    for everything the M-flow, the mode basis and the stability check use (no minibatches). The
+    fields are :class:`_PackedForms`', JAX arrays, and
 
     Attributes:
-        second: S (p, p), or a :class:`FactoredSecond` beyond FACTORED_FROM entries.  cross: u (p,).
-        optimum: m_hat (p,) with S m_hat = u.
-        residual: L_res, the loss at m_hat (>= 0).  target_energy: L0 = (1/2) E|y|^2.
-        layout: the terms' block slices (static).  dimension: d (``dim``).  outputs: K.  samples: N.
         evaluated: how the per-sample statistics were computed, ``numpy`` (the chunk functions'
             jaxprs interpreted, nothing compiled: ``nqf.core.host_eval``) or ``compiled``.
     """
 
-    second: jax.Array | FactoredSecond
-    cross: jax.Array
-    optimum: jax.Array
-    residual: jax.Array
-    target_energy: jax.Array
-    layout: tuple[TermLayout, ...] = field(metadata=dict(static=True))
-    dimension: int = field(metadata=dict(static=True))
-    outputs: int = field(metadata=dict(static=True))
-    samples: int = field(metadata=dict(static=True))
-    loss_type: str = field(default="squared", metadata=dict(static=True))
     evaluated: str = field(default="compiled", metadata=dict(static=True))
 
-    def pack(self, M: jax.Array) -> jax.Array:
-        """m = (vec M[L, R] over terms), (p,)."""
-        return jnp.concatenate([M[t.left[0] : t.left[1], t.right[0] : t.right[1]].ravel() for t in self.layout])
-
-    def unpack(self, v: jax.Array) -> jax.Array:
-        """sum_t (V_t/2 on block (L, R) + V_t^T/2 on (R, L)), (d, d) symmetric."""
-        out = jnp.zeros((self.dim, self.dim), dtype=v.dtype)
-        for t in self.layout:
-            V = 0.5 * v[t.offset : t.offset + t.size].reshape(t.shape)
-            out = out.at[t.left[0] : t.left[1], t.right[0] : t.right[1]].add(V)
-            out = out.at[t.right[0] : t.right[1], t.left[0] : t.left[1]].add(V.T)
-        return out
+    _xp: ClassVar[Any] = jnp
 
     def _pack_factor(self, F: jax.Array) -> jax.Array:
         """pack(F F^T) from the terms' blocks F_L F_R^T alone (2 p r flops): (p,)."""
-        return jnp.concatenate([(F[t.left[0] : t.left[1]] @ F[t.right[0] : t.right[1]].T).ravel() for t in self.layout])
+        return jnp.concatenate([(F[t.rows] @ F[t.cols].T).ravel() for t in self.layout])
 
     def loss_of_factor(self, F: jax.Array) -> jax.Array:
         """L(F F^T) without the d x d product."""
@@ -281,27 +292,10 @@ class MomentDataMatrices(_PackedForms):
         v = self.second @ (self._pack_factor(F) - self.optimum)
         out = jnp.zeros_like(F)
         for t in self.layout:
-            V = 0.5 * v[t.offset : t.offset + t.size].reshape(t.shape)
-            out = out.at[t.left[0] : t.left[1]].add(V @ F[t.right[0] : t.right[1]])
-            out = out.at[t.right[0] : t.right[1]].add(V.T @ F[t.left[0] : t.left[1]])
+            V = t.half_block(v)
+            out = out.at[t.rows].add(V @ F[t.cols])
+            out = out.at[t.cols].add(V.T @ F[t.rows])
         return out
-
-    def _packed_projectors(self, Q: jax.Array) -> jax.Array:
-        """pack(q_k q_k^T) for the columns of Q (d, m): (m, p)."""
-        parts = [
-            jnp.einsum("im,jm->mij", Q[t.left[0] : t.left[1]], Q[t.right[0] : t.right[1]]).reshape(Q.shape[1], -1)
-            for t in self.layout
-        ]
-        return jnp.concatenate(parts, axis=1)
-
-    def mode_interactions(self, Q: jax.Array) -> jax.Array:
-        """K_kj = pack(P_k)^T S pack(P_j), (m, m)."""
-        Z = self._packed_projectors(jnp.atleast_2d(jnp.asarray(Q).T).T)
-        return Z @ self.second @ Z.T
-
-    def mode_growth(self, Q: jax.Array) -> jax.Array:
-        """c_k = pack(P_k) . u, (m,)."""
-        return self._packed_projectors(jnp.atleast_2d(jnp.asarray(Q).T).T) @ self.cross
 
     def on_host(self) -> HostMoments:
         """The same data matrices as numpy arrays, computed without compiling (:class:`HostMoments`)."""
@@ -320,37 +314,14 @@ class MomentDataMatrices(_PackedForms):
 
 @dataclass(frozen=True)
 class HostMoments(_PackedForms):
-    """:class:`MomentDataMatrices` in numpy: the same S, u, m_hat, L_res and the same formulas,
-    evaluated without compiling anything (a first prediction on a small problem spends seconds
-    compiling programs whose arithmetic takes microseconds; ``nqf.theory.flow.host``).
-
-    The formulas are MomentDataMatrices' own (``_PackedForms``); only pack and unpack are
-    numpy's, in the same order of operations (``tests/test_host_path.py`` checks the two
-    against each other on every built-in architecture). Arrays are numpy arrays of the
-    working dtype.
+    """:class:`MomentDataMatrices` in numpy: the same S, u, m_hat, L_res and the same formulas
+    (``_PackedForms``, in the same order of operations), evaluated without compiling anything (a
+    first prediction on a small problem spends seconds compiling programs whose arithmetic takes
+    microseconds; ``nqf.theory.flow.host``). ``tests/test_host_path.py`` checks the two against
+    each other on every built-in architecture. Arrays are numpy arrays of the working dtype.
     """
 
-    second: np.ndarray | FactoredSecond
-    cross: np.ndarray
-    optimum: np.ndarray
-    residual: np.ndarray
-    target_energy: np.ndarray
-    layout: tuple[TermLayout, ...]
-    dimension: int
-    outputs: int
-    samples: int
-    loss_type: str = "squared"
-
-    def pack(self, M: np.ndarray) -> np.ndarray:
-        return np.concatenate([M[t.left[0] : t.left[1], t.right[0] : t.right[1]].ravel() for t in self.layout])
-
-    def unpack(self, v: np.ndarray) -> np.ndarray:
-        out = np.zeros((self.dim, self.dim), dtype=v.dtype)
-        for t in self.layout:
-            V = 0.5 * v[t.offset : t.offset + t.size].reshape(t.shape)
-            out[t.left[0] : t.left[1], t.right[0] : t.right[1]] += V
-            out[t.right[0] : t.right[1], t.left[0] : t.left[1]] += V.T
-        return out
+    _xp: ClassVar[Any] = np
 
 
 # -- building the moments ----------------------------------------------------------------
@@ -400,16 +371,6 @@ def _chunk_size(layout, outputs: int, ranks: int, requested: int) -> int:
     return max(16, min(int(requested), (1 << 22) // max(per_sample, 1)))
 
 
-def _shared_lefts(s) -> tuple[tuple[jax.Array, ...], jax.Array] | None:
-    """(the terms' left factors of the first sample (K, R, d_L), whether every sample has them), or
-    None for a dense structure."""
-    if not isinstance(s, BlockFactors):
-        return None
-    lefts = tuple(t.left[0] for t in s.terms)
-    same = jnp.all(jnp.stack([jnp.all(t.left == t.left[:1]) for t in s.terms]))
-    return lefts, same
-
-
 @functools.lru_cache(maxsize=16)
 def _chunk_functions(arch: Architecture):
     """Per-chunk statistics of one architecture, (shared, general, residual) (cached per Architecture object).
@@ -424,9 +385,11 @@ def _chunk_functions(arch: Architecture):
         if arch.closed_form is None:  # derived factors: their lefts are constants (nothing to compare)
             constant, raw, _ = derived_rows(arch, X)
             lefts: Any = (tuple(jnp.asarray(left) for left in constant), jnp.asarray(True))
-        else:
+        else:  # the first sample's left factors (K, R, d_L), and whether every sample has them
             s = cast(BlockFactors, structure(arch, X))
-            raw, lefts = tuple(t.right for t in s.terms), _shared_lefts(s)
+            raw = tuple(t.right for t in s.terms)
+            same = jnp.all(jnp.stack([jnp.all(t.left == t.left[:1]) for t in s.terms]))
+            lefts = (tuple(t.left[0] for t in s.terms), same)
         rights = [right * w[:, None, None, None] for right in raw]
         cross = tuple(jnp.einsum("bk,bkrj->krj", Y, r) for r in rights)
         pairs = tuple(

@@ -16,7 +16,6 @@ from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
 from nqf.theory.data_matrices.checks import check_finite
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
-from nqf.theory.data_matrices.samples import check_basis
 
 
 # A pytree: JAX rebuilds it with other leaves than arrays (a bool mask, ShapeDtypeStruct, ...), so
@@ -35,8 +34,6 @@ class PopulationDataMatrices(AbstractDataMatrices):
         K[M] = (s^2/2) [[0, M_av Sigma], [Sigma M_av^T, 0]]
         G(M) = K[M] - C = (s/2) [[0, E Sigma], [Sigma E^T, 0]],   E = s M_av - T
         L(M) = (1/2) Tr[E Sigma E^T]                     (exact, no constant dropped)
-        q^T A_c q = s a_c (v . x)  =>  K_kj = s^2 (a_k . a_j)(v_k^T Sigma v_j),
-                                        c_k  = s a_k^T T Sigma v_k.
 
     Same interface as :class:`DataMatrices` except for the per-sample methods
     (``outputs``, minibatches), which have no population counterpart.
@@ -86,21 +83,6 @@ class PopulationDataMatrices(AbstractDataMatrices):
     def loss(self, M: jax.Array | np.ndarray) -> jax.Array:
         E = self._error(M)
         return 0.5 * jnp.trace(E @ self.covariance @ E.T)
-
-    def loss_and_gradient(self, M: jax.Array | np.ndarray) -> tuple[jax.Array, jax.Array]:
-        return self.loss(M), self.gradient_matrix(M)
-
-    def mode_interactions(self, Q: jax.Array | np.ndarray) -> jax.Array:
-        Q = check_basis(Q, self.dim)
-        k = self.outputs_count
-        a, v = Q[:k], Q[k:]
-        return self.slope**2 * (a.T @ a) * (v.T @ self.covariance @ v)
-
-    def mode_growth(self, Q: jax.Array | np.ndarray) -> jax.Array:
-        Q = check_basis(Q, self.dim)
-        k = self.outputs_count
-        a, v = Q[:k], Q[k:]
-        return self.slope * jnp.sum(a * (self.teacher @ self.covariance @ v), axis=0)
 
 
 def population_data_matrices(

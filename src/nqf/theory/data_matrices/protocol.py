@@ -19,8 +19,9 @@ equinox: the bases declare, the concrete classes are final), is a JAX pytree (e.
 dataclass under ``jax.tree_util.register_dataclass``, with ``loss_type`` and other non-array
 fields marked static), since the flows pass it into compiled programs, and defines the abstract members;
 ``loss_and_gradient``, ``mode_growth`` and ``mode_interactions`` have default implementations
-from the others, which the built-in classes replace by cheaper ones. Every implementation is
-held to the same exactness checks in ``tests/test_data_protocol.py``.
+from the others (the built-in classes replace ``loss_and_gradient`` by a cheaper one; the mode
+quantities apply K once per mode, as ``mode_basis`` does). Every implementation is held to the
+same exactness checks in ``tests/test_data_protocol.py``.
 
 The implementations in nqf: :class:`~nqf.DataMatrices` (structured A(x_n) of every sample),
 :class:`~nqf.theory.data_matrices.chunked.ChunkedDataMatrices` (samples rebuilt chunk by
@@ -36,6 +37,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
+from nqf.core.errors import NqfError
 
 Array = Any  # a jax.Array, or a numpy array for the numpy implementations (HostMoments)
 
@@ -89,16 +92,26 @@ class AbstractDataMatrices(abc.ABC):
 
     def mode_growth(self, Q: Array) -> Array:
         """c_k = q_k^T C q_k for the columns of Q (d, m): (m,)."""
-        Q = jnp.atleast_2d(jnp.asarray(Q).T).T
+        Q = check_basis(Q, self.dim)
         return jnp.einsum("ik,ij,jk->k", Q, jnp.asarray(self.C), Q)
 
     def mode_interactions(self, Q: Array) -> Array:
         """K_kj = q_k^T K[q_j q_j^T] q_k for the columns of Q (d, m): (m, m)."""
-        Q = jnp.atleast_2d(jnp.asarray(Q).T).T
+        Q = check_basis(Q, self.dim)
         # one K[P_j] at a time (m applications of K, (d, d) each), in Python: numpy
         # implementations (HostMoments) cannot be traced by a lax.map
         columns = [jnp.einsum("ik,il,lk->k", Q, jnp.asarray(self.K_apply(jnp.outer(q, q))), Q) for q in Q.T]
         return jnp.stack(columns, axis=1)
+
+
+def check_basis(Q, d: int) -> jax.Array:
+    """Q as a (d, m) array (a single vector (d,) as one column); NqfError for another shape."""
+    Q = jnp.asarray(Q)
+    if Q.ndim == 1:
+        Q = Q[:, None]
+    if Q.ndim != 2 or Q.shape[0] != d:
+        raise NqfError(f"the basis Q must have shape (d={d}, m), got {tuple(Q.shape)}")
+    return Q
 
 
 class AbstractSampleDataMatrices(AbstractDataMatrices):

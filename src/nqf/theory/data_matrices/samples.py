@@ -1,6 +1,6 @@
 r"""The data matrices of a sample set: :class:`DataMatrices` (structured A(x_n) and targets y_n)
-and the per-sample losses they use (``nqf.theory.data_matrices.build`` has the definitions of
-G(M), C and K[M], and builds them from (X, Y))."""
+and the per-sample losses they use (the definitions of G(M), C and K[M] are the protocol's;
+``build`` builds them from (X, Y))."""
 
 from __future__ import annotations
 
@@ -115,24 +115,3 @@ class DataMatrices(AbstractSampleDataMatrices):
         """K[M] = E[sum_c A_c(x) <A_c(x), M>], (d, d)."""
         s = self._select(indices).structure
         return s.contract(s.forms(M))
-
-    def mode_interactions(self, Q: jax.Array) -> jax.Array:
-        """K_kj = E[sum_c (q_k^T A_c q_k)(q_j^T A_c q_j)] for the columns of Q (d, m); returns (m, m)."""
-        Q = check_basis(Q, self.dim)
-        P = self.structure.quad(Q)  # (N, K, m)
-        return jnp.einsum("nck,ncj->kj", P, P) / P.shape[0]
-
-    def mode_growth(self, Q: jax.Array) -> jax.Array:
-        """c_k = q_k^T C q_k = E[sum_c y_c q_k^T A_c q_k] for the columns of Q (d, m); returns (m,)."""
-        Q = check_basis(Q, self.dim)
-        P = self.structure.quad(Q)
-        return jnp.einsum("nc,nck->k", self.targets, P) / P.shape[0]
-
-
-def check_basis(Q, d: int) -> jax.Array:
-    Q = jnp.asarray(Q)
-    if Q.ndim == 1:
-        Q = Q[:, None]
-    if Q.ndim != 2 or Q.shape[0] != d:
-        raise NqfError(f"the basis Q must have shape (d={d}, m), got {tuple(Q.shape)}")
-    return Q

@@ -26,10 +26,8 @@ on the staircase the gap is 17-21% from step 200 on while the network's modes 1-
 within 0-3.8% of the M-flow's steps).
 
 **The network's own switch-on steps** are the mean-field flow's (``nqf.theory.departure.
-mean_field``, on by default in ``nqf.predict``). A linearised correction of the switch-on steps
-about the network's plateau states stood here before it; the mean field (for a router, the
-networks sharing M0) is within 1.1-4.3% where that correction drifted by up to 24% (59% on a
-mixture of experts) at 20-330x the cost of training, so it was retired (docs/departure.md).
+mean_field``, on by default in ``nqf.predict``), not a correction of the quadratic model's
+(docs/departure.md, "A retired construction").
 """
 
 from __future__ import annotations

@@ -686,13 +686,13 @@ class FlowRun:
         program and its run included; the quadratic stages that ran meanwhile are not)."""
         begin = time.perf_counter()
         plan = self.plan
-        config, record, sets = plan.config, plan.record, plan.sets
+        record, sets = plan.record, plan.sets
         runs = [future.result() for future in self.runs]
         occ = np.concatenate([r[0] for r in runs])[:sets, : record.size].astype(np.float64)  # (sets, R, g)
         loss = np.concatenate([r[1] for r in runs])[:sets, : record.size].astype(np.float64)
         thresholds = np.asarray(thresholds, dtype=np.float64)
         found = switch_steps(record, occ, thresholds)  # (sets, g)
-        label = flow_label(plan.arch, config.network_method)
+        label = _LABELS[plan.ensemble]
         steps, spread, notes = (_ensemble_steps if plan.ensemble else _particle_steps)(found)
         curve = loss.mean(axis=0)
         if not np.isfinite(curve).all():

@@ -59,11 +59,7 @@ def network_unit(arch: Architecture):
 
 
 def quadratic_outputs(arch: Architecture, W, X) -> jax.Array:
-    """f_quad(x_n; W) = sum_i w_i^T A(x_n) w_i, (N, K), A = (1/2) Hessian of g0 phi at 0.
-
-    Per unit, w^T A w is half the second derivative of s -> g0 phi(s w, x) at s = 0 (two
-    nested forward-mode derivatives), so A(x) is never built.
-    """
+    """f_quad(x_n; W) = sum_i w_i^T A(x_n) w_i, (N, K), per unit by :func:`quadratic_unit`."""
     unit_form = quadratic_unit(arch)
 
     def per_sample(x):
@@ -118,11 +114,12 @@ def _hyper(data: AbstractDataMatrices, optimizer, lr, beta, indices):
     )
 
 
-def _check_steps(steps) -> np.ndarray:
+def _gaps(steps) -> jax.Array:
+    """The steps between the increasing integer ``steps`` (the first from 0), as ``_path`` takes them."""
     steps = np.asarray(steps, dtype=np.int64)
     if steps.ndim != 1 or steps.size == 0 or steps.min() < 0 or np.any(np.diff(steps) <= 0):
         raise NqfError("departure steps must be increasing integers >= 0")
-    return steps
+    return jnp.asarray(np.diff(steps, prepend=0), dtype=jnp.int32)
 
 
 def propagators(data: AbstractDataMatrices, W0, optimizer: str, lr: float, steps, beta: float = 0.9, indices=None):
@@ -135,10 +132,9 @@ def propagators(data: AbstractDataMatrices, W0, optimizer: str, lr: float, steps
     in P), and P W0 then cancels catastrophically; :func:`path_weights` carries the factor
     instead and is what :func:`departure` uses.
     """
-    steps = _check_steps(steps)
+    gaps = _gaps(steps)
     F0 = jnp.asarray(square_factor(W0=np.asarray(W0)), dtype=data.dtype)
     eye = jnp.eye(F0.shape[0], dtype=data.dtype)
-    gaps = jnp.asarray(np.diff(steps, prepend=0), dtype=jnp.int32)
     return _path(optimizer, data, eye, F0, _hyper(data, optimizer, lr, beta, indices), gaps)
 
 
@@ -159,11 +155,10 @@ def path_weights(data: AbstractDataMatrices, W0, optimizer: str, lr: float, step
     Carries F_t = P(t) F0 (d x min(n, d), as the M-flow does) and returns F_t E
     (:func:`_factorise`): the same weights without forming P outside the column space of W0.
     """
-    steps = _check_steps(steps)
+    gaps = _gaps(steps)
     F0_host, E_host = _factorise(W0)
     dtype = data.dtype
     F0 = jnp.asarray(F0_host, dtype=dtype)
-    gaps = jnp.asarray(np.diff(steps, prepend=0), dtype=jnp.int32)
     eye = jnp.eye(F0.shape[1], dtype=dtype)
     Fs, Vs = _path(optimizer, data, F0, eye, _hyper(data, optimizer, lr, beta, indices), gaps)
     if E_host is None:
