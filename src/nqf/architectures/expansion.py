@@ -58,7 +58,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -324,16 +324,14 @@ class Ladder:
     noise: np.ndarray
 
     @classmethod
-    def of(cls, eps: tuple[float, ...], dtype, values: np.ndarray) -> Ladder:
-        """The ladder of ``eps`` in ``dtype``; ``values``: (E, N, K) the unit's phi(eps w, x)."""
-        u = float(jnp.finfo(dtype).eps)
-        return cls(eps, np.asarray(eps), u, np.maximum(1.0, np.max(np.abs(values), axis=(1, 2))))
+    def of(cls, eps: tuple[float, ...], dtype, phi_size: np.ndarray) -> Ladder:
+        """The ladder of ``eps`` in ``dtype``; ``phi_size``: (E,) the unit's max |phi(eps w, x)|."""
+        return cls(eps, np.asarray(eps), float(jnp.finfo(dtype).eps), np.maximum(1.0, phi_size))
 
-    def ratios(self, remainder: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
-        """max |remainder| / (eps^2 scale) per eps, and its rounding floor."""
-        e = self.e
-        ratios = np.max(np.abs(remainder), axis=(1, 2)) / (e**2 * scale)
-        return ratios, _ROUNDING_FACTOR * self.u * self.noise / (e**2 * scale)
+    @property
+    def span(self) -> str:
+        """``eps = first ... last``, as the reasons print it."""
+        return f"eps = {format_eps(self.eps[0])} ... {format_eps(self.eps[-1])}"
 
     def scale(self, quadratic_part: np.ndarray, remainder_at_largest: np.ndarray) -> float:
         """S: the larger of max |quadratic part| and max |remainder at the largest eps| / eps_0^2."""
@@ -345,9 +343,33 @@ class Ladder:
         """(E, N, K) phi(eps w, x) - eps^2 w^T A(x) w: the remainder of docs/theory.md."""
         return values - self.e[:, None, None] ** 2 * quad[None]
 
-    def order(self, ratios: np.ndarray, floor: np.ndarray) -> tuple[float, bool]:
-        """The fitted order of ``ratios`` over the ladder and whether they fall (:func:`_remainder_order`)."""
-        return _remainder_order(self.e, ratios, floor)
+    def fit(self, remainder: np.ndarray, scale: float) -> Fit:
+        """The ratio max |remainder| / (eps^2 scale) per eps, its rounding floor and its fitted order."""
+        size = self.e**2 * scale
+        ratios = np.max(np.abs(remainder), axis=(1, 2)) / size
+        floor = _ROUNDING_FACTOR * self.u * self.noise / size
+        return Fit(ratios, floor, *_remainder_order(self.e, ratios, floor))
+
+
+class Fit(NamedTuple):
+    """A remainder ratio rho(eps) over the ladder, its rounding floor, its order p and whether it falls."""
+
+    ratios: np.ndarray
+    floor: np.ndarray
+    order: float
+    falls: bool
+
+    def does_not_fall(self, subject: str, ladder: Ladder, fields: dict[str, Any]) -> ExpansionReport:
+        """The ``not smooth`` report of a ratio that does not fall; ``subject`` names the ratio."""
+        return ExpansionReport(
+            applies=False,
+            kind=NOT_SMOOTH,
+            reason=(
+                f"not smooth at w = 0: {subject} does not fall "
+                f"({_ladder_text(self.ratios)} at {ladder.span}, order {format_order(self.order)})"
+            ),
+            **fields,
+        )
 
 
 # -- the verdicts ----------------------------------------------------------------------------------
@@ -357,71 +379,38 @@ def _ladder_text(ratios) -> str:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the verdicts read: the unit's probe, the ladder and the numbers derived from them.
+    """What the verdicts read.
 
     Attributes:
-        unit: the unit's probe; ladder: the eps ladder and its rounding model.
-        value_at_zero, gradient_at_zero, quad_size: max |phi(0)|, max |grad phi(0)|, max |w^T A w|.
-        scale: S; tolerance: sqrt(u), relative to S.
-        plain: (E, N, K) the remainder phi(eps w) - eps^2 w^T A w.
-        ratios, floor: rho(eps) of ``plain`` and its rounding floor; order, falls: their fit.
-        span: "eps = first ... last", as the reasons print it.
+        unit: the unit's probe; ladder: the eps ladder and its rounding model; scale: S.
+        plain: (E, N, K) the remainder phi(eps w) - eps^2 w^T A w; fit: its ratio rho(eps).
         fields: the ExpansionReport fields every verdict shares.
     """
 
     unit: UnitProbe
     ladder: Ladder
-    value_at_zero: float
-    gradient_at_zero: float
-    quad_size: float
     scale: float
-    tolerance: float
     plain: np.ndarray
-    ratios: np.ndarray
-    floor: np.ndarray
-    order: float
-    falls: bool
-    span: str
+    fit: Fit
     fields: dict[str, Any]
 
-
-def _common_fields(arch: Architecture, unit: UnitProbe, ladder: Ladder, scale: float, dtype) -> dict[str, Any]:
-    """The report fields known before any verdict: the sizes at w = 0, S, the leading order, eps and dtype."""
-    phi_size = np.max(np.abs(unit.values), axis=(1, 2))  # (E,)
-    return dict(
-        architecture=arch.name,
-        value_at_zero=float(np.max(np.abs(unit.value0))),
-        gradient_at_zero=float(np.max(unit.grad_norm)),
-        quadratic_scale=scale,
-        leading_order=log_log_slope(ladder.e, phi_size) if np.all(phi_size > 0) else math.nan,
-        eps=ladder.eps,
-        dtype=str(np.dtype(dtype)),
-    )
+    @property
+    def limit(self) -> float:
+        """sqrt(u) S: below it phi(0, x), grad_w phi(0, x) and w^T A(x) w count as zero."""
+        return math.sqrt(self.ladder.u) * self.scale
 
 
 def _evidence(unit: UnitProbe, ladder: Ladder, scale: float, fields: dict[str, Any]) -> Evidence:
     """Fit the remainder ratio of the unit (S > 0) and collect what the verdicts read."""
     plain = ladder.remainder(unit.values, unit.quad)  # docs/theory.md's ratio (phi(eps w) - eps^2 w^T A w) / eps^2
-    ratios, floor = ladder.ratios(plain, scale)
-    order, falls = ladder.order(ratios, floor)
-    fields = {**fields, "remainder_order": order, "ratios": tuple(map(float, ratios))}
-    fields["rounding_floor"] = tuple(map(float, floor))
-    return Evidence(
-        unit=unit,
-        ladder=ladder,
-        value_at_zero=fields["value_at_zero"],
-        gradient_at_zero=fields["gradient_at_zero"],
-        quad_size=float(np.max(np.abs(unit.quad))),
-        scale=scale,
-        tolerance=math.sqrt(ladder.u),
-        plain=plain,
-        ratios=ratios,
-        floor=floor,
-        order=order,
-        falls=falls,
-        span=f"eps = {format_eps(ladder.eps[0])} ... {format_eps(ladder.eps[-1])}",
-        fields=fields,
-    )
+    fit = ladder.fit(plain, scale)
+    fields = {
+        **fields,
+        "remainder_order": fit.order,
+        "ratios": tuple(map(float, fit.ratios)),
+        "rounding_floor": tuple(map(float, fit.floor)),
+    }
+    return Evidence(unit, ladder, scale, plain, fit, fields)
 
 
 def _nothing_to_reduce(fields: dict[str, Any]) -> ExpansionReport:
@@ -438,38 +427,36 @@ def _nothing_to_reduce(fields: dict[str, Any]) -> ExpansionReport:
     )
 
 
-def finiteness_verdict(arch: Architecture, unit: UnitProbe, eps: tuple[float, ...], dtype) -> ExpansionReport | None:
+def finiteness_verdict(unit: UnitProbe, fields: dict[str, Any]) -> ExpansionReport | None:
     """0. The expansion is about w = 0, so the unit must be finite there and near it: phi(0, x),
     grad_w phi(0, x), w^T A(x) w and phi(eps w, x) at every probe point. A ``not smooth`` report
     naming the first that is not (a log or a division by the weights, sqrt|w|), else None: the
-    ratios of the later verdicts compare NaN, which no verdict would catch."""
+    ratios of the later verdicts compare NaN, which no verdict would catch. ``fields``: the
+    report's fields known at w = 0."""
     probes = (
         ("phi(0, x)", unit.value0),
         ("|grad_w phi(0, x)|", unit.grad_norm),
         ("w^T A(x) w (A the Hessian at w = 0)", unit.quad),
         ("phi(eps w, x)", unit.values),
     )
-    bad = [(what, values[~np.isfinite(values)]) for what, values in probes if not np.all(np.isfinite(values))]
-    if not bad:
+    bad = next(((what, values) for what, values in probes if not np.all(np.isfinite(values))), None)
+    if bad is None:
         return None
-    what, values = bad[0]
+    what, values = bad
+    nans = tuple(math.nan for _ in fields["eps"])
     return ExpansionReport(
-        architecture=arch.name,
         applies=False,
         kind=NOT_SMOOTH,
         reason=(
-            f"not finite at w = 0: {what} = {float(values[0])} at a probe input (standard normal x); "
-            "the theory expands the unit about w = 0"
+            f"not finite at w = 0: {what} = {float(values[~np.isfinite(values)][0])} at a probe input "
+            "(standard normal x); the theory expands the unit about w = 0"
         ),
         remainder_order=math.nan,
-        value_at_zero=float(np.max(np.abs(unit.value0))),
-        gradient_at_zero=float(np.max(unit.grad_norm)),
         quadratic_scale=math.nan,
         leading_order=math.nan,
-        eps=eps,
-        ratios=tuple(math.nan for _ in eps),
-        rounding_floor=tuple(math.nan for _ in eps),
-        dtype=str(np.dtype(dtype)),
+        ratios=nans,
+        rounding_floor=nans,
+        **fields,
     )
 
 
@@ -482,38 +469,26 @@ def smoothness_verdict(ev: Evidence) -> ExpansionReport | None:
     taylor_scale = ladder.scale(unit.quad, taylor[0])
     if not taylor_scale > 0.0:  # nothing beyond the Taylor polynomial to judge (or no number)
         return None
-    taylor_ratios, taylor_floor = ladder.ratios(taylor, taylor_scale)
-    taylor_order, taylor_falls = ladder.order(taylor_ratios, taylor_floor)
-    if taylor_falls:
-        return None
-    return ExpansionReport(
-        applies=False,
-        kind=NOT_SMOOTH,
-        reason=(
-            f"not smooth at w = 0: the Taylor remainder ratio does not fall "
-            f"({_ladder_text(taylor_ratios)} at {ev.span}, order {format_order(taylor_order)})"
-        ),
-        **ev.fields,
-    )
+    fit = ladder.fit(taylor, taylor_scale)
+    return None if fit.falls else fit.does_not_fall("the Taylor remainder ratio", ladder, ev.fields)
 
 
 def linear_term_verdict(ev: Evidence) -> ExpansionReport | None:
     """2. No term below second order, seen directly at w = 0: a ``linear term`` report when
     phi(0, x) or grad_w phi(0, x) exceeds sqrt(u) S, else None."""
-    limit = ev.tolerance * ev.scale
-    if not (ev.value_at_zero > limit or ev.gradient_at_zero > limit):
+    value, gradient = ev.fields["value_at_zero"], ev.fields["gradient_at_zero"]
+    if value > ev.limit:
+        what = f"phi(0, x) = {value:.3g} != 0"
+    elif gradient > ev.limit:
+        what = f"|grad_w phi(0, x)| = {gradient:.3g} != 0"
+    else:
         return None
-    what = (
-        f"phi(0, x) = {ev.value_at_zero:.3g} != 0"
-        if ev.value_at_zero > limit
-        else f"|grad_w phi(0, x)| = {ev.gradient_at_zero:.3g} != 0"
-    )
     return ExpansionReport(
         applies=False,
         kind=LINEAR_TERM,
         reason=(
-            f"linear term present: {what}; the remainder ratio grows like eps^{format_order(ev.order)} "
-            f"({_ladder_text(ev.ratios)} at {ev.span})"
+            f"linear term present: {what}; the remainder ratio grows like eps^{format_order(ev.fit.order)} "
+            f"({_ladder_text(ev.fit.ratios)} at {ev.ladder.span})"
         ),
         **ev.fields,
     )
@@ -523,7 +498,7 @@ def quadratic_form_verdict(ev: Evidence) -> ExpansionReport | None:
     """3. A smooth unit without linear term must have the quadratic form at all: a ``vanishing
     form`` report naming the leading order (cubic, quartic, eps^p) when A(x) = 0 to rounding;
     a ``not smooth`` report when the remainder ratio does not fall (a guard); else None."""
-    if ev.quad_size <= ev.tolerance * ev.scale:
+    if float(np.max(np.abs(ev.unit.quad))) <= ev.limit:
         leading = ev.fields["leading_order"]
         if math.isnan(leading):
             named = "above quadratic"
@@ -535,16 +510,8 @@ def quadratic_form_verdict(ev: Evidence) -> ExpansionReport | None:
             reason=f"quadratic form vanishes; leading order is {named} (A(x) = 0 to rounding, phi ~ eps^{leading:.3g})",
             **ev.fields,
         )
-    if not ev.falls:  # cannot happen for a smooth unit without linear term; kept as a guard
-        return ExpansionReport(
-            applies=False,
-            kind=NOT_SMOOTH,
-            reason=(
-                f"not smooth at w = 0: the remainder ratio does not fall "
-                f"({_ladder_text(ev.ratios)} at {ev.span}, order {format_order(ev.order)})"
-            ),
-            **ev.fields,
-        )
+    if not ev.fit.falls:  # cannot happen for a smooth unit without linear term; kept as a guard
+        return ev.fit.does_not_fall("the remainder ratio", ev.ladder, ev.fields)
     return None
 
 
@@ -560,30 +527,23 @@ def gate_verdict(
         return ev.fields, None
     ladder = ev.ladder
     lquad, lvalues = probe_layer(arch, fns, samples, ladder.eps, dtype)
-    lscale = ladder.scale(lquad, lvalues[0])
-    lratios, lfloor = ladder.ratios(ladder.remainder(lvalues, lquad), lscale)
-    layer_order, layer_falls = ladder.order(lratios, lfloor)
-    fields = {**ev.fields, "layer_ratios": tuple(map(float, lratios)), "layer_order": layer_order}
-    if layer_falls:
+    fit = ladder.fit(ladder.remainder(lvalues, lquad), ladder.scale(lquad, lvalues[0]))
+    fields = {**ev.fields, "layer_ratios": tuple(map(float, fit.ratios)), "layer_order": fit.order}
+    if fit.falls:
         return fields, None
-    return fields, ExpansionReport(
-        applies=False,
-        kind=NOT_SMOOTH,
-        reason=(
-            f"not smooth at w = 0: the gate across the {arch.router.units} units is not smooth; the layer's remainder "
-            f"ratio does not fall ({_ladder_text(lratios)} at {ev.span}, order {format_order(layer_order)})"
-        ),
-        **fields,
-    )
+    subject = f"the gate across the {arch.router.units} units is not smooth; the layer's remainder ratio"
+    return fields, fit.does_not_fall(subject, ladder, fields)
 
 
 def applies_verdict(ev: Evidence, fields: dict[str, Any]) -> ExpansionReport:
     """The verdict when every check passed: the quadratic form holds, with how the ratio falls."""
-    order, eps = ev.order, ev.ladder.eps
+    order = ev.fit.order
     if math.isinf(order):
         falls_text = "is at rounding level for every eps (exact)"
     elif math.isnan(order):
-        falls_text = f"falls under rounding below eps = {format_eps(eps[0])} (order not resolved in {fields['dtype']})"
+        falls_text = (
+            f"falls under rounding below eps = {format_eps(ev.ladder.eps[0])} (order not resolved in {fields['dtype']})"
+        )
     else:
         falls_text = f"falls like eps^{format_order(order)}"
     return ExpansionReport(
@@ -623,8 +583,7 @@ def expansion_check(
     Returns:
         An :class:`ExpansionReport`; see the module docstring for the verdicts, tested in order:
         :func:`finiteness_verdict`, :func:`smoothness_verdict`, :func:`linear_term_verdict`,
-        :func:`quadratic_form_verdict`,
-        :func:`gate_verdict`, else :func:`applies_verdict`.
+        :func:`quadratic_form_verdict`, :func:`gate_verdict`, else :func:`applies_verdict`.
     """
     dtype = jnp.result_type(float)
     eps = _check_ladder(eps, num_inputs, dtype)
@@ -632,12 +591,21 @@ def expansion_check(
     samples = draw_samples(arch, key, num_inputs, dtype)
     fns = unit_functions(arch, dtype)
     unit = probe_unit(fns, samples, eps, dtype)
-    report = finiteness_verdict(arch, unit, eps, dtype)
+    fields: dict[str, Any] = dict(
+        architecture=arch.name,
+        value_at_zero=float(np.max(np.abs(unit.value0))),
+        gradient_at_zero=float(np.max(unit.grad_norm)),
+        eps=eps,
+        dtype=str(np.dtype(dtype)),
+    )
+    report = finiteness_verdict(unit, fields)
     if report is not None:
         return report
-    ladder = Ladder.of(eps, dtype, unit.values)
+    phi_size = np.max(np.abs(unit.values), axis=(1, 2))  # (E,)
+    ladder = Ladder.of(eps, dtype, phi_size)
     scale = ladder.scale(unit.quad, unit.values[0])
-    fields = _common_fields(arch, unit, ladder, scale, dtype)
+    fields["quadratic_scale"] = scale
+    fields["leading_order"] = log_log_slope(ladder.e, phi_size) if np.all(phi_size > 0) else math.nan
     if scale == 0.0:
         return _nothing_to_reduce(fields)
     ev = _evidence(unit, ladder, scale, fields)
@@ -672,19 +640,10 @@ def label(arch: Architecture) -> str:
     return f"{arch.name} ({options})" if options else arch.name
 
 
-# The check costs 0.2-1 s (it compiles a probe of the unit), so its verdict is kept:
-# in-process per architecture key and dtype, and on disk beside JAX's compilation cache (when
-# that is on), keyed by the architecture key (``arch_key``: what its functions compute, as a
-# hash of their jaxprs) and the nqf version. Inputs are deterministic: key(0) seeds the draws
-# (``expansion_check``).
-GATE_SEED = 0
+GATE_SEED = 0  # key(GATE_SEED) seeds the gate's draws: its verdicts are deterministic
 _GATE_FORMAT = 3  # bump when expansion_check's verdicts change within one nqf version (3: not finite at w = 0)
 _GATE_MEMORY = LruCache(128)
 _VERDICT_DIR = "nqf-expansion"  # a subdirectory of the compilation cache (JAX keeps only *-cache files there)
-
-
-def _gate_key(arch: Architecture, dtype) -> tuple:
-    return (arch_key(arch), np.dtype(dtype).name)
 
 
 def _verdict_folder() -> str | None:
@@ -704,17 +663,12 @@ def _verdict_path(key: tuple) -> Path | None:
     return Path(folder) / _VERDICT_DIR / f"{digest}.json"
 
 
-def _report_from_json(data: dict) -> ExpansionReport:
-    fields = {f.name for f in dataclasses.fields(ExpansionReport)}
-    if set(data) != fields:
-        raise ValueError("fields differ")
-    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-    return ExpansionReport(**values)
-
-
 def _read_verdict(path: Path) -> ExpansionReport | None:
     try:
-        return _report_from_json(json.loads(path.read_text()))
+        data = json.loads(path.read_text())
+        if set(data) != {f.name for f in dataclasses.fields(ExpansionReport)}:
+            return None
+        return ExpansionReport(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
     except (OSError, ValueError, TypeError):  # missing, unreadable, truncated, another format: a miss
         return None
 
@@ -736,7 +690,8 @@ def _write_verdict(path: Path, report: ExpansionReport) -> None:
 
 
 def cached_expansion_check(arch: Architecture) -> ExpansionReport:
-    """``expansion_check(arch, key=jax.random.key(GATE_SEED))`` in JAX's default float dtype, remembered.
+    """``expansion_check(arch, key=jax.random.key(GATE_SEED))`` in JAX's default float dtype, remembered
+    (the check costs 0.2-1 s: it compiles a probe of the unit).
 
     In-process: per :func:`~nqf.architectures.architecture.arch_key` (name, options, shapes
     and the hash of the jaxprs of the unit and its other functions: two modules of one class
@@ -747,8 +702,7 @@ def cached_expansion_check(arch: Architecture) -> ExpansionReport:
     architecture whose key holds its identity (a function that cannot be traced for its
     shapes) is cached in-process only.
     """
-    dtype = jnp.result_type(float)
-    key = _gate_key(arch, dtype)
+    key = (arch_key(arch), np.dtype(jnp.result_type(float)).name)
 
     def stored_or_checked() -> ExpansionReport:
         path = _verdict_path(key)
@@ -769,22 +723,17 @@ def _clear_gate_cache() -> None:
     _GATE_MEMORY.clear()
 
 
-def inapplicable_message(arch: Architecture, report: ExpansionReport) -> str:
-    """One line: the architecture, the check's reason and how to run anyway."""
-    return (
-        f"the theory does not apply to {label(arch)}: {report.reason}; "
-        "allow_inapplicable=True (nqf: --allow-inapplicable) runs anyway"
-    )
-
-
 def theory_gate(arch: Architecture, allow_inapplicable: bool = False) -> ExpansionReport:
     """The one gate of ``predict`` and ``compare``: the (cached) expansion verdict of ``arch``.
 
-    Raises :class:`TheoryDoesNotApply` (one line, :func:`inapplicable_message`) when the
-    quadratic-form expansion does not hold and ``allow_inapplicable`` is false; returns
-    the report otherwise (callers put it in their output either way).
+    Raises :class:`TheoryDoesNotApply` (one line: the architecture, the reason and how to run
+    anyway) when the quadratic-form expansion does not hold and ``allow_inapplicable`` is false;
+    returns the report otherwise (callers put it in their output either way).
     """
     report = cached_expansion_check(arch)
     if not report.applies and not allow_inapplicable:
-        raise TheoryDoesNotApply(inapplicable_message(arch, report))
+        raise TheoryDoesNotApply(
+            f"the theory does not apply to {label(arch)}: {report.reason}; "
+            "allow_inapplicable=True (nqf: --allow-inapplicable) runs anyway"
+        )
     return report
