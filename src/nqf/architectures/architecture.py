@@ -95,12 +95,9 @@ class Readout:
     on the right, phi = g^T R^T (attention's W_O, a per-position convolution readout (P, K)).
     Both are read row-major from the flat W, as ``Architecture.unravel`` does.
 
-    The layer is then f(X) = sum_i R_i g_i(X), one contraction over the units (a matrix
-    product for r = 1), instead of evaluating phi unit by unit, which builds the (N, n, K)
-    products of every readout with every feature (:func:`network_batch`). With a router
-    (mixture of experts) the gate weights route(logits(x))_i weight the features of unit i
-    sample by sample. A declaration, not a second definition: the tests check it against
-    ``unit`` for every architecture that has one.
+    The layer is then f(X) = sum_i R_i g_i(X), one contraction over the units, instead of the
+    (N, n, K) outputs of every unit (:func:`network_batch`). A declaration, not a second
+    definition: the tests check it against ``unit`` for every architecture that has one.
     """
 
     block: str
