@@ -668,7 +668,8 @@ def _read_verdict(path: Path) -> ExpansionReport | None:
         data = json.loads(path.read_text())
         if set(data) != {f.name for f in dataclasses.fields(ExpansionReport)}:
             return None
-        return ExpansionReport(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return ExpansionReport(**values)
     except (OSError, ValueError, TypeError):  # missing, unreadable, truncated, another format: a miss
         return None
 
