@@ -16,8 +16,7 @@ import pytest
 
 import nqf
 from nqf.architectures.activations import ACTIVATIONS
-from nqf.architectures.expansion import expansion_check
-from nqf.architectures.expansion_probes import EPS_FLOAT64, draw_samples, probe_unit, unit_functions
+from nqf.architectures.expansion import EPS_FLOAT64, draw_samples, expansion_check, probe_unit, unit_functions
 from nqf.core import host_eval
 from nqf.theory.data_matrices.moments import moment_data_matrices
 

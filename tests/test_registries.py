@@ -47,7 +47,7 @@ import nqf
 import nqf_paper.verdict
 from nqf.architectures import ARCHITECTURES, architecture_options, get_architecture
 from nqf.architectures.architecture import Architecture, arch_key
-from nqf.architectures.expansion_report import APPLIES, LINEAR_TERM, NOT_SMOOTH, VANISHING_FORM
+from nqf.architectures.expansion import APPLIES, LINEAR_TERM, NOT_SMOOTH, VANISHING_FORM
 from nqf.comparison.config import FLOW_OF
 from nqf.core.errors import NqfError
 from nqf.optimizers import (

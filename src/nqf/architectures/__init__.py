@@ -35,15 +35,9 @@ ARCHITECTURES: dict[str, Callable[..., Architecture]] = {
 
 def architecture_options(name: str) -> dict[str, Any]:
     """The options of a built-in architecture with their defaults."""
-    factory = _factory(name)
-    return {p.name: p.default for p in inspect.signature(factory).parameters.values()}
-
-
-def _factory(name: str) -> Callable[..., Architecture]:
-    try:
-        return ARCHITECTURES[name]
-    except KeyError:
-        raise NqfError(f"unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)}") from None
+    if name not in ARCHITECTURES:
+        raise NqfError(f"unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)}")
+    return {p.name: p.default for p in inspect.signature(ARCHITECTURES[name]).parameters.values()}
 
 
 def outputs_for_targets(Y: Any, loss: str = "squared") -> int:
@@ -102,9 +96,8 @@ def _as_array(value: Any) -> Any:
 
 def get_architecture(name: str, **options: Any) -> Architecture:
     """Build a built-in architecture by name; unknown options raise NqfError."""
-    factory = _factory(name)
-    known = architecture_options(name)
+    known = architecture_options(name)  # raises for an unknown name
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise NqfError(f"architecture {name!r} has no option {', '.join(unknown)}; its options are {', '.join(known)}")
-    return factory(**options)
+    return ARCHITECTURES[name](**options)

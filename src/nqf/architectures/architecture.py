@@ -95,12 +95,9 @@ class Readout:
     on the right, phi = g^T R^T (attention's W_O, a per-position convolution readout (P, K)).
     Both are read row-major from the flat W, as ``Architecture.unravel`` does.
 
-    The layer is then f(X) = sum_i R_i g_i(X), one contraction over the units (a matrix
-    product for r = 1), instead of evaluating phi unit by unit, which builds the (N, n, K)
-    products of every readout with every feature (:func:`network_batch`). With a router
-    (mixture of experts) the gate weights route(logits(x))_i weight the features of unit i
-    sample by sample. A declaration, not a second definition: the tests check it against
-    ``unit`` for every architecture that has one.
+    The layer is then f(X) = sum_i R_i g_i(X), one contraction over the units, instead of the
+    (N, n, K) outputs of every unit (:func:`network_batch`). A declaration, not a second
+    definition: the tests check it against ``unit`` for every architecture that has one.
     """
 
     block: str
@@ -176,7 +173,8 @@ class Architecture:
             raise NqfError(f"architecture {self.name!r}: outputs must be a positive integer, got {self.outputs!r}")
         self._check_unit_output()
         if self.readout is not None:
-            size = self.block(self.readout.block).stop - self.block(self.readout.block).start
+            block = self.block(self.readout.block)
+            size = block.stop - block.start
             if size % self.outputs:
                 raise NqfError(
                     f"architecture {self.name!r}: the readout block {self.readout.block!r} has {size} entries, "
@@ -250,8 +248,8 @@ class Architecture:
 
 def route_at_zero(route: Callable, units: int) -> np.ndarray:
     """The gate weights route(0) of ``units`` units (E,), a constant even while tracing (jit/vmap of
-    structure_matrix): its jaxpr evaluated in numpy (``host_or_compiled``). Run eagerly, a softmax
-    compiled seven small programs (0.3 s of a mixture of experts' first call, at each of its sites)."""
+    structure_matrix): its jaxpr evaluated in numpy (``host_or_compiled``); run eagerly, a softmax
+    would compile several small programs at each call site."""
     zeros = np.zeros((units,), dtype=jnp.result_type(float))
     with jax.ensure_compile_time_eval():
         weights, _ = host_or_compiled(route, zeros)
@@ -269,14 +267,18 @@ def check_width(arch: Architecture, n: int) -> None:
         )
 
 
+def _check_weights(arch: Architecture, W) -> None:
+    if W.ndim != 2 or W.shape[0] != arch.dim:
+        raise NqfError(f"{arch.name}: W must have shape (d={arch.dim}, n), got {tuple(W.shape)}")
+    check_width(arch, W.shape[1])
+
+
 def network(
     arch: Architecture, W: Float[Array | np.ndarray, "d n"], x: Float[ArrayLike, "*input"]
 ) -> Float[Array, " K"] | Float[Array, "N K"]:
     """The full layer f(x; W) = sum_i g_i phi(w_i, x). W: (d, n); x: one input (input_shape),
     giving (K,), or a batch (N, *input_shape), giving (N, K) (:func:`network_batch`)."""
-    if W.ndim != 2 or W.shape[0] != arch.dim:
-        raise NqfError(f"{arch.name}: W must have shape (d={arch.dim}, n), got {tuple(W.shape)}")
-    check_width(arch, W.shape[1])
+    _check_weights(arch, W)
     shape, expected = tuple(jnp.shape(x)), tuple(arch.input_shape)
     if shape != expected:
         if shape[1:] == expected and len(shape) == len(expected) + 1:
@@ -325,9 +327,7 @@ def network_batch(
     readout = arch.readout
     if readout is None:
         return jax.vmap(lambda x: network(arch, W, x))(X)
-    if W.ndim != 2 or W.shape[0] != arch.dim:
-        raise NqfError(f"{arch.name}: W must have shape (d={arch.dim}, n), got {tuple(W.shape)}")
-    check_width(arch, W.shape[1])
+    _check_weights(arch, W)
     n = W.shape[1]
     params = jax.vmap(arch.unravel, in_axes=1)(W)  # type: ignore[arg-type]  # see network
     # units on the last axis: (N, r, n), so the contraction over (r, n) is one (N, r n) matrix product
@@ -365,29 +365,21 @@ def closed_form_structure(arch: Architecture, x: Float[ArrayLike, "*input"]) -> 
     return structure(arch, jnp.asarray(x)[None], method="closed").dense()[0]
 
 
-def _closed_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
-    if arch.closed_form is None:  # callers check first
-        raise NqfError(f"{arch.name}: no closed form is known; use structure_matrix (autodiff)")
-    per_sample = _closed_factors(arch, X)
-    terms = []
-    for term in per_sample:
-        lb, rb = arch.block(term.left_block), arch.block(term.right_block)
-        terms.append(BlockTerm(term.left, term.right, (lb.start, lb.stop), (rb.start, rb.stop)))
-    return BlockFactors(tuple(terms), arch.dim)
-
-
-# the closed form vmapped over samples and compiled, per computation (arch_key): a new Architecture
-# object of the same unit (every get_architecture call) reuses the program
+# the closed form vmapped over samples and compiled (run eagerly, it would compile a small program
+# per operation), per computation (arch_key): a new Architecture object of the same unit (every
+# get_architecture call) reuses the program
 _CLOSED_PROGRAMS = LruCache(32)
 
 
-def _closed_factors(arch: Architecture, X: jax.Array):
-    """Every sample's closed-form terms, one program (inlined where it is traced). Run eagerly, the
-    vmapped closed form compiled a small program per operation: a fresh process's first structure of
-    the staircase took 0.42 s against 0.08-0.10 s."""
+def _closed_terms(arch: Architecture, X: jax.Array) -> BlockFactors:
+    """Every sample's closed-form terms as block factors, from one program (inlined where it is traced)."""
     closed_form = arch.closed_form
-    assert closed_form is not None  # _closed_terms checks first
-    return _CLOSED_PROGRAMS.get(arch_key(arch), lambda: jax.jit(jax.vmap(closed_form)))(X)
+    assert closed_form is not None  # structure checks first
+    terms = []
+    for term in _CLOSED_PROGRAMS.get(arch_key(arch), lambda: jax.jit(jax.vmap(closed_form)))(X):
+        lb, rb = arch.block(term.left_block), arch.block(term.right_block)
+        terms.append(BlockTerm(term.left, term.right, (lb.start, lb.stop), (rb.start, rb.stop)))
+    return BlockFactors(tuple(terms), arch.dim)
 
 
 # The coupling pattern of a unit without a closed form: which parameter block pairs its A(x)
@@ -680,9 +672,9 @@ def describe_blocks(arch: Architecture, A: jax.Array | np.ndarray, atol: float =
     for i, bi in enumerate(blocks):
         for bj in blocks[i:]:
             norm = float(np.linalg.norm(A[:, bi.start : bi.stop, bj.start : bj.stop]))
-            if bi is bj or norm > atol:
+            if norm > atol:
                 out.append({"rows": bi.name, "cols": bj.name, "norm": norm})
-    return [b for b in out if b["norm"] > atol]
+    return out
 
 
 # -- what determines an architecture's results -----------------------------------------
@@ -694,6 +686,7 @@ def describe_blocks(arch: Architecture, A: jax.Array | np.ndarray, atol: float =
 # Architecture object). The unit and the router's functions are traced through their JVP,
 # so a custom_jvp rule (printed by name only in the primal jaxpr) is part of the key.
 _FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")  # an object's address, printed in a repr
 
 
 def _computation(arch: Architecture) -> Callable:
@@ -727,7 +720,7 @@ def _fingerprint(arch: Architecture) -> str | None:
     except Exception:  # noqa: BLE001 (a user's function that cannot be traced here: keyed by identity)
         return None
     text = f"{closed}\n{jax.tree_util.tree_structure(shapes)}"
-    if re.search(r"0x[0-9a-fA-F]{6,}", text):  # an object's address: not the same in another process
+    if _ADDRESS.search(text):  # an object's address: not the same in another process
         return None
     digest = hashlib.sha256(text.encode())
     for const in closed.consts:
@@ -744,9 +737,6 @@ def fingerprint(arch: Architecture) -> str | None:
     if dtype not in known:
         known[dtype] = _fingerprint(arch)
     return known[dtype]
-
-
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 
 
 def arch_key(arch: Architecture) -> Any:

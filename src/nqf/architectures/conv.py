@@ -108,9 +108,6 @@ def _conv(
         def unit(w, x):
             return sigma(patches(x) @ jnp.ravel(w["k"])) @ w["a"]
 
-        def position_features(w, X):  # phi = g^T a, g_p = sigma(pre_p): a (P, K) is R^T
-            return activations(w, X)
-
         def closed_form(x):
             # term r = j: left = sigma'(0) vec(P[:, j] e_c^T) on a, right = e_j on k
             eye_k = jnp.eye(K, dtype=x.dtype)
@@ -119,7 +116,7 @@ def _conv(
             return (ClosedTerm("a", "k", left, right),)
 
         readout_shape = (P, K)
-        declared = Readout("a", position_features, transposed=True)
+        declared = Readout("a", activations, transposed=True)  # phi = g^T a, g_p = sigma(pre_p): a (P, K) is R^T
 
     sizes = (("length", shape[0]),) if len(shape) == 1 else (("rows", shape[0]), ("columns", shape[1]))
     pooled = "sum_p P(x)_pj" if readout == "global" else "P(x)_pj"

@@ -8,6 +8,8 @@ so the leading model is the linear two-layer network f = sigma'(0) (sum_i a_i v_
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -17,12 +19,9 @@ from nqf.architectures.architecture import Architecture, ClosedTerm, Readout
 from .option_checks import positive_int
 
 
-def mlp(inputs: int = 8, outputs: int = 4, activation: str = "tanh") -> Architecture:
-    """Perceptron units with trainable readout: phi = a sigma(v.x). x: (inputs,), f: (outputs,)."""
-    inputs = positive_int("mlp", "inputs", inputs)
-    outputs = positive_int("mlp", "outputs", outputs)
-    sigma = get_activation(activation)
-    slope, _ = activation_derivatives(activation)
+def perceptron(inputs: int, outputs: int, sigma: Callable, coefficient: float) -> tuple[Callable, Callable, Callable]:
+    """The unit phi = a sigma(v.x), its readout's features and its closed form A_c = coefficient/2
+    (e_c x^T + x e_c^T) on [a, v] (coefficient sigma'(0); a mixture of experts' times g0)."""
 
     def unit(w, x):
         return w["a"] * sigma(jnp.dot(w["v"], x))
@@ -31,10 +30,19 @@ def mlp(inputs: int = 8, outputs: int = 4, activation: str = "tanh") -> Architec
         return sigma(X @ w["v"])[:, None]
 
     def closed_form(x):
-        left = slope * jnp.eye(outputs, dtype=x.dtype)[:, None, :]  # (K, 1, K): sigma'(0) e_c
+        left = coefficient * jnp.eye(outputs, dtype=x.dtype)[:, None, :]  # (K, 1, K): coefficient e_c
         right = jnp.broadcast_to(x, (outputs, 1, inputs))  # (K, 1, D): x
         return (ClosedTerm("a", "v", left, right),)
 
+    return unit, features, closed_form
+
+
+def mlp(inputs: int = 8, outputs: int = 4, activation: str = "tanh") -> Architecture:
+    """Perceptron units with trainable readout: phi = a sigma(v.x). x: (inputs,), f: (outputs,)."""
+    inputs = positive_int("mlp", "inputs", inputs)
+    outputs = positive_int("mlp", "outputs", outputs)
+    slope, _ = activation_derivatives(activation)
+    unit, features, closed_form = perceptron(inputs, outputs, get_activation(activation), slope)
     template = {"a": jax.ShapeDtypeStruct((outputs,), jnp.float32), "v": jax.ShapeDtypeStruct((inputs,), jnp.float32)}
     return Architecture(
         name="mlp",

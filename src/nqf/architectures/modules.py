@@ -207,7 +207,10 @@ def from_equinox(module: Any, input_shape: int | Sequence[int], outputs: int, na
     def unit(w, x):
         return eqx.combine(w, static)(x)
 
-    readout = _equinox_readout(name, module, static)
+    def features(w, X):
+        return eqx.combine(w, static).features(X)
+
+    readout = _declared_readout(name, module, features)
     return _build(name, "equinox", type_name, unit, _template(params), input_shape, outputs, readout)
 
 
@@ -229,16 +232,6 @@ def _declared_readout(name: str, module: Any, features: Any) -> Readout | None:
         found = "" if method is None else f"; its features is of type {type(method).__name__}, not a method"
         raise NqfError(f"{name}: a module that declares readout_block must define features(self, X) -> (N, r){found}")
     return Readout(block, features, transposed=bool(getattr(module, "readout_transposed", False)))
-
-
-def _equinox_readout(name: str, module: Any, static: Any) -> Readout | None:
-    """The Readout an Equinox module declares: g(w, X) = ``eqx.combine(w, static).features(X)``."""
-    import equinox as eqx
-
-    def features(w, X):
-        return eqx.combine(w, static).features(X)
-
-    return _declared_readout(name, module, features)
 
 
 def _import_flax():

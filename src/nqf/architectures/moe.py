@@ -33,9 +33,10 @@ import jax
 import jax.numpy as jnp
 
 from nqf.architectures.activations import activation_derivatives, get_activation
-from nqf.architectures.architecture import Architecture, ClosedTerm, Readout, Router, route_at_zero
+from nqf.architectures.architecture import Architecture, Readout, Router, route_at_zero
 from nqf.core.errors import NqfError
 
+from .mlp import perceptron
 from .option_checks import one_of, positive_int
 
 ROUTINGS = ("softmax", "topk")
@@ -71,19 +72,11 @@ def moe(
     route = jax.nn.softmax if routing == "softmax" else _top_k_softmax(k)
     gate_at_zero = float(route_at_zero(route, E)[0])  # 1/E (softmax) or 1/top_k (top-k, unit 0)
 
-    def unit(w, x):
-        return w["a"] * sigma(jnp.dot(w["v"], x))
-
-    def features(w, X):  # h = a sigma(v.x) = R g, R = a (K, 1); the gate weights g_e apply per sample
-        return sigma(X @ w["v"])[:, None]
+    # the expert is the perceptron; its features are weighted by the gate g_e per sample
+    unit, features, closed_form = perceptron(D, K, sigma, gate_at_zero * slope)
 
     def gate_logit(w, x):
         return jnp.dot(w["u"], x)
-
-    def closed_form(x):
-        left = (gate_at_zero * slope) * jnp.eye(K, dtype=x.dtype)[:, None, :]  # (K, 1, K)
-        right = jnp.broadcast_to(x, (K, 1, D))
-        return (ClosedTerm("a", "v", left, right),)
 
     f32 = jnp.float32
     template = {

@@ -66,13 +66,8 @@ class BlockFactors:
         """The same structure with each term whose left factors every sample shares marked
         ``shared_left`` (concrete arrays only: read on the host). Per step, :meth:`forms` and
         :meth:`contract` then cost N K R d_R + K R d_L d_R instead of N K R d_L d_R: K times less
-        for a perceptron's readout (d_L = K). Measured on the digits with the cross-entropy loss (the
-        per-sample route, 64 inputs, 10 outputs, 1797 samples, 1000 steps, 2-core Intel Xeon): a
-        warm prediction 6.9 s -> 2.9 s, a first one 7.2 s -> 5.3 s, the same switch-on steps.
-        Such a term whose right factors every output shares is also marked ``shared_right``: its
-        reads per step N R d_R instead of N K R d_R (the same digits, fresh processes: a warm
-        prediction 3.0-3.2 s -> 1.0-1.2 s, a first one 6.1-8.1 s -> 4.2-4.7 s, the same switch-on
-        steps and losses to 1e-15)."""
+        for a perceptron's readout (d_L = K). Such a term whose right factors every output shares
+        is also marked ``shared_right``: it reads N R d_R numbers per step instead of N K R d_R."""
         terms = []
         for t in self.terms:
             left = np.asarray(t.left)
