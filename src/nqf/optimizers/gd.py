@@ -8,14 +8,14 @@ lr lambda < 2.
 
 from __future__ import annotations
 
-from nqf.optimizers.base import AbstractClosedOptimizer
+from nqf.optimizers.base import AbstractClosedOptimizer, Batch
 
 
 class GD(AbstractClosedOptimizer):
     name = "gd"
     label = "GD"
     colour = 0
-    batch = "never"
+    batch: Batch = "never"
     equivariant = True
     mean_flow = "gd"
 
