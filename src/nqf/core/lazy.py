@@ -28,20 +28,14 @@ import ast
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 
-def lazy_exports(
-    package: str, exports: Mapping[str, Sequence[str]] | None = None
-) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+def lazy_exports(package: str) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """(``__getattr__``, ``__dir__``, ``__all__``) of ``package``, re-exporting the names its
-    ``if TYPE_CHECKING:`` block imports as themselves (or, given ``exports``, the names listed
-    for each of its submodules, relative names as keys: ``nqf.theory.predict``'s older form)."""
-    if exports is None:
-        origin = type_checking_exports(package)
-    else:
-        origin = {name: f"{package}.{submodule}" for submodule, names in exports.items() for name in names}
+    ``if TYPE_CHECKING:`` block imports as themselves."""
+    origin = type_checking_exports(package)
     public = sorted(origin)
     submodules = lazy_submodules(package)
 

@@ -39,20 +39,15 @@ def _first_crossing(steps: ArrayLike, values: np.ndarray, threshold: np.ndarray,
     threshold = np.broadcast_to(np.asarray(threshold, dtype=np.float64), values.shape[:-1])
     if values.shape[-1] != steps.shape[0]:
         raise NqfError(f"records have {values.shape[-1]} entries but there are {steps.shape[0]} record steps")
-    finite = np.isfinite(values)
-    reached = finite & ((values >= threshold[..., None]) if upward else (values <= threshold[..., None]))
-    any_reached = reached.any(axis=-1)
-    i = np.argmax(reached, axis=-1)
-    out = np.full(values.shape[:-1], np.nan)
-    for idx in zip(*np.nonzero(any_reached), strict=True) if values.ndim > 1 else ([()] if any_reached else []):
-        k = int(i[idx])
-        if k == 0 or steps[k] - steps[k - 1] <= 1 or not finite[idx + (k - 1,)]:
-            out[idx] = steps[k]
-            continue
-        v0, v1 = values[idx + (k - 1,)], values[idx + (k,)]
-        frac = (threshold[idx] - v0) / (v1 - v0)
-        out[idx] = steps[k - 1] + frac * (steps[k] - steps[k - 1])
-    return out
+    reached = np.isfinite(values) & ((values >= threshold[..., None]) if upward else (values <= threshold[..., None]))
+    k = np.argmax(reached, axis=-1)  # the first record reached (0 where none is)
+    before = np.maximum(k - 1, 0)
+    v0 = np.take_along_axis(values, before[..., None], axis=-1)[..., 0]
+    v1 = np.take_along_axis(values, k[..., None], axis=-1)[..., 0]
+    exact = (k == 0) | (steps[k] - steps[before] <= 1) | ~np.isfinite(v0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the exact and the never-reached are not read
+        between = steps[before] + (threshold - v0) / (v1 - v0) * (steps[k] - steps[before])
+    return np.where(reached.any(axis=-1), np.where(exact, steps[k], between), np.nan)
 
 
 def switch_steps(
@@ -234,11 +229,7 @@ def plateau_reading_steps(switch, horizon: float) -> np.ndarray:
     """Where :func:`measured_plateau_losses` reads each plateau: sqrt(max(t_k, 1) max(t_next, 1))
     of :func:`plateau_bounds` (g,), NaN where the mode never switches on."""
     start, end = plateau_bounds(switch, horizon)
-    out = np.full(start.shape, np.nan)
-    for k, (t, t_next) in enumerate(zip(start, end, strict=True)):
-        if math.isfinite(t):
-            out[k] = math.sqrt(max(t, 1.0) * max(t_next, 1.0))
-    return out
+    return np.sqrt(np.maximum(start, 1.0) * np.maximum(end, 1.0))  # NaN stays NaN
 
 
 # The timing error bar of a plateau reading of the network's own prediction

@@ -19,15 +19,11 @@ BYTES = 8  # float64
 # the cost model of the time estimates (measured for small problems on a 2-core machine)
 FLOPS_PER_SECOND = 2e9
 SECONDS_PER_STEP = 1e-6
-# The M-flow's jumps take powers of an s x s matrix, s = D (D + 1) / 2 (D = d times the blocks of
-# the optimizer's carry: 1 for GD, 2 with a momentum buffer), up to this size (d = 39, 27 with a
-# buffer); beyond, of its Krylov model
-# (``nqf.theory.flow.jumps``).
+# The M-flow's jumps (``nqf.theory.flow.jumps``) take powers of an s x s matrix, s = D (D + 1) / 2
+# (D = d times the blocks of the optimizer's carry: 1 for GD, 2 with a momentum buffer), up to
+# MAX_JUMP_STATE (d = 39, 27 with a buffer); beyond, of a Krylov model whose basis holds
+# KRYLOV_DIM = 64 vectors of the state, up to MAX_KRYLOV_STATE entries (d = 1023 for GD, 256 MiB).
 MAX_JUMP_STATE = 800
-
-
-# Beyond MAX_JUMP_STATE the jumps' affine model is a Krylov one (``nqf.theory.flow.jumps``), whose
-# basis holds KRYLOV_DIM = 64 vectors of the state: up to this many entries (d = 1023 for GD, 256 MiB).
 MAX_KRYLOV_STATE = 1 << 19
 
 

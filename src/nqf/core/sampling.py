@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nqf.core.errors import NqfError
 from nqf.core.precision import jax_option
 from nqf.core.programs import bucket_length, to_device
 
@@ -47,15 +48,9 @@ def minibatch_indices(key: jax.Array, num_samples: int, batch_size: int, steps: 
 def minibatch_row(key: jax.Array, num_samples: int, batch_size: int, step) -> jax.Array:
     """Row ``step`` of :func:`minibatch_indices` (batch_size,): the batch of that step alone, for
     a loop that draws its batches as it goes (the mean-field flow under SGD)."""
-    _check_batch(num_samples, batch_size)
-    return jax.random.choice(jax.random.fold_in(key, step), num_samples, (batch_size,), replace=False)
-
-
-def _check_batch(num_samples: int, batch_size: int) -> None:
     if not 1 <= batch_size <= num_samples:
-        from nqf.core.errors import NqfError
-
         raise NqfError(f"batch size must be between 1 and the number of samples {num_samples}, got {batch_size}")
+    return jax.random.choice(jax.random.fold_in(key, step), num_samples, (batch_size,), replace=False)
 
 
 def training_keys(seed: int | jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -75,10 +70,6 @@ def _host_threefry_applies() -> bool:
     return jax_option("jax_default_prng_impl") == "threefry2x32" and bool(jax_option("jax_threefry_partitionable"))
 
 
-def _rotate_left(v: np.ndarray, r: int) -> np.ndarray:
-    return (v << _U32(r)) | (v >> _U32(32 - r))
-
-
 def threefry2x32(key: np.ndarray, x1: np.ndarray, x2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The Threefry-2x32 hash (20 rounds) of the counter pairs (x1, x2) under ``key`` (2,),
     all uint32 numpy arrays; what ``jax.random``'s threefry2x32 primitive computes."""
@@ -89,7 +80,7 @@ def threefry2x32(key: np.ndarray, x1: np.ndarray, x2: np.ndarray) -> tuple[np.nd
         for i in range(5):
             for r in _THREEFRY_ROTATIONS[i % 2]:
                 a = a + b
-                b = a ^ _rotate_left(b, r)
+                b = a ^ ((b << _U32(r)) | (b >> _U32(32 - r)))  # b rotated left by r
             a = a + schedule[(i + 1) % 3]
             b = b + schedule[(i + 2) % 3] + _U32(i + 1)
     return a, b

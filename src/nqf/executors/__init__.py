@@ -18,6 +18,7 @@ from .base import Executor as Executor
 from .base import Outcome as Outcome
 from .base import Task as Task
 from .base import call_task as call_task
+from .base import checked_counts
 from .base import error_line as error_line
 from .local import LocalExecutor as LocalExecutor
 from .ray_engine import RayExecutor as RayExecutor
@@ -50,10 +51,7 @@ def make_executor(
     """
     if name not in EXECUTORS:
         raise NqfError(f"unknown executor {name!r}; choose from {', '.join(EXECUTORS)}")
-    if int(jobs) < 1:
-        raise NqfError(f"jobs must be at least 1, got {jobs}")
-    if int(retries) < 0:
-        raise NqfError(f"retries must be at least 0, got {retries}")
+    checked_counts(jobs, retries)
     if address is not None and name != "ray":
         raise NqfError(f"an address applies to the ray executor, not to {name}")
     if slurm is not None and name != "slurm":

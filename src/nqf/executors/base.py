@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from nqf.core.errors import NqfError
+
 
 @dataclass(frozen=True)
 class Task:
@@ -62,6 +64,15 @@ WORKER_DIED = "a worker process died (killed or out of memory)"
 def died(tag: Any, attempts: int) -> Outcome:
     """The outcome of a task whose worker died on every one of its ``attempts``."""
     return Outcome(tag, error=f"{WORKER_DIED}; {attempts} attempt(s)", worker_died=True, attempts=attempts)
+
+
+def checked_counts(jobs: int, retries: int) -> tuple[int, int]:
+    """``(jobs, retries)`` as ints; NqfError unless jobs >= 1 and retries >= 0."""
+    if int(jobs) < 1:
+        raise NqfError(f"jobs must be at least 1, got {jobs}")
+    if int(retries) < 0:
+        raise NqfError(f"retries must be at least 0, got {retries}")
+    return int(jobs), int(retries)
 
 
 def call_task(fn: Callable[..., Any], args: tuple) -> tuple[bool, Any]:

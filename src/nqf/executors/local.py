@@ -27,9 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from nqf.core.errors import NqfError
-
-from .base import Executor, Outcome, Task, call_task, died, error_line, outcome_of
+from .base import Executor, Outcome, Task, call_task, checked_counts, died, error_line, outcome_of
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
@@ -127,11 +125,7 @@ class LocalExecutor(Executor):
     name = "local"
 
     def __init__(self, jobs: int = 1, retries: int = 2):
-        if int(jobs) < 1:
-            raise NqfError(f"jobs must be at least 1, got {jobs}")
-        if int(retries) < 0:
-            raise NqfError(f"retries must be at least 0, got {retries}")
-        self.jobs, self.retries = int(jobs), int(retries)
+        self.jobs, self.retries = checked_counts(jobs, retries)
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._marks: str | None = None
         self._tokens = itertools.count()

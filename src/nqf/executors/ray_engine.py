@@ -13,16 +13,17 @@ this executor is made.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nqf.core.errors import NqfError, install_hint
 
-from .base import Executor, Outcome, Task, call_task, died, error_line, outcome_of
+from .base import Executor, Outcome, Task, call_task, checked_counts, died, error_line, outcome_of
 
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
@@ -62,16 +63,18 @@ def check_ray_address(address: str) -> None:
         ) from None
 
 
-def _ray_call(fn: Callable[..., Any], args: tuple) -> tuple[bool, Any]:
-    """The Ray task: ``fn(*args)`` through :func:`call_task` (module-level, sent by reference)."""
-    return call_task(fn, args)
-
-
-def _keep_signal_handlers() -> dict[int, Any]:
-    """The SIGINT/SIGTERM handlers now (``ray.init`` replaces SIGTERM's with a ``sys.exit``)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+@contextlib.contextmanager
+def _signal_handlers_kept() -> Iterator[None]:
+    """The SIGINT/SIGTERM handlers put back afterwards (``ray.init`` replaces SIGTERM's with a
+    ``sys.exit``); only the main thread has handlers to keep."""
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 class RayExecutor(Executor):
@@ -80,11 +83,7 @@ class RayExecutor(Executor):
     name = "ray"
 
     def __init__(self, jobs: int = 1, address: str | None = None, retries: int = 2):
-        if int(jobs) < 1:
-            raise NqfError(f"jobs must be at least 1, got {jobs}")
-        if int(retries) < 0:
-            raise NqfError(f"retries must be at least 0, got {retries}")
-        self.retries = int(retries)
+        jobs, self.retries = checked_counts(jobs, retries)
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         if self.address is not None:
             check_ray_address(self.address)  # in seconds, before Ray is imported
@@ -93,15 +92,12 @@ class RayExecutor(Executor):
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         ray = self._ray = _import_ray()
         self._connected = False
-        handlers = _keep_signal_handlers()
-        try:
+        with _signal_handlers_kept():
             if not ray.is_initialized():
-                self._init(ray, int(jobs))
+                self._init(ray, jobs)
                 self._connected = True
-        finally:
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
-        self._remote = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(_ray_call)
+        # call_task is module-level: Ray sends it by reference
+        self._remote = ray.remote(num_cpus=1, max_retries=self.retries, retry_exceptions=False)(call_task)
         self._pending: list = []
 
     def _init(self, ray: Any, jobs: int) -> None:
@@ -172,9 +168,5 @@ class RayExecutor(Executor):
             self._cancel()
         if self._connected:
             self._connected = False
-            handlers = _keep_signal_handlers()
-            try:
+            with _signal_handlers_kept():
                 self._ray.shutdown()
-            finally:
-                for signum, handler in handlers.items():
-                    signal.signal(signum, handler)

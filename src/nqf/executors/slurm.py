@@ -18,14 +18,14 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nqf.core.errors import NqfError, install_hint
 
-from .base import Executor, Outcome, Task, call_task, died, error_line, outcome_of
+from .base import Executor, Outcome, Task, call_task, checked_counts, died, error_line, outcome_of
 
 CLUSTERS = ("slurm", "local")
 NO_SLURM = "the slurm executor found no Slurm here (no sbatch on PATH)"
@@ -68,11 +68,6 @@ def _import_submitit() -> Any:
     return submitit
 
 
-def _slurm_call(fn: Callable[..., Any], args: tuple) -> tuple[bool, Any]:
-    """The array element: ``fn(*args)`` through :func:`call_task` (module-level, sent by reference)."""
-    return call_task(fn, args)
-
-
 class SlurmExecutor(Executor):
     """Tasks as Slurm array elements; see the module docstring."""
 
@@ -80,12 +75,11 @@ class SlurmExecutor(Executor):
 
     def __init__(self, folder: str | os.PathLike, options: SlurmOptions | None = None, retries: int = 2):
         options = options or SlurmOptions()
-        if int(retries) < 0:
-            raise NqfError(f"retries must be at least 0, got {retries}")
+        _, retries = checked_counts(1, retries)
         if options.cluster == "slurm" and shutil.which("sbatch") is None:
             raise NqfError(NO_SLURM)
         submitit = _import_submitit()
-        self.options, self.retries = options, int(retries)
+        self.options, self.retries = options, retries
         self.folder = Path(folder)
         self._failed = submitit.core.utils.FailedJobError
         self._lost = submitit.core.utils.UncompletedJobError  # no result: the worker died
@@ -104,9 +98,8 @@ class SlurmExecutor(Executor):
 
     def _submit(self, tasks: list[Task], indices: list[int]) -> list[tuple[Any, int]]:
         try:
-            jobs = self._executor.map_array(
-                _slurm_call, [tasks[i].fn for i in indices], [tasks[i].args for i in indices]
-            )
+            # call_task is module-level: submitit pickles it by reference
+            jobs = self._executor.map_array(call_task, [tasks[i].fn for i in indices], [tasks[i].args for i in indices])
         except Exception as err:  # sbatch refused (partition, limits), or the folder is not writable
             raise NqfError(f"submitting {len(indices)} task(s) to Slurm failed: {error_line(err)}") from None
         if self.options.cluster == "local":  # results are on this disk: no wait for a slow NFS (15 s a dead job)

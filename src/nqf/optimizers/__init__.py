@@ -1,6 +1,6 @@
 r"""The optimizers nqf trains with, one object each, in one JAX-free place.
 
-Each optimizer is one file: a final subclass of :class:`AbstractOptimizer` (training: its optax
+Each optimizer is one file: a subclass of :class:`AbstractOptimizer` (training: its optax
 transformation and how figures and tables call it) or, when its quadratic model closes on
 M = W W^T, of :class:`AbstractClosedOptimizer` (also its update as a map of the factor, from
 which ``nqf.theory`` derives the M-flow, the adaptive jumps, the Lotka-Volterra map, the escape

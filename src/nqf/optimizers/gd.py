@@ -8,20 +8,14 @@ lr lambda < 2.
 
 from __future__ import annotations
 
-from nqf.optimizers.base import AbstractClosedOptimizer
-
-
-def descent_step(gradient, carry: tuple, lr) -> tuple:
-    """F+ = F - lr gradient (the carry holds F alone)."""
-    (F,) = carry
-    return (F - lr * gradient,)
+from nqf.optimizers.base import AbstractClosedOptimizer, Batch
 
 
 class GD(AbstractClosedOptimizer):
     name = "gd"
     label = "GD"
     colour = 0
-    batch = "never"
+    batch: Batch = "never"
     equivariant = True
     mean_flow = "gd"
 
@@ -31,7 +25,8 @@ class GD(AbstractClosedOptimizer):
         return optax.sgd(lr)
 
     def flow_step(self, gradient, carry, lr, beta):
-        return descent_step(gradient, carry, lr)
+        (F,) = carry  # F+ = F - lr gradient (SGD: the engine gives the minibatch gradient)
+        return (F - lr * gradient,)
 
     def log_growth(self, rate, beta):
         import numpy as np  # here: the command line imports this module without numpy
