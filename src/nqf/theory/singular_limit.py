@@ -27,7 +27,7 @@ import numpy as np
 from nqf.core.errors import NqfError
 from nqf.theory.lotka_volterra.system import (
     LotkaVolterra,
-    _readonly,
+    read_only_array,
     check_symmetric_psd,
     diagonal_fixed_point,
     stable_equilibrium,
@@ -89,15 +89,15 @@ def _limit(
     step_times, order, losses = steps
     return SingularLimit(
         eps=eps,
-        step_times=_readonly(step_times),
-        activation_order=_readonly(order, dtype=int),
-        plateau_losses=_readonly(losses),
+        step_times=read_only_array(step_times),
+        activation_order=read_only_array(order, dtype=int),
+        plateau_losses=read_only_array(losses),
         events=tuple(events),
-        activation_times=_readonly(activation),
-        switch_times=_readonly(switch),
-        fixed_point=_readonly(fixed_point),
+        activation_times=read_only_array(activation),
+        switch_times=read_only_array(switch),
+        fixed_point=read_only_array(fixed_point),
         suppressed=suppressed,
-        final_speeds=_readonly(speeds),
+        final_speeds=read_only_array(speeds),
         initial_loss=system.loss0,
     )
 

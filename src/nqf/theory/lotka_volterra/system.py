@@ -54,7 +54,8 @@ __all__ = [
 ]
 
 
-def _readonly(a, dtype=np.float64) -> np.ndarray:
+def read_only_array(a, dtype=np.float64) -> np.ndarray:
+    """A read-only copy of ``a`` as ``dtype``: the stored fields of the LV results."""
     a = np.array(a, dtype=dtype, copy=True)
     a.setflags(write=False)
     return a
@@ -111,9 +112,9 @@ class LotkaVolterra:
         loss0 = float(self.loss0)
         if not math.isfinite(loss0):
             raise NqfError("LotkaVolterra: loss0 must be finite")
-        object.__setattr__(self, "c", _readonly(c))
-        object.__setattr__(self, "K", _readonly(K))
-        object.__setattr__(self, "m0", _readonly(m0))
+        object.__setattr__(self, "c", read_only_array(c))
+        object.__setattr__(self, "K", read_only_array(K))
+        object.__setattr__(self, "m0", read_only_array(m0))
         object.__setattr__(self, "lr", lr)
         object.__setattr__(self, "loss0", loss0)
 
