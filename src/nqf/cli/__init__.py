@@ -14,6 +14,7 @@ string. ``reproduce`` does not use the cache (its results store resumes runs ins
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -310,28 +311,21 @@ def _stdout_closed(console_script: bool) -> bool:
     return False
 
 
-def _stdout_to_devnull() -> None:
-    """Point file descriptor 1 at /dev/null (later flushes of anything buffered for it succeed)."""
-    try:
+def _stdout_to_devnull(descriptor: int = 1) -> None:
+    """Point file descriptor 1 (or ``descriptor``) at /dev/null (later flushes of anything buffered
+    for it succeed)."""
+    with contextlib.suppress(OSError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
+        os.dup2(devnull, descriptor)
         os.close(devnull)
-    except OSError:
-        pass
 
 
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null: what is buffered for a full device is dropped, not retried at exit."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no descriptor: sys.stdout alone
+        _stdout_to_devnull(sys.stdout.fileno())
+    with contextlib.suppress(OSError):
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives until exit)
-    except OSError:
-        pass
 
 
 def _one_line(message) -> str:

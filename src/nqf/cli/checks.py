@@ -1,12 +1,13 @@
 """The command line's own checks before any compute: ``nqf structure``'s memory and
 ``--departure``'s (``nqf predict``, ``nqf compare``) memory and time, refused in one ``error:``
-line or announced in one ``note:`` line on stderr. The estimates are ``nqf.theory.costs``'s; the
-refusal and the note are ``nqf.comparison.checks``' (shared with the library and the sweeps).
+line or announced in one ``note:`` line on stderr. The estimates are ``nqf.theory.costs``'s, the
+refusal ``nqf.core.memory``'s, the note ``nqf.comparison.checks``' (shared with the library and the sweeps).
 """
 
 from __future__ import annotations
 
-from nqf.comparison.checks import announce, check_memory
+from nqf.comparison.checks import announce
+from nqf.core.memory import check_memory
 from nqf.theory.costs import departure_total_cost, structure_bytes
 
 

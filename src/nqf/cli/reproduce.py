@@ -38,7 +38,16 @@ class _Bars:
 
     def __call__(self, event: ProgressEvent) -> None:
         if self.progress is None:
-            self.progress = _progress_bars(self.console)
+            self.progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("runs"),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[note]}"),
+                console=self.console,
+                transient=False,
+            )
             self.progress.start()
         if event.experiment not in self.tasks:
             self.tasks[event.experiment] = self.progress.add_task(event.experiment, total=event.total, note="")
@@ -53,19 +62,6 @@ class _Bars:
     def stop(self) -> None:
         if self.progress is not None:
             self.progress.stop()
-
-
-def _progress_bars(console: Console) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("runs"),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[note]}"),
-        console=console,
-        transient=False,
-    )
 
 
 def _counted(values: Sequence[str], kinds: tuple[str, ...]) -> str:

@@ -26,7 +26,7 @@ import inspect
 import json
 import math
 import textwrap
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -48,15 +48,6 @@ if TYPE_CHECKING:
     from nqf.architectures.expansion import ExpansionReport
 
 _SMALL_BLOCK = 64  # blocks with at most this many entries (per output) are printed in full
-
-
-# -- option parsing ---------------------------------------------------------------------------
-def parse_options(name: str, args: list[str]) -> dict[str, Any]:
-    """Architecture options from ``["--name", "value", "--other=value", ...]``; NqfError when bad."""
-    from ..architectures import architecture_options
-
-    known = architecture_options(name)  # raises for an unknown architecture
-    return parse_factory_options(args, {name: known})[name]
 
 
 # -- the summary, shared with ``python -m nqf.demo`` --------------------------------------------
@@ -217,7 +208,7 @@ def structure_command(
     start_jax()  # float64 (application-level choice; see the module docstring) and the compilation cache
     from nqf.architectures.expansion import raise_unless_applies
 
-    from ..architectures import get_architecture
+    from ..architectures import architecture_options, get_architecture
 
     console = stdout_console()  # piped: tables at their natural width, never cut (issue 23)
     if list_:
@@ -235,7 +226,8 @@ def structure_command(
         elif architecture is None:
             raise NqfError("give an architecture name (nqf structure --list shows them) or --unit FILE.py:FUNCTION")
         else:
-            options = parse_options(architecture, list(ctx.args))
+            known = architecture_options(architecture)  # raises for an unknown architecture
+            options = parse_factory_options(list(ctx.args), {architecture: known})[architecture]
             arch = get_architecture(architecture, **options)
         check_structure(arch)
         summary, A, report = structure_summary(arch, seed=seed)

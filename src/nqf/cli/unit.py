@@ -132,6 +132,23 @@ def user_code(spec: str) -> Iterator[None]:
             module._exit = real_exit  # type: ignore[attr-defined]
 
 
+@contextlib.contextmanager
+def _running(
+    spec: str, doing: str, exited: str = "", passes: tuple[type[BaseException], ...] = (KeyboardInterrupt,)
+) -> Iterator[None]:
+    """:func:`user_code` with whatever the user's code raises, but ``passes``, as one NqfError line:
+    ``--unit SPEC: {doing} raised TYPE: message``; ``os._exit`` as its own line, then ``exited``."""
+    try:
+        with user_code(spec):
+            yield
+    except passes:
+        raise
+    except UnitExited as err:
+        raise NqfError(f"{err}{exited}") from None
+    except BaseException as err:  # SystemExit, GeneratorExit, ...: a user's code, one line
+        raise NqfError(f"--unit {spec}: {doing} raised {_error(err)}") from None
+
+
 def _point_stdout_at_stderr() -> int | None:
     """Descriptor 1 pointed at descriptor 2; returns a copy of the old descriptor 1 (None when
     there is none to move: then only Python-level writes are redirected)."""
@@ -165,16 +182,11 @@ def load_function(spec: str):
     dont_write = sys.dont_write_bytecode
     sys.dont_write_bytecode = True  # nothing written next to the user's file
     try:
-        with user_code(spec):
+        with _running(spec, f"running {path}", f" (while running {path})"):
             module_spec.loader.exec_module(module)
-    except KeyboardInterrupt:
+    except NqfError:
+        sys.modules.pop(name, None)
         raise
-    except UnitExited as err:
-        sys.modules.pop(name, None)
-        raise NqfError(f"{err} (while running {path})") from None
-    except BaseException as err:  # SystemExit, GeneratorExit, ...: a user's file, one line
-        sys.modules.pop(name, None)
-        raise NqfError(f"--unit {spec}: running {path} raised {_error(err)}") from None
     finally:
         sys.dont_write_bytecode = dont_write
     fn = getattr(module, function, None)
@@ -208,15 +220,8 @@ def _call(spec: str, fn, input_shape, outputs):
                 f"--unit {spec}: the function takes an argument {p.name!r}; a unit function takes none, "
                 "or the keyword arguments input_shape and outputs"
             )
-    try:
-        with user_code(spec):
-            return fn(**kwargs)
-    except KeyboardInterrupt:
-        raise
-    except UnitExited as err:
-        raise NqfError(str(err)) from None
-    except BaseException as err:  # SystemExit, GeneratorExit, ...: a user's function, one line
-        raise NqfError(f"--unit {spec}: the function raised {_error(err)}") from None
+    with _running(spec, "the function"):
+        return fn(**kwargs)
 
 
 def _architecture(spec: str, result: Any, input_shape, outputs):
@@ -334,18 +339,10 @@ def check_finite_at_zero(spec: str, arch) -> None:
     from nqf.architectures.architecture import structure_matrix
 
     x = jnp.asarray(np.random.default_rng(0).standard_normal(arch.input_shape))
-    try:
-        with user_code(spec):  # the unit's own code runs (traced) here for the first time
-            value = np.asarray(arch.effective_unit(jnp.zeros((arch.dim,), dtype=x.dtype), x))
-            second = np.asarray(structure_matrix(arch, x))
-    except KeyboardInterrupt:
-        raise
-    except UnitExited as err:
-        raise NqfError(str(err)) from None
-    except NqfError:
-        raise
-    except BaseException as err:
-        raise NqfError(f"--unit {spec}: evaluating the unit at w = 0 raised {_error(err)}") from None
+    # the unit's own code runs (traced) here for the first time
+    with _running(spec, "evaluating the unit at w = 0", passes=(KeyboardInterrupt, NqfError)):
+        value = np.asarray(arch.effective_unit(jnp.zeros((arch.dim,), dtype=x.dtype), x))
+        second = np.asarray(structure_matrix(arch, x))
     if not np.all(np.isfinite(value)):
         bad = value.ravel()[~np.isfinite(value.ravel())][0]
         raise NqfError(

@@ -5,7 +5,7 @@ Everything here is cheap and allocates nothing large, so a run that cannot succe
 under a second with one NqfError line (the command line's ``error:`` line, exit 2), before JAX
 builds or runs anything. The estimates are the cost models of ``nqf.theory.predict.sizes`` and
 ``nqf.theory.costs`` (documented there); the refusal is ``nqf.core.memory``'s, against the memory
-available now (:func:`available_bytes`, read here so that a test can set it). The command line's
+available now (``nqf.core.memory.available_bytes``, read at each check). The command line's
 own checks (``nqf structure``, ``--departure``) are ``nqf.cli.checks``.
 """
 
@@ -13,25 +13,12 @@ from __future__ import annotations
 
 import sys
 
-from nqf.core import memory
-from nqf.core.memory import can_jump, duration_text
-from nqf.core.memory import check_memory as _check_memory
+from nqf.core.memory import can_jump, check_memory, duration_text
 from nqf.optimizers import AbstractClosedOptimizer, optimizer_record
 from nqf.theory.costs import compare_bytes, compare_seconds, flow_seconds
 from nqf.theory.predict.sizes import flow_cost, predict_bytes
 
 ANNOUNCE_AFTER_S = 10.0
-
-
-def available_bytes() -> int:
-    """Memory available now (``nqf.core.memory.available_bytes``, looked up at each call)."""
-    return memory.available_bytes()
-
-
-def check_memory(what: str, needed: float, advice: str) -> None:
-    """NqfError when ``needed`` bytes exceed half of the memory available now (``nqf.core.memory``;
-    :func:`available_bytes` read here, so that a test can set it)."""
-    _check_memory(what, needed, advice, available=available_bytes())
 
 
 def announce(what: str, seconds: float, bound: bool = False, at_least: bool = False) -> None:

@@ -58,13 +58,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from nqf.architectures.architecture import Architecture
 from nqf.comparison import stages
 from nqf.comparison.config import COMPARE_OPTIMIZERS, FLOW_OF, CompareConfig
-from nqf.comparison.measures import measured_plateau_losses
 from nqf.comparison.result import Comparison
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
+from nqf.core.measure import measured_plateau_losses
 from nqf.training.grid import train_grid
 
 __all__ = ["COMPARE_OPTIMIZERS", "FLOW_OF", "CompareConfig", "Comparison", "compare", "measured_plateau_losses"]
@@ -82,7 +84,7 @@ def compare(task, arch: Architecture | str | None, config: CompareConfig, *, tra
 
     The pipeline (``nqf.comparison.stages``): prepare (input, gate, data) -> theory (the
     predictions) -> the reference modes and predicted numbers -> train and measure the
-    quadratic model and the networks -> closure -> assemble the Comparison.
+    quadratic model and the networks -> closure; then the Comparison of their outputs.
 
     ``train`` (default :func:`nqf.train_grid`) runs each training grid, with train_grid's
     signature and result. ``nqf sweep`` passes one that answers the points of a batch from
@@ -98,7 +100,7 @@ def compare(task, arch: Architecture | str | None, config: CompareConfig, *, tra
     reference_only, reference_notes = stages.reference_notes(config)
     quadratic = stages.train_quadratic(prep, config, modes, train)
     networks, divergence_notes = stages.train_networks(prep, config, modes, train)
-    closures = stages.closure(prep, config, predictions, networks, modes)
+    closure, closure_until = stages.closure(prep, config, predictions, networks, modes)
     # the other optimizers' network notes (a step or plateau withheld, or not computed): their
     # mean-field columns are theirs, and a null there says why only here
     network_notes = [
@@ -108,8 +110,34 @@ def compare(task, arch: Architecture | str | None, config: CompareConfig, *, tra
         for note in dict.fromkeys(note for p in per_seed for note in p.notes if note.startswith("network ("))
     ]
     notes = [*predictions["gd"][0].notes, *network_notes, *reference_notes, *divergence_notes]
-    return stages.assemble(
-        task, prep, config, predictions, modes, predicted, quadratic, networks, closures, reference_only, notes
+    return Comparison(
+        task_name=getattr(task, "name", type(task).__name__),
+        task_options=task.options() if hasattr(task, "options") else {},
+        arch=prep.arch,
+        config=config,
+        seeds=np.asarray(config.seed_list),
+        growth=modes.group_growth,
+        thresholds=modes.group_thresholds,
+        groups=modes.groups,
+        predictions=predictions,
+        predicted=predicted.switch,
+        flow_switch=predicted.flow_switch,
+        quadratic=None if quadratic is None else quadratic.sweep,
+        quadratic_switch=None if quadratic is None else quadratic.switch,
+        quadratic_switch_own=None if quadratic is None else quadratic.own,
+        network={opt: m.sweep for opt, m in networks.items()},
+        network_switch={opt: m.switch for opt, m in networks.items()},
+        network_switch_own={opt: m.own for opt, m in networks.items()},
+        plateau_predicted=predicted.plateau,
+        plateau_quadratic=None if quadratic is None else quadratic.plateau,
+        plateau_network={opt: m.plateau for opt, m in networks.items()},
+        mean_field_switch=predicted.mean_field_switch,
+        plateau_mean_field=predicted.mean_field_plateau,
+        closure=closure,
+        closure_until=closure_until,
+        reference_only=reference_only,
+        notes=tuple(notes),
+        expansion=prep.expansion,
     )
 
 

@@ -11,9 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from nqf.core.arguments import check_count, check_seed, check_steps, is_integer, is_positive_finite, is_real_number
+from nqf.core.arguments import check_count, check_flags, check_seed, check_steps, is_positive_finite, is_real_number
 from nqf.core.errors import NqfError
 from nqf.core.names import NETWORK_METHODS
 from nqf.optimizers import (
@@ -102,9 +100,7 @@ class CompareConfig:
     transforms: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
 
     def __post_init__(self):
-        for flag in ("allow_inapplicable", "departure", "network"):
-            if not isinstance(getattr(self, flag), (bool, np.bool_)):
-                raise NqfError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
+        check_flags(self, "allow_inapplicable", "departure", "network")
         if self.network_budget is not None and not is_positive_finite(self.network_budget):
             raise NqfError(f"network_budget must be a positive number of seconds or None, got {self.network_budget!r}")
         if not isinstance(self.network_method, str) or self.network_method not in NETWORK_METHODS:
@@ -164,8 +160,7 @@ class CompareConfig:
                     f"a batch size is used by {names} only (the other optimizers are full batch); add {names} or "
                     "drop it"
                 )
-            if not is_integer(self.batch_size) or self.batch_size < 1:
-                raise NqfError(f"batch size must be a positive integer, got {self.batch_size!r}")
+            check_count("batch size", self.batch_size)
         fraction = self.closure_fraction
         if isinstance(fraction, bool) or not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
             raise NqfError(f"closure_fraction must lie in (0, 1], got {self.closure_fraction!r}")

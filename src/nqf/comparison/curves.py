@@ -126,11 +126,15 @@ def _check_records(where: str, steps: np.ndarray, loss: np.ndarray, rows: list |
     return LossCurve(where, steps, loss)
 
 
-def _read_csv(path: Path, where: str) -> LossCurve:
+def _read_text(path: Path, where: str, expected: str) -> str:
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise NqfError(f"{where}: not a text file (CSV with columns step, loss expected)") from None
+        raise NqfError(f"{where}: not a text file ({expected} expected)") from None
+
+
+def _read_csv(path: Path, where: str) -> LossCurve:
+    text = _read_text(path, where, "CSV with columns step, loss")
     if "\x00" in text:
         raise NqfError(f"{where}: not a text file (CSV with columns step, loss expected)")
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
@@ -149,8 +153,7 @@ def _read_csv(path: Path, where: str) -> LossCurve:
                 f"{where}: line {first_number} has {len(cells)} columns; without a header the file needs exactly "
                 "two (step, loss), or give a header naming the columns step and loss"
             )
-        columns, body = (0, 1), lines
-        width = 2
+        columns, body, width = (0, 1), lines, 2
     else:
         missing = [name for name in ("step", "loss") if name not in header]
         if missing:
@@ -158,8 +161,7 @@ def _read_csv(path: Path, where: str) -> LossCurve:
                 f"{where}: the header ({', '.join(cells)}) has no column {' or '.join(missing)}; "
                 "name the columns step and loss (or leave out the header: two columns, step then loss)"
             )
-        columns, body = (header.index("step"), header.index("loss")), lines[1:]
-        width = len(header)
+        columns, body, width = (header.index("step"), header.index("loss")), lines[1:], len(header)
     steps, loss, rows = [], [], []
     for number, line in body:
         if line.lstrip().startswith("#"):
@@ -200,10 +202,7 @@ def _reject_constant(token: str):
 
 
 def _read_json(path: Path, where: str) -> LossCurve:
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise NqfError(f"{where}: not a text file (JSON expected)") from None
+    text = _read_text(path, where, "JSON")
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except NqfError as err:
@@ -333,7 +332,7 @@ class OverlayComparison:
             meet (``records_beyond_horizon``), so a mode that switches on after it has no error.
         below_at_start, predicted_below_at_start: (g,) bools, the measured curve's and the
             M-flow's loss at or below the mode's level at their first record already: no
-            switch-on is seen, the step is NaN (:func:`loss_switch_steps`); None: not recorded.
+            switch-on is seen, the step is NaN (:func:`loss_switch_steps`).
     """
 
     curve: LossCurve
@@ -342,9 +341,9 @@ class OverlayComparison:
     switch_steps: np.ndarray
     predicted_switch_steps: np.ndarray
     relative_error: np.ndarray
-    horizon: float = math.inf  # the prediction's last step: the measured curve is compared up to it
-    below_at_start: np.ndarray | None = None
-    predicted_below_at_start: np.ndarray | None = None
+    horizon: float
+    below_at_start: np.ndarray
+    predicted_below_at_start: np.ndarray
 
     @property
     def records_beyond_horizon(self) -> int:
@@ -366,8 +365,8 @@ class OverlayComparison:
             "switch_steps": _numbers(self.switch_steps, integral=True),
             "predicted_switch_steps_by_loss": _numbers(self.predicted_switch_steps, integral=True),
             "relative_error": _numbers(self.relative_error),
-            "below_at_start": _flags(self.below_at_start, self.levels),
-            "predicted_below_at_start": _flags(self.predicted_below_at_start, self.levels),
+            "below_at_start": [bool(v) for v in self.below_at_start],
+            "predicted_below_at_start": [bool(v) for v in self.predicted_below_at_start],
         }
 
 
@@ -391,13 +390,6 @@ def compare_overlay(curve: LossCurve, prediction: Prediction, against: str = "M-
         below_at_start(curve.loss, levels),
         below_at_start(flow_loss, levels),
     )
-
-
-def _flags(values, like) -> list[bool]:
-    """Per-mode bools for JSON (all False when not recorded)."""
-    if values is None:
-        return [False] * int(np.asarray(like).size)
-    return [bool(v) for v in np.asarray(values).ravel()]
 
 
 def _numbers(values, integral: bool = False) -> list:

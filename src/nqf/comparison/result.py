@@ -12,7 +12,6 @@ import numpy as np
 from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import ExpansionReport, report_json
 from nqf.comparison.config import CompareConfig
-from nqf.comparison.measures import relative
 from nqf.core.measure import group_label
 from nqf.core.pytrees import json_value, register_fields
 from nqf.theory.predict.pipeline import Prediction
@@ -215,6 +214,12 @@ class Comparison:
         errors = self.relative_errors()
         modes = [_mode_json(self, k, errors) for k in range(self.num_modes)]
         return _comparison_json(self, modes)
+
+
+def relative(measured: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """(measured - reference) / reference elementwise; NaN / inf where the reference is 0 or NaN."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (np.asarray(measured, dtype=np.float64) - reference) / reference
 
 
 def _seed_mean(a) -> np.ndarray:

@@ -5,15 +5,17 @@
 3. :func:`reference_modes` and :func:`predicted`: the modes, thresholds and the predicted
    switch steps and plateau losses read off the GD predictions;
 4. :func:`train_quadratic` and :func:`train_networks`: ``train_grid`` per source, each
-   run measured by :func:`measure` (switch steps and plateau losses);
+   run measured by :func:`trained` (switch steps and plateau losses);
 5. :func:`closure`: the closure diagnostic of each optimizer;
-6. :func:`assemble`: the :class:`Comparison`.
+
+and ``compare`` assembles the :class:`~nqf.comparison.result.Comparison` of their outputs.
 
 What is measured and how: ``nqf.comparison.compare``'s module docstring.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,8 +25,6 @@ from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, theory_gate
 from nqf.comparison.checks import check_compare_memory
 from nqf.comparison.config import CompareConfig
-from nqf.comparison.measures import closure_until
-from nqf.comparison.result import Comparison
 from nqf.core.errors import NqfError
 from nqf.core.measure import (
     ModeGroups,
@@ -40,7 +40,7 @@ from nqf.theory.data_matrices.build import DataMatrices, data_matrices, flow_dat
 from nqf.theory.predict.pipeline import PredictConfig, Prediction, predict
 from nqf.training.closure import ClosureResult, closure_diagnostic
 from nqf.training.config import DIVERGENCE_FACTOR
-from nqf.training.grid import TrainingGrid, train_grid
+from nqf.training.grid import TrainingGrid
 
 Predictions = dict[str, tuple[Prediction, ...]]
 
@@ -84,7 +84,7 @@ class Modes:
     thresholds: np.ndarray
     measure_at: np.ndarray
     basis: np.ndarray
-    groups: ModeGroups = ()
+    groups: ModeGroups
 
     @property
     def group_growth(self) -> np.ndarray:
@@ -119,7 +119,7 @@ class Predicted:
 
 @dataclass(frozen=True)
 class Measured:
-    """One source trained by ``train_grid`` and measured (:func:`measure`); per-seed arrays have the seeds first.
+    """One source trained by ``train_grid`` and measured (:func:`trained`); per-seed arrays have the seeds first.
 
     Attributes:
         sweep: the runs; switch: (S, g) switch steps at the common thresholds;
@@ -285,8 +285,12 @@ def reference_notes(config: CompareConfig) -> tuple[tuple[str, ...], list[str]]:
     return reference_only, notes
 
 
-def measure(sweep: TrainingGrid, modes: Modes, horizon: float) -> Measured:
-    """Stage 4, per source: switch steps (common and own thresholds) and plateau losses of every seed of ``sweep``."""
+def trained(prep: Prepared, config: CompareConfig, modes: Modes, train, optimizer: str, model: str) -> Measured:
+    """Stage 4, per source: ``optimizer``'s ``model`` trained by ``train`` over the seeds, and the switch
+    steps (common and own thresholds) and plateau losses of every seed."""
+    tc = config.train_config(optimizer, model)
+    sweep = train(prep.arch, prep.X, prep.Y, tc, [float(config.sigma0)], config.seed_list, basis=modes.basis)
+    horizon = float(config.steps)
     # per degenerate group: its total occupation (a group of one is its mode)
     occupations = np.asarray(sweep.occupations[0], dtype=np.float64) @ group_members(modes.groups, modes.growth.size)
     switch = switch_steps(sweep.steps, occupations, modes.group_thresholds)
@@ -300,32 +304,24 @@ def measure(sweep: TrainingGrid, modes: Modes, horizon: float) -> Measured:
     return Measured(sweep, switch, own, plateau)
 
 
-def train_quadratic(prep: Prepared, config: CompareConfig, modes: Modes, train=train_grid) -> Measured | None:
+def train_quadratic(prep: Prepared, config: CompareConfig, modes: Modes, train) -> Measured | None:
     """Stage 4a: the quadratic model trained by GD over the seeds and measured; None unless ``include_quadratic``.
 
     ``train`` runs the grid (``train_grid``'s signature; see :func:`nqf.comparison.compare.compare`)."""
-    if not config.include_quadratic:
-        return None
-    tc = config.train_config("gd", "quadratic")
-    sweep = train(prep.arch, prep.X, prep.Y, tc, [float(config.sigma0)], config.seed_list, basis=modes.basis)
-    return measure(sweep, modes, float(config.steps))
+    return trained(prep, config, modes, train, "gd", "quadratic") if config.include_quadratic else None
 
 
-def train_networks(
-    prep: Prepared, config: CompareConfig, modes: Modes, train=train_grid
-) -> tuple[dict[str, Measured], list[str]]:
+def train_networks(prep: Prepared, config: CompareConfig, modes: Modes, train) -> tuple[dict[str, Measured], list[str]]:
     """Stage 4b: the network trained by each optimizer over the seeds (by ``train``) and measured.
 
     Returns ({optimizer: Measured}, notes): one note per optimizer whose run diverged for some seed.
     """
-    seeds = config.seed_list
     out: dict[str, Measured] = {}
     notes: list[str] = []
     for opt in config.optimizers:
-        tc = config.train_config(opt, "network")
-        sweep = train(prep.arch, prep.X, prep.Y, tc, [float(config.sigma0)], seeds, basis=modes.basis)
-        out[opt] = measure(sweep, modes, float(config.steps))
-        diverged = [(int(s), int(d)) for s, d in zip(seeds, sweep.diverged_at[0], strict=False) if d >= 0]
+        out[opt] = trained(prep, config, modes, train, opt, "network")
+        diverged_at = out[opt].sweep.diverged_at[0]
+        diverged = [(int(s), int(d)) for s, d in zip(config.seed_list, diverged_at, strict=False) if d >= 0]
         if diverged:
             listed = ", ".join(f"{s} (step {d})" for s, d in diverged)
             rate = config.stated_lr(opt)
@@ -336,6 +332,14 @@ def train_networks(
                 "so modes not switched on before are null, not switches; lower its learning rate"
             )
     return out, notes
+
+
+def closure_until(record_steps, occupations, m_star: np.ndarray, fraction: float, steps: int) -> int:
+    """First step at which every mode of a run (occupations (R, g)) reached fraction * m_k*; else ``steps``."""
+    reached = switch_steps(record_steps, occupations, fraction * m_star)
+    if not np.all(np.isfinite(reached)):
+        return int(steps)
+    return int(min(steps, max(1, math.ceil(float(np.max(reached))))))
 
 
 def closure(
@@ -363,48 +367,3 @@ def closure(
         tc = replace(tc, steps=until, checkpoints=None)  # the same optimizer object (a user's own, kept)
         results[opt] = closure_diagnostic(prep.arch, prep.X, prep.Y, tc, until=until, W0=None)
     return results, until_of
-
-
-def assemble(
-    task,
-    prep: Prepared,
-    config: CompareConfig,
-    predictions: Predictions,
-    modes: Modes,
-    numbers: Predicted,
-    quadratic: Measured | None,
-    networks: dict[str, Measured],
-    closures: tuple[dict[str, ClosureResult], dict[str, int]],
-    reference_only: tuple[str, ...],
-    notes: list[str],
-) -> Comparison:
-    """Stage 6: the :class:`Comparison` of the stages' outputs (``numbers``: :func:`predicted`'s)."""
-    return Comparison(
-        task_name=getattr(task, "name", type(task).__name__),
-        task_options=task.options() if hasattr(task, "options") else {},
-        arch=prep.arch,
-        config=config,
-        seeds=np.asarray(config.seed_list),
-        growth=modes.group_growth,
-        thresholds=modes.group_thresholds,
-        groups=modes.groups,
-        predictions=predictions,
-        predicted=numbers.switch,
-        flow_switch=numbers.flow_switch,
-        quadratic=None if quadratic is None else quadratic.sweep,
-        quadratic_switch=None if quadratic is None else quadratic.switch,
-        quadratic_switch_own=None if quadratic is None else quadratic.own,
-        network={opt: m.sweep for opt, m in networks.items()},
-        network_switch={opt: m.switch for opt, m in networks.items()},
-        network_switch_own={opt: m.own for opt, m in networks.items()},
-        plateau_predicted=numbers.plateau,
-        plateau_quadratic=None if quadratic is None else quadratic.plateau,
-        plateau_network={opt: m.plateau for opt, m in networks.items()},
-        mean_field_switch=numbers.mean_field_switch,
-        plateau_mean_field=numbers.mean_field_plateau,
-        closure=closures[0],
-        closure_until=closures[1],
-        reference_only=reference_only,
-        notes=tuple(notes),
-        expansion=prep.expansion,
-    )

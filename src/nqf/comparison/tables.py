@@ -24,35 +24,16 @@ def comparison_tables(comparison, overlay=None, overlay_flow: str = "gd", overla
         for seed, loss in zip(entry["seeds"], entry["loss"], strict=True):
             curves += curve_rows(entry["source"], entry["optimizer"], int(seed), entry["steps"], loss)
     modes: list[tuple] = []
-    seeds = [int(s) for s in comparison.seeds]
-    groups = comparison.mode_groups
-    for opt in comparison.network:
+    c = comparison
+    seeds = [int(s) for s in c.seeds]
+    # (source, optimizer, switch, plateau, own switch), each per seed: the networks, then the quadratic model
+    trained = [("network", o, c.network_switch[o], c.plateau_network[o], c.network_switch_own[o]) for o in c.network]
+    if c.quadratic_switch is not None:
+        trained.append(("quadratic", "gd", c.quadratic_switch, c.plateau_quadratic, c.quadratic_switch_own))
+    for source, opt, switch, plateau, own in trained:
         for j, seed in enumerate(seeds):
-            modes += mode_rows(
-                "network",
-                opt,
-                seed,
-                "occupation",
-                comparison.network_switch[opt][j],
-                comparison.plateau_network[opt][j],
-                groups,
-            )
-            modes += mode_rows(
-                "network", opt, seed, "own_occupation", comparison.network_switch_own[opt][j], None, groups
-            )
-    if comparison.quadratic_switch is not None:
-        for j, seed in enumerate(seeds):
-            modes += mode_rows(
-                "quadratic",
-                "gd",
-                seed,
-                "occupation",
-                comparison.quadratic_switch[j],
-                comparison.plateau_quadratic[j],
-                groups,
-            )
-            own = comparison.quadratic_switch_own[j]
-            modes += mode_rows("quadratic", "gd", seed, "own_occupation", own, None, groups)
+            modes += mode_rows(source, opt, seed, "occupation", switch[j], plateau[j], c.mode_groups)
+            modes += mode_rows(source, opt, seed, "own_occupation", own[j], None, c.mode_groups)
     for flow, preds in comparison.predictions.items():
         for seed, p in zip(seeds, preds, strict=True):
             modes += prediction_mode_rows(p, flow, seed)

@@ -37,12 +37,18 @@ DTYPE_KINDS = {
 }
 
 
+def _is_bool(value: Any) -> bool:
+    """Whether ``value`` is True or False, a Python or a NumPy bool."""
+    numpy = sys.modules.get("numpy")  # a NumPy value means NumPy is loaded: the CLI's checks stay NumPy-free
+    return isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_))
+
+
 def _is_number(value: Any, kind: type, dtype_kinds: str) -> bool:
     """Whether ``value`` is one number of Python's ``kind`` (NumPy registers its scalars there) or a
     0-d array of one of ``dtype_kinds``; never a bool."""
-    numpy = sys.modules.get("numpy")  # a NumPy value means NumPy is loaded: the CLI's checks stay NumPy-free
-    if isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_)):
+    if _is_bool(value):
         return False
+    numpy = sys.modules.get("numpy")
     if isinstance(value, kind):
         return True
     dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
@@ -71,6 +77,14 @@ def is_positive_finite(value: Any) -> bool:
     except OverflowError:
         return False
     return math.isfinite(number) and number > 0
+
+
+def check_flags(config: Any, *names: str) -> None:
+    """One NqfError line for the first of ``config``'s on/off settings ``names`` that is not True or
+    False (a NumPy bool counts; 0, None or the string "false" are refused, never read by their truth)."""
+    for name in names:
+        if not _is_bool(getattr(config, name)):
+            raise NqfError(f"{name} must be True or False, got {getattr(config, name)!r}")
 
 
 def check_count(name: str, value: Any, low: int = 1) -> int:

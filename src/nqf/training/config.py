@@ -116,14 +116,8 @@ def make_optimizer(config: TrainConfig, lr: float | jax.Array | None = None) -> 
 
     ``lr`` overrides ``config.lr`` (it may be a traced scalar: compiled runs take it as an argument).
     """
-    return optax_optimizer(config.optimizer, config.lr if lr is None else lr, config.effective_beta, config.eps)
-
-
-def optax_optimizer(name, lr, beta: float | None, eps: float | None) -> optax.GradientTransformation:
-    """The optax transformation of optimizer ``name`` with exactly this ``beta`` and ``eps`` (its
-    :meth:`~nqf.optimizers.AbstractOptimizer.transform`; ``build`` fills in the default beta); a
-    user's own transformation ``name`` is itself."""
-    return optimizer_record(name).transform(lr, beta, eps)
+    lr = config.lr if lr is None else lr
+    return optimizer_record(config.optimizer).transform(lr, config.effective_beta, config.eps)
 
 
 def checkpoint_count(steps: int, count: int | None = None) -> int:

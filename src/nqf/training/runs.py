@@ -72,13 +72,13 @@ from nqf.core.precision import occupation_floor, resolve_dtype, underflow_remedy
 from nqf.core.programs import LruCache, to_device
 from nqf.core.pytrees import register_fields
 from nqf.core.sampling import minibatch_indices, training_keys
+from nqf.optimizers import optimizer_record
 from nqf.theory.data_matrices.checks import checked_samples
 from nqf.training.config import (
     DIVERGENCE_FACTOR,
     TrainConfig,
     checkpoint_count,
     checkpoint_steps,
-    optax_optimizer,
 )
 
 
@@ -318,7 +318,7 @@ def make_run(arch: Architecture, static: _Static):
         minibatch = static.batch_size is not None and static.batch_size < N
         loss = _model_loss(arch, static.model, inputs, Y)
         name = static.optimizer.transform if isinstance(static.optimizer, OwnTransform) else static.optimizer
-        opt = optax_optimizer(name, lr, static.beta, static.eps)
+        opt = optimizer_record(name).transform(lr, static.beta, static.eps)  # a user's own: itself
 
         def record(W):
             """What a checkpoint records besides the loss: occupations, ||W||_F, block norms."""

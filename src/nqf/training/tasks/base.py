@@ -1,7 +1,7 @@
 """The task base class and the helpers the tasks share.
 
 Seeds and keys to NumPy generators, Haar-random orthogonal matrices, exact whitening,
-the cast to the requested dtype, and the option checks (one ``NqfError`` line each).
+and the option checks (one ``NqfError`` line each).
 """
 
 from __future__ import annotations
@@ -48,6 +48,12 @@ def random_orthogonal(rng: np.random.Generator, size: int) -> np.ndarray:
     return q * np.sign(np.diag(r))
 
 
+def svd_teacher(rng: np.random.Generator, outputs: int, inputs: int, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(U (K, r), s (r,), V (D, r)) of a teacher T = U diag(s) V^T: U drawn first, then V."""
+    s = np.asarray(s, dtype=np.float64)
+    return random_orthogonal(rng, outputs)[:, : len(s)], s, random_orthogonal(rng, inputs)[:, : len(s)]
+
+
 def symmetric_power(S: np.ndarray, power: float) -> np.ndarray:
     """S^power for a symmetric positive definite S."""
     vals, vecs = np.linalg.eigh(S)
@@ -59,40 +65,6 @@ def whiten_to(Z: np.ndarray, target: np.ndarray | None) -> np.ndarray:
     S = Z.T @ Z / Z.shape[0]
     X = Z @ symmetric_power(S, -0.5)
     return X if target is None else X @ symmetric_power(target, 0.5)
-
-
-def toeplitz_correlation(D: int, rho: float) -> np.ndarray:
-    idx = np.arange(D)
-    return rho ** np.abs(idx[:, None] - idx[None, :])
-
-
-def _cast(dtype, *arrays: np.ndarray) -> tuple[jax.Array, ...]:
-    dt = resolve_dtype(dtype)
-    return tuple(jnp.asarray(np.asarray(a, dtype=np.float64), dtype=dt) for a in arrays)
-
-
-def positive_int(task: str, option: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise NqfError(f"task {task}: option {option} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _check_bool(task: str, option: str, value) -> bool:
-    """``value`` as a Python bool when it is True or False (or a NumPy bool); anything else
-    (the string "false", 0, None) is refused, not read by its truth."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise NqfError(f"task {task}: option {option} must be true or false, got {value!r}")
-    return bool(value)
-
-
-def positive_values(task: str, option: str, values) -> tuple[float, ...]:
-    try:
-        out = tuple(float(v) for v in values)
-    except (TypeError, ValueError):
-        raise NqfError(f"task {task}: option {option} must be a list of numbers, got {values!r}") from None
-    if not out or any(not math.isfinite(v) or v <= 0 for v in out):
-        raise NqfError(f"task {task}: option {option} must be positive finite numbers, got {values!r}")
-    return out
 
 
 def check_float(task: str, option: str, value, low: float = -math.inf, high: float = math.inf, open_: bool = False):
@@ -118,12 +90,34 @@ class Task:
     def __post_init__(self):
         """The checks every task shares (its boolean options), then the task's own (:meth:`_check_options`)."""
         for f in dataclasses.fields(self):
-            if isinstance(f.default, bool):  # a boolean option: True or False, nothing else counts
-                object.__setattr__(self, f.name, _check_bool(self.name, f.name, getattr(self, f.name)))
+            value = getattr(self, f.name)
+            # a boolean option: True or False (or a NumPy bool); the string "false", 0 or None is refused
+            if isinstance(f.default, bool):
+                if not isinstance(value, (bool, np.bool_)):
+                    raise NqfError(f"task {self.name}: option {f.name} must be true or false, got {value!r}")
+                object.__setattr__(self, f.name, bool(value))
         self._check_options()
 
     def _check_options(self) -> None:
         """The task's own option checks (one NqfError line each); subclasses override it."""
+
+    def _check_counts(self, *options: str) -> None:
+        """Each of ``options`` a positive integer, checked in this order."""
+        for option in options:
+            value = getattr(self, option)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise NqfError(f"task {self.name}: option {option} must be a positive integer, got {value!r}")
+
+    def _check_values(self, option: str) -> None:
+        """``option`` a non-empty list of positive finite numbers, kept as a tuple of floats."""
+        values = getattr(self, option)
+        try:
+            out = tuple(float(v) for v in values)
+        except (TypeError, ValueError):
+            raise NqfError(f"task {self.name}: option {option} must be a list of numbers, got {values!r}") from None
+        if not out or any(not math.isfinite(v) or v <= 0 for v in out):
+            raise NqfError(f"task {self.name}: option {option} must be positive finite numbers, got {values!r}")
+        object.__setattr__(self, option, out)
 
     def _draw(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -132,8 +126,7 @@ class Task:
         """Draw the data set: X (N, *input_shape), Y (N, K), both of ``dtype``."""
         dt = resolve_dtype(dtype)  # fail before drawing
         X, Y = self._draw(task_rng(key))
-        Xc, Yc = _cast(dt, X, Y)
-        return Xc, Yc
+        return jnp.asarray(np.asarray(X, np.float64), dtype=dt), jnp.asarray(np.asarray(Y, np.float64), dtype=dt)
 
     def natural_architecture(self) -> tuple[str, dict[str, Any]]:
         """(registry name, options) of the architecture this task is made for."""

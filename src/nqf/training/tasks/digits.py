@@ -9,7 +9,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import Task, positive_int
+from .base import Task
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Digits(Task):
 
     def _check_options(self):
         if self.samples is not None:
-            positive_int(self.name, "samples", self.samples)
+            self._check_counts("samples")
             if self.samples > 1797:
                 raise NqfError(f"task {self.name}: the digits data set has 1797 samples, asked for {self.samples}")
 

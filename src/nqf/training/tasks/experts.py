@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
-
-from .base import positive_int, positive_values
 from .linear_teacher import LinearTeacher
 
 
@@ -31,14 +28,7 @@ class Experts(LinearTeacher):
     whiten: bool = True
     correlation: float = 0.0
     activation: str = "tanh"
-
-    def _check_options(self):
-        object.__setattr__(self, "singular_values", positive_values(self.name, "singular_values", self.singular_values))
-        positive_int(self.name, "experts", self.experts)
-        self._check_linear()
-
-    def _singular_values(self):
-        return np.asarray(self.singular_values, dtype=np.float64)
+    _counts: ClassVar[tuple[str, ...]] = ("experts", "inputs", "outputs", "samples")
 
     def _gate(self) -> float:
         return 1.0 / self.experts

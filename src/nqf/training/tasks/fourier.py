@@ -10,7 +10,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import Task, check_float, positive_int, symmetric_power, whiten_to
+from .base import Task, check_float, symmetric_power, whiten_to
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,7 @@ class Fourier(Task):
     activation: str = "tanh"
 
     def _check_options(self):
-        positive_int(self.name, "length", self.length)
-        positive_int(self.name, "samples", self.samples)
+        self._check_counts("length", "samples")
         check_float(self.name, "alpha", self.alpha, 0.0, math.inf)
         if self.exact and self.samples < self.length:
             raise NqfError(f"task {self.name}: exact covariance needs samples >= length ({self.length})")

@@ -10,7 +10,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import Task, check_float, positive_int, positive_values
+from .base import Task, check_float
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,8 @@ class ICL(Task):
     noise: float = 0.0
 
     def _check_options(self):
-        object.__setattr__(self, "task_variances", positive_values(self.name, "task_variances", self.task_variances))
-        positive_int(self.name, "dim", self.dim)
-        positive_int(self.name, "context", self.context)
-        positive_int(self.name, "prompts", self.prompts)
+        self._check_values("task_variances")
+        self._check_counts("dim", "context", "prompts")
         check_float(self.name, "noise", self.noise, 0.0, math.inf)
         if len(self.task_variances) != self.dim:
             raise NqfError(

@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import (
-    Task,
-    check_float,
-    positive_int,
-    random_orthogonal,
-    symmetric_power,
-    task_rng,
-    toeplitz_correlation,
-    whiten_to,
-)
+from .base import Task, check_float, svd_teacher, symmetric_power, task_rng, whiten_to
 
 
 @dataclass(frozen=True)
@@ -39,48 +30,46 @@ class LinearTeacher(Task):
         whiten: bool
         correlation: float
         activation: str
+        singular_values: tuple[float, ...] = ()  # all but powerlaw (its own _singular_values)
+
+    _counts: ClassVar[tuple[str, ...]] = ("inputs", "outputs", "samples")  # positive integers, checked in order
 
     def _singular_values(self) -> np.ndarray:
-        raise NotImplementedError
+        return np.asarray(self.singular_values, dtype=np.float64)
 
-    def _dims(self) -> tuple[int, int, int, bool, float]:
-        return self.inputs, self.outputs, self.samples, self.whiten, self.correlation
+    def _check_options(self):
+        self._check_values("singular_values")
+        self._check_linear()
 
     def _check_linear(self):
-        D, K, N, whiten, rho = self._dims()
-        positive_int(self.name, "inputs", D)
-        positive_int(self.name, "outputs", K)
-        positive_int(self.name, "samples", N)
-        check_float(self.name, "correlation", rho, -1.0, 1.0, open_=True)
-        r = len(self._singular_values())
+        self._check_counts(*self._counts)
+        check_float(self.name, "correlation", self.correlation, -1.0, 1.0, open_=True)
+        D, K, r = self.inputs, self.outputs, len(self._singular_values())
         if r > min(D, K):
             raise NqfError(f"task {self.name}: {r} singular values need inputs and outputs >= {r} (got {D}, {K})")
-        if whiten and N < D:
-            raise NqfError(f"task {self.name}: whitening needs samples >= inputs ({D}), got {N}")
+        if self.whiten and self.samples < D:
+            raise NqfError(f"task {self.name}: whitening needs samples >= inputs ({D}), got {self.samples}")
 
     def input_covariance(self) -> np.ndarray:
-        D, _, _, _, rho = self._dims()
-        return toeplitz_correlation(D, rho) if rho != 0 else np.eye(D)
+        """Sigma: rho^|i-j|, or I when rho = 0."""
+        if self.correlation == 0:
+            return np.eye(self.inputs)
+        idx = np.arange(self.inputs)
+        return self.correlation ** np.abs(idx[:, None] - idx[None, :])
 
     def teacher(self, key=0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(U (K, r), s (r,), V (D, r)) with T = U diag(s) V^T, float64 NumPy."""
         return self._teacher(task_rng(key))
 
     def _teacher(self, rng):
-        D, K, _, _, _ = self._dims()
-        s = self._singular_values()
-        r = len(s)
-        U = random_orthogonal(rng, K)[:, :r]
-        V = random_orthogonal(rng, D)[:, :r]
-        return U, s, V
+        return svd_teacher(rng, self.outputs, self.inputs, self._singular_values())
 
     def _draw(self, rng):
-        D, K, N, whiten, rho = self._dims()
         U, s, V = self._teacher(rng)
-        Z = rng.standard_normal((N, D))
+        Z = rng.standard_normal((self.samples, self.inputs))
         Sigma = self.input_covariance()
-        if whiten:
-            X = whiten_to(Z, None if rho == 0 else Sigma)
+        if self.whiten:
+            X = whiten_to(Z, None if self.correlation == 0 else Sigma)
         else:
             X = Z @ symmetric_power(Sigma, 0.5)
         Y = X @ (V * s) @ U.T  # rows y_n = T x_n
@@ -102,7 +91,7 @@ class LinearTeacher(Task):
         longer shares its eigenbasis with K.
         """
         coeff = 0.5 * self._gate() * self._slope()
-        if self._dims()[4] == 0:
+        if self.correlation == 0:
             return coeff * np.sort(self._singular_values())[::-1]
         U, s, V = self.teacher(key)
         return coeff * np.linalg.svd((U * s) @ V.T @ self.input_covariance(), compute_uv=False)[: len(s)]
@@ -119,8 +108,7 @@ class LinearTeacher(Task):
 
         Exact for the sample when the inputs are whitened and uncorrelated; None otherwise.
         """
-        D, K, N, whiten, rho = self._dims()
-        if not whiten or rho != 0:
+        if not self.whiten or self.correlation != 0:
             return None
         s2 = np.asarray(self._singular_values()) ** 2
         return 0.5 * np.concatenate([np.cumsum(s2[::-1])[::-1], [0.0]])

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .base import check_float, positive_int
+from .base import check_float
 from .linear_teacher import LinearTeacher
 
 
@@ -33,7 +33,7 @@ class PowerLaw(LinearTeacher):
     activation: str = "tanh"
 
     def _check_options(self):
-        positive_int(self.name, "modes", self.modes)
+        self._check_counts("modes")
         check_float(self.name, "alpha", self.alpha, 0.0, math.inf, open_=True)
         check_float(self.name, "scale", self.scale, 0.0, math.inf, open_=True)
         self._check_linear()

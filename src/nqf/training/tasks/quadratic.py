@@ -9,7 +9,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import Task, positive_int, positive_values, random_orthogonal, task_rng
+from .base import Task, random_orthogonal, task_rng
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,8 @@ class Quadratic(Task):
     samples: int = 2048
 
     def _check_options(self):
-        object.__setattr__(self, "eigenvalues", positive_values(self.name, "eigenvalues", self.eigenvalues))
-        positive_int(self.name, "inputs", self.inputs)
-        positive_int(self.name, "samples", self.samples)
+        self._check_values("eigenvalues")
+        self._check_counts("inputs", "samples")
         if len(self.eigenvalues) > self.inputs:
             raise NqfError(
                 f"task {self.name}: {len(self.eigenvalues)} eigenvalues need inputs >= that, got {self.inputs}"

@@ -9,7 +9,7 @@ import numpy as np
 
 from nqf.core.errors import NqfError
 
-from .base import Task, check_float, positive_int, positive_values, random_orthogonal, symmetric_power, task_rng
+from .base import Task, check_float, svd_teacher, symmetric_power, task_rng
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,8 @@ class Tokens(Task):
     value_dim: int = 4
 
     def _check_options(self):
-        object.__setattr__(self, "singular_values", positive_values(self.name, "singular_values", self.singular_values))
-        for opt in ("tokens", "dim", "outputs", "samples", "key_dim", "value_dim"):
-            positive_int(self.name, opt, getattr(self, opt))
+        self._check_values("singular_values")
+        self._check_counts("tokens", "dim", "outputs", "samples", "key_dim", "value_dim")
         check_float(self.name, "query_weight", self.query_weight)
         r = len(self.singular_values)
         if r > min(self.dim, self.outputs):
@@ -54,8 +53,7 @@ class Tokens(Task):
         return self._teacher(task_rng(key))
 
     def _teacher(self, rng):
-        s = np.asarray(self.singular_values)
-        return random_orthogonal(rng, self.outputs)[:, : len(s)], s, random_orthogonal(rng, self.dim)[:, : len(s)]
+        return svd_teacher(rng, self.outputs, self.dim, self.singular_values)
 
     def _draw(self, rng):
         U, s, V = self._teacher(rng)
