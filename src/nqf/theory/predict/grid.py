@@ -65,13 +65,11 @@ from nqf.theory.flow.maps import square_factor
 from nqf.theory.lotka_volterra.maps import lv_step
 from nqf.theory.lotka_volterra.modes import ModeBasis
 from nqf.theory.lotka_volterra.solve import flow_switch_times_batch
-from nqf.theory.lotka_volterra.system import logistic_switch_time
 from nqf.theory.predict import stages as stage
 from nqf.theory.predict.init import check_init_scale, initial_weights, log_occupations
 from nqf.theory.predict.result import PredictConfig, Prediction
 from nqf.theory.predict.sizes import check_predict_memory, flow_cost, sample_count
 from nqf.theory.predict.stages import MFLOW_RESOLUTION, record_steps
-from nqf.theory.scaling import PowerLawFit, fit_power_law
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -203,9 +201,9 @@ class GridContext:
     (:meth:`PredictionGrid.prediction`): the mode basis, the LV stage (c, K, fixed point,
     thresholds, defects), the expansion verdict, the data route's reason; per init (S, R) the
     init defect; per point the M-flow's crossings before unresolved modes were left out
-    (L, S, R, g), the power-law fits (P,: a PowerLawFit, the note of a failed fit, or None with
-    fewer than 10 growing modes) and the network's mean-field flows (P,: a NetworkFlow, or the
-    note of why none; empty with ``config.network`` off). Compared by identity (a static pytree field)."""
+    (L, S, R, g), the power-law fits (P,: the fit or None, and the note of a failed fit if any)
+    and the network's mean-field flows (P,: a NetworkFlow, or the note of why none; empty with
+    ``config.network`` off). Compared by identity (a static pytree field)."""
 
     modes: ModeBasis
     system: stage.LVStage
@@ -303,7 +301,7 @@ class PredictionGrid:
         config = replace(self.config, lr=float(self.lrs[i]), sigma0=float(self.sigma0s[j]), seed=int(self.seeds[k]))
         m0 = self.initial_occupations[j, k]
         lv = ctx.modes.lotka_volterra(m0, config.lr, system.lv.loss0)
-        notes = list(self.notes[: self._shared_notes])
+        notes = [note for note in self.notes if not note.startswith(_GRID_NOTE)]  # the grid's own summaries
         init_note = stage.init_defect_note(float(ctx.init_defects[j, k]))
         if init_note:
             notes.append(init_note)
@@ -313,9 +311,9 @@ class PredictionGrid:
             notes.append(stage.unresolved_note(unresolved, ctx.crossed[i, j, k], resolution, ctx.dtype))
         never = np.zeros(lv.num_modes, dtype=bool)
         limit = stage.vanishing_init(lv, never, self.num_growing, notes, float(config.sigma0))[0]
-        fit = ctx.power_laws[(i * S + j) * R + k]
-        if isinstance(fit, str):  # the fit's failure, as predict notes it
-            notes.append(fit)
+        fit, failure = ctx.power_laws[(i * S + j) * R + k]
+        notes += failure
+        stage.degenerate_note(ctx.modes, notes)
         network = ctx.networks[(i * S + j) * R + k] if ctx.networks else None
         if isinstance(network, str):  # why it is not computed, as predict notes it
             notes.append(network)
@@ -344,7 +342,7 @@ class PredictionGrid:
             singular=limit,
             singular_switch_steps=self.singular_switch_steps[i, j, k],
             stable_lr=self.stable_lr,
-            power_law=fit if isinstance(fit, PowerLawFit) else None,
+            power_law=fit,
             notes=tuple(notes),
             route=self.route,
             route_reason=ctx.route_reason,
@@ -358,11 +356,6 @@ class PredictionGrid:
             engine_reason=f"one program for the {L * S * R} points of a grid (nqf.predict_grid)",
             network=network,
         )
-
-    @property
-    def _shared_notes(self) -> int:
-        """How many of ``notes`` hold for every point (the grid's own summary notes follow)."""
-        return sum(1 for note in self.notes if not note.startswith(_GRID_NOTE))
 
     def to_dataframes(self) -> dict[str, pd.DataFrame]:
         """The tables of ``nqf predict --csv`` for every point, with the point's lr, sigma0 and
@@ -574,17 +567,14 @@ def predict_grid(
         )
         mflow_switch[unresolved] = np.nan
 
-    closed = np.asarray(
-        logistic_switch_time(lv.c[:g], np.diag(modes.interactions)[:g], m0_p[:, :g], lr_p[:, None]), dtype=np.float64
-    ).reshape(P, g)
+    closed = stage.closed_form(modes, m0_p, lr_p[:, None])
     continuous, singular, plateaus = _per_point_limits(modes, m0_sr, lr_axis, loss0, system, config, g)
-    fits: list = [None] * P
-    if g >= stage.MIN_MODES_FOR_POWER_LAW:
-        loss_inf = float(lv.loss(system.m_star))
-        for p in range(P):
-            fits[p] = _power_law(record, flow_loss[p], loss_inf)
-    exponents = np.array([fit.exponent if isinstance(fit, PowerLawFit) else np.nan for fit in fits], dtype=np.float64)
-    failed = sum(1 for fit in fits if isinstance(fit, str))
+    fits = []  # per point: (the fit or None, the note of a failed fit or none), as predict fits
+    for loss in flow_loss:
+        failure: list[str] = []
+        fits.append((stage.power_law(record, loss, system, g, failure), tuple(failure)))
+    exponents = np.array([np.nan if fit is None else fit.exponent for fit, _ in fits], dtype=np.float64)
+    failed = sum(1 for _, failure in fits if failure)
     if failed:
         notes.append(f"{_GRID_NOTE}the power-law fit was not possible at {failed} of {P} points (their notes say why)")
     basis = modes.full_basis[:, :g]
@@ -668,14 +658,6 @@ def _point_text(p: int, lrs, sigma0s, seeds) -> str:
     i, rest = divmod(int(p), S * R)
     j, k = divmod(rest, R)
     return f"lr {lrs[i]:g}, sigma0 {sigma0s[j]:g}, seed {int(seeds[k])}"
-
-
-def _power_law(record, loss, loss_inf: float) -> PowerLawFit | str:
-    """The power-law fit ``predict`` makes of one M-flow curve, or why it cannot fit (its note)."""
-    try:
-        return fit_power_law(np.asarray(record), np.asarray(loss), loss_inf=loss_inf)
-    except NqfError as err:
-        return f"power-law fit not possible: {err}"
 
 
 def _per_point_limits(modes, m0_sr, lr_axis, loss0: float, system, config: PredictConfig, g: int):

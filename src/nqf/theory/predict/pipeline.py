@@ -161,10 +161,10 @@ def predict(
     mflow_switch, resolution = stage.mflow_switches(
         flow, system.thresholds, record, lv_occ, lv_switch, never, dtype, notes
     )
-    closed = stage.closed_form(modes, system.lv, config, never)
+    closed = stage.closed_form(modes, system.lv.m0, config.lr, never)
     sigma0 = None if given_W0 else float(config.sigma0)
     limit, singular_switch, plateau = stage.vanishing_init(system.lv, never, g, notes, sigma0)
-    fit = stage.power_law(flow, system, g, notes)
+    fit = stage.power_law(flow.steps, flow.loss, system, g, notes)
     stage.degenerate_note(modes, notes)
     prediction = Prediction(
         config=config,

@@ -451,13 +451,15 @@ def unresolved_note(unresolved, mflow_switch, resolution, dtype) -> str:
     )
 
 
-def closed_form(modes: ModeBasis, lv: LotkaVolterra, config: PredictConfig, never) -> np.ndarray:
-    """(g,) the logistic closed-form switch steps of the growing modes (diagonal K_kk); NaN for ``never``."""
+def closed_form(modes: ModeBasis, m0, lr, never=None) -> np.ndarray:
+    """(..., g) the logistic closed-form switch steps of the growing modes (c_k, diagonal K_kk) from
+    the LV system's m0 (..., m) at lr (a number, or (..., 1)); NaN for the modes in ``never`` (m,)."""
     g = modes.num_growing
     with np.errstate(divide="ignore", invalid="ignore"):
         diag_k = np.diag(modes.interactions)[:g]
-        closed = np.asarray(logistic_switch_time(lv.c[:g], diag_k, lv.m0[:g], config.lr), dtype=np.float64)
-    closed[never[:g]] = np.nan
+        closed = np.asarray(logistic_switch_time(modes.growth[:g], diag_k, m0[..., :g], lr), dtype=np.float64)
+    if never is not None:
+        closed[..., never[:g]] = np.nan
     return closed
 
 
@@ -500,14 +502,15 @@ def no_limit_note(eps: float, sigma0: float | None) -> str:
     )
 
 
-def power_law(flow: FlowResult, system: LVStage, g: int, notes: list[str]) -> PowerLawFit | None:
-    """The power-law fit of the M-flow's loss curve above the LV fixed point's loss, with at
-    least MIN_MODES_FOR_POWER_LAW growing modes (else None; a note when the fit fails)."""
+def power_law(steps, loss, system: LVStage, g: int, notes: list[str]) -> PowerLawFit | None:
+    """The power-law fit of the M-flow's loss curve (steps (R,), loss (R,)) above the LV fixed
+    point's loss, with at least MIN_MODES_FOR_POWER_LAW growing modes (else None; a note when
+    the fit fails)."""
     if g < MIN_MODES_FOR_POWER_LAW:
         return None
     loss_inf = float(system.lv.loss(system.m_star))
     try:
-        return fit_power_law(np.asarray(flow.steps), np.asarray(flow.loss), loss_inf=loss_inf)
+        return fit_power_law(np.asarray(steps), np.asarray(loss), loss_inf=loss_inf)
     except NqfError as err:
         notes.append(f"power-law fit not possible: {err}")
         return None
