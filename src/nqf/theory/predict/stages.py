@@ -14,7 +14,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, label, theory_gate
 from nqf.core.errors import NqfError
-from nqf.core.measure import group_label, mode_groups
+from nqf.core.measure import group_label, mode_groups, switch_steps
 from nqf.core.programs import to_device
 from nqf.core.sampling import training_keys
 from nqf.optimizers import closed_optimizer, optimizer_record
@@ -45,27 +45,15 @@ MFLOW_RESOLUTION = 0.25
 
 
 def first_crossing(steps, occupations, thresholds) -> np.ndarray:
-    """First recorded step at which occupations[:, k] >= thresholds[k], (g,); NaN if never.
+    """First recorded step at which occupations[:, k] >= thresholds[k], (g,); NaN if never, and
+    where thresholds[k] is not positive (m_k* = 0: no switch-on).
 
     steps: (R,), occupations: (R, g). With every step recorded this is exact; otherwise it
-    is linearly interpolated between the two checkpoints around the crossing.
+    is linearly interpolated between the two checkpoints around the crossing
+    (``nqf.core.measure.switch_steps``).
     """
-    steps = np.asarray(steps, dtype=np.float64)
-    occ = np.asarray(occupations, dtype=np.float64)
-    out = np.full(occ.shape[1], np.nan)
-    for k, thr in enumerate(np.asarray(thresholds, dtype=np.float64)):
-        if not (thr > 0):
-            continue
-        hit = np.flatnonzero(occ[:, k] >= thr)
-        if hit.size == 0:
-            continue
-        i = hit[0]
-        if i == 0 or steps[i] - steps[i - 1] <= 1:
-            out[k] = steps[i]
-        else:
-            a, b = occ[i - 1, k], occ[i, k]
-            out[k] = steps[i - 1] + (thr - a) / (b - a) * (steps[i] - steps[i - 1])
-    return out
+    thresholds = np.asarray(thresholds, dtype=np.float64)
+    return np.where(thresholds > 0, switch_steps(steps, occupations, thresholds), np.nan)
 
 
 def record_steps(steps: int) -> np.ndarray:
