@@ -311,10 +311,11 @@ class PredictionGrid:
             notes.append(stage.unresolved_note(unresolved, ctx.crossed[i, j, k], resolution, ctx.dtype))
         never = np.zeros(lv.num_modes, dtype=bool)
         limit = stage.vanishing_init(lv, never, self.num_growing, notes, float(config.sigma0))[0]
-        fit, failure = ctx.power_laws[(i * S + j) * R + k]
+        point = (i * S + j) * R + k  # lr-major, as the per-point tuples of the context
+        fit, failure = ctx.power_laws[point]
         notes += failure
         stage.degenerate_note(ctx.modes, notes)
-        network = ctx.networks[(i * S + j) * R + k] if ctx.networks else None
+        network = ctx.networks[point] if ctx.networks else None
         if isinstance(network, str):  # why it is not computed, as predict notes it
             notes.append(network)
             network = None
@@ -365,16 +366,17 @@ class PredictionGrid:
         convention, switch_step, plateau_loss. Needs pandas (the ``dataframe`` extra)."""
         from nqf.core.dataframes import require_pandas
 
-        pd = require_pandas()
-        front = ["lr", "sigma0", "seed"]
+        pandas = require_pandas()
         parts: dict[str, list[pd.DataFrame]] = {"curves": [], "modes": []}
         for i, j, k in np.ndindex(self.shape):
             for name, frame in self.prediction(i, j, k).to_dataframes().items():
-                frame = frame.assign(lr=self.lrs[i], sigma0=self.sigma0s[j])
-                parts[name].append(frame[front + [c for c in frame.columns if c not in front]])
-        frames = {name: pd.concat(part, ignore_index=True) for name, part in parts.items()}
+                frame.insert(0, "seed", frame.pop("seed"))
+                frame.insert(0, "sigma0", self.sigma0s[j])
+                frame.insert(0, "lr", self.lrs[i])
+                parts[name].append(frame)
+        frames = {name: pandas.concat(part, ignore_index=True) for name, part in parts.items()}
         for name, frame in frames.items():  # source-major: a stable sort on each source's first row
-            first = {source: n for n, source in enumerate(pd.unique(frame["source"]))}
+            first = {source: n for n, source in enumerate(pandas.unique(frame["source"]))}
             order = np.argsort(frame["source"].map(first).to_numpy(), kind="stable")
             frames[name] = frame.iloc[order].reset_index(drop=True)
         return frames
