@@ -315,16 +315,10 @@ class PredictionGrid:
         fit, failure = ctx.power_laws[point]
         notes += failure
         stage.degenerate_note(ctx.modes, notes)
-        network = ctx.networks[point] if ctx.networks else None
-        if isinstance(network, str):  # why it is not computed, as predict notes it
-            notes.append(network)
-            network = None
-        elif network is not None:
-            notes += network.notes
         steps = int(config.steps)
         stats = (("stepped", steps), ("jumped", 0), ("jumps", 0))
         flow = FlowResult(steps=self.steps, loss=self.mflow_loss[i, j, k], final=None, stats=stats)
-        return Prediction(
+        prediction = Prediction(
             config=config,
             modes=ctx.modes,
             lv_applies=system.applies,
@@ -355,8 +349,8 @@ class PredictionGrid:
             mflow_resolution=resolution,
             engine="grid",
             engine_reason=f"one program for the {L * S * R} points of a grid (nqf.predict_grid)",
-            network=network,
         )
+        return stage.with_network(prediction, ctx.networks[point]) if ctx.networks else prediction
 
     def to_dataframes(self) -> dict[str, pd.DataFrame]:
         """The tables of ``nqf predict --csv`` for every point, with the point's lr, sigma0 and
@@ -579,10 +573,13 @@ def predict_grid(
     failed = sum(1 for _, failure in fits if failure)
     if failed:
         notes.append(f"{_GRID_NOTE}the power-law fit was not possible at {failed} of {P} points (their notes say why)")
-    basis = modes.full_basis[:, :g]
-    networks = _network_flows(
-        network, arch, config, lr_axis, inits, record, basis, system.thresholds, flow_loss, mflow_switch
-    )
+    networks: tuple = ()  # per point, as predict's: a NetworkFlow or the note of why none
+    if network is not None:
+        runs = network if isinstance(network, tuple) else (network,) * P
+        networks = tuple(
+            stage.network_finish(run, arch, config, record, flow_loss[p], None, mflow_switch[p], system.thresholds)
+            for p, run in enumerate(runs)
+        )
     net_steps, net_plateaus = np.full((P, g), np.nan), np.full((P, g), np.nan)
     net_loss = np.full((P, record.size), np.nan)
     for p, flow in enumerate(networks):
@@ -632,27 +629,6 @@ def predict_grid(
         notes=tuple(notes),
         context=context,
     )
-
-
-def _network_flows(
-    network, arch, config: PredictConfig, lr_axis, inits, record, basis, thresholds, flow_loss, mflow_switch
-) -> tuple:
-    """The network's mean-field flow at every point, lr-major as the grid (``nqf.predict``'s own,
-    ``nqf.theory.departure.mean_field``): a NetworkFlow, or the note of why none (every point's
-    the same); () when ``config.network`` is off. ``network``: what ``stage.network_plan``
-    returned, its plan started at every point (a FlowRun per point); ``inits``: W0 per (sigma0, seed). An exactly
-    quadratic unit's is each point's M-flow (``flow_loss`` (P, R), ``mflow_switch`` (P, g))."""
-    if network is None:
-        return ()
-    from nqf.theory.departure.mean_field import not_computed_note, quadratic_network
-
-    P = lr_axis.size * len(inits)
-    if network == "exact":  # the network is its quadratic model; the grid keeps no occupations
-        unkept = np.full((record.size, basis.shape[1]), np.nan)
-        return tuple(quadratic_network(record, flow_loss[p], unkept, mflow_switch[p]) for p in range(P))
-    if isinstance(network, str):
-        return (not_computed_note(arch, network, config.network_method),) * P
-    return tuple(run.finish(thresholds) for run in network)
 
 
 def _point_text(p: int, lrs, sigma0s, seeds) -> str:

@@ -5,7 +5,7 @@ reader needs to know to ``notes`` (the prediction's notes, in order)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +30,7 @@ from nqf.theory.lotka_volterra.modes import ModeBasis, mode_basis
 from nqf.theory.lotka_volterra.solve import flow_switch_times
 from nqf.theory.lotka_volterra.system import LotkaVolterra, fixed_point, logistic_switch_time
 from nqf.theory.predict.init import check_init_scale, log_occupations
-from nqf.theory.predict.result import PredictConfig
+from nqf.theory.predict.result import PredictConfig, Prediction
 from nqf.theory.scaling import PowerLawFit, fit_power_law
 from nqf.theory.singular_limit import SingularLimit, limit_eps, no_limit, singular_limit
 
@@ -206,12 +206,36 @@ def network_plan(arch: Architecture, X, Y, config: PredictConfig, expansion, rec
 def network_start(network, modes: ModeBasis, W0, lr: float | None = None):
     """``network`` (what :func:`network_plan` returned) with its particle flow started in the
     background from the init W0 (d, n) along the growing modes, at ``lr`` (default the config's)
-    (``FlowPlan.start``: a FlowRun, finished by ``pipeline.with_network`` or the grid); anything
+    (``FlowPlan.start``: a FlowRun, finished by :func:`network_finish`); anything
     else as it is. ``predict`` starts it once the learning rate has passed the stability check,
     before the M-flow and Lotka-Volterra stages; ``predict_grid`` at every point, before its program."""
     if network is None or isinstance(network, str):
         return network
     return network.start(W0, np.asarray(modes.full_basis)[:, : modes.num_growing], lr)
+
+
+def network_finish(network, arch: Architecture, config: PredictConfig, steps, loss, occupations, switch, thresholds):
+    """The network's own prediction from what :func:`network_start` returned (a FlowRun, finished
+    here at the thresholds (g,)), or the note of why it is not computed. An exactly quadratic
+    unit's ("exact") is the M-flow's (``mean_field.quadratic_network``): its record steps (R,),
+    loss (R,), occupations (R, g) (None where not kept: a grid point) and switch steps (g,)."""
+    from nqf.theory.departure.mean_field import not_computed_note, quadratic_network
+
+    if network == "exact":
+        g = np.size(thresholds)
+        kept = np.full((np.size(steps), g), np.nan) if occupations is None else np.asarray(occupations)[:, :g]
+        return quadratic_network(np.asarray(steps), loss, kept, switch)
+    if isinstance(network, str):
+        return not_computed_note(arch, network, config.network_method)
+    return network.finish(thresholds)
+
+
+def with_network(prediction: Prediction, found) -> Prediction:
+    """``prediction`` with the network's own prediction (``found``: a NetworkFlow, its notes
+    appended) or with the note of why it is not computed (``found``: that note)."""
+    if isinstance(found, str):
+        return replace(prediction, notes=prediction.notes + (found,))
+    return replace(prediction, network=found, notes=prediction.notes + found.notes)
 
 
 def initial_occupations(modes: ModeBasis, W0, dtype, config: PredictConfig, given_W0: bool, notes: list[str]):
