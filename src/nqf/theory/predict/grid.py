@@ -399,11 +399,13 @@ def _axis(name: str, values, kind) -> np.ndarray:
 
 
 def _check_scope(data: AbstractDataMatrices | None, config: PredictConfig) -> None:
+    """NqfError naming what the grid does not run: the optimizer, and the data route once the
+    data matrices are built (``data`` None: not yet)."""
     blockers = []
     if not optimizer_record(config.optimizer).deterministic_flow:
         runs = " and ".join(o.name for o in OPTIMIZER_RECORDS.values() if o.deterministic_flow)
         blockers.append(f"the optimizer is {config.optimizer} (the grid runs {runs})")
-    if not isinstance(data, MomentDataMatrices):
+    if data is not None and not isinstance(data, MomentDataMatrices):
         blockers.append("the data matrices are not moments (the grid runs the moments route)")
     if blockers:
         raise NqfError(f"predict_grid does not apply: {'; '.join(blockers)}; call nqf.predict per point")
@@ -462,8 +464,7 @@ def predict_grid(
     lr_axis = _axis("lrs", [config.lr] if lrs is None else lrs, float)
     sigma0_axis = _axis("sigma0s", [config.sigma0] if sigma0s is None else sigma0s, float)
     seed_axis = _axis("seeds", [config.seed] if seeds is None else seeds, int)
-    if not optimizer_record(config.optimizer).deterministic_flow:
-        _check_scope(None, config)
+    _check_scope(None, config)
     if config.departure:
         raise NqfError("predict_grid does not compute the departure; call nqf.predict with departure=True per point")
     record = record_steps(config.steps)
