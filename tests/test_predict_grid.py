@@ -214,6 +214,25 @@ def test_a_point_of_the_grid_is_predicts_prediction(optimizer):
         grid.prediction(2, 0, 0)
 
 
+def test_a_degenerate_grid_points_notes_and_rows_are_predicts():
+    """Modes that share c_k (a hidden width of 2, tests/test_mode_groups.py): a point carries
+    predict's notes, the degenerate groups' included, and its table rows are the groups'. (Its
+    M-flow group steps are the earliest member's: the grid keeps no occupations to time a group's
+    total by, ``Prediction.group_readings``.)"""
+    from .test_mode_groups import _unit, _wine
+
+    X, Y = _wine()
+    arch = nqf.from_equinox(_unit(2, X.shape[1], Y.shape[1]), X.shape[1], Y.shape[1])
+    cfg = nqf.PredictConfig(width=32, lr=0.5, steps=400, sigma0=1e-6, network=False)
+    grid = predict_grid(arch, X, Y, cfg, lrs=[0.5, 0.3])
+    point = grid.prediction(1, 0, 0)
+    want = nqf.predict(arch, X, Y, dataclasses.replace(cfg, lr=0.3))
+    assert point.degenerate and any("degenerate" in note for note in point.notes)
+    assert point.notes == want.notes
+    pytest.importorskip("pandas")
+    assert set(grid.to_dataframes()["modes"]["convention"]) == {"group_occupation"}
+
+
 @pytest.mark.slow  # 1000: 2.8-5.7 s
 @pytest.mark.parametrize("steps", [1000, 12000])  # 12000: 21 s
 def test_many_modes_power_law_and_its_failure_are_predicts(steps):

@@ -55,7 +55,6 @@ from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import ExpansionReport
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
-from nqf.core.measure import measured_plateau_losses
 from nqf.core.memory import FLOPS_PER_SECOND, check_time
 from nqf.core.programs import bucket_length, to_device
 from nqf.optimizers import OPTIMIZER_RECORDS, AbstractClosedOptimizer, closed_optimizer, optimizer_record
@@ -66,13 +65,11 @@ from nqf.theory.flow.maps import square_factor
 from nqf.theory.lotka_volterra.maps import lv_step
 from nqf.theory.lotka_volterra.modes import ModeBasis
 from nqf.theory.lotka_volterra.solve import flow_switch_times_batch
-from nqf.theory.lotka_volterra.system import logistic_switch_time
 from nqf.theory.predict import stages as stage
 from nqf.theory.predict.init import check_init_scale, initial_weights, log_occupations
 from nqf.theory.predict.result import PredictConfig, Prediction
 from nqf.theory.predict.sizes import check_predict_memory, flow_cost, sample_count
 from nqf.theory.predict.stages import MFLOW_RESOLUTION, record_steps
-from nqf.theory.scaling import PowerLawFit, fit_power_law
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -204,9 +201,9 @@ class GridContext:
     (:meth:`PredictionGrid.prediction`): the mode basis, the LV stage (c, K, fixed point,
     thresholds, defects), the expansion verdict, the data route's reason; per init (S, R) the
     init defect; per point the M-flow's crossings before unresolved modes were left out
-    (L, S, R, g), the power-law fits (P,: a PowerLawFit, the note of a failed fit, or None with
-    fewer than 10 growing modes) and the network's mean-field flows (P,: a NetworkFlow, or the
-    note of why none; empty with ``config.network`` off). Compared by identity (a static pytree field)."""
+    (L, S, R, g), the power-law fits (P,: the fit or None, and the note of a failed fit if any)
+    and the network's mean-field flows (P,: a NetworkFlow, or the note of why none; empty with
+    ``config.network`` off). Compared by identity (a static pytree field)."""
 
     modes: ModeBasis
     system: stage.LVStage
@@ -304,7 +301,7 @@ class PredictionGrid:
         config = replace(self.config, lr=float(self.lrs[i]), sigma0=float(self.sigma0s[j]), seed=int(self.seeds[k]))
         m0 = self.initial_occupations[j, k]
         lv = ctx.modes.lotka_volterra(m0, config.lr, system.lv.loss0)
-        notes = list(self.notes[: self._shared_notes])
+        notes = [note for note in self.notes if not note.startswith(_GRID_NOTE)]  # the grid's own summaries
         init_note = stage.init_defect_note(float(ctx.init_defects[j, k]))
         if init_note:
             notes.append(init_note)
@@ -314,19 +311,14 @@ class PredictionGrid:
             notes.append(stage.unresolved_note(unresolved, ctx.crossed[i, j, k], resolution, ctx.dtype))
         never = np.zeros(lv.num_modes, dtype=bool)
         limit = stage.vanishing_init(lv, never, self.num_growing, notes, float(config.sigma0))[0]
-        fit = ctx.power_laws[(i * S + j) * R + k]
-        if isinstance(fit, str):  # the fit's failure, as predict notes it
-            notes.append(fit)
-        network = ctx.networks[(i * S + j) * R + k] if ctx.networks else None
-        if isinstance(network, str):  # why it is not computed, as predict notes it
-            notes.append(network)
-            network = None
-        elif network is not None:
-            notes += network.notes
+        point = (i * S + j) * R + k  # lr-major, as the per-point tuples of the context
+        fit, failure = ctx.power_laws[point]
+        notes += failure
+        stage.degenerate_note(ctx.modes, notes)
         steps = int(config.steps)
         stats = (("stepped", steps), ("jumped", 0), ("jumps", 0))
         flow = FlowResult(steps=self.steps, loss=self.mflow_loss[i, j, k], final=None, stats=stats)
-        return Prediction(
+        prediction = Prediction(
             config=config,
             modes=ctx.modes,
             lv_applies=system.applies,
@@ -345,7 +337,7 @@ class PredictionGrid:
             singular=limit,
             singular_switch_steps=self.singular_switch_steps[i, j, k],
             stable_lr=self.stable_lr,
-            power_law=fit if isinstance(fit, PowerLawFit) else None,
+            power_law=fit,
             notes=tuple(notes),
             route=self.route,
             route_reason=ctx.route_reason,
@@ -357,82 +349,31 @@ class PredictionGrid:
             mflow_resolution=resolution,
             engine="grid",
             engine_reason=f"one program for the {L * S * R} points of a grid (nqf.predict_grid)",
-            network=network,
         )
-
-    @property
-    def _shared_notes(self) -> int:
-        """How many of ``notes`` hold for every point (the grid's own summary notes follow)."""
-        return sum(1 for note in self.notes if not note.startswith(_GRID_NOTE))
+        return stage.with_network(prediction, ctx.networks[point]) if ctx.networks else prediction
 
     def to_dataframes(self) -> dict[str, pd.DataFrame]:
         """The tables of ``nqf predict --csv`` for every point, with the point's lr, sigma0 and
-        seed in front: ``"curves"`` (lr, sigma0, seed, source, optimizer, step, loss; sources
-        ``mflow``, ``lv`` and ``mean_field`` where it was computed) and ``"modes"`` (lr, sigma0, seed, source,
-        optimizer, mode,
-        convention, switch_step, plateau_loss; sources ``mflow``, ``lv``, ``lv_flow``,
-        ``closed_form``, ``singular_limit``, ``mean_field``: the network's own prediction, NaN where
-        it is not computed), long format as ``Prediction.to_dataframes``
-        gives them. Needs pandas (the ``dataframe`` extra)."""
+        seed in front: the rows of each point's ``Prediction.to_dataframes()`` (:meth:`prediction`),
+        source by source, the points lr-major within a source. ``"curves"``: lr, sigma0, seed,
+        source, optimizer, step, loss; ``"modes"``: lr, sigma0, seed, source, optimizer, mode,
+        convention, switch_step, plateau_loss. Needs pandas (the ``dataframe`` extra)."""
         from nqf.core.dataframes import require_pandas
 
-        pd = require_pandas()
-        L, S, R = self.shape
-        g, T, P = self.num_growing, self.steps.size, L * S * R
-        lr, sigma0, seed = (a.reshape(-1) for a in np.meshgrid(self.lrs, self.sigma0s, self.seeds, indexing="ij"))
-        optimizer = self.config.optimizer
-        curves = [
-            pd.DataFrame(
-                {
-                    "lr": np.repeat(lr, T),
-                    "sigma0": np.repeat(sigma0, T),
-                    "seed": np.repeat(seed, T),
-                    "source": source,
-                    "optimizer": optimizer,
-                    "step": np.tile(self.steps.astype(np.int64), P),
-                    "loss": curve.reshape(-1),
-                }
-            )
-            for source, curve in (("mflow", self.mflow_loss), ("lv", self.lv_loss), ("mean_field", self.network_loss))
-            if source != "mean_field" or np.isfinite(curve).any()
-        ]
-        nothing = np.full((P, g), np.nan)
-        sources = (
-            ("mflow", self.mflow_switch_steps, self._measured_plateaus(self.mflow_loss, self.mflow_switch_steps)),
-            ("lv", self.lv_switch_steps, self._measured_plateaus(self.lv_loss, self.lv_switch_steps)),
-            ("lv_flow", self.lv_continuous_switch_steps, nothing),
-            ("closed_form", self.closed_form_switch_steps, nothing),
-            ("singular_limit", self.singular_switch_steps, self.lv_plateau_losses),
-            ("mean_field", self.network_switch_steps, self.network_plateau_losses),
-        )
-        modes = [
-            pd.DataFrame(
-                {
-                    "lr": np.repeat(lr, g),
-                    "sigma0": np.repeat(sigma0, g),
-                    "seed": np.repeat(seed, g),
-                    "source": source,
-                    "optimizer": optimizer,
-                    "mode": np.tile(np.arange(1, g + 1), P),
-                    "convention": "occupation",
-                    "switch_step": switch.reshape(-1),
-                    "plateau_loss": plateau.reshape(-1),
-                }
-            )
-            for source, switch, plateau in sources
-        ]
-        return {
-            "curves": pd.concat(curves, ignore_index=True),
-            "modes": pd.concat(modes, ignore_index=True),
-        }
-
-    def _measured_plateaus(self, loss, switch) -> np.ndarray:
-        """(P, g) the loss at the middle of each plateau on the log-time axis, per point, as the
-        CSV tables measure it (``nqf.core.measure.measured_plateau_losses``)."""
-        P = int(np.prod(self.shape))
-        loss, switch = loss.reshape(P, -1), switch.reshape(P, -1)
-        horizon = float(self.config.steps)
-        return np.stack([measured_plateau_losses(self.steps, loss[p], switch[p], horizon) for p in range(P)])
+        pandas = require_pandas()
+        parts: dict[str, list[pd.DataFrame]] = {"curves": [], "modes": []}
+        for i, j, k in np.ndindex(self.shape):
+            for name, frame in self.prediction(i, j, k).to_dataframes().items():
+                frame.insert(0, "seed", frame.pop("seed"))
+                frame.insert(0, "sigma0", self.sigma0s[j])
+                frame.insert(0, "lr", self.lrs[i])
+                parts[name].append(frame)
+        frames = {name: pandas.concat(part, ignore_index=True) for name, part in parts.items()}
+        for name, frame in frames.items():  # source-major: a stable sort on each source's first row
+            first = {source: n for n, source in enumerate(pandas.unique(frame["source"]))}
+            order = np.argsort(frame["source"].map(first).to_numpy(), kind="stable")
+            frames[name] = frame.iloc[order].reset_index(drop=True)
+        return frames
 
     def to_dataframe(self, table: str = "curves") -> pd.DataFrame:
         """One table of :meth:`to_dataframes`: ``"curves"`` (the default) or ``"modes"``."""
@@ -458,11 +399,13 @@ def _axis(name: str, values, kind) -> np.ndarray:
 
 
 def _check_scope(data: AbstractDataMatrices | None, config: PredictConfig) -> None:
+    """NqfError naming what the grid does not run: the optimizer, and the data route once the
+    data matrices are built (``data`` None: not yet)."""
     blockers = []
     if not optimizer_record(config.optimizer).deterministic_flow:
         runs = " and ".join(o.name for o in OPTIMIZER_RECORDS.values() if o.deterministic_flow)
         blockers.append(f"the optimizer is {config.optimizer} (the grid runs {runs})")
-    if not isinstance(data, MomentDataMatrices):
+    if data is not None and not isinstance(data, MomentDataMatrices):
         blockers.append("the data matrices are not moments (the grid runs the moments route)")
     if blockers:
         raise NqfError(f"predict_grid does not apply: {'; '.join(blockers)}; call nqf.predict per point")
@@ -521,8 +464,7 @@ def predict_grid(
     lr_axis = _axis("lrs", [config.lr] if lrs is None else lrs, float)
     sigma0_axis = _axis("sigma0s", [config.sigma0] if sigma0s is None else sigma0s, float)
     seed_axis = _axis("seeds", [config.seed] if seeds is None else seeds, int)
-    if not optimizer_record(config.optimizer).deterministic_flow:
-        _check_scope(None, config)
+    _check_scope(None, config)
     if config.departure:
         raise NqfError("predict_grid does not compute the departure; call nqf.predict with departure=True per point")
     record = record_steps(config.steps)
@@ -622,23 +564,23 @@ def predict_grid(
         )
         mflow_switch[unresolved] = np.nan
 
-    closed = np.asarray(
-        logistic_switch_time(lv.c[:g], np.diag(modes.interactions)[:g], m0_p[:, :g], lr_p[:, None]), dtype=np.float64
-    ).reshape(P, g)
+    closed = stage.closed_form(modes, m0_p, lr_p[:, None])
     continuous, singular, plateaus = _per_point_limits(modes, m0_sr, lr_axis, loss0, system, config, g)
-    fits: list = [None] * P
-    if g >= stage.MIN_MODES_FOR_POWER_LAW:
-        loss_inf = float(lv.loss(system.m_star))
-        for p in range(P):
-            fits[p] = _power_law(record, flow_loss[p], loss_inf)
-    exponents = np.array([fit.exponent if isinstance(fit, PowerLawFit) else np.nan for fit in fits], dtype=np.float64)
-    failed = sum(1 for fit in fits if isinstance(fit, str))
+    fits = []  # per point: (the fit or None, the note of a failed fit or none), as predict fits
+    for loss in flow_loss:
+        failure: list[str] = []
+        fits.append((stage.power_law(record, loss, system, g, failure), tuple(failure)))
+    exponents = np.array([np.nan if fit is None else fit.exponent for fit, _ in fits], dtype=np.float64)
+    failed = sum(1 for _, failure in fits if failure)
     if failed:
         notes.append(f"{_GRID_NOTE}the power-law fit was not possible at {failed} of {P} points (their notes say why)")
-    basis = modes.full_basis[:, :g]
-    networks = _network_flows(
-        network, arch, config, lr_axis, inits, record, basis, system.thresholds, flow_loss, mflow_switch
-    )
+    networks: tuple = ()  # per point, as predict's: a NetworkFlow or the note of why none
+    if network is not None:
+        runs = network if isinstance(network, tuple) else (network,) * P
+        networks = tuple(
+            stage.network_finish(run, arch, config, record, flow_loss[p], None, mflow_switch[p], system.thresholds)
+            for p, run in enumerate(runs)
+        )
     net_steps, net_plateaus = np.full((P, g), np.nan), np.full((P, g), np.nan)
     net_loss = np.full((P, record.size), np.nan)
     for p, flow in enumerate(networks):
@@ -690,40 +632,11 @@ def predict_grid(
     )
 
 
-def _network_flows(
-    network, arch, config: PredictConfig, lr_axis, inits, record, basis, thresholds, flow_loss, mflow_switch
-) -> tuple:
-    """The network's mean-field flow at every point, lr-major as the grid (``nqf.predict``'s own,
-    ``nqf.theory.departure.mean_field``): a NetworkFlow, or the note of why none (every point's
-    the same); () when ``config.network`` is off. ``network``: what ``stage.network_plan``
-    returned, its plan started at every point (a FlowRun per point); ``inits``: W0 per (sigma0, seed). An exactly
-    quadratic unit's is each point's M-flow (``flow_loss`` (P, R), ``mflow_switch`` (P, g))."""
-    if network is None:
-        return ()
-    from nqf.theory.departure.mean_field import not_computed_note, quadratic_network
-
-    P = lr_axis.size * len(inits)
-    if network == "exact":  # the network is its quadratic model; the grid keeps no occupations
-        unkept = np.full((record.size, basis.shape[1]), np.nan)
-        return tuple(quadratic_network(record, flow_loss[p], unkept, mflow_switch[p]) for p in range(P))
-    if isinstance(network, str):
-        return (not_computed_note(arch, network, config.network_method),) * P
-    return tuple(run.finish(thresholds) for run in network)
-
-
 def _point_text(p: int, lrs, sigma0s, seeds) -> str:
     S, R = sigma0s.size, seeds.size
     i, rest = divmod(int(p), S * R)
     j, k = divmod(rest, R)
     return f"lr {lrs[i]:g}, sigma0 {sigma0s[j]:g}, seed {int(seeds[k])}"
-
-
-def _power_law(record, loss, loss_inf: float) -> PowerLawFit | str:
-    """The power-law fit ``predict`` makes of one M-flow curve, or why it cannot fit (its note)."""
-    try:
-        return fit_power_law(np.asarray(record), np.asarray(loss), loss_inf=loss_inf)
-    except NqfError as err:
-        return f"power-law fit not possible: {err}"
 
 
 def _per_point_limits(modes, m0_sr, lr_axis, loss0: float, system, config: PredictConfig, g: int):

@@ -161,10 +161,10 @@ def predict(
     mflow_switch, resolution = stage.mflow_switches(
         flow, system.thresholds, record, lv_occ, lv_switch, never, dtype, notes
     )
-    closed = stage.closed_form(modes, system.lv, config, never)
+    closed = stage.closed_form(modes, system.lv.m0, config.lr, never)
     sigma0 = None if given_W0 else float(config.sigma0)
     limit, singular_switch, plateau = stage.vanishing_init(system.lv, never, g, notes, sigma0)
-    fit = stage.power_law(flow, system, g, notes)
+    fit = stage.power_law(flow.steps, flow.loss, system, g, notes)
     stage.degenerate_note(modes, notes)
     prediction = Prediction(
         config=config,
@@ -199,7 +199,10 @@ def predict(
         engine_reason=engine_reason,
     )
     if config.network:
-        prediction = with_network(prediction, arch, W0, network)
+        found = stage.network_finish(
+            network, arch, config, flow.steps, flow.loss, flow.occupations, mflow_switch, system.thresholds
+        )
+        prediction = stage.with_network(prediction, found)
     return with_departure(prediction, arch, X, Y, W0, data) if config.departure else prediction
 
 
@@ -219,25 +222,6 @@ def _warn_float32_once() -> None:
     if not _float32_warned:
         _float32_warned = True
         warnings.warn(FLOAT32_WARNING, PrecisionWarning, stacklevel=3)
-
-
-def with_network(prediction: Prediction, arch: Architecture, W0, network) -> Prediction:
-    """``prediction`` with the network's own prediction, the mean-field flow of its units
-    (``nqf.theory.departure.mean_field``; the M-flow's for an exactly quadratic unit), or a note
-    saying why it is not computed; ``network``: what ``stage.network_start`` made of
-    ``stage.network_plan``'s (a FlowRun, "exact", or why it is not computed)."""
-    from nqf.theory.departure.mean_field import network_flow, not_computed_note
-
-    if network == "exact":
-        found, why = network_flow(arch, None, None, prediction, W0)
-    elif isinstance(network, str):
-        found, why = None, network
-    else:
-        found, why = network.finish(prediction.thresholds), None
-    if found is None:
-        note = not_computed_note(arch, why, prediction.config.network_method)
-        return replace(prediction, notes=prediction.notes + (note,))
-    return replace(prediction, network=found, notes=prediction.notes + found.notes)
 
 
 def with_departure(

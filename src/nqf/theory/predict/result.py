@@ -109,19 +109,14 @@ class PredictConfig:
     network_method: str = "auto"
 
     def __post_init__(self):
-        if not isinstance(self.allow_inapplicable, (bool, np.bool_)):
-            raise NqfError(f"allow_inapplicable must be True or False, got {self.allow_inapplicable!r}")
-        if not isinstance(self.departure, (bool, np.bool_)):
-            raise NqfError(f"departure must be True or False, got {self.departure!r}")
-        if not isinstance(self.network, (bool, np.bool_)):
-            raise NqfError(f"network must be True or False, got {self.network!r}")
+        for name in ("allow_inapplicable", "departure", "network", "check_lr"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise NqfError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.network_budget is not None and not _traced(self.network_budget):
             if not is_positive_finite(self.network_budget):
                 raise NqfError(
                     f"network_budget must be a positive number of seconds or None, got {self.network_budget!r}"
                 )
-        if not isinstance(self.check_lr, (bool, np.bool_)):
-            raise NqfError(f"check_lr must be True or False, got {self.check_lr!r}")
         if is_transform(self.optimizer):  # a user's own optax transformation: trained, never predicted
             raise NqfError(
                 f"the M-flow exists only for the named optimizers {', '.join(PREDICT_OPTIMIZERS)}; a user's own optax "
@@ -273,7 +268,6 @@ class Prediction:
         per-mode numbers.
         """
         groups = self.groups
-        # a mode of its own keeps its step (NaN where the M-flow cannot resolve it: pipeline's docstring)
         # a mode of its own keeps its step (NaN where the M-flow cannot resolve it: pipeline's docstring);
         # a grid point keeps no occupations
         mflow = occupation_group_steps(
@@ -369,7 +363,7 @@ class Prediction:
                 "plateau_losses": _floats(self.lv_plateau_losses),
             },
             "singular_limit": {
-                "eps": _floats([singular.eps])[0] if np.any(m0[:g] > 0) else None,  # no mode there: no eps
+                "eps": _float(singular.eps) if np.any(m0[:g] > 0) else None,  # no mode there: no eps
                 "step_times": _floats(singular.steps()),
                 "rescaled_times": _floats(singular.step_times),
                 "order": order,
@@ -419,14 +413,14 @@ def _prediction_json(groups, readings: dict[str, np.ndarray], network, threshold
             "modes": [int(k) + 1 for k in group],
             "growth": float(readings["growth"][j]),
             "fixed_point": float(readings["fixed_point"][j]),
-            "switch_step": _floats([readings["mflow"][j]])[0],
-            "plateau_loss": _floats([readings["plateau_mflow"][j]])[0],
+            "switch_step": _float(readings["mflow"][j]),
+            "plateau_loss": _float(readings["plateau_mflow"][j]),
             **(
                 {}
                 if mean_field is None
                 else {
-                    "network_switch_step": _floats([mean_field[0][j]])[0],
-                    "network_plateau_loss": _floats([mean_field[1][j]])[0],
+                    "network_switch_step": _float(mean_field[0][j]),
+                    "network_plateau_loss": _float(mean_field[1][j]),
                 }
             ),
         }
@@ -453,24 +447,26 @@ def _groups_json(groups, readings: dict[str, np.ndarray]) -> list[dict]:
                 "growth": float(readings["growth"][j]),
                 "fixed_point": float(readings["fixed_point"][j]),
                 "switch_steps": {
-                    name: _floats([readings[name][j]])[0]
+                    name: _float(readings[name][j])
                     for name in ("mflow", "lv", "lv_flow", "closed_form", "singular_limit")
                 },
                 "plateau_losses": {
-                    "mflow": _floats([readings["plateau_mflow"][j]])[0],
-                    "singular_limit": _floats([readings["plateau_singular_limit"][j]])[0],
+                    "mflow": _float(readings["plateau_mflow"][j]),
+                    "singular_limit": _float(readings["plateau_singular_limit"][j]),
                 },
             }
         )
     return out
 
 
+def _float(value) -> float | None:
+    """A JSON-safe float: NaN/inf become None."""
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
 def _floats(a) -> list:
-    """JSON-safe floats: NaN/inf become None."""
-    out = []
-    for v in np.asarray(a, dtype=np.float64).ravel():
-        out.append(float(v) if math.isfinite(v) else None)
-    return out
+    return [_float(v) for v in np.asarray(a, dtype=np.float64).ravel()]
 
 
 def _int_tree(tree):
@@ -531,8 +527,7 @@ def _register_singular_limit() -> None:
     structure. The times are passed through as they are, never gathered into one array: a gather
     would fail on tracers (jit), and its axis would swap with a stack's when the stacked times are
     split again (an identity ``jax.tree.map`` would transpose them)."""
-    arrays: tuple[str, ...] = ("eps", "step_times", "activation_order", "plateau_losses", "activation_times")
-    arrays += ("switch_times", "fixed_point", "final_speeds", "initial_loss")
+    arrays = tuple(f.name for f in dataclasses.fields(SingularLimit) if f.name not in ("events", "suppressed"))
 
     def flatten_with_keys(limit):
         children = tuple((jax.tree_util.GetAttrKey(name), getattr(limit, name)) for name in arrays)
@@ -554,9 +549,6 @@ def _register_singular_limit() -> None:
         object.__setattr__(limit, "suppressed", suppressed)
         return limit
 
-    fields = {f.name for f in dataclasses.fields(SingularLimit)}
-    if fields != set(arrays) | {"events", "suppressed"}:
-        raise AssertionError("SingularLimit: the pytree fields must be its dataclass fields")
     jax.tree_util.register_pytree_with_keys(SingularLimit, flatten_with_keys, unflatten, flatten)
 
 

@@ -5,7 +5,7 @@ reader needs to know to ``notes`` (the prediction's notes, in order)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +14,7 @@ import numpy as np
 from nqf.architectures.architecture import Architecture, check_width
 from nqf.architectures.expansion import ExpansionReport, label, theory_gate
 from nqf.core.errors import NqfError
-from nqf.core.measure import group_label, mode_groups
+from nqf.core.measure import group_label, mode_groups, switch_steps
 from nqf.core.programs import to_device
 from nqf.core.sampling import training_keys
 from nqf.optimizers import closed_optimizer, optimizer_record
@@ -30,7 +30,7 @@ from nqf.theory.lotka_volterra.modes import ModeBasis, mode_basis
 from nqf.theory.lotka_volterra.solve import flow_switch_times
 from nqf.theory.lotka_volterra.system import LotkaVolterra, fixed_point, logistic_switch_time
 from nqf.theory.predict.init import check_init_scale, log_occupations
-from nqf.theory.predict.result import PredictConfig
+from nqf.theory.predict.result import PredictConfig, Prediction
 from nqf.theory.scaling import PowerLawFit, fit_power_law
 from nqf.theory.singular_limit import SingularLimit, limit_eps, no_limit, singular_limit
 
@@ -45,27 +45,15 @@ MFLOW_RESOLUTION = 0.25
 
 
 def first_crossing(steps, occupations, thresholds) -> np.ndarray:
-    """First recorded step at which occupations[:, k] >= thresholds[k], (g,); NaN if never.
+    """First recorded step at which occupations[:, k] >= thresholds[k], (g,); NaN if never, and
+    where thresholds[k] is not positive (m_k* = 0: no switch-on).
 
     steps: (R,), occupations: (R, g). With every step recorded this is exact; otherwise it
-    is linearly interpolated between the two checkpoints around the crossing.
+    is linearly interpolated between the two checkpoints around the crossing
+    (``nqf.core.measure.switch_steps``).
     """
-    steps = np.asarray(steps, dtype=np.float64)
-    occ = np.asarray(occupations, dtype=np.float64)
-    out = np.full(occ.shape[1], np.nan)
-    for k, thr in enumerate(np.asarray(thresholds, dtype=np.float64)):
-        if not (thr > 0):
-            continue
-        hit = np.flatnonzero(occ[:, k] >= thr)
-        if hit.size == 0:
-            continue
-        i = hit[0]
-        if i == 0 or steps[i] - steps[i - 1] <= 1:
-            out[k] = steps[i]
-        else:
-            a, b = occ[i - 1, k], occ[i, k]
-            out[k] = steps[i - 1] + (thr - a) / (b - a) * (steps[i] - steps[i - 1])
-    return out
+    thresholds = np.asarray(thresholds, dtype=np.float64)
+    return np.where(thresholds > 0, switch_steps(steps, occupations, thresholds), np.nan)
 
 
 def record_steps(steps: int) -> np.ndarray:
@@ -218,12 +206,36 @@ def network_plan(arch: Architecture, X, Y, config: PredictConfig, expansion, rec
 def network_start(network, modes: ModeBasis, W0, lr: float | None = None):
     """``network`` (what :func:`network_plan` returned) with its particle flow started in the
     background from the init W0 (d, n) along the growing modes, at ``lr`` (default the config's)
-    (``FlowPlan.start``: a FlowRun, finished by ``pipeline.with_network`` or the grid); anything
+    (``FlowPlan.start``: a FlowRun, finished by :func:`network_finish`); anything
     else as it is. ``predict`` starts it once the learning rate has passed the stability check,
     before the M-flow and Lotka-Volterra stages; ``predict_grid`` at every point, before its program."""
     if network is None or isinstance(network, str):
         return network
     return network.start(W0, np.asarray(modes.full_basis)[:, : modes.num_growing], lr)
+
+
+def network_finish(network, arch: Architecture, config: PredictConfig, steps, loss, occupations, switch, thresholds):
+    """The network's own prediction from what :func:`network_start` returned (a FlowRun, finished
+    here at the thresholds (g,)), or the note of why it is not computed. An exactly quadratic
+    unit's ("exact") is the M-flow's (``mean_field.quadratic_network``): its record steps (R,),
+    loss (R,), occupations (R, g) (None where not kept: a grid point) and switch steps (g,)."""
+    from nqf.theory.departure.mean_field import not_computed_note, quadratic_network
+
+    if network == "exact":
+        g = np.size(thresholds)
+        kept = np.full((np.size(steps), g), np.nan) if occupations is None else np.asarray(occupations)[:, :g]
+        return quadratic_network(np.asarray(steps), loss, kept, switch)
+    if isinstance(network, str):
+        return not_computed_note(arch, network, config.network_method)
+    return network.finish(thresholds)
+
+
+def with_network(prediction: Prediction, found) -> Prediction:
+    """``prediction`` with the network's own prediction (``found``: a NetworkFlow, its notes
+    appended) or with the note of why it is not computed (``found``: that note)."""
+    if isinstance(found, str):
+        return replace(prediction, notes=prediction.notes + (found,))
+    return replace(prediction, network=found, notes=prediction.notes + found.notes)
 
 
 def initial_occupations(modes: ModeBasis, W0, dtype, config: PredictConfig, given_W0: bool, notes: list[str]):
@@ -451,13 +463,15 @@ def unresolved_note(unresolved, mflow_switch, resolution, dtype) -> str:
     )
 
 
-def closed_form(modes: ModeBasis, lv: LotkaVolterra, config: PredictConfig, never) -> np.ndarray:
-    """(g,) the logistic closed-form switch steps of the growing modes (diagonal K_kk); NaN for ``never``."""
+def closed_form(modes: ModeBasis, m0, lr, never=None) -> np.ndarray:
+    """(..., g) the logistic closed-form switch steps of the growing modes (c_k, diagonal K_kk) from
+    the LV system's m0 (..., m) at lr (a number, or (..., 1)); NaN for the modes in ``never`` (m,)."""
     g = modes.num_growing
     with np.errstate(divide="ignore", invalid="ignore"):
         diag_k = np.diag(modes.interactions)[:g]
-        closed = np.asarray(logistic_switch_time(lv.c[:g], diag_k, lv.m0[:g], config.lr), dtype=np.float64)
-    closed[never[:g]] = np.nan
+        closed = np.asarray(logistic_switch_time(modes.growth[:g], diag_k, m0[..., :g], lr), dtype=np.float64)
+    if never is not None:
+        closed[..., never[:g]] = np.nan
     return closed
 
 
@@ -500,14 +514,15 @@ def no_limit_note(eps: float, sigma0: float | None) -> str:
     )
 
 
-def power_law(flow: FlowResult, system: LVStage, g: int, notes: list[str]) -> PowerLawFit | None:
-    """The power-law fit of the M-flow's loss curve above the LV fixed point's loss, with at
-    least MIN_MODES_FOR_POWER_LAW growing modes (else None; a note when the fit fails)."""
+def power_law(steps, loss, system: LVStage, g: int, notes: list[str]) -> PowerLawFit | None:
+    """The power-law fit of the M-flow's loss curve (steps (R,), loss (R,)) above the LV fixed
+    point's loss, with at least MIN_MODES_FOR_POWER_LAW growing modes (else None; a note when
+    the fit fails)."""
     if g < MIN_MODES_FOR_POWER_LAW:
         return None
     loss_inf = float(system.lv.loss(system.m_star))
     try:
-        return fit_power_law(np.asarray(flow.steps), np.asarray(flow.loss), loss_inf=loss_inf)
+        return fit_power_law(np.asarray(steps), np.asarray(loss), loss_inf=loss_inf)
     except NqfError as err:
         notes.append(f"power-law fit not possible: {err}")
         return None

@@ -69,43 +69,19 @@ def mode_rows(source, optimizer, seed, convention, switch, plateau=None, groups=
 
 def prediction_mode_rows(prediction, optimizer: str, seed) -> list[tuple]:
     """The switch-on steps (occupation convention) and plateau losses of every source of a Prediction;
-    per degenerate group where modes share c_k (``Prediction.group_readings``)."""
+    per degenerate group where modes share c_k (``Prediction.group_readings``, whose groups of one
+    are the per-mode numbers)."""
     p = prediction
-    horizon = float(p.config.steps)
-    if p.degenerate:
-        groups, readings = p.groups, p.group_readings()
-        lv_plateau = measured_plateau_losses(p.lv_steps, np.asarray(p.lv_loss), readings["lv"], horizon)
-        rows = mode_rows("mflow", optimizer, seed, "occupation", readings["mflow"], readings["plateau_mflow"], groups)
-        rows += mode_rows("lv", optimizer, seed, "occupation", readings["lv"], lv_plateau, groups)
-        rows += mode_rows("lv_flow", optimizer, seed, "occupation", readings["lv_flow"], None, groups)
-        rows += mode_rows("closed_form", optimizer, seed, "occupation", readings["closed_form"], None, groups)
-        limit, plateau = readings["singular_limit"], readings["plateau_singular_limit"]
-        return (
-            rows
-            + mode_rows("singular_limit", optimizer, seed, "occupation", limit, plateau, groups)
-            + _network_rows(p, optimizer, seed, groups)
-        )
-    steps, loss = np.asarray(p.flow.steps), np.asarray(p.flow.loss)
-    rows = mode_rows(
-        "mflow",
-        optimizer,
-        seed,
-        "occupation",
-        p.mflow_switch_steps,
-        measured_plateau_losses(steps, loss, p.mflow_switch_steps, horizon),
-    )
-    rows += mode_rows(
-        "lv",
-        optimizer,
-        seed,
-        "occupation",
-        p.lv_switch_steps,
-        measured_plateau_losses(p.lv_steps, np.asarray(p.lv_loss), p.lv_switch_steps, horizon),
-    )
-    rows += mode_rows("lv_flow", optimizer, seed, "occupation", p.lv_continuous_switch_steps)
-    rows += mode_rows("closed_form", optimizer, seed, "occupation", p.closed_form_switch_steps)
-    rows += mode_rows("singular_limit", optimizer, seed, "occupation", p.singular_switch_steps, p.lv_plateau_losses)
-    return rows + _network_rows(p, optimizer, seed, None)
+    groups = p.groups if p.degenerate else None
+    readings = p.group_readings()
+    lv_plateau = measured_plateau_losses(p.lv_steps, np.asarray(p.lv_loss), readings["lv"], float(p.config.steps))
+    # the limit's plateau per mode: also of a mode it activates and later suppresses (no switch step)
+    limit_plateau = p.lv_plateau_losses if groups is None else readings["plateau_singular_limit"]
+    plateaus = {"mflow": readings["plateau_mflow"], "lv": lv_plateau, "singular_limit": limit_plateau}
+    rows = []
+    for source in ("mflow", "lv", "lv_flow", "closed_form", "singular_limit"):
+        rows += mode_rows(source, optimizer, seed, "occupation", readings[source], plateaus.get(source), groups)
+    return rows + _network_rows(p, optimizer, seed, groups)
 
 
 def _network_rows(p, optimizer: str, seed, groups) -> list[tuple]:
