@@ -216,9 +216,9 @@ def test_a_point_of_the_grid_is_predicts_prediction(optimizer):
 
 def test_a_degenerate_grid_points_notes_and_rows_are_predicts():
     """Modes that share c_k (a hidden width of 2, tests/test_mode_groups.py): a point carries
-    predict's notes, the degenerate groups' included, and its table rows are the groups'. (Its
-    M-flow group steps are the earliest member's: the grid keeps no occupations to time a group's
-    total by, ``Prediction.group_readings``.)"""
+    predict's notes, the degenerate groups' included. (Its M-flow group steps are the earliest
+    member's: the grid keeps no occupations to time a group's total by,
+    ``Prediction.group_readings``; its tables, built from the grid's arrays, keep a row per mode.)"""
     from .test_mode_groups import _unit, _wine
 
     X, Y = _wine()
@@ -229,8 +229,6 @@ def test_a_degenerate_grid_points_notes_and_rows_are_predicts():
     want = nqf.predict(arch, X, Y, dataclasses.replace(cfg, lr=0.3))
     assert point.degenerate and any("degenerate" in note for note in point.notes)
     assert point.notes == want.notes
-    pytest.importorskip("pandas")
-    assert set(grid.to_dataframes()["modes"]["convention"]) == {"group_occupation"}
 
 
 @pytest.mark.slow  # 1000: 2.8-5.7 s

@@ -55,6 +55,7 @@ from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import ExpansionReport
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
+from nqf.core.measure import measured_plateau_losses
 from nqf.core.memory import FLOPS_PER_SECOND, check_time
 from nqf.core.programs import bucket_length, to_device
 from nqf.optimizers import OPTIMIZER_RECORDS, AbstractClosedOptimizer, closed_optimizer, optimizer_record
@@ -354,26 +355,72 @@ class PredictionGrid:
 
     def to_dataframes(self) -> dict[str, pd.DataFrame]:
         """The tables of ``nqf predict --csv`` for every point, with the point's lr, sigma0 and
-        seed in front: the rows of each point's ``Prediction.to_dataframes()`` (:meth:`prediction`),
-        source by source, the points lr-major within a source. ``"curves"``: lr, sigma0, seed,
-        source, optimizer, step, loss; ``"modes"``: lr, sigma0, seed, source, optimizer, mode,
-        convention, switch_step, plateau_loss. Needs pandas (the ``dataframe`` extra)."""
+        seed in front: ``"curves"`` (lr, sigma0, seed, source, optimizer, step, loss; sources
+        ``mflow``, ``lv`` and ``mean_field`` where it was computed) and ``"modes"`` (lr, sigma0, seed, source,
+        optimizer, mode,
+        convention, switch_step, plateau_loss; sources ``mflow``, ``lv``, ``lv_flow``,
+        ``closed_form``, ``singular_limit``, ``mean_field``: the network's own prediction, NaN where
+        it is not computed), long format as ``Prediction.to_dataframes``
+        gives them. Needs pandas (the ``dataframe`` extra)."""
         from nqf.core.dataframes import require_pandas
 
-        pandas = require_pandas()
-        parts: dict[str, list[pd.DataFrame]] = {"curves": [], "modes": []}
-        for i, j, k in np.ndindex(self.shape):
-            for name, frame in self.prediction(i, j, k).to_dataframes().items():
-                frame.insert(0, "seed", frame.pop("seed"))
-                frame.insert(0, "sigma0", self.sigma0s[j])
-                frame.insert(0, "lr", self.lrs[i])
-                parts[name].append(frame)
-        frames = {name: pandas.concat(part, ignore_index=True) for name, part in parts.items()}
-        for name, frame in frames.items():  # source-major: a stable sort on each source's first row
-            first = {source: n for n, source in enumerate(pandas.unique(frame["source"]))}
-            order = np.argsort(frame["source"].map(first).to_numpy(), kind="stable")
-            frames[name] = frame.iloc[order].reset_index(drop=True)
-        return frames
+        pd = require_pandas()
+        L, S, R = self.shape
+        g, T, P = self.num_growing, self.steps.size, L * S * R
+        lr, sigma0, seed = (a.reshape(-1) for a in np.meshgrid(self.lrs, self.sigma0s, self.seeds, indexing="ij"))
+        optimizer = self.config.optimizer
+        curves = [
+            pd.DataFrame(
+                {
+                    "lr": np.repeat(lr, T),
+                    "sigma0": np.repeat(sigma0, T),
+                    "seed": np.repeat(seed, T),
+                    "source": source,
+                    "optimizer": optimizer,
+                    "step": np.tile(self.steps.astype(np.int64), P),
+                    "loss": curve.reshape(-1),
+                }
+            )
+            for source, curve in (("mflow", self.mflow_loss), ("lv", self.lv_loss), ("mean_field", self.network_loss))
+            if source != "mean_field" or np.isfinite(curve).any()
+        ]
+        nothing = np.full((P, g), np.nan)
+        sources = (
+            ("mflow", self.mflow_switch_steps, self._measured_plateaus(self.mflow_loss, self.mflow_switch_steps)),
+            ("lv", self.lv_switch_steps, self._measured_plateaus(self.lv_loss, self.lv_switch_steps)),
+            ("lv_flow", self.lv_continuous_switch_steps, nothing),
+            ("closed_form", self.closed_form_switch_steps, nothing),
+            ("singular_limit", self.singular_switch_steps, self.lv_plateau_losses),
+            ("mean_field", self.network_switch_steps, self.network_plateau_losses),
+        )
+        modes = [
+            pd.DataFrame(
+                {
+                    "lr": np.repeat(lr, g),
+                    "sigma0": np.repeat(sigma0, g),
+                    "seed": np.repeat(seed, g),
+                    "source": source,
+                    "optimizer": optimizer,
+                    "mode": np.tile(np.arange(1, g + 1), P),
+                    "convention": "occupation",
+                    "switch_step": switch.reshape(-1),
+                    "plateau_loss": plateau.reshape(-1),
+                }
+            )
+            for source, switch, plateau in sources
+        ]
+        return {
+            "curves": pd.concat(curves, ignore_index=True),
+            "modes": pd.concat(modes, ignore_index=True),
+        }
+
+    def _measured_plateaus(self, loss, switch) -> np.ndarray:
+        """(P, g) the loss at the middle of each plateau on the log-time axis, per point, as the
+        CSV tables measure it (``nqf.core.measure.measured_plateau_losses``)."""
+        P = int(np.prod(self.shape))
+        loss, switch = loss.reshape(P, -1), switch.reshape(P, -1)
+        horizon = float(self.config.steps)
+        return np.stack([measured_plateau_losses(self.steps, loss[p], switch[p], horizon) for p in range(P)])
 
     def to_dataframe(self, table: str = "curves") -> pd.DataFrame:
         """One table of :meth:`to_dataframes`: ``"curves"`` (the default) or ``"modes"``."""
