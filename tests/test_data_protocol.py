@@ -158,9 +158,7 @@ def test_every_implementation_meets_the_protocol(kind, loss):
             return float(data.loss(M)) - float(data.loss(0 * M)) + float(np.sum(np.asarray(data.C) * M))
 
         P = [np.outer(q, q) for q in Q.T]
-        polarised = np.array(
-            [[quadratic_part(a + b) - quadratic_part(a) - quadratic_part(b) for b in P] for a in P]
-        )
+        polarised = np.array([[quadratic_part(a + b) - quadratic_part(a) - quadratic_part(b) for b in P] for a in P])
         assert _rel(data.mode_interactions(Q), polarised) <= 1e-8
     if isinstance(data, AbstractSampleDataMatrices):
         assert data.num_samples == N and np.shape(data.outputs(M)) == (N, data.outputs_count)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -152,27 +152,6 @@ def check_jobs(jobs: int) -> int:
             f"({JOBS_PER_CORE} per core, {cores} core(s)); each worker is a process of its own"
         )
     return jobs
-
-
-def check_executor_options(executor: str, jobs: int | None, address: str | None, slurm: Mapping[str, object]) -> None:
-    """Refuse (NqfError) an option that does not fit ``--executor`` (one of the known executors),
-    as ``nqf reproduce`` and ``nqf sweep`` both do: ``--address`` but for ray (and empty),
-    ``slurm`` (option -> value, None: not given) but for slurm, ``--jobs`` (None: not given)
-    for slurm or for a Ray cluster given by address (``--address`` or RAY_ADDRESS: its CPUs
-    decide). ``--jobs`` on this machine is :func:`check_jobs`'s."""
-    from nqf.core.errors import NqfError
-
-    if address is not None and executor != "ray":
-        raise NqfError(f"--address applies to --executor ray, not {executor}")
-    if address is not None and not address.strip():
-        raise NqfError("--address is empty; give host:port of the Ray cluster")
-    for option, value in slurm.items():
-        if value is not None and executor != "slurm":
-            raise NqfError(f"{option} applies to --executor slurm, not {executor}")
-    if jobs is not None and executor == "slurm":
-        raise NqfError("--jobs does not apply to --executor slurm; --slurm-array-size limits the runs at once")
-    if jobs is not None and executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):
-        raise NqfError("--jobs does not apply to a Ray cluster given by address: its CPUs decide")
 
 
 def start_jax() -> None:

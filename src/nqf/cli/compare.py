@@ -36,7 +36,7 @@ import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich import box
@@ -45,7 +45,7 @@ from rich.table import Table
 
 from nqf.cli.app import app, start_jax
 from nqf.comparison.checks import check_compare, task_samples
-from nqf.comparison.settings import BETA, CompareSettings, check_settings
+from nqf.comparison.settings import BETA, CompareSettings, check_settings, run_config
 from nqf.core.arguments import check_seed
 from nqf.core.errors import NqfError
 from nqf.optimizers import OPTIMIZER_SETTINGS, OPTIMIZERS, RATE_OPTIMIZERS, unused_setting
@@ -88,6 +88,12 @@ class CompareArgs(RunArgs):
     rates: tuple[tuple[str, float | None], ...]
     seeds: int
     data_seed: int
+
+    SETTINGS = (*RunArgs.SETTINGS, "sigma0", "data_seed")
+
+    def settings(self) -> dict[str, Any]:
+        """:meth:`RunArgs.settings` with the compare run's own, ``--lr-OPT`` as ``lr_OPT``."""
+        return {**super().settings(), **{f"lr_{name}": lr for name, lr in self.rates if lr is not None}}
 
 
 def rate_options(command):
@@ -222,40 +228,19 @@ def run_compare_command(args: CompareArgs) -> None:
 def check_counts(args: CompareArgs) -> None:
     """The checks of the run settings (the schema's, :func:`nqf.comparison.settings.check_settings`),
     the seed count and the last seed, before the library (and JAX) is loaded."""
-    settings = (
-        "width",
-        "sigma0",
-        "lr",
-        "steps",
-        "seed",
-        "data_seed",
-        "batch",
-        "beta",
-        "network_budget",
-        "network_method",
-    )
-    rates = {f"lr_{name}": value for name, value in args.rates}
-    check_settings(CompareSettings, {**{name: getattr(args, name) for name in settings}, **rates})
+    check_settings(CompareSettings, args.settings())
     if args.seeds < 1:
         raise NqfError(f"--seeds: must be a positive integer, got {args.seeds}")
     check_seed("--seed", args.seed, count=args.seeds)
 
 
 def compare_config(args: CompareArgs, chosen: tuple[str, ...]):
-    """The library's ``CompareConfig`` (its own checks); ``--lr-OPT`` overrides ``--lr`` for one optimizer;
-    no ``--beta``: the momentum record's (shown in the JSON's config)."""
-    from nqf.comparison.compare import CompareConfig
-
-    rates = tuple((opt, value) for opt, value in args.rates if value is not None)
-    return CompareConfig(
-        **args.config_settings(),
-        sigma0=args.sigma0,
-        optimizers=chosen,
-        learning_rates=rates,
-        beta=BETA if args.beta is None else args.beta,
-        seeds=args.seeds,
-        data_seed=args.data_seed,
-    )
+    """The library's ``CompareConfig`` (its own checks, ``nqf.comparison.settings.run_config``); ``--lr-OPT``
+    overrides ``--lr`` for one optimizer; no ``--beta``: the momentum record's, which the JSON's config
+    then names (a sweep's points keep None there)."""
+    beta = BETA if args.beta is None else args.beta
+    settings = {**args.settings(), "optimizers": chosen, "beta": beta}
+    return run_config("compare", settings, seeds=args.seeds, departure=args.departure)
 
 
 def print_departures(comparison, result: dict, console: Console) -> None:

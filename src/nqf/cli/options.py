@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from nqf.core.errors import NqfError
 
@@ -24,8 +24,14 @@ class RunArgs:
     """The command line that ``nqf predict`` and ``nqf compare`` share, as typer read it.
 
     ``beta``: None when not given (the momentum record's default); ``extra``: the remaining
-    ``--name value`` pairs, the options of the task, the architecture or the unit.
+    ``--name value`` pairs, the options of the task, the architecture or the unit. ``SETTINGS``:
+    the fields that are run settings (a command adds its own).
     """
+
+    SETTINGS: ClassVar[tuple[str, ...]] = (
+        *("width", "lr", "steps", "batch", "beta", "seed"),
+        *("network", "network_budget", "network_method", "allow_inapplicable"),
+    )
 
     width: int
     lr: float
@@ -46,21 +52,11 @@ class RunArgs:
     allow_inapplicable: bool
     extra: tuple[str, ...]
 
-    def config_settings(self) -> dict[str, Any]:
-        """The settings ``PredictConfig`` and ``CompareConfig`` both take, by their names there
-        (``--network-budget inf``: None, no limit)."""
-        return {
-            "allow_inapplicable": self.allow_inapplicable,
-            "departure": self.departure,
-            "network": self.network,
-            "network_budget": None if self.network_budget == float("inf") else self.network_budget,
-            "network_method": self.network_method,
-            "width": self.width,
-            "lr": self.lr,
-            "steps": self.steps,
-            "batch_size": self.batch,
-            "seed": self.seed,
-        }
+    def settings(self) -> dict[str, Any]:
+        """The run settings given, by the schema's names (``nqf.comparison.settings``), those not
+        given (None) left out: what :func:`~nqf.comparison.settings.check_settings` checks and
+        :func:`~nqf.comparison.settings.run_config` builds the library's config from."""
+        return {name: value for name in self.SETTINGS if (value := getattr(self, name)) is not None}
 
 
 def command_args(cls: type[_Args], values: Mapping[str, Any], **given: Any) -> _Args:

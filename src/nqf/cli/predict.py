@@ -47,7 +47,7 @@ from rich.table import Table
 
 from nqf.cli.app import app, start_jax
 from nqf.comparison.checks import check_predict
-from nqf.comparison.settings import PredictSettings, check_settings
+from nqf.comparison.settings import PredictSettings, check_settings, run_config
 from nqf.core.errors import NqfError
 from nqf.optimizers import MINIBATCH_OPTIMIZERS, OPTIMIZER_RECORDS, PREDICT_OPTIMIZERS, unused_setting
 
@@ -92,6 +92,8 @@ class PredictArgs(RunArgs):
     loss: str
     route: str
     stepping: str
+
+    SETTINGS = (*RunArgs.SETTINGS, "sigma0", "data_seed", "optimizer", "loss", "route", "stepping")
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -190,11 +192,7 @@ def check_arguments(args: PredictArgs) -> None:
         raise NqfError(
             f"the M-flow predicts {', '.join(PREDICT_OPTIMIZERS)} (equivariant optimizers); got {args.optimizer!r}"
         )
-    settings = (
-        *("width", "lr", "steps", "sigma0", "optimizer", "batch", "beta", "seed", "data_seed"),
-        *("loss", "route", "stepping", "network_budget", "network_method"),
-    )
-    check_settings(PredictSettings, {name: getattr(args, name) for name in settings})
+    check_settings(PredictSettings, args.settings())
     record = OPTIMIZER_RECORDS[args.optimizer]
     if record.minibatches and args.batch is None:
         raise NqfError(f"optimizer {args.optimizer} needs a batch size (--batch)")
@@ -330,18 +328,9 @@ def load_init(init: Path, dim: int, width: int) -> np.ndarray:
 
 
 def predict_config(args: PredictArgs):
-    """The library's ``PredictConfig`` (its own checks) from the arguments."""
-    from nqf.theory.predict.pipeline import PredictConfig
-
-    return PredictConfig(
-        **args.config_settings(),
-        sigma0=args.sigma0 if args.sigma0 is not None else 1.0,
-        optimizer=args.optimizer,
-        beta=PredictSettings.model_fields["beta"].default if args.beta is None else args.beta,  # the schema's
-        loss=args.loss,
-        route=args.route,
-        stepping=args.stepping,
-    )
+    """The library's ``PredictConfig`` (its own checks, ``nqf.comparison.settings.run_config``) from the
+    arguments (with ``--init`` its W0, not sigma0, is the init)."""
+    return run_config("predict", {"sigma0": 1.0, **args.settings()}, departure=args.departure)
 
 
 def print_prediction(args: PredictArgs, arch: str, dim: int, result: dict) -> None:

@@ -19,7 +19,18 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from nqf.cli.app import app, check_executor_options, check_jobs, start_cache
+from nqf.cli.app import app, check_jobs, start_cache
+
+from .executor_options import (
+    AddressOption,
+    ExecutorArgs,
+    ExecutorOption,
+    JobsOption,
+    SlurmArraySizeOption,
+    SlurmClusterOption,
+    SlurmPartitionOption,
+    SlurmTimeOption,
+)
 
 if TYPE_CHECKING:  # the library is imported inside the commands, after parsing
     from nqf_paper.reproduce import ProgressEvent, ReproduceOutcome
@@ -156,76 +167,23 @@ def paper_module(name: str):
         ) from None
 
 
-def _engine_options(
-    executor: str,
-    jobs: int | None,
-    address: str | None,
-    partition: str | None,
-    time_min: int | None,
-    array_size: int | None,
-    cluster: str | None,
-) -> dict[str, Any]:
-    """The executor arguments of ``reproduce``; an option that does not fit ``--executor`` is an NqfError."""
-    from nqf.core.errors import NqfError
-    from nqf.executors import EXECUTORS, SlurmOptions
-
-    if executor not in EXECUTORS:
-        raise NqfError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    given = {
-        "--slurm-partition": partition,
-        "--slurm-time": time_min,
-        "--slurm-array-size": array_size,
-        "--slurm-cluster": cluster,
-    }
-    check_executor_options(executor, jobs, address, given)  # shared with nqf sweep
-    if jobs is not None:
-        check_jobs(jobs)  # worker processes (or a local Ray's CPUs) on this machine: a few per core at most
-    if executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):
-        from nqf.executors.ray_engine import check_ray_address  # seconds, not Ray's minutes of retries
-
-        check_ray_address(address or os.environ["RAY_ADDRESS"])
-    options: dict[str, Any] = {"executor": executor, "jobs": jobs or 1, "address": address}
-    if executor == "slurm":
-        options["slurm"] = SlurmOptions(
-            partition=partition,
-            time_min=60 if time_min is None else time_min,
-            array_size=array_size,
-            cluster=cluster or "slurm",
-            poll_s=0.5 if cluster == "local" else 2.0,
-        )
-    return options
-
-
 @app.command("reproduce")
 def reproduce_command(
     quick: Annotated[bool, typer.Option("--quick/--full", help="Quick configs (minutes) or full ones.")] = True,
     only: Annotated[str | None, typer.Option("--only", help="Comma-separated experiments, e.g. E1,E4.")] = None,
     out: Annotated[Path, typer.Option("--out", help="Results directory (store, figures, report).")] = Path("results"),
-    jobs: Annotated[
-        int | None,
-        typer.Option("--jobs", min=1, help="Runs at once: worker processes, or a local Ray's CPUs (default 1)."),
-    ] = None,
+    jobs: JobsOption = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file with [E1]-style sections.")] = None,
     set_values: Annotated[
         list[str] | None, typer.Option("--set", help="Override a config field: E1.sigma0=1e-8 (repeatable).")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Recompute runs already in the store.")] = False,
-    executor: Annotated[
-        str, typer.Option("--executor", help="Where runs are computed: local, ray or slurm.")
-    ] = "local",
-    address: Annotated[
-        str | None,
-        typer.Option("--address", help="Ray cluster host:port (ray; default RAY_ADDRESS, else a local Ray)."),
-    ] = None,
-    slurm_partition: Annotated[str | None, typer.Option("--slurm-partition", help="Slurm partition (slurm).")] = None,
-    slurm_time: Annotated[
-        int | None,
-        typer.Option("--slurm-time", min=1, help="Time limit of one run, minutes (slurm; default 60)."),
-    ] = None,
-    slurm_array_size: Annotated[
-        int | None, typer.Option("--slurm-array-size", min=1, help="Runs at most this many at once (slurm).")
-    ] = None,
-    slurm_cluster: Annotated[str | None, typer.Option("--slurm-cluster", hidden=True)] = None,  # "local": tests
+    executor: ExecutorOption = "local",
+    address: AddressOption = None,
+    slurm_partition: SlurmPartitionOption = None,
+    slurm_time: SlurmTimeOption = None,
+    slurm_array_size: SlurmArraySizeOption = None,
+    slurm_cluster: SlurmClusterOption = None,
 ) -> None:
     """Run the experiment suite (resuming finished runs) and write figures and report.html.
 
@@ -242,9 +200,8 @@ def reproduce_command(
     bars = _Bars(Console(stderr=True))
     with _signals_as_interrupts():
         try:
-            engine = _engine_options(
-                executor, jobs, address, slurm_partition, slurm_time, slurm_array_size, slurm_cluster
-            )
+            where = (executor, jobs, address, slurm_partition, slurm_time, slurm_array_size, slurm_cluster)
+            engine = ExecutorArgs(*where).checked()
             reproduce = paper_module("reproduce").reproduce
 
             try:

@@ -20,16 +20,13 @@ store_app = typer.Typer(
 app.add_typer(store_app)
 
 
-def _mib(size: int) -> str:
-    return f"{size / 2**20:.1f} MiB"
-
-
 @store_app.command("ls")
 def ls_command(
     directory: Annotated[Path, typer.Argument(help="Results store, or a sweep's output folder.")],
 ) -> None:
     """Records per experiment: current (this code), stale (other code) and damaged."""
     from nqf.store.maintenance import summarise
+    from nqf.store.results import mib_text
 
     summary = summarise(directory)
     # a record is keyed by its experiment's part of the code (nqf.store.code): current or not per record
@@ -54,7 +51,7 @@ def ls_command(
         typer.echo(f"problem: {line}")
     if summary.leftovers:
         typer.echo(f"leftovers: {summary.leftovers} temporary or lock file(s) of interrupted runs")
-    typer.echo(f"size: {_mib(summary.bytes_on_disk)}")
+    typer.echo(f"size: {mib_text(summary.bytes_on_disk)}")
     if totals["damaged"] or summary.leftovers:
         typer.echo(f"`nqf store gc {directory}` removes the damaged records and the leftovers.")
     if totals["stale"]:
@@ -88,6 +85,7 @@ def gc_command(
     files, folders, symbolic links and FIFOs are reported and left alone.
     """
     from nqf.store.maintenance import collect_garbage
+    from nqf.store.results import mib_text
 
     result = collect_garbage(directory, dry_run=dry_run, other_code=other_code, adopt=adopt)
     verb = "would remove" if dry_run else "removed"
@@ -105,4 +103,4 @@ def gc_command(
             f"kept {len(result.kept_other_code)} record(s) of other code ({codes}): another nqf may still be "
             f"using them; `nqf store gc --other-code {directory}` removes them"
         )
-    typer.echo(f"{verb} {len(result.removed)} file(s), {_mib(result.bytes_freed)}")
+    typer.echo(f"{verb} {len(result.removed)} file(s), {mib_text(result.bytes_freed)}")

@@ -6,10 +6,11 @@ What derives from them: the keys, types, defaults and checks of a sweep spec's `
 and setting axes (:mod:`nqf.scans.sweep.spec_values`, which turns every pydantic error into one
 ``spec KEY: ...`` line), and the defaults, help texts and checks of the command line options of
 the same settings (``nqf.cli.settings.setting``; :func:`check_settings`, one ``--KEY: ...`` line,
-before JAX is loaded). The checks that need the data (the learning rate
+before JAX is loaded), and the library's config of a run (:func:`run_config`, for the commands and
+a sweep's points alike). The checks that need the data (the learning rate
 against the stability bound, the theory gate, memory) stay in ``nqf.comparison.checks`` and
 ``nqf.scans.sweep.checks``; the library's own configs (``CompareConfig``, ``PredictConfig``)
-keep their checks, as they are built without this schema.
+keep their checks, as they are built without this schema too.
 
 A constrained type carries the message of its constraint (:func:`says`): an error names the
 rule the value breaks (``must be a positive integer, got 0``), not pydantic's wording.
@@ -18,6 +19,7 @@ rule the value breaks (``must be a positive integer, got 0``), not pydantic's wo
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -61,6 +63,7 @@ __all__ = [
     "defaults",
     "partial_model",
     "required",
+    "run_config",
     "says",
 ]
 
@@ -250,3 +253,48 @@ def check_settings(model: type[BaseModel], values: dict[str, Any]) -> None:
     except ValidationError as err:
         error = err.errors(include_url=False)[0]
         raise NqfError(f"--{str(error['loc'][0]).replace('_', '-')}: {error['msg']}") from None
+
+
+def run_config(mode: str, settings: Mapping[str, Any], **fields: Any) -> Any:
+    """The library's config of one run, ``CompareConfig`` (``mode`` "compare") or ``PredictConfig``
+    ("predict"), with their own checks, from its ``settings`` by the schema's names (those left
+    out: their defaults; ``lr_OPT`` the compare rates); ``fields``: the config's fields set
+    otherwise (``seeds``, ``departure``, a sweep point's ``learning_rates``). The names differ
+    there: ``batch`` is ``batch_size``, an infinite ``network_budget`` is None (no limit). Imports
+    the config's module (JAX for ``PredictConfig``) only when called."""
+    model = SETTINGS_MODELS[mode]
+    values = {**defaults(model), **settings}
+    budget = float(values["network_budget"])
+    common = {
+        "width": values["width"],
+        "lr": float(values["lr"]),
+        "steps": values["steps"],
+        "sigma0": float(values["sigma0"]),
+        "batch_size": values["batch"],
+        "seed": int(values["seed"]),
+        "allow_inapplicable": bool(values["allow_inapplicable"]),
+        "network": bool(values["network"]),
+        "network_budget": None if budget == float("inf") else budget,
+        "network_method": values["network_method"],
+    }
+    if mode == "compare":
+        from nqf.comparison.config import CompareConfig
+
+        rates = tuple((name, values[f"lr_{name}"]) for name in RATE_OPTIMIZERS if values[f"lr_{name}"] is not None)
+        return CompareConfig(
+            **{
+                **common,
+                "optimizers": tuple(values["optimizers"]),
+                "learning_rates": rates,
+                "beta": values["beta"],  # None: each optimizer's own
+                "data_seed": int(values["data_seed"]),
+                "closure": bool(values["closure"]),
+                **fields,
+            }
+        )
+    from nqf.theory.predict.pipeline import PredictConfig
+
+    names = ("optimizer", "loss", "route", "stepping")
+    return PredictConfig(
+        **{**common, **{name: values[name] for name in names}, "beta": float(values["beta"]), **fields}
+    )

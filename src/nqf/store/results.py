@@ -124,11 +124,12 @@ class FileTooLarge(OSError):
     """Raised by :func:`read_regular` for a file larger than its limit: never read into memory."""
 
     def __init__(self, size: int, limit: int):
-        super().__init__(errno.EFBIG, f"{_mib(size)}, more than the {_mib(limit)} nqf reads")
+        super().__init__(errno.EFBIG, f"{mib_text(size)}, more than the {mib_text(limit)} nqf reads")
         self.size = size
 
 
-def _mib(size: int) -> str:
+def mib_text(size: int) -> str:
+    """``size`` bytes as MiB with one decimal: ``"1.5 MiB"``."""
     return f"{size / 2**20:.1f} MiB"
 
 

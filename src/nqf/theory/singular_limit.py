@@ -27,9 +27,9 @@ import numpy as np
 from nqf.core.errors import NqfError
 from nqf.theory.lotka_volterra.system import (
     LotkaVolterra,
-    read_only_array,
     check_symmetric_psd,
     diagonal_fixed_point,
+    read_only_array,
     stable_equilibrium,
 )
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from nqf.comparison.settings import run_config
 from nqf.optimizers import MINIBATCH_OPTIMIZERS, optimizer_record
 
 CURVE_POINTS = 512
@@ -149,56 +150,14 @@ def thin_predict(result: dict) -> dict:
     return result
 
 
-def network_settings(settings: dict) -> dict:
-    """The network's own prediction's settings of a point, as the library's configs take them
-    (an infinite budget is no limit: None)."""
-    budget = float(settings["network_budget"])
-    return {
-        "network": bool(settings["network"]),
-        "network_budget": None if budget == float("inf") else budget,
-        "network_method": settings["network_method"],
-    }
-
-
 def compare_config(settings: dict):
-    from nqf.comparison.compare import CompareConfig
-
-    return CompareConfig(
-        width=settings["width"],
-        sigma0=float(settings["sigma0"]),
-        lr=float(settings["lr"]),
-        steps=settings["steps"],
-        optimizers=tuple(settings["optimizers"]),
-        learning_rates=tuple(sorted(settings["learning_rates"].items())),
-        beta=settings["beta"],
-        batch_size=settings["batch"],
-        seeds=1,
-        seed=int(settings["seed"]),
-        data_seed=int(settings["data_seed"]),
-        closure=bool(settings["closure"]),
-        allow_inapplicable=bool(settings["allow_inapplicable"]),
-        **network_settings(settings),
-    )
+    """The ``CompareConfig`` of a compare point (its rates: ``learning_rates``, optimizer -> lr)."""
+    return run_config("compare", settings, learning_rates=settings["learning_rates"])
 
 
 def predict_config(settings: dict):
-    from nqf.theory.predict.pipeline import PredictConfig
-
-    return PredictConfig(
-        width=settings["width"],
-        lr=float(settings["lr"]),
-        steps=settings["steps"],
-        sigma0=float(settings["sigma0"]),
-        optimizer=settings["optimizer"],
-        beta=float(settings["beta"]),
-        batch_size=settings["batch"],
-        seed=int(settings["seed"]),
-        loss=settings["loss"],
-        route=settings["route"],
-        stepping=settings["stepping"],
-        allow_inapplicable=bool(settings["allow_inapplicable"]),
-        **network_settings(settings),
-    )
+    """The ``PredictConfig`` of a predict point."""
+    return run_config("predict", settings)
 
 
 class _Batch:
