@@ -465,6 +465,34 @@ sigma0 = [1e-6, 1e-4]
     assert result.figures["switch_steps"] is not None
 
 
+def test_an_unlimited_network_budget_runs(tmp_path):
+    """``network_budget = inf`` (the schema's "no limit"), fixed or an axis value: the point stores
+    None (the store's JSON has no infinity, so inf refused the whole sweep before) and its
+    config has no limit."""
+    from nqf.scans.sweep.compute import predict_config
+    from nqf.scans.sweep.run import run_sweep
+
+    text = """
+[sweep]
+mode = "predict"
+[task]
+name = "staircase"
+samples = 64
+[settings]
+width = 8
+lr = 0.05
+steps = 200
+sigma0 = 1e-4
+[axes]
+network_budget = [inf, 2.0]
+"""
+    plan = _plan(tmp_path, None, text)
+    budgets = [p.config["settings"]["network_budget"] for p in plan.points]
+    assert budgets == [None, 2.0]
+    assert [predict_config(p.config["settings"]).network_budget for p in plan.points] == [None, 2.0]
+    assert run_sweep(plan, tmp_path / "out-None", quiet=True).count("computed") == 2
+
+
 def test_a_predict_batch_is_one_grid_and_equals_per_point(tmp_path, monkeypatch):
     """Predict points differing in lr, sigma0 and seed form one batch, computed by one
     ``predict_grid``; its table equals the per-point one (batch size 1: ``predict`` per

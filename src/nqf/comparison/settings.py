@@ -260,11 +260,12 @@ def run_config(mode: str, settings: Mapping[str, Any], **fields: Any) -> Any:
     ("predict"), with their own checks, from its ``settings`` by the schema's names (those left
     out: their defaults; ``lr_OPT`` the compare rates); ``fields``: the config's fields set
     otherwise (``seeds``, ``departure``, a sweep point's ``learning_rates``). The names differ
-    there: ``batch`` is ``batch_size``, an infinite ``network_budget`` is None (no limit). Imports
+    there: ``batch`` is ``batch_size``, an infinite ``network_budget`` is None (no limit; a sweep point
+    stores it as None, JSON having no infinity). Imports
     the config's module (JAX for ``PredictConfig``) only when called."""
     model = SETTINGS_MODELS[mode]
     values = {**defaults(model), **settings}
-    budget = float(values["network_budget"])
+    budget = float("inf") if values["network_budget"] is None else float(values["network_budget"])
     common = {
         "width": values["width"],
         "lr": float(values["lr"]),

@@ -104,6 +104,8 @@ def _settings_of(spec: Spec):
         out = dict(fixed)
         for name in varied:
             out[name] = values[name]
+        if out.get("network_budget") == math.inf:  # no limit: None, as the store's JSON has no infinity
+            out["network_budget"] = None
         if rates_vary:
             return _with_rates(out)
         if compare:  # each point's config owns its list and table
