@@ -692,6 +692,16 @@ def test_compare_shows_the_mean_field_beside_training():
     assert_allclose(on.mean_field_switch["gd"][0], on.prediction.network.switch_steps, rtol=0)
     rows = on.to_json()["modes"]
     assert all(isinstance(row["predicted_by_optimizer"]["gd"]["mean_field"], float) for row in rows)
+    # each plateau's timing error bar, the prediction's own, in the JSON and in the table's cells
+    timing = [row["predicted_by_optimizer"]["gd"]["mean_field_plateau_timing"] for row in rows]
+    own = on.prediction.network.plateau_timing
+    assert_allclose(np.array(timing, dtype=float), np.where(np.isfinite(own), own, np.nan), rtol=1e-12)
+    from nqf.cli.compare import network_table
+
+    cells = [row[-1] for row in zip(*(column._cells for column in network_table(on.to_json(), ["gd"]).columns))]
+    assert len(cells) == len(rows) and sum("±" in cell for cell in cells) >= 3
+    for cell, bar in zip(cells, timing, strict=True):
+        assert cell.endswith(f" ±{100 * bar:.2g}%") if bar else "±" not in cell, (cell, bar)
     for change in ({"network": False}, {"network_budget": 1e-6}):
         off = nqf.compare("staircase", None, dataclasses.replace(config, **change))
         assert np.isnan(off.mean_field_switch["gd"]).all() and off.prediction.network is None

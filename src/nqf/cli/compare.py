@@ -258,6 +258,8 @@ def print_departures(comparison, result: dict, console: Console) -> None:
 def print_comparison(result: dict, console: Console) -> None:
     """The text form of ``Comparison.to_json()``: the prediction against the network first, then the
     analysis (the theory's other readings, the quadratic model), the closure check and the notes."""
+    from nqf.core.measure import TIMING_SHIFT
+
     from .outputs import print_table
 
     opts = list(result["config"]["optimizers"])
@@ -271,7 +273,8 @@ def print_comparison(result: dict, console: Console) -> None:
         + (
             "; mean field: the network's own prediction, the mean-field flow of its units (a router's: the median "
             "over networks sharing the init's M0; docs/departure.md), "
-            "vs mean field: (network - mean field) / mean field"
+            "vs mean field: (network - mean field) / mean field, "
+            f"± its plateau's timing error bar (its reading step moved by {TIMING_SHIFT:.0%})"
             if any(r["predicted_by_optimizer"][o].get("mean_field") is not None for r in result["modes"] for o in opts)
             else ""
         ),
@@ -375,7 +378,9 @@ def _mean_field_cells(row: dict, opt: str) -> tuple[str, str, str]:
     flow = row["predicted_by_optimizer"][opt]
     step, measured = flow.get("mean_field"), row["measured"]["network"][opt]
     gap = None if step is None or measured is None else (measured - step) / step
-    return fmt(step), _percent(gap), _loss(flow.get("mean_field_plateau_loss"))
+    plateau, timing = flow.get("mean_field_plateau_loss"), flow.get("mean_field_plateau_timing")
+    bar = f" ±{100 * timing:.2g}%" if plateau is not None and timing else ""  # none for 0: an exact unit
+    return fmt(step), _percent(gap), _loss(plateau) + bar
 
 
 def closure_table(result: dict, opts: list[str]) -> Table:

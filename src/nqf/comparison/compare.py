@@ -133,6 +133,7 @@ def compare(task, arch: Architecture | str | None, config: CompareConfig, *, tra
         plateau_network={opt: m.plateau for opt, m in networks.items()},
         mean_field_switch=predicted.mean_field_switch,
         plateau_mean_field=predicted.mean_field_plateau,
+        timing_mean_field=predicted.mean_field_timing,
         closure=closure,
         closure_until=closure_until,
         reference_only=reference_only,

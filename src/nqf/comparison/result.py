@@ -47,7 +47,9 @@ class Comparison:
         plateau_quadratic: (S, g) or None; plateau_network: {optimizer: (S, g)}.
         mean_field_switch, plateau_mean_field: {optimizer: (S, g)} the network's own prediction,
             the mean-field flow of its units (``Prediction.network``); NaN where predict did not
-            compute it (its notes say why) or the optimizer has no flow.
+            compute it (its notes say why) or the optimizer has no flow. timing_mean_field:
+            {optimizer: (S, g)} its plateaus' timing error bars, relative
+            (``NetworkFlow.plateau_timing``; NaN for a group of several modes).
         closure: {optimizer: ClosureResult}; closure_until: {optimizer: step}.
         reference_only: optimizers without an M-flow of their own.
         notes: what a reader needs to know.
@@ -76,6 +78,7 @@ class Comparison:
     plateau_network: dict[str, np.ndarray]
     mean_field_switch: dict[str, np.ndarray]
     plateau_mean_field: dict[str, np.ndarray]
+    timing_mean_field: dict[str, np.ndarray]
     closure: dict[str, ClosureResult] = field(repr=False)
     closure_until: dict[str, int]
     reference_only: tuple[str, ...]
@@ -264,6 +267,7 @@ def _mode_predicted_json(c: Comparison, k: int) -> dict:
                 "mflow": _num(_seed_mean(c.flow_switch[opt])[k]),
                 "mean_field": _num(_seed_mean(c.mean_field_switch[opt])[k]),
                 "mean_field_plateau_loss": _num(_seed_mean(c.plateau_mean_field[opt])[k]),
+                "mean_field_plateau_timing": _num(_seed_mean(c.timing_mean_field[opt])[k]),
                 "flow": c.config.flow_of(opt),  # null: a user's own transformation (no M-flow)
                 "reference": opt in c.reference_only,
             }
@@ -408,6 +412,7 @@ register_fields(
     Comparison,
     ("seeds", "growth", "thresholds", "predictions", "predicted", "flow_switch", "quadratic", "quadratic_switch")
     + ("quadratic_switch_own", "network", "network_switch", "network_switch_own", "plateau_predicted")
-    + ("plateau_quadratic", "plateau_network", "mean_field_switch", "plateau_mean_field", "closure", "closure_until"),
+    + ("plateau_quadratic", "plateau_network", "mean_field_switch", "plateau_mean_field", "timing_mean_field")
+    + ("closure", "closure_until"),
     ("task_name", "task_options", "arch", "config", "reference_only", "notes", "expansion", "groups"),
 )

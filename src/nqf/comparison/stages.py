@@ -105,9 +105,11 @@ class Predicted:
         switch: {"lv", "mflow", "singular_limit", "closed_form"}: GD switch steps.
         flow_switch: {optimizer: switch steps of its M-flow (GD's for Adam/Muon)}.
         plateau: {"singular_limit", "lv", "mflow"}: GD plateau losses.
-        mean_field_switch, mean_field_plateau: {optimizer: the network's own prediction, the mean-field
-            flow of its units (``Prediction.network``), switch steps and plateau losses}; NaN where
-            predict did not compute it (a router, SGD, over its budget) or the optimizer has no flow.
+        mean_field_switch, mean_field_plateau, mean_field_timing: {optimizer: the network's own
+            prediction, the mean-field flow of its units (``Prediction.network``), switch steps,
+            plateau losses and the plateaus' timing error bars (``NetworkFlow.plateau_timing``;
+            NaN for a group of several modes)}; NaN where predict did not compute it (a router, over
+            its budget) or the optimizer has no flow.
     """
 
     switch: dict[str, np.ndarray]
@@ -115,6 +117,7 @@ class Predicted:
     plateau: dict[str, np.ndarray]
     mean_field_switch: dict[str, np.ndarray]
     mean_field_plateau: dict[str, np.ndarray]
+    mean_field_timing: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -237,22 +240,28 @@ def predicted(predictions: Predictions, config: CompareConfig) -> Predicted:
             ),
             "mflow": np.stack([r["plateau_mflow"] for r in gd]),
         },
-        mean_field_switch={opt: steps for opt, (steps, _) in mean_field.items()},
-        mean_field_plateau={opt: plateaus for opt, (_, plateaus) in mean_field.items()},
+        mean_field_switch={opt: steps for opt, (steps, _, _) in mean_field.items()},
+        mean_field_plateau={opt: plateaus for opt, (_, plateaus, _) in mean_field.items()},
+        mean_field_timing={opt: timing for opt, (_, _, timing) in mean_field.items()},
     )
 
 
-def _mean_field(predictions: Predictions, flow: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """(S, G) switch steps and plateau losses of ``flow``'s mean-field flows per seed (NaN: none)."""
+def _mean_field(predictions: Predictions, flow: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(S, G) switch steps, plateau losses and the plateaus' timing error bars of ``flow``'s
+    mean-field flows per seed (NaN: none; a group of several modes has no timing bar, as
+    ``nqf predict`` shows none)."""
     gd = predictions["gd"]
     G = len(gd[0].groups)
-    steps, plateaus = np.full((len(gd), G), np.nan), np.full((len(gd), G), np.nan)
+    steps, plateaus, timing = (np.full((len(gd), G), np.nan) for _ in range(3))
     if flow is None:
-        return steps, plateaus
+        return steps, plateaus, timing
     for s, p in enumerate(predictions[flow]):
         if p.network is not None:
             steps[s], plateaus[s] = p.network.group_readings(p.groups, p.thresholds)
-    return steps, plateaus
+            own = np.asarray(p.network.plateau_timing, dtype=np.float64)
+            bars = [own[group[0]] if len(group) == 1 else np.nan for group in p.groups]
+            timing[s] = np.where(np.isfinite(plateaus[s]), bars, np.nan)
+    return steps, plateaus, timing
 
 
 def _flow_switch(readings: dict, flow: str | None) -> np.ndarray:
