@@ -698,7 +698,9 @@ def test_compare_shows_the_mean_field_beside_training():
     assert_allclose(np.array(timing, dtype=float), np.where(np.isfinite(own), own, np.nan), rtol=1e-12)
     from nqf.cli.compare import network_table
 
-    cells = [row[-1] for row in zip(*(column._cells for column in network_table(on.to_json(), ["gd"]).columns))]
+    cells = [
+        row[-1] for row in zip(*(column._cells for column in network_table(on.to_json(), ["gd"]).columns), strict=True)
+    ]
     assert len(cells) == len(rows) and sum("±" in cell for cell in cells) >= 3
     for cell, bar in zip(cells, timing, strict=True):
         assert cell.endswith(f" ±{100 * bar:.2g}%") if bar else "±" not in cell, (cell, bar)
