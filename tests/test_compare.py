@@ -237,12 +237,14 @@ def test_json_schema(staircase):
             "mflow": m["predicted"]["mflow"],
             "mean_field": None,  # GD's mean-field flow is no prediction for Adam
             "mean_field_plateau_loss": None,
+            "mean_field_plateau_timing": None,
             "flow": "gd",
             "reference": True,
         }
         for opt in ("gd", "momentum"):  # the network's own prediction, each optimizer's mean-field flow
             assert isinstance(m["predicted_by_optimizer"][opt]["mean_field"], float)
             assert isinstance(m["predicted_by_optimizer"][opt]["mean_field_plateau_loss"], float)
+            assert m["predicted_by_optimizer"][opt]["mean_field_plateau_timing"] >= 0  # its timing error bar
     assert set(data["closure_defect"]) == {"gd", "momentum", "adam"}
     assert data["learning_rates"] == {"gd": 0.05, "momentum": 0.05, "adam": 0.001}
 

@@ -84,6 +84,7 @@ def test_compare_reports_the_network_and_says_there_is_no_mflow():
             "mflow": None,
             "mean_field": None,  # no flow: no mean-field prediction either
             "mean_field_plateau_loss": None,
+            "mean_field_plateau_timing": None,
             "flow": None,
             "reference": False,
         }
