@@ -260,12 +260,12 @@ def run_config(mode: str, settings: Mapping[str, Any], **fields: Any) -> Any:
     ("predict"), with their own checks, from its ``settings`` by the schema's names (those left
     out: their defaults; ``lr_OPT`` the compare rates); ``fields``: the config's fields set
     otherwise (``seeds``, ``departure``, a sweep point's ``learning_rates``). The names differ
-    there: ``batch`` is ``batch_size``, an infinite ``network_budget`` is None (no limit; a sweep point
-    stores it as None, JSON having no infinity). Imports
-    the config's module (JAX for ``PredictConfig``) only when called."""
+    there: ``batch`` is ``batch_size``; an infinite ``network_budget`` is None (no limit; a sweep
+    point stores it as None, JSON having no infinity). Imports the config's module (JAX for
+    ``PredictConfig``) only when called."""
     model = SETTINGS_MODELS[mode]
     values = {**defaults(model), **settings}
-    budget = float("inf") if values["network_budget"] is None else float(values["network_budget"])
+    budget = values["network_budget"]
     common = {
         "width": values["width"],
         "lr": float(values["lr"]),
@@ -275,7 +275,7 @@ def run_config(mode: str, settings: Mapping[str, Any], **fields: Any) -> Any:
         "seed": int(values["seed"]),
         "allow_inapplicable": bool(values["allow_inapplicable"]),
         "network": bool(values["network"]),
-        "network_budget": None if budget == float("inf") else budget,
+        "network_budget": None if budget is None or budget == float("inf") else float(budget),
         "network_method": values["network_method"],
     }
     if mode == "compare":
@@ -293,7 +293,7 @@ def run_config(mode: str, settings: Mapping[str, Any], **fields: Any) -> Any:
                 **fields,
             }
         )
-    from nqf.theory.predict.pipeline import PredictConfig
+    from nqf.theory.predict.result import PredictConfig
 
     names = ("optimizer", "loss", "route", "stepping")
     return PredictConfig(
