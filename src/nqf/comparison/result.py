@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +12,7 @@ from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import ExpansionReport, report_json
 from nqf.comparison.config import CompareConfig
 from nqf.core.measure import group_label
-from nqf.core.pytrees import json_value, register_fields
+from nqf.core.pytrees import json_number, json_numbers, json_value, register_fields
 from nqf.theory.predict.pipeline import Prediction
 from nqf.theory.predict.result import PLATEAU_CONVENTION, SWITCH_CONVENTION
 from nqf.training.closure import ClosureResult
@@ -243,13 +242,13 @@ def _mode_json(c: Comparison, k: int, errors: dict[str, Any]) -> dict:
         **_mode_predicted_json(c, k),
         **_mode_measured_json(c, k),
         "relative_error": {
-            "lv": _num(errors["lv"][k]),
-            "singular_limit": _num(errors["singular_limit"][k]),
-            "quadratic": _num(errors["quadratic"][k]) if "quadratic" in errors else None,
-            "network": {opt: _num(e[k]) for opt, e in errors["network"].items()},
+            "lv": json_number(errors["lv"][k]),
+            "singular_limit": json_number(errors["singular_limit"][k]),
+            "quadratic": json_number(errors["quadratic"][k]) if "quadratic" in errors else None,
+            "network": {opt: json_number(e[k]) for opt, e in errors["network"].items()},
         },
         "plateau_loss": {
-            "predicted": {name: _num(_seed_mean(v)[k]) for name, v in c.plateau_predicted.items()},
+            "predicted": {name: json_number(_seed_mean(v)[k]) for name, v in c.plateau_predicted.items()},
             "measured": _measured_json(c.plateau_quadratic, c.plateau_network, k),
         },
     }
@@ -260,14 +259,15 @@ def _mode_predicted_json(c: Comparison, k: int) -> dict:
     form) and "predicted_by_optimizer" (each optimizer's M-flow, or GD's as a reference)."""
     return {
         "predicted": {
-            name: _num(_seed_mean(c.predicted[name])[k]) for name in ("lv", "mflow", "singular_limit", "closed_form")
+            name: json_number(_seed_mean(c.predicted[name])[k])
+            for name in ("lv", "mflow", "singular_limit", "closed_form")
         },
         "predicted_by_optimizer": {
             opt: {
-                "mflow": _num(_seed_mean(c.flow_switch[opt])[k]),
-                "mean_field": _num(_seed_mean(c.mean_field_switch[opt])[k]),
-                "mean_field_plateau_loss": _num(_seed_mean(c.plateau_mean_field[opt])[k]),
-                "mean_field_plateau_timing": _num(_seed_mean(c.timing_mean_field[opt])[k]),
+                "mflow": json_number(_seed_mean(c.flow_switch[opt])[k]),
+                "mean_field": json_number(_seed_mean(c.mean_field_switch[opt])[k]),
+                "mean_field_plateau_loss": json_number(_seed_mean(c.plateau_mean_field[opt])[k]),
+                "mean_field_plateau_timing": json_number(_seed_mean(c.timing_mean_field[opt])[k]),
                 "flow": c.config.flow_of(opt),  # null: a user's own transformation (no M-flow)
                 "reference": opt in c.reference_only,
             }
@@ -281,10 +281,10 @@ def _mode_measured_json(c: Comparison, k: int) -> dict:
     (half each run's own final occupation) and "network_seeds" (per-seed steps and spread)."""
     spread = {
         opt: {
-            "steps": _floats(s[:, k]),
-            "std": _num(np.std(s[:, k])),
-            "min": _num(np.min(s[:, k])),
-            "max": _num(np.max(s[:, k])),
+            "steps": json_numbers(s[:, k]),
+            "std": json_number(np.std(s[:, k])),
+            "min": json_number(np.min(s[:, k])),
+            "max": json_number(np.max(s[:, k])),
         }
         for opt, s in c.network_switch.items()
     }
@@ -298,8 +298,8 @@ def _mode_measured_json(c: Comparison, k: int) -> dict:
 def _measured_json(quadratic: np.ndarray | None, network: dict[str, np.ndarray], k: int) -> dict:
     """Mode k's means over seeds of the quadratic model's (S, g) numbers (null: not trained) and each network's."""
     return {
-        "quadratic": None if quadratic is None else _num(_seed_mean(quadratic)[k]),
-        "network": {opt: _num(_seed_mean(s)[k]) for opt, s in network.items()},
+        "quadratic": None if quadratic is None else json_number(_seed_mean(quadratic)[k]),
+        "network": {opt: json_number(_seed_mean(s)[k]) for opt, s in network.items()},
     }
 
 
@@ -320,10 +320,10 @@ def _comparison_json(c: Comparison, modes: list[dict]) -> dict:
         "learning_rates": {opt: c.config.stated_lr(opt) for opt in c.config.optimizers},
         "lv_applies": bool(p.lv_applies),
         "defect": float(p.defect),
-        "fixed_point": _floats(2.0 * c.thresholds),
+        "fixed_point": json_numbers(2.0 * c.thresholds),
         "modes": modes,
-        "closure_defect": {opt: _num(v) for opt, v in c.closure_defect.items()},
-        "closure_update_defect": {opt: _num(r.max_update_defect) for opt, r in c.closure.items()},
+        "closure_defect": {opt: json_number(v) for opt, v in c.closure_defect.items()},
+        "closure_update_defect": {opt: json_number(r.max_update_defect) for opt, r in c.closure.items()},
         "closure_until": json_value(c.closure_until),  # leaves: arrays after jax.tree.map
         "reference_only": list(c.reference_only),
         "diverged": c.diverged,
@@ -390,18 +390,9 @@ def _curves_json(curves: list[dict[str, Any]]) -> dict:
         out.setdefault(entry["source"], {})[entry["optimizer"]] = {
             "steps": [round(float(t)) for t in np.asarray(entry["steps"]).ravel()],
             "seeds": [int(s) for s in entry["seeds"]],
-            "loss": [_floats(row) for row in np.asarray(entry["loss"], dtype=np.float64)],
+            "loss": [json_numbers(row) for row in np.asarray(entry["loss"], dtype=np.float64)],
         }
     return out
-
-
-def _num(v) -> float | None:
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
-def _floats(a) -> list:
-    return [_num(v) for v in np.asarray(a, dtype=np.float64).ravel()]
 
 
 # A Comparison is a pytree of what it measured (issue 20): its leaves are the arrays and numbers

@@ -8,7 +8,8 @@ field cannot be forgotten. Rebuilding bypasses the constructor (as equinox does)
 a tracer or a stacked array, which a constructor's checks would refuse. Key paths name the
 fields (``.flow.loss``).
 
-``json_value`` writes a result's leaves as JSON, whatever ``jax.tree.map`` made of them.
+``json_value`` writes a result's leaves as JSON, whatever ``jax.tree.map`` made of them;
+``json_number`` and ``json_numbers`` write one number, or an array's numbers, as JSON floats.
 """
 
 from __future__ import annotations
@@ -72,6 +73,17 @@ def json_value(obj: object) -> Any:
     if isinstance(obj, (np.generic, np.ndarray, jax.Array)):
         return _finite_or_none(np.asarray(obj).tolist())  # tolist: Python numbers, nested lists
     return repr(obj)
+
+
+def json_number(value: Any) -> float | None:
+    """``float(value)`` (a Python, numpy or JAX number, or a one-element array), None where NaN or inf."""
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def json_numbers(a: Any) -> list[float | None]:
+    """The numbers of the array ``a``, of any shape, flattened (C order) as :func:`json_number` writes them."""
+    return [json_number(v) for v in np.asarray(a, dtype=np.float64).ravel()]
 
 
 def _finite_or_none(value: object) -> object:

@@ -32,7 +32,7 @@ mean_field``, on by default in ``nqf.predict``), not a correction of the quadrat
 
 from __future__ import annotations
 
-import math
+import functools
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,6 +41,7 @@ import numpy as np
 
 from nqf.architectures.architecture import Architecture
 from nqf.core.errors import NqfError
+from nqf.core.pytrees import json_numbers, register_fields
 from nqf.core.sampling import minibatch_indices, training_keys
 from nqf.optimizers import optimizer_record
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices, AbstractSampleDataMatrices
@@ -98,9 +99,9 @@ class Departure:
         """The ``"departure"`` block of ``Prediction.to_json``."""
         return {
             "steps": [int(s) for s in self.steps],
-            "relative_gap": _floats(self.relative_gap),
-            "network_loss": _floats(self.network_loss),
-            "quadratic_loss": _floats(self.quadratic_loss),
+            "relative_gap": json_numbers(self.relative_gap),
+            "network_loss": json_numbers(self.network_loss),
+            "quadratic_loss": json_numbers(self.quadratic_loss),
             "samples": int(self.samples),
             "subsampled": bool(self.subsampled),
             "seconds": {k: float(v) for k, v in (self.seconds or {}).items()},
@@ -108,8 +109,16 @@ class Departure:
         }
 
 
-def _floats(a) -> list:
-    return [float(v) if math.isfinite(v) else None for v in np.asarray(a, dtype=np.float64).ravel()]
+@functools.cache
+def register_departure_pytree() -> None:
+    """Departure as a pytree of its numbers (``nqf.core.pytrees``). Called by
+    ``nqf.theory.predict.result`` when a Prediction is first flattened, not when this module loads:
+    registering here at import would change when a lone Departure stops being a leaf."""
+    register_fields(
+        Departure,
+        ("steps", "relative_gap", "network_loss", "quadratic_loss", "seconds"),
+        ("samples", "subsampled", "notes"),
+    )
 
 
 # -- the entry point ------------------------------------------------------------------------

@@ -68,7 +68,6 @@ a router (measured small at n = 8 on the staircase; docs/departure.md).
 from __future__ import annotations
 
 import functools
-import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -89,6 +88,7 @@ from nqf.core.measure import (
 )
 from nqf.core.memory import available_bytes, size_text, usable_cores
 from nqf.core.programs import background_calls, background_compile, bucket_length, to_device
+from nqf.core.pytrees import json_numbers, register_fields
 from nqf.core.sampling import minibatch_row, training_keys
 from nqf.optimizers import OPTIMIZER_RECORDS, closed_optimizer, optimizer_record
 from nqf.theory.data_matrices.samples import per_sample_loss
@@ -202,18 +202,15 @@ class NetworkFlow:
         return steps, np.where(withheld, np.nan, plateau)
 
     def to_json(self) -> dict:
-        def numbers(a):
-            return [None if not math.isfinite(float(v)) else float(v) for v in np.asarray(a, dtype=np.float64)]
-
         return {
             "method": self.method,
-            "switch_steps": numbers(self.switch_steps),
-            "spread": numbers(self.spread),
-            "plateau_losses": numbers(self.plateau_losses),
-            "plateau_spread": numbers(self.plateau_spread),
-            "plateau_timing": numbers(self.plateau_timing),
+            "switch_steps": json_numbers(self.switch_steps),
+            "spread": json_numbers(self.spread),
+            "plateau_losses": json_numbers(self.plateau_losses),
+            "plateau_spread": json_numbers(self.plateau_spread),
+            "plateau_timing": json_numbers(self.plateau_timing),
             "steps": [int(s) for s in self.steps],
-            "loss": numbers(self.loss),
+            "loss": json_numbers(self.loss),
             "particles": int(self.particles),
             "sets": int(self.sets),
             "ensemble": bool(self.ensemble),
@@ -244,6 +241,19 @@ class NetworkFlow:
             ensemble=bool(data.get("ensemble", False)),
             exact=bool(data.get("exact", False)),
         )
+
+
+@functools.cache
+def register_network_flow_pytree() -> None:
+    """NetworkFlow as a pytree of its numbers (``nqf.core.pytrees``). Called by
+    ``nqf.theory.predict.result`` when a Prediction is first flattened, not when this module loads:
+    registering here at import would change when a lone NetworkFlow stops being a leaf."""
+    register_fields(
+        NetworkFlow,
+        ("steps", "loss", "occupations", "switch_steps", "spread", "plateau_losses", "plateau_spread")
+        + ("plateau_timing", "seconds"),
+        ("particles", "notes", "sets", "ensemble", "exact"),
+    )
 
 
 def is_exact(arch: Architecture, expansion) -> bool:

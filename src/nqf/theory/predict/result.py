@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ from nqf.core.names import ENGINES as ENGINES
 from nqf.core.names import NETWORK_METHODS as NETWORK_METHODS
 from nqf.core.names import ROUTES as ROUTES
 from nqf.core.names import STEPPINGS as STEPPINGS
-from nqf.core.pytrees import json_value, register_fields
+from nqf.core.pytrees import json_number, json_numbers, json_value, register_fields
 from nqf.optimizers import PREDICT_OPTIMIZERS as PREDICT_OPTIMIZERS
 from nqf.optimizers import is_transform, optimizer_record
 from nqf.theory.flow.base import FlowResult
@@ -328,7 +327,7 @@ class Prediction:
         singular = jax.tree.map(np.asarray, self.singular)
         order = [int(k) for k in singular.activation_order]
         m0 = self.lv.m0 if self.initial_occupations is None else self.initial_occupations
-        resolution = None if self.mflow_resolution is None else _floats(self.mflow_resolution)
+        resolution = None if self.mflow_resolution is None else json_numbers(self.mflow_resolution)
         readings = self.group_readings()
         return {
             # the prediction first: the M-flow's switch-on steps and plateau losses, per mode or degenerate
@@ -342,41 +341,41 @@ class Prediction:
             "expansion": report_json(self.expansion),
             "mflow": {
                 "steps": _ints(self.flow.steps),
-                "loss": _floats(self.flow.loss),
-                "switch_steps": _floats(self.mflow_switch_steps),
+                "loss": json_numbers(self.flow.loss),
+                "switch_steps": json_numbers(self.mflow_switch_steps),
                 "resolution": resolution,
             },
             "lv": {
                 "steps": _ints(self.lv_steps),  # the LV map's loss curve at the recorded steps
-                "loss": _floats(self.lv_loss),
+                "loss": json_numbers(self.lv_loss),
                 "applies": bool(self.lv_applies),
                 "defect": float(self.defect),
                 "init_defect": float(self.init_defect),
-                "growth": _floats(self.modes.growth[:g]),
-                "growth_rates": _floats(self.growth_rates),
-                "interactions": [_floats(row) for row in self.modes.interactions[:g, :g]],
-                "initial_occupations": _floats(m0[:g]),
-                "fixed_point": _floats(2.0 * self.thresholds),
-                "switch_steps": _floats(self.lv_switch_steps),
-                "continuous_switch_steps": _floats(self.lv_continuous_switch_steps),
-                "closed_form_switch_steps": _floats(self.closed_form_switch_steps),
-                "plateau_losses": _floats(self.lv_plateau_losses),
+                "growth": json_numbers(self.modes.growth[:g]),
+                "growth_rates": json_numbers(self.growth_rates),
+                "interactions": [json_numbers(row) for row in self.modes.interactions[:g, :g]],
+                "initial_occupations": json_numbers(m0[:g]),
+                "fixed_point": json_numbers(2.0 * self.thresholds),
+                "switch_steps": json_numbers(self.lv_switch_steps),
+                "continuous_switch_steps": json_numbers(self.lv_continuous_switch_steps),
+                "closed_form_switch_steps": json_numbers(self.closed_form_switch_steps),
+                "plateau_losses": json_numbers(self.lv_plateau_losses),
             },
             "singular_limit": {
-                "eps": _float(singular.eps) if np.any(m0[:g] > 0) else None,  # no mode there: no eps
-                "step_times": _floats(singular.steps()),
-                "rescaled_times": _floats(singular.step_times),
+                "eps": json_number(singular.eps) if np.any(m0[:g] > 0) else None,  # no mode there: no eps
+                "step_times": json_numbers(singular.steps()),
+                "rescaled_times": json_numbers(singular.step_times),
                 "order": order,
-                "plateau_losses": _floats(singular.plateau_losses),
+                "plateau_losses": json_numbers(singular.plateau_losses),
                 "suppressed": [int(k) for k in singular.suppressed],
-                "switch_steps": _floats(self.singular_switch_steps),
+                "switch_steps": json_numbers(self.singular_switch_steps),
             },
             "power_law": None
             if self.power_law is None
             else {
                 "exponent": float(self.power_law.exponent),
-                "ci": _floats(self.power_law.ci),
-                "window": _floats(self.power_law.window),
+                "ci": json_numbers(self.power_law.ci),
+                "window": json_numbers(self.power_law.window),
                 "is_power_law": bool(self.power_law.is_power_law),
                 "reason": self.power_law.reason,
             },
@@ -413,14 +412,14 @@ def _prediction_json(groups, readings: dict[str, np.ndarray], network, threshold
             "modes": [int(k) + 1 for k in group],
             "growth": float(readings["growth"][j]),
             "fixed_point": float(readings["fixed_point"][j]),
-            "switch_step": _float(readings["mflow"][j]),
-            "plateau_loss": _float(readings["plateau_mflow"][j]),
+            "switch_step": json_number(readings["mflow"][j]),
+            "plateau_loss": json_number(readings["plateau_mflow"][j]),
             **(
                 {}
                 if mean_field is None
                 else {
-                    "network_switch_step": _float(mean_field[0][j]),
-                    "network_plateau_loss": _float(mean_field[1][j]),
+                    "network_switch_step": json_number(mean_field[0][j]),
+                    "network_plateau_loss": json_number(mean_field[1][j]),
                 }
             ),
         }
@@ -447,26 +446,16 @@ def _groups_json(groups, readings: dict[str, np.ndarray]) -> list[dict]:
                 "growth": float(readings["growth"][j]),
                 "fixed_point": float(readings["fixed_point"][j]),
                 "switch_steps": {
-                    name: _float(readings[name][j])
+                    name: json_number(readings[name][j])
                     for name in ("mflow", "lv", "lv_flow", "closed_form", "singular_limit")
                 },
                 "plateau_losses": {
-                    "mflow": _float(readings["plateau_mflow"][j]),
-                    "singular_limit": _float(readings["plateau_singular_limit"][j]),
+                    "mflow": json_number(readings["plateau_mflow"][j]),
+                    "singular_limit": json_number(readings["plateau_singular_limit"][j]),
                 },
             }
         )
     return out
-
-
-def _float(value) -> float | None:
-    """A JSON-safe float: NaN/inf become None."""
-    v = float(value)
-    return v if math.isfinite(v) else None
-
-
-def _floats(a) -> list:
-    return [_float(v) for v in np.asarray(a, dtype=np.float64).ravel()]
 
 
 def _int_tree(tree):
@@ -489,36 +478,19 @@ def _ints(a) -> list:
 # a grid of predictions is ``nqf.predict_grid``.
 # The nested results are registered here, not in their modules: SingularLimit and PowerLawFit live
 # in JAX-free modules, and their pytree form belongs to the Prediction it is part of
-# (``nqf.core.pytrees``: rebuilt without their constructors' checks).
+# (``nqf.core.pytrees``: rebuilt without their constructors' checks). Departure and NetworkFlow are
+# registered by their own modules, on first flattening (:func:`_register_departure`).
 
 
 @functools.cache
 def _register_departure() -> None:
-    """Departure's pytree form, registered when a Prediction is first flattened (importing the
-    departure's modules when this one loads would slow every ``import nqf``'s first predict)."""
-    from nqf.theory.departure.estimate import Departure
-    from nqf.theory.departure.mean_field import NetworkFlow
+    """Departure's and NetworkFlow's pytree forms, registered when a Prediction is first flattened
+    (importing the departure's modules when this one loads would slow every ``import nqf``'s first predict)."""
+    from nqf.theory.departure.estimate import register_departure_pytree
+    from nqf.theory.departure.mean_field import register_network_flow_pytree
 
-    register_fields(
-        NetworkFlow,
-        (
-            "steps",
-            "loss",
-            "occupations",
-            "switch_steps",
-            "spread",
-            "plateau_losses",
-            "plateau_spread",
-            "plateau_timing",
-            "seconds",
-        ),
-        ("particles", "notes", "sets", "ensemble", "exact"),
-    )
-    register_fields(
-        Departure,
-        ("steps", "relative_gap", "network_loss", "quadratic_loss", "seconds"),
-        ("samples", "subsampled", "notes"),
-    )
+    register_network_flow_pytree()
+    register_departure_pytree()
 
 
 def _register_singular_limit() -> None:
