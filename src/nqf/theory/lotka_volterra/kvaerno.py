@@ -119,6 +119,7 @@ def _hermite(u0, f0, u1, f1, h, s):
     return (2 * s3 - 3 * s2 + 1) * u0 + (s3 - 2 * s2 + s) * h * f0 + (-2 * s3 + 3 * s2) * u1 + (s3 - s2) * h * f1
 
 
+# numpy on this solver's own steps (nothing to compile); solve.py's jnp twin bisects diffrax's dense output in a jit
 def _bisect(u0, f0, u1, f1, h, threshold, iterations: int = 64) -> np.ndarray:
     """The fractions s of the steps at which the Hermite interpolants reach ``threshold``
     (each is below at s = 0 and at or above at s = 1), all arguments (n,) -> (n,).

@@ -309,7 +309,6 @@ def _log_thresholds(reference) -> np.ndarray:
         return np.where(positive, np.log(np.where(positive, 0.5 * reference, 1.0)), np.inf)
 
 
-@_lazy_filter_jit
 def _bisect_crossings(sol, lo, hi, thresholds, iterations: int = 64):
     """Per mode k, bisect u_k(t) = thresholds_k on [lo_k, hi_k] in the dense output."""
     modes = jnp.arange(thresholds.size)
@@ -323,6 +322,27 @@ def _bisect_crossings(sol, lo, hi, thresholds, iterations: int = 64):
 
     a, b = jax.lax.fori_loop(0, iterations, body, (lo, hi))
     return 0.5 * (a + b)
+
+
+def _crossing_times(sol, thresholds):
+    """First t with u_k(t) >= thresholds_k, (m,), in a solve saved as ``_solve_log_ode`` saves it
+    (``sol.ts[1]``, ``sol.ys[1]``: t = 0 and the accepted steps, padded past them): the first
+    saved step at or above the threshold, then bisection back to the step before it in the dense
+    output. 0 where u_k(0) is already there; NaN where not reached or thresholds_k is not finite."""
+    step_ts, step_us = sol.ts[1], sol.ys[1]
+    valid = jnp.arange(step_ts.shape[0]) < sol.stats["num_accepted_steps"] + 1
+    crossed = (step_us >= thresholds[None, :]) & valid[:, None]
+    first = jnp.argmax(crossed, axis=0)
+    reached = jnp.any(crossed, axis=0) & jnp.isfinite(thresholds)
+    need = reached & (first > 0)
+    lo = jnp.where(need, step_ts[jnp.maximum(first - 1, 0)], 0.0)
+    hi = jnp.where(need, step_ts[first], 0.0)
+    roots = _bisect_crossings(sol, lo, hi, jnp.where(need, thresholds, 0.0))
+    return jnp.where(reached & (first == 0), 0.0, jnp.where(need, roots, jnp.nan))
+
+
+# switch_times compiles it alone (the solve is done already); _flow_switch_core traces it into the solve's program
+_dense_crossing_times = _lazy_filter_jit(_crossing_times)
 
 
 def switch_times(
@@ -358,33 +378,17 @@ def switch_times(
         except NqfError:
             reference = sol.occupation(sol.t_final)
     reference = np.asarray(reference, dtype=np.float64)
-    positive = reference > 0
-    thresholds = _log_thresholds(reference)
 
     if sol._dense is None:  # diagonal closed form
+        positive = reference > 0
         k = system.diagonal
         m_star = np.where(k > 0, system.c / np.where(k > 0, k, 1.0), np.nan)
         if not np.allclose(m_star[positive], reference[positive], rtol=1e-12, atol=0):
             raise NqfError("switch_times: a custom reference needs an ODE solution (method='kvaerno5')")
         out = np.asarray(logistic_switch_time(system.c, k, system.m0, system.lr), dtype=np.float64)
         return np.where(positive & (out <= sol.t_final), out, np.nan)
-
-    n_saved = sol.num_accepted_steps + 1  # the accepted steps, from t = 0
-    step_ts, step_us = np.asarray(sol._dense.ts[1])[:n_saved], np.asarray(sol._dense.ys[1])[:n_saved]
-    crossed = step_us >= thresholds[None, :]
-    first = np.argmax(crossed, axis=0)
-    reached = crossed.any(axis=0) & positive
-    out = np.full(system.num_modes, np.nan)
-    at_start = reached & (first == 0)
-    out[at_start] = 0.0
-    need = reached & (first > 0)
-    if need.any():
-        lo = np.where(need, step_ts[np.maximum(first - 1, 0)], 0.0)
-        hi = np.where(need, step_ts[first], 0.0)
-        targets = jnp.asarray(np.where(need, thresholds, 0.0))
-        roots = np.asarray(_bisect_crossings(sol._dense, jnp.asarray(lo), jnp.asarray(hi), targets))
-        out[need] = roots[need]
-    return out
+    times = _dense_crossing_times(sol._dense, jnp.asarray(_log_thresholds(reference)))
+    return np.asarray(times, dtype=np.float64)
 
 
 # ---------------------------------------------------------------- switch times of the flow, in one program
@@ -399,17 +403,7 @@ def _flow_switch_core(c, K, lr, u0, t_final, thresholds, rtol, atol, newton_tol,
     controller = diffrax.PIDController(rtol=rtol, atol=atol)
     # the output grid is only t_final: switch times need the accepted steps and the dense output
     sol = _solve_log_ode(c, K, lr, u0, t_final, t_final[None], _kvaerno5(newton_tol), controller, max_steps)
-    step_ts, step_us = sol.ts[1], sol.ys[1]
-    valid = jnp.arange(step_ts.shape[0]) < sol.stats["num_accepted_steps"] + 1
-    crossed = (step_us >= thresholds[None, :]) & valid[:, None]
-    first = jnp.argmax(crossed, axis=0)
-    reached = jnp.any(crossed, axis=0) & jnp.isfinite(thresholds)
-    need = reached & (first > 0)
-    lo = jnp.where(need, step_ts[jnp.maximum(first - 1, 0)], 0.0)
-    hi = jnp.where(need, step_ts[first], 0.0)
-    roots = _bisect_crossings(sol, lo, hi, jnp.where(need, thresholds, 0.0))
-    out = jnp.where(reached & (first == 0), 0.0, jnp.where(need, roots, jnp.nan))
-    return out, sol.result == diffrax.RESULTS.successful
+    return _crossing_times(sol, thresholds), sol.result == diffrax.RESULTS.successful
 
 
 _flow_switch_program = jax.jit(_flow_switch_core, static_argnames=("max_steps",))
