@@ -11,7 +11,9 @@ loss curves to 1e-12 of their scale, the initial occupations to 1e-13.
 
 import dataclasses
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -139,6 +141,24 @@ def test_the_grid_is_a_pytree_and_its_tables_are_predicts():
     with pytest.raises(NqfError, match="unknown table"):
         grid.to_dataframe("points")
 
+    # no two c_k coincide: one row per mode, the per-mode arrays themselves, as before groups were read
+    assert not grid.degenerate
+    np.testing.assert_array_equal(grid.mflow_group_switch_steps, grid.mflow_switch_steps)
+    modes, g = tables["modes"], grid.num_growing
+    assert modes["mode"].tolist() == list(range(1, g + 1)) * 6 * 2  # 6 sources x 2 points
+    assert set(modes["convention"]) == {"occupation"}
+    per_mode = (
+        grid.mflow_switch_steps,
+        grid.lv_switch_steps,
+        grid.lv_continuous_switch_steps,
+        grid.closed_form_switch_steps,
+        grid.singular_switch_steps,
+        grid.network_switch_steps,
+    )
+    np.testing.assert_array_equal(modes["switch_step"].to_numpy(), np.concatenate([a.reshape(-1) for a in per_mode]))
+    for source, plateau in (("singular_limit", grid.lv_plateau_losses), ("mean_field", grid.network_plateau_losses)):
+        np.testing.assert_array_equal(modes[modes["source"] == source]["plateau_loss"].to_numpy(), plateau.reshape(-1))
+
 
 @pytest.mark.no_shape_checks  # seeds=[1.5]
 @pytest.mark.parametrize(
@@ -216,9 +236,9 @@ def test_a_point_of_the_grid_is_predicts_prediction(optimizer):
 
 def test_a_degenerate_grid_points_notes_and_rows_are_predicts():
     """Modes that share c_k (a hidden width of 2, tests/test_mode_groups.py): a point carries
-    predict's notes, the degenerate groups' included. (Its M-flow group steps are the earliest
-    member's: the grid keeps no occupations to time a group's total by,
-    ``Prediction.group_readings``; its tables, built from the grid's arrays, keep a row per mode.)"""
+    predict's notes, the degenerate groups' included. (The point's own M-flow group steps are the
+    earliest member's: its Prediction keeps no occupations to time a group's total by,
+    ``Prediction.group_readings``; the grid's tables read the grid's group steps, the next test.)"""
     from .test_mode_groups import _unit, _wine
 
     X, Y = _wine()
@@ -229,6 +249,52 @@ def test_a_degenerate_grid_points_notes_and_rows_are_predicts():
     want = nqf.predict(arch, X, Y, dataclasses.replace(cfg, lr=0.3))
     assert point.degenerate and any("degenerate" in note for note in point.notes)
     assert point.notes == want.notes
+
+
+class HiddenLinear(eqx.Module):
+    """phi(w, x) = a @ (V x): exactly quadratic (the network's own prediction is the M-flow,
+    ``mean_field.quadratic_network``), its modes in groups of h as test_mode_groups' HiddenGelu."""
+
+    a: jax.Array
+    v: jax.Array
+
+    def __call__(self, x):
+        return self.a @ (self.v @ x)
+
+
+@pytest.mark.parametrize("unit", ["gelu", "linear"])
+def test_a_degenerate_grids_tables_have_predicts_group_rows(unit):
+    """Where modes share c_k the grid's modes table has predict's rows, one per degenerate group
+    (its first mode, convention group_occupation): the M-flow's group step from the total
+    occupation (the grid's program times it), the others the earliest member's, the network's
+    own prediction per group too (a mean-field flow for gelu; the M-flow itself for the linear unit)."""
+    from .test_mode_groups import _unit, _wine
+
+    X, Y = _wine()
+    K, D = Y.shape[1], X.shape[1]
+    unit_module = _unit(2, D, K) if unit == "gelu" else HiddenLinear(jnp.zeros((K, 2)), jnp.zeros((2, D)))
+    arch = nqf.from_equinox(unit_module, D, K)
+    cfg = nqf.PredictConfig(width=32, lr=0.5, steps=400, sigma0=1e-6)
+    grid = predict_grid(arch, X, Y, cfg, lrs=[0.5, 0.3], seeds=[0, 1])
+    assert grid.degenerate and grid.groups == ((0, 1), (2, 3))
+    modes = grid.to_dataframes()["modes"]
+    assert len(modes) == 6 * 2 * 4  # 6 sources x 2 groups x 4 points
+    for i, k in [(1, 0), (0, 1)]:
+        want = nqf.predict(arch, X, Y, dataclasses.replace(cfg, lr=grid.lrs[i], seed=k))
+        assert want.degenerate and want.network is not None and want.network.exact == (unit == "linear")
+        np.testing.assert_array_equal(grid.mflow_group_switch_steps[i, 0, k], want.group_readings()["mflow"])
+        expected = want.to_dataframes()["modes"].drop(columns=["seed"])
+        got = modes[(modes["lr"] == grid.lrs[i]) & (modes["seed"] == k)].drop(columns=["lr", "sigma0", "seed"])
+        assert list(got.columns) == list(expected.columns)
+        for column in ("source", "optimizer", "mode", "convention"):
+            assert got[column].astype(str).tolist() == expected[column].astype(str).tolist(), column
+        assert set(got["convention"]) == {"group_occupation"}
+        # the LV flow's rows to its rescaled solve's accuracy (_assert_point), the others to rounding
+        flow = (expected["source"] == "lv_flow").to_numpy()
+        for column in ("switch_step", "plateau_loss"):
+            a, b = got[column].to_numpy(), expected[column].to_numpy(dtype=float)
+            assert_allclose(a[~flow], b[~flow], rtol=1e-9, err_msg=f"{unit} {column}")
+            assert_allclose(a[flow], b[flow], rtol=1e-5, err_msg=f"{unit} {column} (LV flow)")
 
 
 @pytest.mark.slow  # 1000: 2.8-5.7 s

@@ -58,7 +58,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import jax
 import jax.numpy as jnp
@@ -147,8 +147,13 @@ def format_eps(eps: float) -> str:
     return f"{eps:.0e}".replace("e-0", "e-")
 
 
+@overload
+def report_json(report: ExpansionReport) -> dict: ...
+@overload
+def report_json(report: None) -> None: ...
 def report_json(report: ExpansionReport | None) -> dict | None:
-    """The verdict as printed in ``predict``/``compare`` JSON: applies, kind, reason, remainder_order, dtype."""
+    """The verdict as printed in ``predict``/``compare`` JSON: applies, kind, reason, remainder_order
+    (null when not finite), dtype. ``nqf structure`` prints it too, with the probes added."""
     if report is None:
         return None
     order = report.remainder_order

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import textwrap
 from typing import TYPE_CHECKING, Annotated
 
@@ -51,21 +50,20 @@ _SMALL_BLOCK = 64  # blocks with at most this many entries (per output) are prin
 
 
 # -- the summary, shared with ``python -m nqf.demo`` --------------------------------------------
-def _finite_or_none(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
-
-
 def expansion_summary(report: ExpansionReport) -> dict:
-    """The expansion verdict as JSON-ready data (non-finite orders become null)."""
-    return {
-        "applies": report.applies,
-        "kind": report.kind,
-        "reason": report.reason,
-        "remainder_order": _finite_or_none(report.remainder_order),
+    """The expansion verdict as JSON-ready data: ``report_json``'s fields but dtype, then the
+    probes: eps, the unit's and the layer's remainder ratios rho(eps) (non-finite: null)."""
+    from nqf.architectures.expansion import report_json
+    from nqf.core.pytrees import json_value
+
+    summary = report_json(report)
+    del summary["dtype"]  # the structure JSON has never carried it: its output stays as it was
+    summary |= {
         "eps": list(report.eps),
-        "ratios": [_finite_or_none(r) for r in report.ratios],
-        "layer_ratios": [_finite_or_none(r) for r in report.layer_ratios],
+        "ratios": json_value(report.ratios),
+        "layer_ratios": json_value(report.layer_ratios),
     }
+    return summary
 
 
 def structure_summary(arch: Architecture, seed: int = 0) -> tuple[dict, np.ndarray, ExpansionReport]:

@@ -20,7 +20,8 @@ does), then runs the M-flow and the LV map of every point in one program: :func:
 is written for one point and ``jax.vmap``-ed over the grid, the point axis sharded over the
 devices when there are several (as ``nqf.train_grid`` does for training). The program
 reduces as it steps: it keeps the two loss curves at the recorded steps, the first step at
-which each mode crosses its threshold m_k*/2 (M-flow and LV), and the smallest weight share
+which each mode crosses its threshold m_k*/2 (M-flow and LV), the first step at which each
+degenerate group's total M-flow occupation crosses its total threshold, and the smallest weight share
 of each mode before its LV switch-on (the M-flow's resolution, ``nqf.theory.predict.pipeline``'s
 docstring); never a (points, steps, modes) array. Its shapes are padded (points and records to
 powers of two), so a grid with another lr, sigma0, seed, horizon or size within the same
@@ -55,7 +56,15 @@ from nqf.architectures.architecture import Architecture
 from nqf.architectures.expansion import ExpansionReport
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError
-from nqf.core.measure import measured_plateau_losses
+from nqf.core.measure import (
+    ModeGroups,
+    group_first,
+    group_last_value,
+    group_members,
+    group_thresholds,
+    measured_plateau_losses,
+    mode_groups,
+)
 from nqf.core.memory import FLOPS_PER_SECOND, check_time
 from nqf.core.programs import bucket_length, to_device
 from nqf.optimizers import OPTIMIZER_RECORDS, AbstractClosedOptimizer, closed_optimizer, optimizer_record
@@ -105,6 +114,8 @@ def grid_point(
     c,
     K,
     thresholds,
+    members,
+    group_thr,
     gaps,
     steps,
     optimizer: AbstractClosedOptimizer,
@@ -114,14 +125,17 @@ def grid_point(
     data: the moments (``MomentDataMatrices``, shared); F0 (d, r) with F0 F0^T = M(0) (the
     optimizer's buffers start at zero); u0 (m,) ln m(0) and m0 (m,) m(0) of the LV map (m0 is what
     the record at step 0 shows, as ``predict`` records it); lr, beta scalars; basis (d, g) the
-    growing modes; c (m,), K (m,) or (m, m) the LV system; thresholds (g,) m_k*/2; gaps (R,)
+    growing modes; c (m,), K (m,) or (m, m) the LV system; thresholds (g,) m_k*/2; members (g, G)
+    the 0/1 matrix of the degenerate groups of two or more modes (``nqf.core.measure.group_members``;
+    G may be 0) and group_thr (G,) their summed thresholds (``group_thresholds``; inf: none); gaps (R,)
     the steps between consecutive records (gaps[0] = 0: step 0 is recorded; trailing zeros
     pad); steps the horizon (records past it are padding); optimizer: a full-batch one that
     closes on M (static): its own step drives the M-flow and the LV map.
 
     Returns (M-flow loss (R,), LV loss (R,), M-flow switch steps (g,), LV switch steps (g,),
     the LV's smallest weight share sum_k-normalised m_k / sum_j m_j before each switch-on
-    (g,)); switch steps are -1 where a mode does not cross by ``steps``.
+    (g,), M-flow group switch steps (G,): the first step with occupations @ members >=
+    group_thr); switch steps are -1 where a mode (a group) does not cross by ``steps``.
     """
     g = thresholds.shape[0]
     Qt = basis.T
@@ -129,14 +143,16 @@ def grid_point(
     diagonal_K = K.ndim == 1
     loss0 = data.loss(jnp.zeros((data.dim, data.dim), dtype=dtype))
     never = jnp.full((g,), -1, dtype=gaps.dtype)
+    never_group = jnp.full(group_thr.shape, -1, dtype=gaps.dtype)
 
     def lv_occupations(lv_state, t):
         return jnp.where(t == 0, m0, jnp.exp(lv_state[0]))  # step 0 shows m(0) itself, not exp(ln m(0))
 
-    # state: ((F, buffers), G = G(F F^T), M-flow loss, LV loss, LV state, switch steps x 2, shares)
+    # state: ((F, buffers), G = G(F F^T), M-flow loss, LV loss, LV state, switch steps x 2, shares,
+    # group switch steps)
     def observe(state, t):
         """The losses, G and the crossings at step t, from F and the LV state at t."""
-        carry, _, _, _, lv_state, flow_switch, lv_switch, share = state
+        carry, _, _, _, lv_state, flow_switch, lv_switch, share, group_switch = state
         F = carry[0]
         loss, G = data.loss_and_gradient(F @ F.T)
         occ = jnp.sum((Qt @ F) ** 2, axis=1)
@@ -149,14 +165,17 @@ def grid_point(
         share = jnp.where((lv_switch < 0) & (t <= steps), jnp.minimum(share, current), share)
         flow_switch = jnp.where(live & (flow_switch < 0) & (occ >= thresholds), t, flow_switch)
         lv_switch = jnp.where(live & (lv_switch < 0) & (lv_occ[:g] >= thresholds), t, lv_switch)
-        return (carry, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share)
+        # a degenerate group is timed by its total: the init decides how it splits among the members
+        crossed = (t <= steps) & (group_switch < 0) & (occ @ members >= group_thr)
+        group_switch = jnp.where(crossed, t, group_switch)
+        return (carry, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share, group_switch)
 
     def step(state):
         """One step of the M-flow (with the G observed at its start) and of the LV map."""
-        carry, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share = state
+        carry, G, loss, lv_loss, lv_state, *switches = state
         carry = optimizer.flow_step(2 * G @ carry[0], carry, lr, beta)
         lv_state = lv_step(optimizer, c, K, lr, beta, lv_state)
-        return (carry, G, loss, lv_loss, lv_state, flow_switch, lv_switch, share)
+        return (carry, G, loss, lv_loss, lv_state, *switches)
 
     def between(carry, gap):
         state, t = carry
@@ -178,20 +197,39 @@ def grid_point(
             never,
             never,
             share0,
+            never_group,
         ),
         t0,
     )
     (state, _), (loss, lv_loss) = jax.lax.scan(between, (state0, t0), gaps)
-    flow_switch, lv_switch, share = state[5:]
-    return loss, lv_loss, flow_switch, lv_switch, share
+    flow_switch, lv_switch, share, group_switch = state[5:]
+    return loss, lv_loss, flow_switch, lv_switch, share, group_switch
 
 
 @functools.partial(jax.jit, static_argnames=("optimizer",))
-def _grid_program(data: AbstractDataMatrices, F0, u0, m0, lr, beta, basis, c, K, thresholds, gaps, steps, optimizer):
+def _grid_program(
+    data: AbstractDataMatrices,
+    F0,
+    u0,
+    m0,
+    lr,
+    beta,
+    basis,
+    c,
+    K,
+    thresholds,
+    members,
+    group_thr,
+    gaps,
+    steps,
+    optimizer,
+):
     """:func:`grid_point` vmapped over the point axis of F0, u0, m0 and lr (one program)."""
 
     def one(F, u, m, rate):
-        return grid_point(data, F, u, m, rate, beta, basis, c, K, thresholds, gaps, steps, optimizer)
+        return grid_point(
+            data, F, u, m, rate, beta, basis, c, K, thresholds, members, group_thr, gaps, steps, optimizer
+        )
 
     return jax.vmap(one)(F0, u0, m0, lr)
 
@@ -237,6 +275,10 @@ class PredictionGrid:
             first step at which m_k reaches m_k*/2), NaN where not reached within the
             horizon; the M-flow's also where it cannot resolve the mode (mflow_resolution
             below ``MFLOW_RESOLUTION``).
+        mflow_group_switch_steps: (L, S, R, G) the M-flow's switch-on step of each degenerate
+            group (:attr:`groups`) as ``predict`` reads it (``Prediction.group_readings``): the
+            first step at which the group's total occupation reaches half its fixed-point total;
+            a mode of its own keeps its ``mflow_switch_steps``.
         lv_plateau_losses: (L, S, R, g) the loss on the plateau reached as mode k switches on,
             in the vanishing-init limit.
         power_law_exponent: (L, S, R) the fitted exponent of the M-flow's loss curve with at
@@ -247,6 +289,7 @@ class PredictionGrid:
             the network's own prediction, the mean-field flow of its units (``PredictConfig.network``,
             ``nqf.theory.departure.mean_field``); NaN where it is not computed.
         growth: (m,) c_k; thresholds: (g,) m_k*/2; stable_lr: the linear-stability bound.
+        The axis G counts the degenerate groups of the growing modes (G = g when no two c_k coincide).
         config: the base PredictConfig (its lr, sigma0 and seed those of the first point);
         arch_name, route, notes: as in ``Prediction``.
     """
@@ -258,6 +301,7 @@ class PredictionGrid:
     mflow_loss: np.ndarray
     lv_loss: np.ndarray
     mflow_switch_steps: np.ndarray
+    mflow_group_switch_steps: np.ndarray
     lv_switch_steps: np.ndarray
     lv_continuous_switch_steps: np.ndarray
     closed_form_switch_steps: np.ndarray
@@ -286,6 +330,16 @@ class PredictionGrid:
     @property
     def num_growing(self) -> int:
         return int(self.thresholds.size)
+
+    @property
+    def groups(self) -> ModeGroups:
+        """The degenerate groups of the growing modes, as ``Prediction.groups`` (one c for every point)."""
+        return mode_groups(self.growth[: self.num_growing])
+
+    @property
+    def degenerate(self) -> bool:
+        """Whether some growing modes share their c_k (a group of two or more)."""
+        return any(len(group) > 1 for group in self.groups)
 
     def prediction(self, i: int, j: int, k: int) -> Prediction:
         """The point (lrs[i], sigma0s[j], seeds[k]) as the ``Prediction`` that ``predict`` returns
@@ -357,16 +411,17 @@ class PredictionGrid:
         """The tables of ``nqf predict --csv`` for every point, with the point's lr, sigma0 and
         seed in front: ``"curves"`` (lr, sigma0, seed, source, optimizer, step, loss; sources
         ``mflow``, ``lv`` and ``mean_field`` where it was computed) and ``"modes"`` (lr, sigma0, seed, source,
-        optimizer, mode,
-        convention, switch_step, plateau_loss; sources ``mflow``, ``lv``, ``lv_flow``,
+        optimizer, mode, convention, switch_step, plateau_loss; sources ``mflow``, ``lv``, ``lv_flow``,
         ``closed_form``, ``singular_limit``, ``mean_field``: the network's own prediction, NaN where
-        it is not computed), long format as ``Prediction.to_dataframes``
-        gives them. Needs pandas (the ``dataframe`` extra)."""
+        it is not computed), long format as ``Prediction.to_dataframes`` gives them: where modes
+        share c_k, one row per degenerate group (its first mode; convention ``group_occupation``
+        for two or more modes), read as ``Prediction.group_readings`` reads them. Needs pandas
+        (the ``dataframe`` extra)."""
         from nqf.core.dataframes import require_pandas
 
         pd = require_pandas()
         L, S, R = self.shape
-        g, T, P = self.num_growing, self.steps.size, L * S * R
+        T, P = self.steps.size, L * S * R
         lr, sigma0, seed = (a.reshape(-1) for a in np.meshgrid(self.lrs, self.sigma0s, self.seeds, indexing="ij"))
         optimizer = self.config.optimizer
         curves = [
@@ -384,35 +439,83 @@ class PredictionGrid:
             for source, curve in (("mflow", self.mflow_loss), ("lv", self.lv_loss), ("mean_field", self.network_loss))
             if source != "mean_field" or np.isfinite(curve).any()
         ]
-        nothing = np.full((P, g), np.nan)
-        sources = (
-            ("mflow", self.mflow_switch_steps, self._measured_plateaus(self.mflow_loss, self.mflow_switch_steps)),
-            ("lv", self.lv_switch_steps, self._measured_plateaus(self.lv_loss, self.lv_switch_steps)),
-            ("lv_flow", self.lv_continuous_switch_steps, nothing),
-            ("closed_form", self.closed_form_switch_steps, nothing),
-            ("singular_limit", self.singular_switch_steps, self.lv_plateau_losses),
-            ("mean_field", self.network_switch_steps, self.network_plateau_losses),
-        )
+        groups = self.groups if self.degenerate else None
+        convention: str | np.ndarray
+        if groups is None:
+            first, convention = np.arange(1, self.num_growing + 1), "occupation"
+        else:
+            first = np.array([group[0] + 1 for group in groups])
+            labels = ["occupation" if len(group) == 1 else "group_occupation" for group in groups]
+            convention = np.tile(labels, P)
         modes = [
             pd.DataFrame(
                 {
-                    "lr": np.repeat(lr, g),
-                    "sigma0": np.repeat(sigma0, g),
-                    "seed": np.repeat(seed, g),
+                    "lr": np.repeat(lr, first.size),
+                    "sigma0": np.repeat(sigma0, first.size),
+                    "seed": np.repeat(seed, first.size),
                     "source": source,
                     "optimizer": optimizer,
-                    "mode": np.tile(np.arange(1, g + 1), P),
-                    "convention": "occupation",
+                    "mode": np.tile(first, P),
+                    "convention": convention,
                     "switch_step": switch.reshape(-1),
                     "plateau_loss": plateau.reshape(-1),
                 }
             )
-            for source, switch, plateau in sources
+            for source, switch, plateau in self._mode_readings(groups)
         ]
         return {
             "curves": pd.concat(curves, ignore_index=True),
             "modes": pd.concat(modes, ignore_index=True),
         }
+
+    def _mode_readings(self, groups: ModeGroups | None) -> tuple[tuple[str, np.ndarray, np.ndarray], ...]:
+        """(source, switch steps, plateau losses) of the modes table, (P, g) or (L, S, R, g) each per
+        mode (``groups`` None), else per degenerate group, G in place of g, as ``Prediction.group_readings``
+        and ``nqf.theory.predict.tables.prediction_mode_rows`` read them: the M-flow's group step from
+        the total occupation, the steps timed from each mode's own m_k(0) the earliest member's, the
+        vanishing-init limit's plateau the last member's."""
+        P = int(np.prod(self.shape))
+        if groups is None:
+            nothing = np.full((P, self.num_growing), np.nan)
+            return (
+                ("mflow", self.mflow_switch_steps, self._measured_plateaus(self.mflow_loss, self.mflow_switch_steps)),
+                ("lv", self.lv_switch_steps, self._measured_plateaus(self.lv_loss, self.lv_switch_steps)),
+                ("lv_flow", self.lv_continuous_switch_steps, nothing),
+                ("closed_form", self.closed_form_switch_steps, nothing),
+                ("singular_limit", self.singular_switch_steps, self.lv_plateau_losses),
+                ("mean_field", self.network_switch_steps, self.network_plateau_losses),
+            )
+        nothing = np.full((P, len(groups)), np.nan)
+        mflow, lv = self.mflow_group_switch_steps, group_first(self.lv_switch_steps, groups)
+        singular = self.singular_switch_steps
+        return (
+            ("mflow", mflow, self._measured_plateaus(self.mflow_loss, mflow)),
+            ("lv", lv, self._measured_plateaus(self.lv_loss, lv)),
+            ("lv_flow", group_first(self.lv_continuous_switch_steps, groups), nothing),
+            ("closed_form", group_first(self.closed_form_switch_steps, groups), nothing),
+            (
+                "singular_limit",
+                group_first(singular, groups),
+                group_last_value(self.lv_plateau_losses, singular, groups),
+            ),
+            ("mean_field", *self._network_group_readings(groups)),
+        )
+
+    def _network_group_readings(self, groups: ModeGroups) -> tuple[np.ndarray, np.ndarray]:
+        """(switch steps, plateau losses), (P, G) each: the network's own prediction per degenerate
+        group at each point (``NetworkFlow.group_readings``), NaN where it is not computed."""
+        P, G = int(np.prod(self.shape)), len(groups)
+        steps, plateaus = np.full((P, G), np.nan), np.full((P, G), np.nan)
+        mflow = self.mflow_group_switch_steps.reshape(P, G)
+        for p, flow in enumerate(self.context.networks if self.context is not None else ()):
+            if isinstance(flow, str):
+                continue
+            if flow.exact:  # the M-flow itself, whose occupations the grid does not keep: its group steps
+                steps[p] = mflow[p]
+                plateaus[p] = measured_plateau_losses(flow.steps, flow.loss, mflow[p], float(flow.steps[-1]))
+            else:
+                steps[p], plateaus[p] = flow.group_readings(groups, self.thresholds)
+        return steps, plateaus
 
     def _measured_plateaus(self, loss, switch) -> np.ndarray:
         """(P, g) the loss at the middle of each plateau on the log-time axis, per point, as the
@@ -583,8 +686,12 @@ def predict_grid(
     F0 = np.stack(factors)[np.tile(np.arange(S * R), L)]  # (P, d, r)
     m0_sr = np.maximum(np.exp(log_m0), 1e-300).reshape(S * R, m)  # as ModeBasis.lotka_volterra floors it
     m0_p = m0_sr[np.tile(np.arange(S * R), L)]
-    flow_loss, lv_curve, flow_switch, lv_switch, share = _run_grid(
-        data, F0, m0_p, lr_p, config, modes.basis[:, :g], lv, system.thresholds, record, dtype
+    groups = mode_groups(modes.growth[:g])
+    # the program times only the groups of two or more by their total (none: no extra work per step)
+    several = [j for j, group in enumerate(groups) if len(group) > 1]
+    timed = [groups[j] for j in several]
+    flow_loss, lv_curve, flow_switch, lv_switch, share, group_switch = _run_grid(
+        data, F0, m0_p, lr_p, config, modes.basis[:, :g], lv, system.thresholds, timed, record, dtype
     )
     bad = ~np.all(np.isfinite(flow_loss), axis=1)
     if bad.any():
@@ -610,6 +717,9 @@ def predict_grid(
             "M-flow switch step is left out (NaN) there; the LV map and the singular limit stand"
         )
         mflow_switch[unresolved] = np.nan
+    # predict's M-flow reading per group (occupation_group_steps): a mode of its own keeps its step
+    mflow_group = group_first(mflow_switch, groups)
+    mflow_group[:, several] = np.where(group_switch >= 0, group_switch, np.nan)
 
     closed = stage.closed_form(modes, m0_p, lr_p[:, None])
     continuous, singular, plateaus = _per_point_limits(modes, m0_sr, lr_axis, loss0, system, config, g)
@@ -657,6 +767,7 @@ def predict_grid(
         mflow_loss=grid(flow_loss),
         lv_loss=grid(lv_curve),
         mflow_switch_steps=grid(mflow_switch),
+        mflow_group_switch_steps=grid(mflow_group),
         lv_switch_steps=grid(np.where(lv_switch >= 0, lv_switch, np.nan).astype(np.float64)),
         lv_continuous_switch_steps=grid(continuous),
         closed_form_switch_steps=grid(closed),
@@ -714,10 +825,13 @@ def _per_point_limits(modes, m0_sr, lr_axis, loss0: float, system, config: Predi
     return continuous.reshape(L * SR, g), singular.reshape(L * SR, g), plateaus.reshape(L * SR, g).copy()
 
 
-def _run_grid(data: AbstractDataMatrices, F0, m0, lr, config: PredictConfig, basis, lv, thresholds, record, dtype):
+def _run_grid(
+    data: AbstractDataMatrices, F0, m0, lr, config: PredictConfig, basis, lv, thresholds, groups, record, dtype
+):
     """The program over every point, in chunks of a power-of-two size (padded with the last
     point), each chunk's point axis sharded over the devices. Returns numpy arrays:
-    M-flow loss (P, T), LV loss (P, T), switch steps (P, g) x 2, weight shares (P, g)."""
+    M-flow loss (P, T), LV loss (P, T), switch steps (P, g) x 2, weight shares (P, g), M-flow
+    switch steps of ``groups`` (P, G), each timed by its total occupation (the groups of two or more)."""
     P, T = F0.shape[0], record.size
     gaps = np.zeros(bucket_length(T, floor=64), dtype=np.int64)
     gaps[1:T] = np.diff(record)
@@ -736,12 +850,14 @@ def _run_grid(data: AbstractDataMatrices, F0, m0, lr, config: PredictConfig, bas
             to_device(lv.c, dtype=dtype),
             to_device(lv.K, dtype=dtype),
             to_device(thresholds, dtype=dtype),
+            to_device(group_members(groups, len(thresholds)), dtype=dtype),
+            to_device(group_thresholds(thresholds, groups), dtype=dtype),
             to_device(gaps),
             to_device(np.int64(config.steps)),
         ),
         whole,
     )
-    data_d, beta, basis_d, c, K, thr, gaps_d, steps = shared
+    data_d, beta, basis_d, c, K, thr, members, group_thr, gaps_d, steps = shared
     outs = []
     for start in range(0, P, chunk):
         idx = np.minimum(np.arange(start, start + chunk), P - 1)  # the last chunk repeats the last point
@@ -764,10 +880,14 @@ def _run_grid(data: AbstractDataMatrices, F0, m0, lr, config: PredictConfig, bas
                 c,
                 K,
                 thr,
+                members,
+                group_thr,
                 gaps_d,
                 steps,
                 optimizer=closed_optimizer(config.optimizer),
             )
         outs.append(tuple(np.asarray(a)[: min(chunk, P - start)] for a in out))
-    loss, lv_loss, flow_switch, lv_switch, share = (np.concatenate(parts) for parts in zip(*outs, strict=True))
-    return loss[:, :T], lv_loss[:, :T], flow_switch, lv_switch, share
+    loss, lv_loss, flow_switch, lv_switch, share, group_switch = (
+        np.concatenate(parts) for parts in zip(*outs, strict=True)
+    )
+    return loss[:, :T], lv_loss[:, :T], flow_switch, lv_switch, share, group_switch
