@@ -13,6 +13,7 @@ import numpy as np
 from nqf.core.measure import DEGENERATE_RTOL as DEGENERATE_RTOL  # the library's groups (nqf.core.measure)
 from nqf.core.measure import group_switch_steps as group_switch_steps
 from nqf.core.measure import mode_groups as mode_groups
+from nqf.core.pytrees import json_number as json_number  # finite float, else None (a claim's number)
 
 CASES = ("perceptron", "fixed-readout", "attention", "linear-attention", "moe", "conv")
 LABELS = {
@@ -69,11 +70,6 @@ def _none_to_nan(value):
 def _array(value) -> np.ndarray:
     """A record's (nested) list back as floats; None (JSON's null) becomes NaN."""
     return np.array(_none_to_nan(value), dtype=np.float64)
-
-
-def _num(value) -> float | None:
-    v = float(value)
-    return v if math.isfinite(v) else None
 
 
 def _steps_text(values, digits: int = 0) -> str:

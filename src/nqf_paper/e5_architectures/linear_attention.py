@@ -13,7 +13,7 @@ import numpy as np
 
 from nqf_paper.verdict import Claim, Tolerance
 
-from .common import ICL_PLATEAU_TOLERANCE, LABELS, ONE_DROP_SHARE, _array, _num, _steps_text
+from .common import ICL_PLATEAU_TOLERANCE, LABELS, ONE_DROP_SHARE, _array, _steps_text, json_number
 from .config import ArchitecturesConfig, compare_dict
 
 
@@ -77,7 +77,7 @@ def icl_claims(record: dict, config: ArchitecturesConfig) -> tuple[list[Claim], 
             f"{label}: loss after the drop / initial loss equals the population optimum of the in-context map",
             "network loss at sqrt(t_1 T) (T the horizon) / loss at step 0",
             predicted=predicted,
-            measured=_num(ratio) if math.isfinite(t1) else None,
+            measured=json_number(ratio) if math.isfinite(t1) else None,
             tolerance=Tolerance("relative", ICL_PLATEAU_TOLERANCE),
             why_missing=missing,
         ),

@@ -21,8 +21,8 @@ from .common import (
     _claimed_groups,
     _group_name,
     _label,
-    _num,
     _steps_text,
+    json_number,
     own_steps,
 )
 from .config import ArchitecturesConfig
@@ -47,7 +47,7 @@ def early_mode_claims(name: str, record: dict) -> list[Claim]:
     def second(values, k: int, what: str) -> dict:
         if values is None:
             return {"network_predicted": None, "network_why_missing": no_own}
-        value = _num(values[k])
+        value = json_number(values[k])
         return {
             "network_predicted": value,
             "network_why_missing": ""
@@ -68,8 +68,8 @@ def early_mode_claims(name: str, record: dict) -> list[Claim]:
             Claim(
                 f"{label}: {what} switches on at the M-flow's step",
                 "first step with the group's occupation >= half its LV fixed point (network, GD)",
-                predicted=_num(flow),
-                measured=_num(net),
+                predicted=json_number(flow),
+                measured=json_number(net),
                 tolerance=Tolerance("relative", SWITCH_TOLERANCE),
                 unit="steps",
                 why_missing=missing,
@@ -84,8 +84,8 @@ def early_mode_claims(name: str, record: dict) -> list[Claim]:
             Claim(
                 f"{label}: plateau loss after {what} equals the M-flow's",
                 "loss at sqrt(t_k t_next) of the network's own switch steps",
-                predicted=_num(p_flow),
-                measured=_num(p_net),
+                predicted=json_number(p_flow),
+                measured=json_number(p_net),
                 tolerance=Tolerance("relative", PLATEAU_TOLERANCE),
                 why_missing=missing,
                 **second(own_plateau, k, what),
