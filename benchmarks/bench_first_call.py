@@ -400,9 +400,17 @@ for i, j in points:
     a, b = p.mflow_switch_steps, grid.mflow_switch_steps[i, j, 0]
     worst = max(worst, int(np.sum(~((a == b) | (np.isnan(a) & np.isnan(b))))))
 loop_s = time.perf_counter() - t
+# the network's own prediction at every point of a 10 x 10 grid, whatever its time (network_budget None)
+t = time.perf_counter()
+net = nqf.predict_grid(arch, X, Y, nqf.PredictConfig(**dict(settings, network_budget=None)), lrs=lrs,
+                       sigma0s=sigma0s[::10])
+net_s = time.perf_counter() - t
 print(json.dumps({"import_s": t_import, "call_s": call, "programs": programs, "cpu_s": cpu_grid,
                   "loop_s": loop_s, "loop_points": len(points), "mismatched_switch_steps": worst,
-                  "points": int(grid.mflow_switch_steps[..., 0].size)}))
+                  "points": int(grid.mflow_switch_steps[..., 0].size),
+                  "network": bool(np.isfinite(grid.network_switch_steps).any()),
+                  "network_grid_s": net_s, "network_grid_points": int(net.mflow_switch_steps[..., 0].size),
+                  "network_grid_computed": int(np.isfinite(net.network_switch_steps[..., 0]).sum())}))
 """
 _GRID_SCRIPT = textwrap.dedent(_PRELUDE) + textwrap.dedent(_GRID)
 
@@ -434,8 +442,11 @@ def _process(command: list[str], env: dict) -> tuple[float, float]:
 
 def theory_grid(quick: bool, repeats: int) -> Outcome:
     """1000 predictions (10 lr x 100 sigma0, the five lines' staircase) through ``nqf.predict_grid``
-    in a fresh process against one cold ``predict`` in another; and ``nqf sweep`` in predict mode
-    over 100 points (10 lr x 10 sigma0) against one cold ``nqf predict``, both whole processes
+    in a fresh process against one cold ``predict`` in another (the grid's ``network_budget`` holds
+    for its points together, so at its default the grid says the network's own prediction is over
+    it); then, warm in the grid's process, a 10 x 10 grid with the network at every point
+    (``network_budget=None``: its cost); and ``nqf sweep`` in predict mode over 100 points (10 lr x
+    10 sigma0; each point's budget its own) against one cold ``nqf predict``, both whole processes
     with empty caches."""
     rows, summary, targets = [], {}, {}
     with tempfile.TemporaryDirectory(prefix="nqf-bench-grid-") as tmp:
@@ -458,7 +469,8 @@ def theory_grid(quick: bool, repeats: int) -> Outcome:
                 "process_cpu_s": one_cpu,
             },
             {
-                "run": "predict_grid, 10 lr x 100 sigma0 (first call)",
+                "run": "predict_grid, 10 lr x 100 sigma0 (first call; the network's own prediction "
+                + ("computed)" if grid["network"] else "over its network_budget, not computed)"),
                 "points": grid["points"],
                 "call_s": grid["call_s"],
                 "programs": grid["programs"],
@@ -471,6 +483,13 @@ def theory_grid(quick: bool, repeats: int) -> Outcome:
                 "points": grid["loop_points"],
                 "call_s": grid["loop_s"],
                 "per_point_s": per_point_loop,
+            },
+            {
+                "run": "predict_grid with the network's own prediction at every point (network_budget None), "
+                f"10 lr x 10 sigma0, {grid['network_grid_computed']} computed (warm)",
+                "points": grid["network_grid_points"],
+                "call_s": grid["network_grid_s"],
+                "per_point_s": grid["network_grid_s"] / grid["network_grid_points"],
             },
         ]
         summary.update(

@@ -324,3 +324,46 @@ def test_many_modes_power_law_and_its_failure_are_predicts(steps):
         else:
             assert np.isnan(grid.power_law_exponent[0, j, 0])
         assert got["notes"] == want["notes"]
+
+
+def test_the_network_budget_holds_for_the_whole_grid():
+    """``network_budget`` bounds the grid's flows together (estimated before anything runs): a
+    budget that one point's flow fits but the grid's P flows do not gives the grid a note naming
+    the points and no network numbers, where ``predict`` at that budget computes the point's;
+    ``points_budget`` (the sweep's per-point budget) computes it again, the same numbers."""
+    from nqf.theory.departure.mean_field import COMPILE_SECONDS, PARTICLES, SETS, flow_seconds, points_budget
+
+    X, Y = nqf.get_task("staircase").generate(0, dtype=np.float64)
+    arch = nqf.get_architecture("mlp", inputs=8, outputs=4, activation="tanh")
+    steps, sigma0s = 200, [1e-6, 1e-4, 1e-2]
+    one = flow_seconds(arch, X, steps, SETS * PARTICLES)
+    three = flow_seconds(arch, X, steps, SETS * PARTICLES, points=3)
+    assert three - COMPILE_SECONDS == pytest.approx(3 * (one - COMPILE_SECONDS))
+    budget = 0.5 * (one + three)  # one point fits, three do not
+    config = nqf.PredictConfig(width=16, lr=0.05, steps=steps, sigma0=1e-6, network_budget=budget)
+    alone = nqf.predict(arch, X, Y, config)
+    assert alone.network is not None
+
+    refused = predict_grid(arch, X, Y, config, sigma0s=sigma0s)
+    assert np.isnan(refused.network_switch_steps).all()
+    assert any("x 3 points" in note and f"network_budget = {budget:g} s" in note for note in refused.notes)
+    assert any("x 3 points" in note for note in refused.prediction(0, 1, 0).notes)
+
+    scaled = dataclasses.replace(config, network_budget=points_budget(budget, len(sigma0s)))
+    grid = predict_grid(arch, X, Y, scaled, sigma0s=sigma0s)
+    np.testing.assert_array_equal(grid.network_switch_steps[0, 0, 0], alone.network.switch_steps)
+    assert np.isfinite(grid.network_switch_steps).any()
+
+
+def test_points_budget_refuses_exactly_what_each_point_refuses_alone():
+    """points x budget - (points - 1) x COMPILE_SECONDS: C + P r <= it iff C + r <= budget."""
+    from nqf.theory.departure.mean_field import COMPILE_SECONDS as C
+    from nqf.theory.departure.mean_field import points_budget
+
+    assert points_budget(None, 7) is None
+    for budget in (0.1, C, 0.7, 5.0, 100.0):
+        for run in (0.0, 0.01, 0.3, 4.0, 4.55, 50.0):
+            for points in (1, 2, 16, 1000):
+                alone = C + run <= budget
+                together = C + points * run <= points_budget(budget, points) * (1 + 1e-12)
+                assert alone == together or abs(C + run - budget) < 1e-9, (budget, run, points)

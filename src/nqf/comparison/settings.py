@@ -164,7 +164,7 @@ _COMMON = {
         Budget,
         5.0,
         "Seconds the network's own prediction may take by its estimate (its compiling, and particles x samples x "
-        "steps x a unit's flops); beyond, a note says so instead. inf: no limit.",
+        "steps x a unit's flops); beyond, a note says so instead. inf: no limit. A sweep point's is its own.",
     ),
     "network_method": _field(
         choice(NETWORK_METHODS),

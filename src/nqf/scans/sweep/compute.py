@@ -200,6 +200,7 @@ def predict_grid_records(batch: _Batch, configs: list[dict]) -> list[dict] | Non
     order of ``configs``; None where the grid does not apply or refuses (then each point runs
     alone). The grid's time is charged to the points in equal parts."""
     from nqf.core.errors import NqfError
+    from nqf.theory.departure.mean_field import points_budget
     from nqf.theory.predict.grid import predict_grid
 
     start = time.perf_counter()
@@ -215,8 +216,11 @@ def predict_grid_records(batch: _Batch, configs: list[dict]) -> list[dict] | Non
     X, Y, data, choice = batch.predict_data(first)
     if choice.route != "moments":
         return None
+    config = predict_config(first)
+    # a point's network_budget is its own, as when it runs alone: the grid's flows share one budget
+    config = replace(config, network_budget=points_budget(config.network_budget, len(lrs) * len(sigma0s) * len(seeds)))
     try:
-        grid = predict_grid(batch.arch, X, Y, predict_config(first), lrs=lrs, sigma0s=sigma0s, seeds=seeds, data=data)
+        grid = predict_grid(batch.arch, X, Y, config, lrs=lrs, sigma0s=sigma0s, seeds=seeds, data=data)
     except NqfError:
         return None
     shared = (time.perf_counter() - start) / len(configs)

@@ -339,15 +339,25 @@ def _unit_flops(arch: Architecture, shape: tuple, dtype: str) -> float:
     return float((analysis or {}).get("flops", 10.0 * (arch.dim + arch.outputs)))
 
 
-def flow_seconds(arch: Architecture, X, steps: int, units: int, networks: int = 0) -> float:
+def flow_seconds(arch: Architecture, X, steps: int, units: int, networks: int = 0, points: int = 1) -> float:
     """Estimated time of a first call of the particle flow (the constants' comment): COMPILE_SECONDS
-    + steps x (STEP_SECONDS + units (all sets') x N samples x (3 x a unit's flops (:func:`unit_flops`,
-    forward and backward) / FLOPS_PER_SECOND + PAIR_SECONDS) + networks x N x ROUTED_SECONDS for
-    units coupled by a router). ``networks``: the networks sharing M0 run (0 for particles)."""
+    + points x steps x (STEP_SECONDS + units (all sets') x N samples x (3 x a unit's flops
+    (:func:`unit_flops`, forward and backward) / FLOPS_PER_SECOND + PAIR_SECONDS) + networks x N x
+    ROUTED_SECONDS for units coupled by a router). ``networks``: the networks sharing M0 run (0 for
+    particles); ``points``: the flows one plan runs (``predict_grid``'s points; one program compiled)."""
     N = int(X.shape[0])
     per_pair = 3.0 * unit_flops(arch, X[0]) / FLOPS_PER_SECOND + PAIR_SECONDS
     routed = networks * N * ROUTED_SECONDS if arch.router is not None else 0.0
-    return COMPILE_SECONDS + steps * (STEP_SECONDS + units * N * per_pair + routed)
+    return COMPILE_SECONDS + points * steps * (STEP_SECONDS + units * N * per_pair + routed)
+
+
+def points_budget(budget: float | None, points: int) -> float | None:
+    """The ``network_budget`` of ``points`` flows planned together (``predict_grid``) that refuses
+    exactly the points whose own flow :func:`plan_flow` refuses alone: one program compiles for all,
+    so points x budget - (points - 1) x COMPILE_SECONDS (:func:`flow_seconds`); None stays None."""
+    if budget is None or budget <= COMPILE_SECONDS:  # (below the compile every point is refused alone too)
+        return budget
+    return points * budget - (points - 1) * COMPILE_SECONDS
 
 
 def whitened_draws(d: int, particles: int, sets: int = SETS, seed: int = _SEED) -> np.ndarray:
@@ -508,13 +518,16 @@ def plan_flow(
     growing: int,
     particles: int | None = None,
     budget: float | None = None,
+    points: int = 1,
 ) -> tuple[FlowPlan | None, str | None]:
     """(the particle flow of ``width`` units on (X, Y) under ``config``, its program compiling in
     the background, None) or (None, why it is not computed): the checks of :func:`point_flow`
     (the optimizer, a router under ``mean_field``, the particles, the time budget, the memory)
     before anything is compiled. Only shapes are needed: the record steps (R,) and the number of
     growing modes; the init and the basis come with :meth:`FlowPlan.run`. ``predict`` plans it
-    once the modes are known, so that the program compiles while the quadratic stages run."""
+    once the modes are known, so that the program compiles while the quadratic stages run.
+    ``points``: how many flows the plan will run (``predict_grid``'s points): the time budget
+    holds for all of them together, so a large grid does not spend points x budget unasked."""
     start = time.perf_counter()
     why = not_applicable(arch, config.optimizer)
     if why is not None:
@@ -548,11 +561,12 @@ def plan_flow(
     stepped = X[: int(config.batch_size)] if optimizer.minibatches else X
     if (
         budget is not None
-        and (estimate := flow_seconds(arch, stepped, horizon, sets * per_set, sets if ensemble else 0)) > budget
+        and (estimate := flow_seconds(arch, stepped, horizon, sets * per_set, sets if ensemble else 0, points)) > budget
     ):
+        at = f" x {points} points" if points > 1 else ""
         return None, (
             f"it would take about {estimate:.2g} s ({what} x {int(stepped.shape[0])} samples x {horizon} "
-            f"steps), above network_budget = {budget:g} s (raise it, or None for no limit)"
+            f"steps{at}), above network_budget = {budget:g} s (raise it, or None for no limit)"
         )
     needed = flow_bytes(arch, N, sets * per_set)
     if needed > available_bytes() / 2:

@@ -638,7 +638,8 @@ def predict_grid(
     modes = stage.modes_of(host, arch, expansion)
     g = modes.num_growing
     # the network's particle flow compiles in the background from here, as in predict
-    network = stage.network_plan(arch, X, Y, config, expansion, record, g) if config.network else None
+    # (network_budget holds for the grid's L S R flows together: a large grid is refused in one note)
+    network = stage.network_plan(arch, X, Y, config, expansion, record, g, L * S * R) if config.network else None
 
     # the draws: one per seed (sigma0 = 1 gives Z itself), scaled as initial_weights scales
     normals = {
@@ -738,6 +739,8 @@ def predict_grid(
             stage.network_finish(run, arch, config, record, flow_loss[p], None, mflow_switch[p], system.thresholds)
             for p, run in enumerate(runs)
         )
+        if isinstance(network, str) and network != "exact":  # refused for the whole grid (its points say it too)
+            notes.append(f"{_GRID_NOTE}{networks[0]}")
     net_steps, net_plateaus = np.full((P, g), np.nan), np.full((P, g), np.nan)
     net_loss = np.full((P, record.size), np.nan)
     for p, flow in enumerate(networks):

@@ -183,14 +183,15 @@ def modes_of(data: AbstractDataMatrices, arch: Architecture, expansion: Expansio
     return modes
 
 
-def network_plan(arch: Architecture, X, Y, config: PredictConfig, expansion, record, growing: int):
+def network_plan(arch: Architecture, X, Y, config: PredictConfig, expansion, record, growing: int, points: int = 1):
     """The network's own prediction as far as it goes before the init: a FlowPlan (its particle
     flow checked and its program compiling in the background,
     ``nqf.theory.departure.mean_field.plan_flow``), the string "exact" for an exactly quadratic
     unit (the M-flow's readings, nothing to compute), or the reason it is not computed. Samples X, Y
     (N, ...) as given to ``predict``; ``record`` the record steps (R,); ``growing`` the number of
-    growing modes. ``predict`` and ``predict_grid`` plan it once the modes are known, so that its
-    program compiles while their quadratic stages run."""
+    growing modes; ``points`` the flows it will run (``network_budget`` holds for all of them together).
+    ``predict`` and ``predict_grid`` plan it once the modes are known, so that its program compiles
+    while their quadratic stages run."""
     from nqf.theory.data_matrices.build import checked_samples
     from nqf.theory.departure.mean_field import is_exact, plan_flow
 
@@ -199,7 +200,7 @@ def network_plan(arch: Architecture, X, Y, config: PredictConfig, expansion, rec
     if X is None or Y is None:
         return "it needs the samples X, Y (only data matrices were given)"
     Xc, targets, _ = checked_samples(arch, X, Y, config.loss, jnp.result_type(float))
-    plan, why = plan_flow(arch, Xc, targets, config.width, config, record, growing)
+    plan, why = plan_flow(arch, Xc, targets, config.width, config, record, growing, points=points)
     return why if plan is None else plan
 
 
