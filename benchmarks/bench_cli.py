@@ -167,7 +167,6 @@ def cli(quick: bool, repeats: int) -> Outcome:
         notes=[
             f"wall times of whole processes (median over {pairs} pair(s) of invocations, each pair with a fresh "
             "empty NQF_CACHE_DIR); cpu_s is the child's user + sys time",
-            "the issue's starting point: 12.3 s and 11.9 s for two invocations (103%), no cache",
             "what a warm start still pays: Python and JAX imports, tracing and lowering every jitted function "
             "(the cache key is the lowered program), and loading each executable from disk",
         ],

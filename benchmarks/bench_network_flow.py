@@ -391,7 +391,9 @@ X, Y, arch = problem(data)
 estimates = []
 estimate = mean_field.flow_seconds
 mean_field.flow_seconds = lambda *a: estimates.append(estimate(*a)) or estimates[-1]
-config = nqf.PredictConfig(width=width, sigma0=sigma0, lr=lr, steps=steps, optimizer=optimizer, network_budget=1e9)
+name, _, batch = optimizer.partition(":")  # "sgd:B": minibatch SGD on batches of B samples
+config = nqf.PredictConfig(width=width, sigma0=sigma0, lr=lr, steps=steps, optimizer=name,
+                           batch_size=int(batch) if batch else None, network_budget=1e9)
 first = nqf.predict(arch, X, Y, config).network.seconds
 warm = nqf.predict(arch, X, Y, config).network.seconds
 print(json.dumps({"estimate_s": estimates[0], "first_s": first, "warm_s": warm}))

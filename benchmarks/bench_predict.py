@@ -1,4 +1,4 @@
-"""Prediction-speed benchmarks (issue 11): ``nqf.predict`` against training, over long
+"""Prediction-speed benchmarks: ``nqf.predict`` against training, over long
 horizons, and the memory of ``nqf predict`` on a large data file.
 
 Loaded by ``run.py`` (which enables float64 first). Every benchmark here keeps its own
@@ -133,6 +133,8 @@ def _prediction_info(p) -> dict:
         "mflow_switch_steps": _floats(p.mflow_switch_steps),
         "switch_steps": _steps_text(p.mflow_switch_steps),
         "final_loss": float(np.asarray(p.flow.loss)[-1]),
+        # the network's own prediction (on by default): computed, or over its budget / not applicable
+        "network": "computed" if getattr(p, "network", None) is not None else "not computed",
     }
 
 
@@ -140,12 +142,15 @@ def _prediction_info(p) -> dict:
 
 
 def _versus_training(arch, X, Y, *, width, lr, sigma0, steps_list, quick, repeats, independent=False) -> list[dict]:
-    """Per horizon: the prediction warm against ``nqf.train`` and, with ``independent``, against the
-    independent loop of the tanh network (``_versus_independent``)."""
+    """Per horizon: the prediction warm (as it comes, and the quadratic theory alone: ``network=False``)
+    against ``nqf.train`` and, with ``independent``, against the independent loop of the tanh
+    network (``_versus_independent``)."""
     rows = []
     for steps in steps_list:
         cfg = nqf.PredictConfig(width=width, lr=lr, steps=int(steps), sigma0=sigma0)
         timing, p = _time_warm(lambda: nqf.predict(arch, X, Y, cfg), repeats)
+        quadratic = dataclasses.replace(cfg, network=False)
+        quadratic_timing, _ = _time_warm(lambda: nqf.predict(arch, X, Y, quadratic), repeats)
         train = _time_train(
             arch, X, Y, steps=int(steps), width=width, lr=lr, sigma0=sigma0, budget_s=TRAIN_BUDGET_S[quick]
         )
@@ -156,6 +161,8 @@ def _versus_training(arch, X, Y, *, width, lr, sigma0, steps_list, quick, repeat
                 "predict_first_s": timing.first,
                 **train,
                 "ratio_train_over_predict": train["train_s"] / timing.best,
+                "quadratic_s": quadratic_timing.best,
+                "ratio_train_over_quadratic": train["train_s"] / quadratic_timing.best,
                 **_prediction_info(p),
                 "predict_timing": timing.as_dict(),
             }
@@ -276,9 +283,8 @@ def predict_icl(quick: bool, repeats: int) -> Outcome:
             ),
         },
         notes=[
-            "before: 1x (predict 56 s vs train 52 s)",
             _TRAIN_NOTE,
-            "independent (issue 24): full-batch GD of the same layer in plain JAX + optax (bench_training."
+            "independent: full-batch GD of the same layer in plain JAX + optax (bench_training."
             "_independent_icl), from nqf's W0 split into W_KQ, w_OV, warm (a compiling call, then calls "
             "until 1 s, the best); ratio_independent_over_predict: the layer as einsums over the heads with "
             "S_p = (1/N) sum_j z_j z_j^T formed from the tokens every step; ratio_factored_over_predict: the "
@@ -340,7 +346,7 @@ def predict_staircase(quick: bool, repeats: int) -> Outcome:
         rows=rows,
         summary={"ratio_train_over_predict_2000": ratio},
         targets={"predict >= 1000x faster than training at 2000 steps": ratio >= 1000},
-        notes=["before: 194-234x (predict 0.65-0.71 s, train 126-166 s at 2000 steps)", _TRAIN_NOTE],
+        notes=[_TRAIN_NOTE],
     )
 
 
@@ -435,7 +441,7 @@ def predict_many_outputs(quick: bool, repeats: int) -> Outcome:
     )
 
 
-# -- MNIST-sized synthetic data (issue 24) ---------------------------------------------
+# -- MNIST-sized synthetic data ----------------------------------------------------------
 
 
 def _d784_data(N: int = 10000, D: int = 784, K: int = 10):
@@ -528,8 +534,6 @@ def predict_d784(quick: bool, repeats: int) -> Outcome:
             "the same network (nqf.train = independent loop, 1e-10)": row["same_network"],
         },
         notes=[
-            "before (issue 24): predict did not finish in 600 s (per-sample route, chunked: ~0.3-0.5 s a step; "
-            "stability 110 s); S is now kept factored (moments route)",
             f"training measured over {train_steps} steps only (warm call after a compiling one); "
             "*_steps_per_predict = predict_s / measured time per training step",
         ],
@@ -569,16 +573,18 @@ def _compare_flows(p, ref) -> dict:
 
 def predict_horizon(quick: bool, repeats: int) -> Outcome:
     """Staircase, mlp tanh, width 32, lr 0.05, sigma0 1e-30: predict at 10^4 and 10^6 steps,
-    against the step-by-step reference (``stepping="every"``) where the config has it."""
+    against the step-by-step reference (``stepping="every"``) where the config has it. The
+    quadratic theory alone (``network=False``): this measures the M-flow's stepping, which the
+    network's own prediction (training's arithmetic at every step, within its time budget) is not."""
     X, Y = nqf.get_task("staircase").generate(0)
     arch = nqf.get_architecture("mlp", activation="tanh")
     width, lr, sigma0 = 32, 0.05, 1e-30
     horizons = (10**4, 10**6)
     has_stepping = "stepping" in {f.name for f in dataclasses.fields(nqf.PredictConfig)}
-    notes = ["before: t(1e6) / t(1e4) = 33x (39 s vs 1.2 s)"]
+    notes: list[str] = []
     rows = []
     for steps in horizons:
-        cfg = nqf.PredictConfig(width=width, lr=lr, steps=steps, sigma0=sigma0)
+        cfg = nqf.PredictConfig(width=width, lr=lr, steps=steps, sigma0=sigma0, network=False)
         timing, p = _time_warm(lambda: nqf.predict(arch, X, Y, cfg), repeats)
         info = _prediction_info(p)
         stats = info["flow_stats"] or {}
@@ -815,7 +821,7 @@ def predict_memory(quick: bool, repeats: int) -> Outcome:
     samples = 10**5 if quick else 10**6
     inputs, outputs = 64, 10
     timeout_s = 300.0 if quick else 600.0
-    rows, notes = [], ["before: no figure in the issue; target peak RSS <= 2x the size of X for 10^6 samples"]
+    rows, notes = [], ["target: peak RSS <= 2x the size of X for 10^6 samples"]
     with tempfile.TemporaryDirectory(prefix="nqf-bench-memory-") as tmp:
         tmp = Path(tmp)
         big = tmp / "teacher.npz"
@@ -898,9 +904,12 @@ _VERSUS_TRAINING = [
     "steps",
     "predict_s",
     "predict_first_s",
+    "network",
     "train_s",
     "train_method",
     "ratio_train_over_predict",
+    "quadratic_s",
+    "ratio_train_over_quadratic",
     "independent_s",
     "ratio_independent_over_predict",
     "switch_steps",

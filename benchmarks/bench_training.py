@@ -1,4 +1,4 @@
-"""``nqf.train`` against an independent training loop written here (issue 24).
+"""``nqf.train`` against an independent training loop written here.
 
 ``train_vs_independent``: GD on the tanh network f(x) = sum_i a_i tanh(v_i . x), full batch,
 the mean squared loss, the same W0 and steps, all warm (a first call compiles; then up to 3

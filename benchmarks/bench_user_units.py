@@ -1,4 +1,4 @@
-"""A user's own unit against a built-in one and against training it (issue 32, item 2).
+"""A user's own unit against a built-in one and against training it.
 
 ``user_units``: Equinox units without a closed form on scikit-learn data, each call in a fresh
 process with an empty ``NQF_CACHE_DIR``:
@@ -10,10 +10,11 @@ Data: wine (13 z-scored inputs, centred one-hot of 3 classes), digits on 16 whit
 components and on all 64 pixels (standardised; constant pixels 0), centred one-hot of 10 classes.
 Width 32, sigma0 1e-6, GD. Per case: the first ``nqf.predict`` of the user's unit, the first
 ``nqf.train`` of the same network (same steps), and the first ``nqf.predict`` of the built-in
-``mlp`` (tanh) on the same data and settings. Ratios: predict / train and predict / built-in,
+``mlp`` (tanh) on the same data and settings; and the first ``nqf.predict`` of the unit with the quadratic
+theory alone (``network=False``). Ratios: predict / train and predict / built-in,
 call times (after imports) in their own processes.
 
-Targets (issue 32): predict <= train and predict <= 2 x built-in for every case.
+Targets: predict <= train and predict <= 2 x built-in for every case.
 """
 
 from __future__ import annotations
@@ -90,8 +91,9 @@ if what == "train":
     result = nqf.train(arch, X, Y, nqf.TrainConfig(**settings))
     out = {"final_loss": float(np.asarray(result.loss)[-1])}
 else:
-    p = nqf.predict(arch, X, Y, nqf.PredictConfig(**settings))
-    out = {"route": p.route, "groups": len(p.groups), "first_group_step": float(p.group_readings()["mflow"][0])}
+    p = nqf.predict(arch, X, Y, nqf.PredictConfig(**settings, network=what != "quadratic"))
+    out = {"route": p.route, "groups": len(p.groups), "first_group_step": float(p.group_readings()["mflow"][0]),
+           "network": "computed" if p.network is not None else "not computed"}
 call = time.perf_counter() - t1
 r = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"import_s": t1 - t0, "call_s": call, "cpu_s": r.ru_utime + r.ru_stime, **out}))
@@ -105,7 +107,12 @@ CASES = [
     ("gated", "digits64", 0.5, 2000),
 ]
 QUICK = CASES[:2]
-RUN_NAMES = {"predict": "predict (own unit)", "train": "nqf.train (own unit)", "builtin": "predict (mlp)"}
+RUN_NAMES = {
+    "predict": "predict (own unit)",
+    "quadratic": "predict (own unit), network=False",
+    "train": "nqf.train (own unit)",
+    "builtin": "predict (mlp)",
+}
 
 
 def _child(args: list[str], cache: Path) -> dict:
@@ -118,7 +125,7 @@ def user_units(quick: bool, repeats: int) -> Outcome:
     with tempfile.TemporaryDirectory() as tmp:
         for k, (unit, data, lr, steps) in enumerate(QUICK if quick else CASES):
             args = [unit, data, str(lr), str(steps)]
-            runs = {what: _child([what, *args], Path(tmp) / f"{k}-{what}") for what in ("predict", "train", "builtin")}
+            runs = {what: _child([what, *args], Path(tmp) / f"{k}-{what}") for what in RUN_NAMES}
             to_train = runs["predict"]["call_s"] / runs["train"]["call_s"]
             to_builtin = runs["predict"]["call_s"] / runs["builtin"]["call_s"]
             worst_train, worst_builtin = max(worst_train, to_train), max(worst_builtin, to_builtin)
@@ -130,7 +137,8 @@ def user_units(quick: bool, repeats: int) -> Outcome:
                         "call_s": run["call_s"],
                         "cpu_s": run["cpu_s"],
                         "route": run.get("route", "-"),
-                        "ratio_to_train": to_train if what == "predict" else None,
+                        "network": run.get("network", "-"),
+                        "ratio_to_train": run["call_s"] / runs["train"]["call_s"] if what != "train" else None,
                         "ratio_to_builtin": to_builtin if what == "predict" else None,
                     }
                 )
@@ -147,4 +155,4 @@ def user_units(quick: bool, repeats: int) -> Outcome:
 
 
 BENCHMARKS = {"user_units": user_units}
-COLUMNS = {"user_units": ["case", "run", "call_s", "cpu_s", "route", "ratio_to_train", "ratio_to_builtin"]}
+COLUMNS = {"user_units": ["case", "run", "call_s", "cpu_s", "route", "network", "ratio_to_train", "ratio_to_builtin"]}

@@ -267,7 +267,7 @@ def lv_many_modes(quick: bool, repeats: int) -> Outcome:
             "every mode switched by the horizon": switched == modes,
             "wall <= 0.5 s": timing.best <= 0.5,
         },
-        notes=["before (per-time lax.map of the log-space form, 2026-12-02): wall 5.1 s warm, 10.5 s first call"],
+        notes=[],
     )
 
 
