@@ -278,7 +278,8 @@ class PredictionGrid:
         mflow_group_switch_steps: (L, S, R, G) the M-flow's switch-on step of each degenerate
             group (:attr:`groups`) as ``predict`` reads it (``Prediction.group_readings``): the
             first step at which the group's total occupation reaches half its fixed-point total;
-            a mode of its own keeps its ``mflow_switch_steps``.
+            a mode of its own keeps its ``mflow_switch_steps``. G counts the degenerate groups of
+            the growing modes (G = g when no two c_k coincide).
         lv_plateau_losses: (L, S, R, g) the loss on the plateau reached as mode k switches on,
             in the vanishing-init limit.
         power_law_exponent: (L, S, R) the fitted exponent of the M-flow's loss curve with at
@@ -289,7 +290,6 @@ class PredictionGrid:
             the network's own prediction, the mean-field flow of its units (``PredictConfig.network``,
             ``nqf.theory.departure.mean_field``); NaN where it is not computed.
         growth: (m,) c_k; thresholds: (g,) m_k*/2; stable_lr: the linear-stability bound.
-        The axis G counts the degenerate groups of the growing modes (G = g when no two c_k coincide).
         config: the base PredictConfig (its lr, sigma0 and seed those of the first point);
         arch_name, route, notes: as in ``Prediction``.
     """
