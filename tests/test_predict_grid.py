@@ -236,9 +236,9 @@ def test_a_point_of_the_grid_is_predicts_prediction(optimizer):
 
 def test_a_degenerate_grid_points_notes_and_rows_are_predicts():
     """Modes that share c_k (a hidden width of 2, tests/test_mode_groups.py): a point carries
-    predict's notes, the degenerate groups' included. (The point's own M-flow group steps are the
-    earliest member's: its Prediction keeps no occupations to time a group's total by,
-    ``Prediction.group_readings``; the grid's tables read the grid's group steps, the next test.)"""
+    predict's notes, the degenerate groups' included, and predict's group readings: its M-flow
+    group steps are the group totals' the grid's program timed (its Prediction keeps no
+    occupations), as the JSON and ``nqf sweep``'s points show them."""
     from .test_mode_groups import _unit, _wine
 
     X, Y = _wine()
@@ -249,6 +249,11 @@ def test_a_degenerate_grid_points_notes_and_rows_are_predicts():
     want = nqf.predict(arch, X, Y, dataclasses.replace(cfg, lr=0.3))
     assert point.degenerate and any("degenerate" in note for note in point.notes)
     assert point.notes == want.notes
+    got, expected = point.group_readings(), want.group_readings()
+    for key, tolerance in (("mflow", 0), ("lv", 0), ("closed_form", 1e-12), ("plateau_mflow", 1e-9)):
+        assert_allclose(got[key], expected[key], rtol=tolerance, err_msg=key)
+    rows, want_rows = point.to_json()["prediction"]["modes"], want.to_json()["prediction"]["modes"]
+    assert [(r["modes"], r["switch_step"]) for r in rows] == [(r["modes"], r["switch_step"]) for r in want_rows]
 
 
 class HiddenLinear(eqx.Module):

@@ -404,6 +404,7 @@ class PredictionGrid:
             mflow_resolution=resolution,
             engine="grid",
             engine_reason=f"one program for the {L * S * R} points of a grid (nqf.predict_grid)",
+            mflow_group_switch_steps=self.mflow_group_switch_steps[i, j, k] if self.degenerate else None,
         )
         return stage.with_network(prediction, ctx.networks[point]) if ctx.networks else prediction
 

@@ -203,6 +203,9 @@ class Prediction:
         network: the network's own prediction, the mean-field flow of its units
             (``nqf.theory.departure.mean_field.NetworkFlow``: switch_steps, plateau_losses, loss
             at ``flow.steps``) when ``config.network`` and it applies, else None.
+        mflow_group_switch_steps: (G,) the M-flow's step of each degenerate group where the
+            occupations are not kept (a ``predict_grid`` point: the grid's program timed each
+            group's total); None: ``group_readings`` times the groups from ``flow.occupations``.
     """
 
     config: PredictConfig
@@ -237,6 +240,7 @@ class Prediction:
     engine: str = "compiled"
     engine_reason: str = ""
     network: Any = None
+    mflow_group_switch_steps: np.ndarray | None = None
 
     @property
     def num_growing(self) -> int:
@@ -269,9 +273,13 @@ class Prediction:
         """
         groups = self.groups
         # a mode of its own keeps its step (NaN where the M-flow cannot resolve it: pipeline's docstring);
-        # a grid point keeps no occupations
-        mflow = occupation_group_steps(
-            self.mflow_switch_steps, self.flow.steps, self.flow.occupations, self.thresholds, groups
+        # a grid point keeps no occupations, but its program timed the groups' totals
+        mflow = (
+            occupation_group_steps(
+                self.mflow_switch_steps, self.flow.steps, self.flow.occupations, self.thresholds, groups
+            )
+            if self.mflow_group_switch_steps is None
+            else np.asarray(self.mflow_group_switch_steps, dtype=np.float64)
         )
         return {
             "growth": np.array([float(self.modes.growth[g[0]]) for g in groups]),
@@ -546,7 +554,7 @@ def _register_prediction() -> None:
         ("modes", "defect", "init_defect", "flow", "thresholds", "mflow_switch_steps", "lv", "lv_steps", "lv_loss")
         + ("lv_switch_steps", "lv_continuous_switch_steps", "closed_form_switch_steps", "lv_plateau_losses")
         + ("singular", "singular_switch_steps", "stable_lr", "power_law", "initial_occupations", "mflow_resolution")
-        + ("flow_stats", "departure", "network", "config"),
+        + ("flow_stats", "departure", "network", "config", "mflow_group_switch_steps"),
         ("lv_applies", "notes", "route", "route_reason", "expansion", "arch_name", "arch_options")
         + ("engine", "engine_reason"),
         before=_register_departure,
