@@ -328,7 +328,15 @@ def test_many_modes_power_law_and_its_failure_are_predicts(steps):
             assert grid.power_law_exponent[0, j, 0] == pytest.approx(want["power_law"]["exponent"], rel=1e-6)
         else:
             assert np.isnan(grid.power_law_exponent[0, j, 0])
-        assert got["notes"] == want["notes"]
+
+        def others(notes):
+            return [note for note in notes if not note.startswith("network (")]
+
+        assert others(got["notes"]) == others(want["notes"])
+        # the network's notes are predict's, but where the grid's 2 flows together are over the budget
+        # (network_budget holds for the grid's points together: its note says so)
+        if not any("x 2 points" in note and "above network_budget" in note for note in got["notes"]):
+            assert got["notes"] == want["notes"]
 
 
 def test_the_network_budget_holds_for_the_whole_grid():
