@@ -268,6 +268,38 @@ class HiddenLinear(eqx.Module):
 
 
 @pytest.mark.parametrize("unit", ["gelu", "linear"])
+def test_a_degenerate_grid_points_network_rows_are_predicts(unit):
+    """A point's JSON, tables and compare's readings take the network's group readings from one
+    place (``Prediction.network_group_readings``): for the exactly quadratic unit the M-flow's own
+    group readings (a grid point keeps no occupations to re-read them from), for gelu the mean
+    field's; predict's to rounding either way."""
+    from .test_mode_groups import _unit, _wine
+
+    X, Y = _wine()
+    K, D = Y.shape[1], X.shape[1]
+    unit_module = _unit(2, D, K) if unit == "gelu" else HiddenLinear(jnp.zeros((K, 2)), jnp.zeros((2, D)))
+    arch = nqf.from_equinox(unit_module, D, K)
+    cfg = nqf.PredictConfig(width=32, lr=0.5, steps=400, sigma0=1e-6)
+    point = predict_grid(arch, X, Y, cfg, lrs=[0.5, 0.3]).prediction(1, 0, 0)
+    want = nqf.predict(arch, X, Y, dataclasses.replace(cfg, lr=0.3))
+    assert point.degenerate and point.network is not None and point.network.exact == (unit == "linear")
+    got_steps, got_plateaus = point.network_group_readings()
+    want_steps, want_plateaus = want.network_group_readings()
+    assert np.all(np.isfinite(got_steps)) and np.all(np.isfinite(got_plateaus[:-1]))
+    assert_allclose(got_steps, want_steps, rtol=0)
+    assert_allclose(got_plateaus, want_plateaus, rtol=1e-9)
+    rows, want_rows = point.to_json()["prediction"]["modes"], want.to_json()["prediction"]["modes"]
+    for key in ("network_switch_step", "network_plateau_loss"):
+        got_values = [r[key] for r in rows]
+        assert all(v is not None for v in got_values[:-1]), key
+        want_values = np.array([r[key] for r in want_rows], dtype=float)
+        assert_allclose(np.array(got_values, dtype=float), want_values, rtol=1e-9)
+    tables = point.to_dataframes()["modes"]
+    mean_field = tables[tables["source"] == "mean_field"]
+    assert_allclose(mean_field["switch_step"].to_numpy(dtype=float), want_steps, rtol=0)
+
+
+@pytest.mark.parametrize("unit", ["gelu", "linear"])
 def test_a_degenerate_grids_tables_have_predicts_group_rows(unit):
     """Where modes share c_k the grid's modes table has predict's rows, one per degenerate group
     (its first mode, convention group_occupation): the M-flow's group step from the total

@@ -256,8 +256,9 @@ def _mean_field(predictions: Predictions, flow: str | None) -> tuple[np.ndarray,
     if flow is None:
         return steps, plateaus, timing
     for s, p in enumerate(predictions[flow]):
-        if p.network is not None:
-            steps[s], plateaus[s] = p.network.group_readings(p.groups, p.thresholds)
+        if (readings := p.network_group_readings()) is not None:
+            assert p.network is not None
+            steps[s], plateaus[s] = readings
             own = np.asarray(p.network.plateau_timing, dtype=np.float64)
             bars = [own[group[0]] if len(group) == 1 else np.nan for group in p.groups]
             timing[s] = np.where(np.isfinite(plateaus[s]), bars, np.nan)

@@ -180,10 +180,10 @@ def _draw_switch_steps(ax, prediction: Prediction, horizon: float) -> tuple[floa
         (PALETTE[_LV], "LV map", "LV", shown["lv"]),
         (PALETTE[_LIMIT], "vanishing-init limit", "limit", shown["singular_limit"]),
     ]
-    if prediction.network is not None:
+    if (readings := prediction.network_group_readings()) is not None:
         found = prediction.network
-        degenerate = prediction.degenerate
-        steps = found.group_readings(prediction.groups, prediction.thresholds)[0] if degenerate else found.switch_steps
+        assert found is not None
+        steps = readings[0] if prediction.degenerate else found.switch_steps
         sources.append((PALETTE[_NETWORK], f"network, predicted: {found.label}", "network", steps))
     rows = []
     for colour, name, short, switch in sources:

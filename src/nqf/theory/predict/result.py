@@ -295,6 +295,18 @@ class Prediction:
             ),
         }
 
+    def network_group_readings(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The network's own prediction per degenerate group: (switch steps, plateau losses), (G,)
+        each; None where it was not computed. An exactly quadratic unit's is the M-flow's own group
+        readings (``mflow``, ``plateau_mflow``: a grid point keeps no occupations to re-read); any
+        other's ``NetworkFlow.group_readings`` at this prediction's thresholds."""
+        if self.network is None:
+            return None
+        if self.network.exact:
+            readings = self.group_readings()
+            return readings["mflow"], readings["plateau_mflow"]
+        return self.network.group_readings(self.groups, self.thresholds)
+
     @property
     def growth_rates(self) -> np.ndarray:
         """r_k = 4 lr c_k of the growing modes."""
@@ -341,7 +353,7 @@ class Prediction:
         return {
             # the prediction first: the M-flow's switch-on steps and plateau losses, per mode or degenerate
             # group; the blocks after it are the run and the analysis (LV, closed form, singular limit)
-            "prediction": _prediction_json(self.groups, readings, self.network, self.thresholds),
+            "prediction": _prediction_json(self.groups, readings, self.network, self.network_group_readings()),
             "config": {
                 **json_value(asdict(self.config)),  # its numbers are leaves: arrays after jax.tree.map
                 "arch": self.arch_name,
@@ -408,14 +420,13 @@ SWITCH_CONVENTION = (
 PLATEAU_CONVENTION = "plateau loss: the M-flow's loss at the log-midpoint between this switch-on and the next"
 
 
-def _prediction_json(groups, readings: dict[str, np.ndarray], network, thresholds) -> dict:
+def _prediction_json(groups, readings: dict[str, np.ndarray], network, mean_field) -> dict:
     """The ``prediction`` block: the M-flow's switch-on step and plateau loss per mode (per degenerate
     group where modes share c_k), with the conventions; null: not within the horizon. With the
     network's mean-field flow (``config.network``, where it applies) each mode also has the
     network's predicted switch-on step and plateau loss (``network_switch_step``,
     ``network_plateau_loss``; a group's: when its total occupation reaches half its fixed point,
-    as the M-flow's, and the plateau after it; ``thresholds`` the prediction's m_k*/2)."""
-    mean_field = None if network is None else network.group_readings(groups, thresholds)
+    as the M-flow's, and the plateau after it: ``mean_field``, :meth:`Prediction.network_group_readings`)."""
     rows = [
         {
             "modes": [int(k) + 1 for k in group],

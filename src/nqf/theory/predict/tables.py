@@ -91,7 +91,9 @@ def _network_rows(p, optimizer: str, seed, groups) -> list[tuple]:
         return []
     if groups is None:
         return mode_rows("mean_field", optimizer, seed, "occupation", p.network.switch_steps, p.network.plateau_losses)
-    steps, plateau = p.network.group_readings(groups, p.thresholds)
+    readings = p.network_group_readings()
+    assert readings is not None
+    steps, plateau = readings
     return mode_rows("mean_field", optimizer, seed, "occupation", steps, plateau, groups)
 
 
