@@ -138,6 +138,28 @@ def test_e2_reports_a_failed_prediction(e2_records):
     assert "predict failed at sigma0 = 0.0001" in result.text
 
 
+def test_e2_init_seeds_measure_how_far_one_inits_slope_moves(e2_records):
+    """The init-seeds run repeats the claims' init (seed 0: the same trained steps as the sweep, the
+    same mean-field steps as predict's) and adds others; the text gives each init's slopes and the
+    prediction's gap to each, and the pooled slope is the seeds' mean slope (every step finite)."""
+    over = e2_records["init-seeds"]
+    assert over["seeds"] == list(E2_TINY.init_seeds) and over["seeds"][0] == E2_TINY.seeds[0] == 0
+    trained, predicted = np.array(over["trained"], dtype=float), np.array(over["predicted"], dtype=float)
+    assert trained.shape == predicted.shape == (3, len(E2_TINY.init_seeds), 4)
+    np.testing.assert_array_equal(trained[:, 0], np.array(e2_records["sweep-network"]["switch_steps"])[:, 0])
+    np.testing.assert_array_equal(predicted[:, 0], np.array(e2_records["predict"]["network_flow"])[:, 0])
+    assert not np.array_equal(trained[:, 0], trained[:, 1])  # another init, other steps
+    result = E2.summarise(E2_TINY, e2_records)
+    slopes = result.data["init_seed_slopes"]
+    x = np.log(1.0 / np.array(E2_TINY.sigma0s))
+    for name, steps in (("trained", trained), ("predicted", predicted)):
+        own = np.array([[np.polyfit(x, steps[:, j, k], 1)[0] for k in range(4)] for j in range(steps.shape[1])])
+        assert_allclose(slopes[name], own, rtol=1e-10)
+    assert "Over init seeds 0, 1, 2, 3 (the data fixed)" in result.text
+    gap = slopes["predicted"].mean(axis=0)[3] / slopes["trained"].mean(axis=0)[3] - 1.0
+    assert f"{gap:+.1%}" in result.text.split("pooled over the seeds by")[1].split("(")[0]
+
+
 def test_e2_figures(e2_records, tmp_path):
     from nqf_paper.e2_init_sweep.figures import plot
 
@@ -162,6 +184,8 @@ def test_fit_mode():
         lambda: StaircaseConfig(data_seeds=()),
         lambda: InitSweepConfig(sigma0s=(1e-2, 1e-3)),
         lambda: InitSweepConfig(singular_values=(3.0, 3.0)),
+        lambda: InitSweepConfig(init_seeds=()),
+        lambda: InitSweepConfig(init_seeds=(0, 0)),
     ],
 )
 def test_bad_configs(make):

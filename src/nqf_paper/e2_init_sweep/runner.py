@@ -89,6 +89,42 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
         }
 
 
+def init_seeds_run(run: dict[str, Any]) -> dict[str, Any]:
+    """The tanh network over the init seeds ``init_seeds`` at every scale (the data fixed): its
+    switch-on steps trained (one compiled ``train_grid``) and by its own prediction from each
+    init's M0 (one ``predict_grid``: the mean-field flow at every point), each (S, seeds, m),
+    NaN where a mode does not switch on or the prediction has no number."""
+    from nqf.core.measure import switch_steps
+    from nqf.theory.predict import predict_grid
+    from nqf.theory.predict.pipeline import PredictConfig
+    from nqf.training.config import TrainConfig
+    from nqf.training.grid import train_grid
+
+    with jax.enable_x64(True):
+        s = setup(run["task"])
+        seeds, sigma0s = list(run["init_seeds"]), list(run["sigma0s"])
+        train = TrainConfig(
+            optimizer="gd", lr=run["lr"], steps=run["steps"], width=run["width"], dtype="float64", model="network"
+        )
+        result = train_grid(s.arch, s.X, s.Y, train, sigma0s, seeds, basis=s.Q)
+        trained = np.asarray(switch_steps(result.steps, result.occupations, s.thresholds), dtype=np.float64)
+        # the budget per point is predict's; the points' flows together (2 x 64 particles each, a few
+        # hundred steps) took about 2 s for 5 scales x 3 seeds, so none is refused for the grid's size
+        config = PredictConfig(
+            width=run["width"], lr=run["lr"], steps=run["steps"], sigma0=sigma0s[0], network_budget=None
+        )
+        grid = predict_grid(s.arch, s.X, s.Y, config, sigma0s=sigma0s, seeds=seeds)
+        predicted = np.full(trained.shape, np.nan)
+        notes: set[str] = set()
+        for i in range(len(sigma0s)):
+            for j in range(len(seeds)):
+                p = grid.prediction(0, i, j)
+                if p.network is not None and p.num_growing == trained.shape[2]:
+                    predicted[i, j] = p.network.switch_steps
+                notes.update(note for note in p.notes if note.startswith("network ("))
+        return {"trained": trained, "predicted": predicted, "seeds": seeds, "network_notes": sorted(notes)}
+
+
 def runs(c: InitSweepConfig) -> list[RunSpec]:
     base = {
         "task": task_dict(c.inputs, c.outputs, c.singular_values, c.samples, c.data_seed),
@@ -100,4 +136,6 @@ def runs(c: InitSweepConfig) -> list[RunSpec]:
     }
     specs = [RunSpec(f"sweep-{model}", {**base, "model": model}, sweep_run) for model in MODELS]
     specs.append(RunSpec("predict", base, predict_run))
+    over_inits = {**{k: v for k, v in base.items() if k != "seeds"}, "init_seeds": list(c.init_seeds)}
+    specs.append(RunSpec("init-seeds", over_inits, init_seeds_run))
     return specs

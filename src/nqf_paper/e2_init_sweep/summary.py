@@ -89,8 +89,19 @@ def summarise(config: InitSweepConfig, records: dict[str, dict]) -> ExperimentRe
     claims.append(_mflow_claim(sigma0s, measured, predicted, failures, failed))
     claims.append(_discrete_correction_claim(config, fits, continuous, c))
 
+    over_inits = _init_seed_fits(sigma0s, records["init-seeds"], modes)
     text = _text(
-        config, c, discrete, continuous, fits, predicted, measured, float(pred["basis_overlap"]), failures, network_fits
+        config,
+        c,
+        discrete,
+        continuous,
+        fits,
+        predicted,
+        measured,
+        float(pred["basis_overlap"]),
+        failures,
+        network_fits,
+        over_inits,
     )
     data = {
         "sigma0s": sigma0s,
@@ -107,8 +118,30 @@ def summarise(config: InitSweepConfig, records: dict[str, dict]) -> ExperimentRe
         "slope_tolerance": SLOPE_TOLERANCE,
         "linearity_steps": LINEARITY_STEPS,
         "predict_failed": failed,
+        "init_seeds": over_inits["seeds"],
+        "init_seed_slopes": {name: over_inits[name] for name in ("trained", "predicted")},
     }
     return ExperimentResult(claims=tuple(claims), text=text, data=data)
+
+
+def _init_seed_fits(sigma0s: np.ndarray, record: dict, modes: int) -> dict:
+    """The tanh network's slope per init seed and mode, trained and by its own prediction, (seeds, m)
+    each (NaN where a seed's fit is not a resolved measurement), and the slopes of the steps pooled
+    over the seeds, (m,) each (one line through all; NaN where a seed has no fit)."""
+    trained, predicted = as_array(record["trained"]), as_array(record["predicted"])  # (S, seeds, m)
+    seeds = [int(s) for s in record["seeds"]]
+    out: dict = {"seeds": seeds, "notes": list(record.get("network_notes") or ())}
+    for name, steps in (("trained", trained), ("predicted", predicted)):
+        per_seed = np.full((len(seeds), modes), np.nan)
+        for j, seed in enumerate(seeds):
+            for k in range(modes):
+                fit = fit_mode(sigma0s, steps[:, j, k], f"mode {k + 1}, init seed {seed}")
+                per_seed[j, k] = np.nan if fit.problem else fit.slope
+        pooled = [fit_mode(sigma0s, steps[:, :, k], f"mode {k + 1}") for k in range(modes)]
+        resolved = np.all(np.isfinite(per_seed), axis=0)
+        out[name] = per_seed
+        out[f"{name}_pooled"] = np.array([f.slope if ok else np.nan for f, ok in zip(pooled, resolved, strict=True)])
+    return out
 
 
 def _fits(sigma0s: np.ndarray, measured: dict, predicted: dict, modes: int) -> dict[str, list[ModeFit]]:
