@@ -123,7 +123,6 @@ def test_the_prediction_block_leads_and_carries_the_networks_own_steps():
     assert set(result["departure"]) == {"steps", "relative_gap", "network_loss", "quadratic_loss"} | {
         "samples",
         "subsampled",
-        "seconds",
         "notes",
     }
 

@@ -93,6 +93,10 @@ def test_exactly_quadratic_unit_has_no_departure():
     out = json.loads(json.dumps(p.to_json(), allow_nan=False))["departure"]
     assert set(out) >= {"steps", "relative_gap", "samples"}
     assert len(out["steps"]) == len(out["relative_gap"]) == 401 and out["samples"] == 512
+    # reproducible to the byte: no wall time in the JSON (Departure.seconds keeps it for Python)
+    assert "seconds" not in out and set(p.departure.seconds) == {"path", "curve"}
+    again = predict(arch, Xq, Yq, config)
+    assert json.dumps(again.to_json()["departure"]) == json.dumps(p.to_json()["departure"])
 
 
 def test_departure_is_off_by_default():

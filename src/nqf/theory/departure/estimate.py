@@ -82,7 +82,7 @@ class Departure:
         relative_gap: (R,) ||f_net - f_quad|| / ||f_quad|| at W_t = P(t) W0.
         network_loss, quadratic_loss: (R,) both models' losses at W_t (on the samples used).
         samples: number of samples used; subsampled: whether that is a fixed random subset.
-        seconds: {"path", "curve"} wall time.
+        seconds: {"path", "curve"} wall time (not in :meth:`to_json`, whose output is reproducible).
         notes: what a reader needs to know.
     """
 
@@ -96,7 +96,8 @@ class Departure:
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        """The ``"departure"`` block of ``Prediction.to_json``."""
+        """The ``"departure"`` block of ``Prediction.to_json``: the same bytes from the same inputs (no
+        wall times)."""
         return {
             "steps": [int(s) for s in self.steps],
             "relative_gap": json_numbers(self.relative_gap),
@@ -104,7 +105,6 @@ class Departure:
             "quadratic_loss": json_numbers(self.quadratic_loss),
             "samples": int(self.samples),
             "subsampled": bool(self.subsampled),
-            "seconds": {k: float(v) for k, v in (self.seconds or {}).items()},
             "notes": list(self.notes),
         }
 
