@@ -9,6 +9,7 @@ losses it must predict within the stated tolerances where the M-flow is 9-217% o
 
 import dataclasses
 import json
+import math
 
 import jax.numpy as jnp
 import numpy as np
@@ -612,6 +613,61 @@ def test_not_computed_where_it_does_not_apply():
 
     assert "own gradient alone" in not_applicable(arch, "adam")
     assert all(not_applicable(arch, name) is None for name in ("gd", "sgd", "momentum", "nesterov"))
+
+
+def test_a_flow_the_estimate_lets_through_is_watched_as_it_runs(monkeypatch):
+    """Where the flops-based estimate is under network_budget but above budget / WATCH_BELOW, the
+    flow runs in segments and stops where its time so far and its latest rate say it would exceed
+    the budget (from the second segment on), with a note of what it measured; within the budget
+    it is the flow run in one call, to the bit. Forced on any machine: with the estimate's
+    per-step terms set to 0 it is COMPILE_SECONDS, so a budget a microsecond above lets it through
+    and leaves the run a microsecond."""
+    from nqf.theory.departure import mean_field
+
+    task = get_task("staircase")
+    X, Y = task.generate(0, dtype=np.float64)
+    arch = mlp(inputs=8, outputs=4, activation="tanh")
+    for name in ("STEP_SECONDS", "PAIR_SECONDS", "ROUTED_SECONDS"):
+        monkeypatch.setattr(mean_field, name, 0.0)
+    monkeypatch.setattr(mean_field, "FLOPS_PER_SECOND", math.inf)
+    config = PredictConfig(width=8, lr=0.05, steps=400, sigma0=1e-6, network_budget=mean_field.COMPILE_SECONDS + 1e-6)
+    p = predict(arch, X, Y, config)
+    assert p.network is None
+    (note,) = [note for note in p.notes if note.startswith("network (mean field): not computed:")]
+    # segments of 401 / 16 steps: judged from the second on
+    assert "stopped after 50 of its 400 steps" in note and "above network_budget = 0.450001 s" in note
+    # a grid's points each (the budget is for all of them: the run's share halves at two points)
+    from nqf.theory.predict import predict_grid
+
+    grid = predict_grid(arch, X, Y, config, lrs=[0.05, 0.04])
+    assert "grid: the network's own prediction was not computed at 2 of 2 points (their notes say why)" in grid.notes
+    point = grid.prediction(1, 0, 0)
+    assert point.network is None and any("a point x 2 points" in note for note in point.notes)
+    # watched and let through (a budget it cannot exceed): the flow of one call, to the bit
+    whole = predict(arch, X, Y, dataclasses.replace(config, network_budget=None)).network
+    monkeypatch.setattr(mean_field, "WATCH_BELOW", 1e12)
+    watched = predict(arch, X, Y, dataclasses.replace(config, network_budget=1e6)).network
+    assert watched is not None and whole is not None
+    for field in ("switch_steps", "loss", "occupations", "plateau_losses"):
+        np.testing.assert_array_equal(getattr(watched, field), getattr(whole, field), err_msg=field)
+
+
+def test_a_watch_stops_where_the_steps_left_at_the_latest_rate_exceed_the_budget():
+    """FlowWatch.refusal: the time so far plus the latest rate over the steps left (the horizon's
+    step taken) against the run's share of the budget, (budget - COMPILE_SECONDS) / points; a
+    grid's note counts its points. Its segments cover steps 0 .. horizon."""
+    from nqf.theory.departure.mean_field import WATCH_SEGMENTS, FlowWatch
+
+    watch = FlowWatch(allowed=4.55, budget=5.0, points=1, horizon=999)
+    edges = watch.segments()
+    assert edges[0] == 0 and edges[-1] == 1000 and len(edges) == WATCH_SEGMENTS + 1 and np.all(np.diff(edges) > 0)
+    assert watch.refusal(200, 1.0, 0.0044) is None  # 1 + 0.0044 x 800 = 4.52 s
+    assert watch.refusal(200, 1.0, 0.0045) == (
+        "stopped after 200 of its 999 steps (1 s): at their rate it would take about 4.6 s, above "
+        "network_budget = 5 s (raise it, or None for no limit)"
+    )
+    grid = dataclasses.replace(watch, points=10, allowed=0.455)
+    assert "about 4.6 s a point x 10 points" in grid.refusal(200, 1.0, 0.0045)
 
 
 def test_json_and_the_command(capsys):

@@ -371,12 +371,16 @@ def test_many_modes_power_law_and_its_failure_are_predicts(steps):
             assert got["notes"] == want["notes"]
 
 
-def test_the_network_budget_holds_for_the_whole_grid():
+def test_the_network_budget_holds_for_the_whole_grid(monkeypatch):
     """``network_budget`` bounds the grid's flows together (estimated before anything runs): a
     budget that one point's flow fits but the grid's P flows do not gives the grid a note naming
     the points and no network numbers, where ``predict`` at that budget computes the point's;
-    ``points_budget`` (the sweep's per-point budget) computes it again, the same numbers."""
+    ``points_budget`` (the sweep's per-point budget) computes it again, the same numbers. (The
+    estimate's, not the machine's: the watch on the runs' own time is off, tests/test_network_flow.py.)"""
+    from nqf.theory.departure import mean_field
     from nqf.theory.departure.mean_field import COMPILE_SECONDS, PARTICLES, SETS, flow_seconds, points_budget
+
+    monkeypatch.setattr(mean_field, "WATCH_BELOW", 1e-12)  # watched only above 1e12 x the budget: never
 
     X, Y = nqf.get_task("staircase").generate(0, dtype=np.float64)
     arch = nqf.get_architecture("mlp", inputs=8, outputs=4, activation="tanh")

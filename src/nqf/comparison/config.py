@@ -74,7 +74,7 @@ class CompareConfig:
             relative gap between the network and its quadratic form there.
         network, network_budget: the network's own prediction per flow and seed, the mean-field
             flow of its units (``PredictConfig.network``, ``PredictConfig.network_budget``: seconds
-            per prediction by its estimate, None no limit), beside the trained network's;
+            per prediction, by its estimate and its own steps' time, None no limit), beside the trained network's;
             network_method: ``PredictConfig.network_method``.
     """
 

@@ -163,8 +163,9 @@ _COMMON = {
     "network_budget": _field(
         Budget,
         5.0,
-        "Seconds the network's own prediction may take by its estimate (its compiling, and particles x samples x "
-        "steps x a unit's flops); beyond, a note says so instead. inf: no limit. A sweep point's is its own.",
+        "Seconds the network's own prediction may take, by its estimate (its compiling, and particles x samples x "
+        "steps x a unit's flops) and by its own steps' time as it runs; beyond, a note says so instead. inf: no "
+        "limit. A sweep point's is its own.",
     ),
     "network_method": _field(
         choice(NETWORK_METHODS),

@@ -74,7 +74,8 @@ def _threads(workers: int, name: str) -> concurrent.futures.ThreadPoolExecutor:
 
 def background_compile(jitted, static: tuple, shapes: tuple) -> concurrent.futures.Future:
     """The future of ``jitted`` compiled for its leading ``static`` arguments and the
-    ``shapes`` (jax.ShapeDtypeStruct) of the rest; call its result with the arrays alone.
+    ``shapes`` (jax.ShapeDtypeStruct, or pytrees of them) of the rest; call its result with the
+    arrays alone.
 
     Traced and lowered here, in the caller's thread (with the caller's JAX configuration),
     compiled in one worker thread (XLA releases the GIL while it compiles), so the caller
@@ -92,7 +93,8 @@ def background_compile(jitted, static: tuple, shapes: tuple) -> concurrent.futur
     key = (
         jitted,
         static,
-        tuple((s.shape, str(s.dtype)) for s in shapes),
+        jax.tree.structure(shapes),  # shapes may hold pytrees of them
+        tuple((s.shape, str(s.dtype)) for s in jax.tree.leaves(shapes)),
         # the float and integer widths the caller's configuration gives (jax.enable_x64 included)
         str(jax.numpy.result_type(float)),
         str(jax.numpy.result_type(int)),

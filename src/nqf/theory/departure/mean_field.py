@@ -33,7 +33,8 @@ two sets' own readings differ by more than SPREAD_LIMIT of it (``plateau_spread`
 Cost. A step is one forward and backward pass of the unit over 2 S particles and N samples,
 2 S N times a unit's cost: training's step with 2 S units instead of n (independent of n; the
 M-flow's step costs no samples at all). Memory ~ 2 S N (d + K) numbers for the
-activations, estimated before compiling.
+activations, estimated before compiling. Time: estimated before compiling (:func:`flow_seconds`)
+and, where the estimate comes near the budget, measured as it runs (:class:`FlowWatch`).
 
 Units coupled through a router (a mixture of experts: f = sum_e route(l)_e h_e over its E
 experts). The mean field does not hold there: once the gate logits reach O(1) the softmax
@@ -68,6 +69,7 @@ a router (measured small at n = 8 on the staircase; docs/departure.md).
 from __future__ import annotations
 
 import functools
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -119,6 +121,19 @@ STEP_SECONDS = 5e-5
 FLOPS_PER_SECOND = 2e10
 PAIR_SECONDS = 7.5e-9
 ROUTED_SECONDS = 6e-8
+# The estimate reads flops, and a unit's flops do not set its time: on the 2-core AMD EPYC the
+# built-in tanh perceptron's flow on digits (16 components, 2 x 64 particles) takes 0.7 ms a step
+# and a user's a @ gelu(V x) 14 ms, 20x more for 2.4x the flops (4.2 s estimated, 8-10 s taken:
+# its per-particle outputs, 128 x 1797 x 10 numbers, go through memory each step). So a flow the
+# estimate puts above network_budget / WATCH_BELOW (below, the estimate's largest low error
+# measured, 3.3x, still leaves it within the budget) runs in WATCH_SEGMENTS segments of steps, one
+# program call each, and stops where its time so far plus the latest segment's rate over the steps
+# left exceeds its share of the budget (:class:`FlowWatch`). Not judged on the first segment: it
+# runs beside predict's quadratic stages and carries the first call's costs, and measured 1.5-3.1x
+# the run's mean rate (gelu2, breast cancer, digits, attention).
+WATCH_BELOW = 4.0
+WATCH_SEGMENTS = 16
+_STOPPED_WITH_ANOTHER = "stopped with another piece of the run"
 # particle draws: set k uses numpy's default_rng(_SEED + k); the rotations of the networks sharing M0 one rng
 _SEED = 0
 # networks sharing M0 (units coupled by a router): at least this many
@@ -394,10 +409,15 @@ def support_root(M: np.ndarray) -> np.ndarray:
 
 
 @partial(jax.jit, static_argnames=("arch", "loss", "optimizer", "width", "batch_size"))
-def _particle_sets(arch, loss, optimizer, width, batch_size, draws, X, Y, lr, beta, basis, record, batch_key=None):
-    """Occupations (K, R, g) and loss (K, R) of the K particle sets ``draws`` (K, d, S) at the
-    record steps ``record`` (R,): ascending, the horizon last, padded after it with -1 (rows
-    left at zero).
+def _particle_sets(
+    arch, loss, optimizer, width, batch_size, state, X, Y, lr, beta, basis, record, bounds, batch_key=None
+):
+    """The steps bounds[0] <= t < bounds[1] of the K particle sets' flow: its ``state`` (carry,
+    (occupations (R, K, g), loss (R, K)), i) after them. carry: (the particles (K, d, S), the
+    optimizer's buffers like them); the readings at the record steps ``record`` (R,): ascending,
+    the horizon last, padded after it with -1 (rows left at zero); i: the row being written. A run
+    from the start (:func:`initial_state`) over steps 0 .. horizon, in one call or in segments
+    (the same numbers: the loop's state is all there is), reads every record row.
 
     ``batch_size`` None: full batch. Otherwise (minibatch SGD) step t's gradient is the mean over
     the minibatch training draws at step t, ``minibatch_indices(batch_key, N, batch_size, .)``
@@ -414,9 +434,8 @@ def _particle_sets(arch, loss, optimizer, width, batch_size, draws, X, Y, lr, be
     fresh processes, the 2-core Intel machine): tracing 0.06 s against 0.11 s, compiling 0.44 s
     against 0.55 s; the same readings. (A scan over the records' segments, a conditional and an
     inner loop each, compiled slower than the per-set loop: 0.48 s against 0.40 s.)"""
-    S = draws.shape[2]
+    S = state[0][0].shape[2]
     scale = width / S
-    horizon = jnp.max(record)
 
     def loss_of(W, inputs=X, targets=Y):
         return jnp.mean(per_sample_loss(loss, scale * network_batch(arch, W, inputs), targets))
@@ -447,15 +466,17 @@ def _particle_sets(arch, loss, optimizer, width, batch_size, draws, X, Y, lr, be
         # the optimizer's own step with each particle's per-unit gradient
         return optimizer.flow_step(grad / scale, carry, lr, beta), (occ, values), i + (record[i] == t).astype(i.dtype)
 
-    carry0 = (draws, *(jnp.zeros_like(draws) for _ in range(optimizer.buffers)))
+    return jax.lax.fori_loop(bounds[0], bounds[1], step, state)
+
+
+def initial_state(draws: np.ndarray, buffers: int, rows: int, growing: int) -> tuple:
+    """The flow's state at step 0 (:func:`_particle_sets`), host arrays: the particles ``draws``
+    (K, d, S), ``buffers`` zero optimizer buffers like them, zero readings for ``rows`` record rows
+    and ``growing`` modes, row 0."""
     K = draws.shape[0]
-    readings0 = (
-        jnp.zeros((record.shape[0], K, basis.shape[1]), draws.dtype),
-        jnp.zeros((record.shape[0], K), draws.dtype),
-    )
-    start = jnp.zeros((), record.dtype)
-    _, (occ, values), _ = jax.lax.fori_loop(start, horizon + 1, step, (carry0, readings0, start))
-    return jnp.moveaxis(occ, 0, 1), values.T
+    carry = (draws, *(np.zeros_like(draws) for _ in range(buffers)))
+    readings = (np.zeros((rows, K, growing), draws.dtype), np.zeros((rows, K), draws.dtype))
+    return carry, readings, np.zeros((), np.int32)
 
 
 def network_flow(
@@ -505,7 +526,10 @@ def point_flow(
     ``network_budget`` (None: no limit). :func:`plan_flow` then :meth:`FlowPlan.run`."""
     basis = np.asarray(basis)
     plan, why = plan_flow(arch, X, Y, np.shape(W0)[1], config, record, basis.shape[1], particles, budget)
-    return (None, why) if plan is None else (plan.run(W0, basis, thresholds), None)
+    if plan is None:
+        return None, why
+    found = plan.run(W0, basis, thresholds)
+    return (None, found) if isinstance(found, str) else (found, None)
 
 
 def plan_flow(
@@ -559,10 +583,8 @@ def plan_flow(
     optimizer = closed_optimizer(config.optimizer)
     # a step of minibatch SGD evaluates the units on its batch (the full data at the record steps only)
     stepped = X[: int(config.batch_size)] if optimizer.minibatches else X
-    if (
-        budget is not None
-        and (estimate := flow_seconds(arch, stepped, horizon, sets * per_set, sets if ensemble else 0, points)) > budget
-    ):
+    estimate = 0.0 if budget is None else flow_seconds(arch, stepped, horizon, sets * per_set, sets * ensemble, points)
+    if budget is not None and estimate > budget:
         at = f" x {points} points" if points > 1 else ""
         return None, (
             f"it would take about {estimate:.2g} s ({what} x {int(stepped.shape[0])} samples x {horizon} "
@@ -579,13 +601,18 @@ def plan_flow(
     # conversion, and of the record a copy, on the first call
     inputs = (to_device(np.asarray(X), dtype=dtype), to_device(np.asarray(Y), dtype=dtype))
     pieces, per_piece = set_pieces(sets)
+    state = jax.tree.map(
+        lambda a: jax.ShapeDtypeStruct(a.shape, dtype if a.dtype.kind == "f" else a.dtype),
+        initial_state(np.zeros((per_piece, arch.dim, per_set)), optimizer.buffers, padded.size, int(growing)),
+    )
     shapes = (
-        jax.ShapeDtypeStruct((per_piece, arch.dim, per_set), dtype),
+        state,
         *(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs),
         jax.ShapeDtypeStruct((), dtype),
         jax.ShapeDtypeStruct((), dtype),
         jax.ShapeDtypeStruct((arch.dim, int(growing)), dtype),
         jax.ShapeDtypeStruct(padded.shape, padded.dtype),
+        jax.ShapeDtypeStruct((2,), np.int32),
     )
     batch_size: int | None = None
     batch_key: tuple[jax.Array, ...] = ()
@@ -593,6 +620,11 @@ def plan_flow(
         batch_size, batch_key = int(config.batch_size), (training_keys(config.seed)[1],)
         shapes = (*shapes, *(jax.ShapeDtypeStruct(key.shape, key.dtype) for key in batch_key))
     program = background_compile(_particle_sets, (arch, config.loss, optimizer, width, batch_size), shapes)
+    watch = (
+        FlowWatch((budget - COMPILE_SECONDS) / points, float(budget), points, horizon)
+        if budget is not None and estimate > budget / WATCH_BELOW and horizon >= 2 * WATCH_SEGMENTS
+        else None
+    )
     return (
         FlowPlan(
             arch=arch,
@@ -610,6 +642,7 @@ def plan_flow(
             program=program,
             batch_key=batch_key,
             seconds=time.perf_counter() - start,
+            watch=watch,
         ),
         None,
     )
@@ -627,11 +660,62 @@ def set_pieces(sets: int) -> tuple[int, int]:
     return -(-int(sets) // per_piece), per_piece
 
 
-def _run_piece(program, piece, shared) -> tuple[np.ndarray, np.ndarray]:
-    """One piece's (occupations, loss) as host arrays, run in this thread once ``program`` (the
-    future of the compiled flow) holds it."""
-    occ, loss = program.result()(piece, *shared)
-    return np.asarray(occ), np.asarray(loss)
+@dataclass(frozen=True)
+class FlowWatch:
+    """How a flow's run is watched against the time budget (module constants, :meth:`FlowPlan.start`):
+    ``allowed`` the seconds one flow's run may take, (network_budget - COMPILE_SECONDS) / points;
+    ``budget`` and ``points`` for the note; ``horizon`` its last step."""
+
+    allowed: float
+    budget: float
+    points: int
+    horizon: int
+
+    def segments(self) -> np.ndarray:
+        """(WATCH_SEGMENTS + 1,) the bounds of the segments of steps 0 .. horizon (the horizon's
+        step taken, as the whole run takes it)."""
+        return np.linspace(0, self.horizon + 1, WATCH_SEGMENTS + 1).round().astype(np.int64)
+
+    def refusal(self, done: int, seconds: float, rate: float) -> str | None:
+        """Why the run stops after ``done`` steps that took ``seconds``, the latest segment at
+        ``rate`` seconds a step, or None: where the steps left at that rate would take it past
+        ``allowed``."""
+        projected = seconds + rate * (self.horizon + 1 - done)
+        if projected <= self.allowed:
+            return None
+        at = f" a point x {self.points} points" if self.points > 1 else ""
+        return (
+            f"stopped after {done} of its {self.horizon} steps ({seconds:.2g} s): at their rate it would take about "
+            f"{projected:.2g} s{at}, above network_budget = {self.budget:g} s (raise it, or None for no limit)"
+        )
+
+
+def _run_piece(program, state, shared, horizon: int, watch: FlowWatch | None, stopped):
+    """One piece's (occupations (K, R, g), loss (K, R)) as host arrays, run in this thread once
+    ``program`` (the future of the compiled flow) holds it, from ``state`` (``_particle_sets``) over
+    steps 0 .. ``horizon``. With a ``watch``, in its segments, and the note of why it stopped (a str)
+    where it says so or where another piece of the run did (``stopped``: their shared
+    threading.Event)."""
+    run = program.result()
+    edges = np.array([0, horizon + 1]) if watch is None else watch.segments()
+    begin = time.perf_counter()
+    for k in range(len(edges) - 1):
+        if stopped.is_set():
+            return _STOPPED_WITH_ANOTHER
+        start = time.perf_counter()
+        state = run(state, *shared[:6], to_device(edges[k : k + 2].astype(np.int32)), *shared[6:])
+        if watch is None:
+            break
+        state = jax.block_until_ready(state)
+        now = time.perf_counter()
+        rate = (now - start) / (edges[k + 1] - edges[k])
+        # the first segment runs beside predict's quadratic stages (module constants): not judged
+        why = None if k == 0 else watch.refusal(int(edges[k + 1]), now - begin, rate)
+        if why is not None:
+            stopped.set()
+            return why
+    _, (occ, values), _ = state
+    return np.moveaxis(np.asarray(occ), 0, 1), np.asarray(values).T
 
 
 @dataclass(frozen=True)
@@ -639,7 +723,8 @@ class FlowPlan:
     """A particle flow checked and its program compiling (:func:`plan_flow`); :meth:`start` starts
     it from an init, :meth:`run` runs it. ``program``: the future of the compiled ``_particle_sets``
     (``nqf.core.programs.background_compile``); ``batch_key``: (training's batch key,) under
-    minibatch SGD, else (); ``seconds``: the planning's own wall time."""
+    minibatch SGD, else (); ``seconds``: the planning's own wall time; ``watch``: how each run is
+    watched against the time budget as it goes (None: it is not; module constants)."""
 
     arch: Architecture
     config: Any
@@ -656,6 +741,7 @@ class FlowPlan:
     program: Any
     batch_key: tuple
     seconds: float
+    watch: FlowWatch | None = None
 
     def start(self, W0, basis, lr: float | None = None) -> FlowRun:
         """The flow from the init W0 (d, n) with the growing modes' basis (d, g), at the learning
@@ -685,13 +771,24 @@ class FlowPlan:
         # each run by the one program in its own thread (set_pieces)
         size = self.per_piece
         stacked = np.asarray(draws)[np.minimum(np.arange(self.pieces * size), sets - 1)]
-        pieces = [to_device(stacked[i * size : (i + 1) * size], dtype=dtype) for i in range(self.pieces)]
-        runs = background_calls([partial(_run_piece, self.program, piece, shared) for piece in pieces])
+        growing, rows = np.shape(basis)[1], self.padded.shape[0]
+        states = [
+            jax.tree.map(
+                lambda a: to_device(a, dtype=dtype) if a.dtype.kind == "f" else to_device(a),
+                initial_state(stacked[i * size : (i + 1) * size], self.optimizer.buffers, rows, growing),
+            )
+            for i in range(self.pieces)
+        ]
+        horizon, stopped = int(self.record[-1]), threading.Event()
+        runs = background_calls(
+            [partial(_run_piece, self.program, state, shared, horizon, self.watch, stopped) for state in states]
+        )
         return FlowRun(plan=self, runs=tuple(runs), seconds=self.seconds + time.perf_counter() - begin)
 
-    def run(self, W0, basis, thresholds, lr: float | None = None) -> NetworkFlow:
+    def run(self, W0, basis, thresholds, lr: float | None = None) -> NetworkFlow | str:
         """The NetworkFlow from the init W0 (d, n), the growing modes' basis (d, g) and their
-        thresholds (g,), at the learning rate ``lr``: :meth:`start`, then :meth:`FlowRun.finish`."""
+        thresholds (g,), at the learning rate ``lr``, or why it stopped (its watch):
+        :meth:`start`, then :meth:`FlowRun.finish`."""
         return self.start(W0, basis, lr).finish(thresholds)
 
 
@@ -704,14 +801,18 @@ class FlowRun:
     runs: tuple
     seconds: float
 
-    def finish(self, thresholds) -> NetworkFlow:
-        """The NetworkFlow, read at the growing modes' thresholds (g,) once the pieces are done.
-        Its ``seconds``: the planning's, the start's and this call's wall time (waiting for the
-        program and its run included; the quadratic stages that ran meanwhile are not)."""
+    def finish(self, thresholds) -> NetworkFlow | str:
+        """The NetworkFlow, read at the growing modes' thresholds (g,) once the pieces are done, or
+        why it stopped (its watch: :class:`FlowWatch`). Its ``seconds``: the
+        planning's, the start's and this call's wall time (waiting for the program and its run
+        included; the quadratic stages that ran meanwhile are not)."""
         begin = time.perf_counter()
         plan = self.plan
         record, sets = plan.record, plan.sets
         runs = [future.result() for future in self.runs]
+        refused = sorted((r for r in runs if isinstance(r, str)), key=lambda why: why == _STOPPED_WITH_ANOTHER)
+        if refused:  # the piece that stopped says why
+            return refused[0]
         occ = np.concatenate([r[0] for r in runs])[:sets, : record.size].astype(np.float64)  # (sets, R, g)
         loss = np.concatenate([r[1] for r in runs])[:sets, : record.size].astype(np.float64)
         thresholds = np.asarray(thresholds, dtype=np.float64)

@@ -742,6 +742,11 @@ def predict_grid(
         )
         if isinstance(network, str) and network != "exact":  # refused for the whole grid (its points say it too)
             notes.append(f"{_GRID_NOTE}{networks[0]}")
+        elif refused := sum(isinstance(found, str) for found in networks):  # by their first steps' time
+            notes.append(
+                f"{_GRID_NOTE}the network's own prediction was not computed at {refused} of {P} points "
+                "(their notes say why)"
+            )
     net_steps, net_plateaus = np.full((P, g), np.nan), np.full((P, g), np.nan)
     net_loss = np.full((P, record.size), np.nan)
     for p, flow in enumerate(networks):

@@ -72,12 +72,13 @@ class PredictConfig:
         network: also predict the network itself, not only its quadratic model: the mean-field
             flow of its units (``nqf.theory.departure.mean_field``: switch-on steps, plateau
             losses and loss curve where the network leaves the quadratic model). On by default;
-            computed where it applies (a full-batch optimizer, the samples X, Y given) and its
-            estimated time is within ``network_budget``, else a note says why not.
-        network_budget: seconds the mean-field flow of one call may take by its estimate of a
-            first call (its compiling, and particles x samples x steps x a unit's flops:
-            ``mean_field.flow_seconds``; None: no limit): one prediction's, or the flows of all the
-            points of ``nqf.predict_grid`` together (a grid over the budget gets a note instead).
+            computed where it applies (a full-batch optimizer, the samples X, Y given) and within
+            ``network_budget``, else a note says why not.
+        network_budget: seconds the mean-field flow of one call may take (None: no limit): one
+            prediction's, or the flows of all the points of ``nqf.predict_grid`` together. Refused
+            before anything compiles where its estimate (its compiling, and particles x samples x
+            steps x a unit's flops: ``mean_field.flow_seconds``) exceeds it, and stopped as it runs
+            where its own steps' time says it would (``mean_field.FlowWatch``); a note says so.
         network_method: how the network's own prediction is computed: ``mean_field`` (the
             units' distribution, n -> infinity at the init's M0), ``networks`` (16 or more
             networks sharing the init's M0, W0 O with O drawn: their median, and half their

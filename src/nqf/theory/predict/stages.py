@@ -226,9 +226,8 @@ def network_finish(network, arch: Architecture, config: PredictConfig, steps, lo
         g = np.size(thresholds)
         kept = np.full((np.size(steps), g), np.nan) if occupations is None else np.asarray(occupations)[:, :g]
         return quadratic_network(np.asarray(steps), loss, kept, switch)
-    if isinstance(network, str):
-        return not_computed_note(arch, network, config.network_method)
-    return network.finish(thresholds)
+    found = network if isinstance(network, str) else network.finish(thresholds)
+    return not_computed_note(arch, found, config.network_method) if isinstance(found, str) else found
 
 
 def with_network(prediction: Prediction, found) -> Prediction:
