@@ -128,7 +128,9 @@ ROUTED_SECONDS = 6e-8
 # estimate puts above network_budget / WATCH_BELOW (below, the estimate's largest low error
 # measured, 3.3x, still leaves it within the budget) runs in WATCH_SEGMENTS segments of steps, one
 # program call each, and stops where its time so far plus the latest segment's rate over the steps
-# left exceeds its share of the budget (:class:`FlowWatch`). Not judged on the first segment: it
+# left exceeds its share of the budget (:class:`FlowWatch`), and runs the rest in one call once
+# that projection is under half the share (a step's cost does not change from step to step; a
+# call per segment costs breast cancer's warm flow 10%). Not judged on the first segment: it
 # runs beside predict's quadratic stages and carries the first call's costs, and measured 1.5-3.1x
 # the run's mean rate (gelu2, breast cancer, digits, attention).
 WATCH_BELOW = 4.0
@@ -676,11 +678,15 @@ class FlowWatch:
         step taken, as the whole run takes it)."""
         return np.linspace(0, self.horizon + 1, WATCH_SEGMENTS + 1).round().astype(np.int64)
 
+    def projected(self, done: int, seconds: float, rate: float) -> float:
+        """The run's seconds after ``done`` steps that took ``seconds``, the steps left at ``rate``."""
+        return seconds + rate * (self.horizon + 1 - done)
+
     def refusal(self, done: int, seconds: float, rate: float) -> str | None:
         """Why the run stops after ``done`` steps that took ``seconds``, the latest segment at
         ``rate`` seconds a step, or None: where the steps left at that rate would take it past
         ``allowed``."""
-        projected = seconds + rate * (self.horizon + 1 - done)
+        projected = self.projected(done, seconds, rate)
         if projected <= self.allowed:
             return None
         at = f" a point x {self.points} points" if self.points > 1 else ""
@@ -704,16 +710,20 @@ def _run_piece(program, state, shared, horizon: int, watch: FlowWatch | None, st
             return _STOPPED_WITH_ANOTHER
         start = time.perf_counter()
         state = run(state, *shared[:6], to_device(edges[k : k + 2].astype(np.int32)), *shared[6:])
-        if watch is None:
+        if watch is None or k == len(edges) - 2:
             break
         state = jax.block_until_ready(state)
         now = time.perf_counter()
-        rate = (now - start) / (edges[k + 1] - edges[k])
+        done, rate = int(edges[k + 1]), (now - start) / (edges[k + 1] - edges[k])
         # the first segment runs beside predict's quadratic stages (module constants): not judged
-        why = None if k == 0 else watch.refusal(int(edges[k + 1]), now - begin, rate)
+        why = None if k == 0 else watch.refusal(done, now - begin, rate)
         if why is not None:
             stopped.set()
             return why
+        if k > 0 and watch.projected(done, now - begin, rate) <= watch.allowed / 2:
+            # a step's cost is the program's, the same at every step: at half the budget the rest
+            # runs in one call (a call a segment costs its dispatch and a wait)
+            edges = np.array([*edges[: k + 2], horizon + 1])
     _, (occ, values), _ = state
     return np.moveaxis(np.asarray(occ), 0, 1), np.asarray(values).T
 
