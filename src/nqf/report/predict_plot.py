@@ -180,10 +180,10 @@ def _draw_switch_steps(ax, prediction: Prediction, horizon: float) -> tuple[floa
         (PALETTE[_LV], "LV map", "LV", shown["lv"]),
         (PALETTE[_LIMIT], "vanishing-init limit", "limit", shown["singular_limit"]),
     ]
-    if (readings := prediction.network_group_readings()) is not None:
+    if prediction.network is not None:
         found = prediction.network
-        assert found is not None
-        steps = readings[0] if prediction.degenerate else found.switch_steps
+        readings = prediction.network_group_readings() if prediction.degenerate else None
+        steps = found.switch_steps if readings is None else readings[0]
         sources.append((PALETTE[_NETWORK], f"network, predicted: {found.label}", "network", steps))
     rows = []
     for colour, name, short, switch in sources:
