@@ -53,6 +53,7 @@ from nqf.architectures.architecture import Architecture
 from nqf.core.arguments import check_entry_arguments
 from nqf.core.cache import ensure_default_cache
 from nqf.core.errors import NqfError, PrecisionWarning
+from nqf.core.sampling import prepare_standard_normal
 from nqf.optimizers import optimizer_record
 from nqf.theory.data_matrices.moments import MomentDataMatrices, RouteChoice
 from nqf.theory.data_matrices.protocol import AbstractDataMatrices
@@ -135,6 +136,8 @@ def predict(
         optimizer_record(config.optimizer).minibatches,
     )
     ensure_default_cache()
+    if W0 is None:  # the init's draw compiles beside the gate and the data's moments
+        prepare_standard_normal(arch.dim * config.width, jnp.result_type(float))
     expansion = stage.gate(arch, config)
     dtype = jnp.result_type(float)
     if dtype == np.float32:
