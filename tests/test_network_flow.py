@@ -616,10 +616,11 @@ def test_not_computed_where_it_does_not_apply():
 
 
 def test_a_flow_the_estimate_lets_through_is_watched_as_it_runs(monkeypatch):
-    """Where the flops-based estimate is under network_budget but above budget / WATCH_BELOW, the
-    flow runs in segments and stops where its time so far and its latest rate say it would exceed
-    the budget (from the second segment on), with a note of what it measured; within the budget
-    it is the flow run in one call, to the bit. Forced on any machine: with the estimate's
+    """Where the flops-based estimate does not refuse the flow but is above budget / WATCH_BELOW,
+    the flow runs its first two sixteenths of steps as two calls and stops where their time and
+    the second's rate say the whole would exceed the budget, with a note of what it measured;
+    within the budget the rest runs in one call: the flow of one call, to the bit. A grid is
+    judged once, by its first run, for all its points. Forced on any machine: with the estimate's
     per-step terms set to 0 it is COMPILE_SECONDS, so a budget a microsecond above lets it through
     and leaves the run a microsecond."""
     from nqf.theory.departure import mean_field
@@ -634,15 +635,15 @@ def test_a_flow_the_estimate_lets_through_is_watched_as_it_runs(monkeypatch):
     p = predict(arch, X, Y, config)
     assert p.network is None
     (note,) = [note for note in p.notes if note.startswith("network (mean field): not computed:")]
-    # segments of 401 / 16 steps: judged from the second on
+    # 401 / 16 steps a segment: judged after the second
     assert "stopped after 50 of its 400 steps" in note and "above network_budget = 0.450001 s" in note
-    # a grid's points each (the budget is for all of them: the run's share halves at two points)
+    # a grid's points together (the budget is for all of them), judged once
     from nqf.theory.predict import predict_grid
 
     grid = predict_grid(arch, X, Y, config, lrs=[0.05, 0.04])
     assert "grid: the network's own prediction was not computed at 2 of 2 points (their notes say why)" in grid.notes
     point = grid.prediction(1, 0, 0)
-    assert point.network is None and any("a point x 2 points" in note for note in point.notes)
+    assert point.network is None and any("the grid's 2 flows would take about" in note for note in point.notes)
     # watched and let through (a budget it cannot exceed): the flow of one call, to the bit
     whole = predict(arch, X, Y, dataclasses.replace(config, network_budget=None)).network
     monkeypatch.setattr(mean_field, "WATCH_BELOW", 1e12)
@@ -652,22 +653,25 @@ def test_a_flow_the_estimate_lets_through_is_watched_as_it_runs(monkeypatch):
         np.testing.assert_array_equal(getattr(watched, field), getattr(whole, field), err_msg=field)
 
 
-def test_a_watch_stops_where_the_steps_left_at_the_latest_rate_exceed_the_budget():
-    """FlowWatch.refusal: the time so far plus the latest rate over the steps left (the horizon's
-    step taken) against the run's share of the budget, (budget - COMPILE_SECONDS) / points; a
-    grid's note counts its points. Its segments cover steps 0 .. horizon."""
+def test_a_watch_judges_once_for_every_run_of_its_plan():
+    """FlowWatch: after ``done`` steps that took ``seconds``, the timed segment's rate over the steps
+    left and over every other point's (a grid's) against network_budget - COMPILE_SECONDS; the first
+    judgement holds for every run of the plan, whatever a later run would judge."""
     from nqf.theory.departure.mean_field import WATCH_SEGMENTS, FlowWatch
 
     watch = FlowWatch(allowed=4.55, budget=5.0, points=1, horizon=999)
-    edges = watch.segments()
-    assert edges[0] == 0 and edges[-1] == 1000 and len(edges) == WATCH_SEGMENTS + 1 and np.all(np.diff(edges) > 0)
+    first, second = watch.judged()
+    assert first == round(1000 / WATCH_SEGMENTS) and second == 2 * first
     assert watch.refusal(200, 1.0, 0.0044) is None  # 1 + 0.0044 x 800 = 4.52 s
     assert watch.refusal(200, 1.0, 0.0045) == (
         "stopped after 200 of its 999 steps (1 s): at their rate it would take about 4.6 s, above "
         "network_budget = 5 s (raise it, or None for no limit)"
     )
-    grid = dataclasses.replace(watch, points=10, allowed=0.455)
-    assert "about 4.6 s a point x 10 points" in grid.refusal(200, 1.0, 0.0045)
+    grid = FlowWatch(allowed=4.55, budget=5.0, points=10, horizon=999)  # 1 + 0.00045 (800 + 9 x 1000) = 5.41 s
+    assert "the grid's 10 flows would take about 5.4 s" in grid.refusal(200, 1.0, 0.00045)
+    assert grid.verdict() == (False, None)
+    assert grid.decide(200, 1.0, 0.0001) is None and grid.verdict() == (True, None)
+    assert grid.decide(200, 1.0, 0.00045) is None  # the first judgement holds
 
 
 def test_json_and_the_command(capsys):

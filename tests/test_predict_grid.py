@@ -388,7 +388,10 @@ def test_the_network_budget_holds_for_the_whole_grid(monkeypatch):
     one = flow_seconds(arch, X, steps, SETS * PARTICLES)
     three = flow_seconds(arch, X, steps, SETS * PARTICLES, points=3)
     assert three - COMPILE_SECONDS == pytest.approx(3 * (one - COMPILE_SECONDS))
-    budget = 0.5 * (one + three)  # one point fits, three do not
+    # refused before compiling where the run's estimate exceeds ESTIMATE_SLACK x the budget's run share
+    needs = [COMPILE_SECONDS + (e - COMPILE_SECONDS) / mean_field.ESTIMATE_SLACK for e in (one, three)]
+    budget = 0.5 * sum(needs)  # one point fits, three do not
+    assert not mean_field.estimate_refuses(one, budget) and mean_field.estimate_refuses(three, budget)
     config = nqf.PredictConfig(width=16, lr=0.05, steps=steps, sigma0=1e-6, network_budget=budget)
     alone = nqf.predict(arch, X, Y, config)
     assert alone.network is not None
@@ -405,9 +408,10 @@ def test_the_network_budget_holds_for_the_whole_grid(monkeypatch):
 
 
 def test_points_budget_refuses_exactly_what_each_point_refuses_alone():
-    """points x budget - (points - 1) x COMPILE_SECONDS: C + P r <= it iff C + r <= budget."""
+    """points x budget - (points - 1) x COMPILE_SECONDS: C + P r <= it iff C + r <= budget, and so
+    with the estimate's slack (``estimate_refuses``: C + P r / slack against it)."""
     from nqf.theory.departure.mean_field import COMPILE_SECONDS as C
-    from nqf.theory.departure.mean_field import points_budget
+    from nqf.theory.departure.mean_field import ESTIMATE_SLACK, estimate_refuses, points_budget
 
     assert points_budget(None, 7) is None
     for budget in (0.1, C, 0.7, 5.0, 100.0):
@@ -416,3 +420,10 @@ def test_points_budget_refuses_exactly_what_each_point_refuses_alone():
                 alone = C + run <= budget
                 together = C + points * run <= points_budget(budget, points) * (1 + 1e-12)
                 assert alone == together or abs(C + run - budget) < 1e-9, (budget, run, points)
+                slack_alone = estimate_refuses(C + run, budget)
+                slack_together = estimate_refuses(C + points * run, points_budget(budget, points) * (1 + 1e-12))
+                assert slack_alone == slack_together or abs(C + run / ESTIMATE_SLACK - budget) < 1e-9, (
+                    budget,
+                    run,
+                    points,
+                )
