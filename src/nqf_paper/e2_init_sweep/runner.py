@@ -91,25 +91,19 @@ def predict_run(run: dict[str, Any]) -> dict[str, Any]:
 
 def init_seeds_run(run: dict[str, Any]) -> dict[str, Any]:
     """The tanh network over the init seeds ``init_seeds`` at every scale (the data fixed): its
-    switch-on steps trained (one compiled ``train_grid``) and by its own prediction from each
-    init's M0 (one ``predict_grid``: the mean-field flow at every point), each (S, seeds, m),
+    switch-on steps trained (:func:`sweep_run` over those seeds) and by its own prediction from
+    each init's M0 (one ``predict_grid``: the mean-field flow at every point), each (S, seeds, m),
     NaN where a mode does not switch on or the prediction has no number."""
-    from nqf.core.measure import switch_steps
     from nqf.theory.predict import predict_grid
     from nqf.theory.predict.pipeline import PredictConfig
-    from nqf.training.config import TrainConfig
-    from nqf.training.grid import train_grid
 
+    seeds, sigma0s = list(run["init_seeds"]), list(run["sigma0s"])
+    swept = sweep_run({**run, "model": "network", "seeds": seeds})
+    trained = np.asarray(swept["switch_steps"], dtype=np.float64)
     with jax.enable_x64(True):
         s = setup(run["task"])
-        seeds, sigma0s = list(run["init_seeds"]), list(run["sigma0s"])
-        train = TrainConfig(
-            optimizer="gd", lr=run["lr"], steps=run["steps"], width=run["width"], dtype="float64", model="network"
-        )
-        result = train_grid(s.arch, s.X, s.Y, train, sigma0s, seeds, basis=s.Q)
-        trained = np.asarray(switch_steps(result.steps, result.occupations, s.thresholds), dtype=np.float64)
-        # the budget per point is predict's; the points' flows together (2 x 64 particles each, a few
-        # hundred steps) took about 2 s for 5 scales x 3 seeds, so none is refused for the grid's size
+        # no time budget: a record must not depend on the machine's speed (the grid's flows, 2 x 64
+        # particles each, took about 2 s for 5 scales x 3 seeds on a 2-core machine)
         config = PredictConfig(
             width=run["width"], lr=run["lr"], steps=run["steps"], sigma0=sigma0s[0], network_budget=None
         )

@@ -425,7 +425,7 @@ def support_root(M: np.ndarray) -> np.ndarray:
 
 @partial(jax.jit, static_argnames=("arch", "loss", "optimizer", "width", "batch_size"))
 def _particle_sets(
-    arch, loss, optimizer, width, batch_size, state, X, Y, lr, beta, basis, record, bounds, batch_key=None
+    arch, loss, optimizer, width, batch_size, state, bounds, X, Y, lr, beta, basis, record, batch_key=None
 ):
     """The steps bounds[0] <= t < bounds[1] of the K particle sets' flow: its ``state`` (carry,
     (occupations (R, K, g), loss (R, K)), i) after them. carry: (the particles (K, d, S), the
@@ -485,9 +485,9 @@ def _particle_sets(
 
 
 def initial_state(draws: np.ndarray, buffers: int, rows: int, growing: int) -> tuple:
-    """The flow's state at step 0 (:func:`_particle_sets`), host arrays: the particles ``draws``
-    (K, d, S), ``buffers`` zero optimizer buffers like them, zero readings for ``rows`` record rows
-    and ``growing`` modes, row 0."""
+    """The flow's state at step 0 (:func:`_particle_sets`), host arrays of ``draws``' float dtype:
+    the particles ``draws`` (K, d, S), ``buffers`` zero optimizer buffers like them, zero readings
+    for ``rows`` record rows and ``growing`` modes, row 0."""
     K = draws.shape[0]
     carry = (draws, *(np.zeros_like(draws) for _ in range(buffers)))
     readings = (np.zeros((rows, K, growing), draws.dtype), np.zeros((rows, K), draws.dtype))
@@ -598,7 +598,8 @@ def plan_flow(
     optimizer = closed_optimizer(config.optimizer)
     # a step of minibatch SGD evaluates the units on its batch (the full data at the record steps only)
     stepped = X[: int(config.batch_size)] if optimizer.minibatches else X
-    estimate = 0.0 if budget is None else flow_seconds(arch, stepped, horizon, sets * per_set, sets * ensemble, points)
+    networks = sets if ensemble else 0
+    estimate = 0.0 if budget is None else flow_seconds(arch, stepped, horizon, sets * per_set, networks, points)
     if estimate_refuses(estimate, budget):
         at = f" x {points} points" if points > 1 else ""
         return None, (
@@ -617,18 +618,18 @@ def plan_flow(
     # conversion, and of the record a copy, on the first call
     inputs = (to_device(np.asarray(X), dtype=dtype), to_device(np.asarray(Y), dtype=dtype))
     pieces, per_piece = set_pieces(sets)
-    state = jax.tree.map(
-        lambda a: jax.ShapeDtypeStruct(a.shape, dtype if a.dtype.kind == "f" else a.dtype),
-        initial_state(np.zeros((per_piece, arch.dim, per_set)), optimizer.buffers, padded.size, int(growing)),
-    )
+    draws = np.zeros((per_piece, arch.dim, per_set), dtype=dtype)
     shapes = (
-        state,
+        jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+            initial_state(draws, optimizer.buffers, padded.size, int(growing)),
+        ),
+        jax.ShapeDtypeStruct((2,), np.int32),  # the steps' bounds
         *(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs),
         jax.ShapeDtypeStruct((), dtype),
         jax.ShapeDtypeStruct((), dtype),
         jax.ShapeDtypeStruct((arch.dim, int(growing)), dtype),
         jax.ShapeDtypeStruct(padded.shape, padded.dtype),
-        jax.ShapeDtypeStruct((2,), np.int32),
     )
     batch_size: int | None = None
     batch_key: tuple[jax.Array, ...] = ()
@@ -731,7 +732,7 @@ def _run_piece(program, state, shared, horizon: int, watch: FlowWatch | None):
     run = program.result()
 
     def advance(state, start: int, stop: int):
-        return run(state, *shared[:6], to_device(np.array([start, stop], dtype=np.int32)), *shared[6:])
+        return run(state, to_device(np.array([start, stop], dtype=np.int32)), *shared)
 
     done = 0
     if watch is not None:
@@ -802,12 +803,11 @@ class FlowPlan:
         # the sets in `pieces` pieces of equal size (the last padded with copies of the last set),
         # each run by the one program in its own thread (set_pieces)
         size = self.per_piece
-        stacked = np.asarray(draws)[np.minimum(np.arange(self.pieces * size), sets - 1)]
+        stacked = np.asarray(draws, dtype=dtype)[np.minimum(np.arange(self.pieces * size), sets - 1)]
         growing, rows = np.shape(basis)[1], self.padded.shape[0]
         states = [
             jax.tree.map(
-                lambda a: to_device(a, dtype=dtype) if a.dtype.kind == "f" else to_device(a),
-                initial_state(stacked[i * size : (i + 1) * size], self.optimizer.buffers, rows, growing),
+                to_device, initial_state(stacked[i * size : (i + 1) * size], self.optimizer.buffers, rows, growing)
             )
             for i in range(self.pieces)
         ]
